@@ -1,0 +1,169 @@
+"""Store files: format, atomic writes, validation on load, and a lock for concurrent writers.
+
+Format ``countermem-store`` version 1 is JSON Lines, UTF-8:
+  line 1   header: {"format": "countermem-store", "version": 1, "frozen": bool, "snapshot_id": str,
+           "content_hash": sha256 hex, "num_records": int, "next_seq": int, "evictions": int,
+           "config": {...StoreConfig...}}
+  line 2+  one record each (``MemoryRecord.to_json()``), in insertion order.
+A write goes to a temporary file in the same folder, is fsynced and renamed over the old file, so a
+crash at any point leaves the previous snapshot readable. Loading re-checks every field and the
+content hash; errors name the file, the line and the field.
+"""
+import contextlib
+import json
+import os
+import pathlib
+import tempfile
+from typing import Iterator
+
+import filelock
+
+from countermem_jax.memory.record import MemoryRecord, RecordFieldError
+from countermem_jax.memory.store import (FrozenStore, MemoryStore, StoreConfig, content_hash)
+
+FORMAT = "countermem-store"
+VERSION = 1
+
+
+class StoreFormatError(ValueError):
+    """A store file is missing, malformed, of another version, or fails validation."""
+
+
+class SnapshotHashMismatch(StoreFormatError):
+    """A frozen snapshot's content is not the one the caller (or its own header) expects."""
+
+
+def _header(store: MemoryStore | FrozenStore, frozen: bool) -> dict:
+    return {"format": FORMAT, "version": VERSION, "frozen": frozen,
+            "snapshot_id": store.snapshot_id, "content_hash": store.content_hash(),
+            "num_records": len(store), "next_seq": store.next_seq, "evictions": store.evictions,
+            "config": store.config.to_json()}
+
+
+def _write_lines(handle, lines: Iterator[str]) -> None:
+    for line in lines:
+        handle.write(line)
+        handle.write("\n")
+
+
+def save_store(store: MemoryStore | FrozenStore, path: str | os.PathLike) -> pathlib.Path:
+    """Atomically writes ``store`` to ``path``; returns the path."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frozen = isinstance(store, FrozenStore)
+    lines = (json.dumps(obj, ensure_ascii=False, sort_keys=True) for obj in
+             [_header(store, frozen)] + [r.to_json() for r in store.records])
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            _write_lines(handle, lines)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return path
+
+
+def load_store(path: str | os.PathLike) -> MemoryStore | FrozenStore:
+    """Loads and validates a store file; a frozen file comes back as a ``FrozenStore``."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        raise StoreFormatError(f"{path}: no such store file")
+    with open(path, encoding="utf-8") as handle:
+        raw_lines = handle.read().split("\n")
+    if raw_lines and raw_lines[-1] == "":
+        raw_lines.pop()
+    if not raw_lines:
+        raise StoreFormatError(f"{path}: empty file (expected a {FORMAT} header on line 1)")
+    header = _parse_json(path, 1, raw_lines[0])
+    _check_header(path, header)
+    records, seen = [], set()
+    for lineno, line in enumerate(raw_lines[1:], start=2):
+        obj = _parse_json(path, lineno, line)
+        try:
+            record = MemoryRecord.from_json(obj)
+        except RecordFieldError as err:
+            raise StoreFormatError(f"{path}:{lineno}: record {obj.get('record_id', '?')!r}: "
+                                   f"{err}") from None
+        if record.record_id in seen:
+            raise StoreFormatError(f"{path}:{lineno}: field 'record_id': duplicate id "
+                                   f"{record.record_id!r}")
+        seen.add(record.record_id)
+        records.append(record)
+    if len(records) != header["num_records"]:
+        raise StoreFormatError(f"{path}: header says {header['num_records']} records, file has "
+                               f"{len(records)} (truncated or edited file)")
+    try:
+        config = StoreConfig.from_json(header["config"])
+    except (TypeError, ValueError) as err:
+        raise StoreFormatError(f"{path}:1: field 'config': {err}") from None
+    actual = content_hash(config, records)
+    if actual != header["content_hash"]:
+        raise SnapshotHashMismatch(f"{path}: content hash {actual[:16]}… does not match the header's "
+                                   f"{header['content_hash'][:16]}… (the file was modified)")
+    cls = FrozenStore if header["frozen"] else MemoryStore
+    return cls(config, records, header["snapshot_id"], header["next_seq"], header["evictions"])
+
+
+def load_frozen(path: str | os.PathLike, expected_hash: str | None = None) -> FrozenStore:
+    """Loads a frozen snapshot for selector training or evaluation, checking its hash."""
+    store = load_store(path)
+    if not isinstance(store, FrozenStore):
+        raise StoreFormatError(f"{path}: not a frozen snapshot; freeze the store after construction "
+                               "before training or evaluating on it")
+    if expected_hash is not None and store.content_hash() != expected_hash:
+        raise SnapshotHashMismatch(f"{path}: snapshot hash {store.content_hash()[:16]}… differs from "
+                                   f"the expected {expected_hash[:16]}…")
+    return store
+
+
+@contextlib.contextmanager
+def locked_store(path: str | os.PathLike, config: StoreConfig | None = None,
+                 timeout: float = 120.0) -> Iterator[MemoryStore]:
+    """Read-modify-write under an exclusive file lock.
+
+    Loads the newest version (or starts an empty store with ``config``), yields it, and saves it
+    atomically when the block exits normally; if the block raises, nothing is written.
+    """
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(str(path) + ".lock", timeout=timeout):
+        store = load_store(path) if path.exists() else MemoryStore(config or StoreConfig())
+        if isinstance(store, FrozenStore):
+            store.propose()  # raises FrozenStoreError with the snapshot id
+        yield store
+        save_store(store, path)
+
+
+def _parse_json(path: pathlib.Path, lineno: int, line: str) -> dict:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise StoreFormatError(f"{path}:{lineno}: not valid JSON ({err.msg} at column "
+                               f"{err.colno})") from None
+    if not isinstance(obj, dict):
+        raise StoreFormatError(f"{path}:{lineno}: expected a JSON object, got "
+                               f"{type(obj).__name__}")
+    return obj
+
+
+def _check_header(path: pathlib.Path, header: dict) -> None:
+    if header.get("format") != FORMAT:
+        raise StoreFormatError(f"{path}:1: field 'format': expected {FORMAT!r}, got "
+                               f"{header.get('format')!r}")
+    if header.get("version") != VERSION:
+        raise StoreFormatError(f"{path}:1: field 'version': this build reads version {VERSION}, "
+                               f"the file is version {header.get('version')!r}")
+    for key, typ in (("frozen", bool), ("snapshot_id", str), ("content_hash", str),
+                     ("num_records", int), ("next_seq", int), ("evictions", int), ("config", dict)):
+        if not isinstance(header.get(key), typ):
+            raise StoreFormatError(f"{path}:1: field {key!r}: expected {typ.__name__}, got "
+                                   f"{type(header.get(key)).__name__}")

@@ -1,0 +1,205 @@
+"""The memory record m = (q, a-, a+, e, c, u) with its source task and provenance (Appendix B.2).
+
+Records are immutable values: the store replaces a record when its reuse statistics change, so a
+frozen snapshot can share record objects without any risk of them changing underneath it.
+"""
+import dataclasses
+import difflib
+import hashlib
+import json
+import re
+from typing import Any, Mapping
+
+_NONE_CONDITIONS = frozenset({"", "none", "n/a", "na", "null", "always", "no condition"})
+
+
+def normalize_condition(text: str | None) -> str:
+    """The model's literal "none" (and friends) means *no* condition: the empty string."""
+    if text is None:
+        return ""
+    cleaned = text.strip().strip('"').strip("'").strip()
+    if cleaned.rstrip(".").lower() in _NONE_CONDITIONS:
+        return ""
+    return cleaned
+
+
+def normalize_action(text: str) -> str:
+    """Whitespace-insensitive form of an action, used to compare actions and to detect duplicates."""
+    return re.sub(r"\s+", " ", text).strip().rstrip(";").strip()
+
+
+_TOKEN = re.compile(r"\w+|[^\w\s]+")
+
+
+def edit_text(original: str, improved: str) -> str:
+    """A token-level description of what changed: "- removed tokens + added tokens"."""
+    a, b = _TOKEN.findall(original.lower()), _TOKEN.findall(improved.lower())
+    removed, added = [], []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if op != "equal":
+            removed += a[i1:i2]
+            added += b[j1:j2]
+    return f"- {' '.join(removed)} + {' '.join(added)}"
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckOutcome:
+    """What the world model said about one action, as kept in a record's evidence."""
+    utility: float
+    success: bool
+    completed: bool
+    feedback: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """Both checks of the contrast, run from the same state."""
+    original: CheckOutcome
+    improved: CheckOutcome
+
+    @property
+    def delta(self) -> float:
+        """Raw utility gain Δ = U(o') − U(o), before any normalisation."""
+        return self.improved.utility - self.original.utility
+
+    @property
+    def verified(self) -> bool:
+        """Both checks ran to completion; an unfinished check proves nothing."""
+        return self.original.completed and self.improved.completed
+
+
+@dataclasses.dataclass(frozen=True)
+class Provenance:
+    """Where a record came from, so that results can be traced and stores compared."""
+    domain: str
+    benchmark: str
+    backbone_model: str
+    evaluator: str
+    evaluator_version: str
+    created_at: str
+    snapshot_id: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryRecord:
+    """One verified correction.
+
+    Fields follow Appendix B.2: ``situation`` (q), ``original_action`` (a-), ``improved_action``
+    (a+), ``evidence`` (e), ``condition`` (c, empty = universal) and ``reuse_utility`` (u). The
+    reuse counters feed the selector's use-frequency and helpful-use features;
+    ``admission_score`` is S_adm at the time the record entered.
+    """
+    record_id: str
+    source_task_id: str
+    situation: str
+    original_action: str
+    improved_action: str
+    evidence: Evidence
+    condition: str
+    provenance: Provenance
+    reuse_utility: float = 0.0
+    uses: int = 0
+    helpful_uses: int = 0
+    harmful_uses: int = 0
+    admission_score: float = 0.0
+    insertion_seq: int = 0
+
+    @property
+    def delta(self) -> float:
+        return self.evidence.delta
+
+    @property
+    def helpful_fraction(self) -> float:
+        """Fraction of construction-time uses labelled beneficial; 0 when never used."""
+        return self.helpful_uses / self.uses if self.uses else 0.0
+
+    def advice_text(self) -> str:
+        """The edit itself (tokens removed, tokens added): what "repeated advice" is judged on, so
+        that the same fix on two different queries counts as repetition."""
+        return edit_text(self.original_action, self.improved_action)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def from_json(obj: Mapping[str, Any]) -> "MemoryRecord":
+        """Builds a record from its JSON form; raises ``RecordFieldError`` naming the bad field."""
+        return _record_from_json(obj)
+
+
+def make_record_id(source_task_id: str, situation: str, original: str, improved: str,
+                   condition: str) -> str:
+    """Content-derived id: the same correction from the same task always gets the same id, which is
+    what makes re-running an interrupted build idempotent."""
+    payload = json.dumps([source_task_id, situation, normalize_action(original),
+                          normalize_action(improved), condition], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:20]
+
+
+class RecordFieldError(ValueError):
+    """A stored record has a missing or ill-typed field; ``field`` names it."""
+
+    def __init__(self, field: str, problem: str):
+        super().__init__(f"field {field!r}: {problem}")
+        self.field = field
+
+
+def _get(obj: Mapping[str, Any], key: str, types: tuple[type, ...], prefix: str = "") -> Any:
+    name = prefix + key
+    if not isinstance(obj, Mapping):
+        raise RecordFieldError(prefix.rstrip(".") or "<record>", "expected an object")
+    if key not in obj:
+        raise RecordFieldError(name, "missing")
+    value = obj[key]
+    if isinstance(value, bool) and bool not in types:
+        raise RecordFieldError(name, f"expected {_type_names(types)}, got bool")
+    if not isinstance(value, types):
+        raise RecordFieldError(name, f"expected {_type_names(types)}, got {type(value).__name__}")
+    return value
+
+
+def _type_names(types: tuple[type, ...]) -> str:
+    return " or ".join(t.__name__ for t in types)
+
+
+def _outcome(obj: Any, prefix: str) -> CheckOutcome:
+    utility = float(_get(obj, "utility", (int, float), prefix))
+    if not 0.0 <= utility <= 1.0:
+        raise RecordFieldError(prefix + "utility", f"must lie in [0, 1], got {utility}")
+    return CheckOutcome(utility=utility, success=_get(obj, "success", (bool,), prefix),
+                        completed=_get(obj, "completed", (bool,), prefix),
+                        feedback=_get(obj, "feedback", (str,), prefix))
+
+
+def _record_from_json(obj: Mapping[str, Any]) -> MemoryRecord:
+    evidence_obj = _get(obj, "evidence", (dict,))
+    evidence = Evidence(original=_outcome(_get(evidence_obj, "original", (dict,), "evidence."),
+                                          "evidence.original."),
+                        improved=_outcome(_get(evidence_obj, "improved", (dict,), "evidence."),
+                                          "evidence.improved."))
+    prov = _get(obj, "provenance", (dict,))
+    provenance = Provenance(**{f.name: _get(prov, f.name, (str,), "provenance.")
+                               for f in dataclasses.fields(Provenance)})
+    reuse = float(_get(obj, "reuse_utility", (int, float)))
+    if not -1.0 <= reuse <= 1.0:
+        raise RecordFieldError("reuse_utility", f"must lie in [-1, 1], got {reuse}")
+    counts = {k: _get(obj, k, (int,)) for k in ("uses", "helpful_uses", "harmful_uses",
+                                                "insertion_seq")}
+    for key, value in counts.items():
+        if value < 0:
+            raise RecordFieldError(key, f"must be >= 0, got {value}")
+    if counts["helpful_uses"] + counts["harmful_uses"] > counts["uses"]:
+        raise RecordFieldError("uses", "smaller than helpful_uses + harmful_uses")
+    return MemoryRecord(
+        record_id=_get(obj, "record_id", (str,)),
+        source_task_id=_get(obj, "source_task_id", (str,)),
+        situation=_get(obj, "situation", (str,)),
+        original_action=_get(obj, "original_action", (str,)),
+        improved_action=_get(obj, "improved_action", (str,)),
+        evidence=evidence,
+        condition=normalize_condition(_get(obj, "condition", (str,))),
+        provenance=provenance,
+        reuse_utility=reuse,
+        admission_score=float(_get(obj, "admission_score", (int, float))),
+        **counts,
+    )

