@@ -1,0 +1,142 @@
+"""Selector training speed: jitted JAX DQN vs a straightforward PyTorch DQN, same transitions.
+
+    python -m countermem_jax.benchmarks.selector [--decisions=2000]
+
+Prints compile time, update steps/s, and the wall time of a full training (one seed, and five
+seeds vmapped) for both. Goals (issue #3): five vmapped seeds ≤ 2× one seed; the JAX update ≥ 2×
+faster than the PyTorch update. Needs the ``bench`` extra (torch).
+"""
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import app, flags
+
+from countermem_jax.benchmarks.common import best_time, print_result
+from countermem_jax.selector import dqn, features, training
+
+_DECISIONS = flags.DEFINE_integer("decisions", 2000, "Logged decisions to train on.")
+
+
+def synthetic_log(n: int, seed: int = 0) -> training.TransitionLog:
+    rng = np.random.default_rng(seed)
+    mask = rng.random((n, features.NUM_ACTIONS)) < 0.7
+    mask[:, 0] = True
+    action = np.array([rng.choice(np.flatnonzero(m)) for m in mask], np.int32)
+    return training.TransitionLog(
+        obs=rng.normal(size=(n, features.OBS_DIM)).astype(np.float32), action=action,
+        reward=rng.normal(size=n).astype(np.float32),
+        next_obs=rng.normal(size=(n, features.OBS_DIM)).astype(np.float32),
+        next_mask=np.roll(mask, -1, 0), done=(np.arange(n) % 3 == 2).astype(np.float32), mask=mask,
+        episode=np.arange(n) // 3, split=np.full(n, "train"))
+
+
+class TorchDQN:
+    """The same DQN written the usual PyTorch way: Python loop, numpy replay, one update a call."""
+
+    def __init__(self, cfg: dqn.DQNConfig, seed: int):
+        import torch
+        self.torch, self.cfg = torch, cfg
+        torch.manual_seed(seed)
+        layers, width = [], features.OBS_DIM
+        for h in cfg.hidden:
+            layers += [torch.nn.Linear(width, h), torch.nn.ReLU()]
+            width = h
+        self.q = torch.nn.Sequential(*layers, torch.nn.Linear(width, features.NUM_ACTIONS))
+        self.target = torch.nn.Sequential(*[type(m)(*([m.in_features, m.out_features])
+                                            if isinstance(m, torch.nn.Linear) else []) for m in self.q])
+        self.target.load_state_dict(self.q.state_dict())
+        self.opt = torch.optim.Adam(self.q.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
+        self.rng = np.random.default_rng(seed)
+
+    def update(self, obs, action, reward, next_obs, next_mask, done):
+        torch = self.torch
+        with torch.no_grad():
+            q_next = self.target(next_obs).masked_fill(~next_mask, -float("inf")).max(1).values
+            y = reward + self.cfg.gamma * (1 - done) * q_next
+        q = self.q(obs).gather(1, action[:, None])[:, 0]
+        loss = ((y - q) ** 2).mean()
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        return loss
+
+    def train(self, log: training.TransitionLog) -> None:
+        torch, cfg = self.torch, self.cfg
+        arrays = {k: torch.as_tensor(getattr(log, k)) for k in
+                  ("obs", "action", "reward", "next_obs", "next_mask", "done")}
+        arrays["action"] = arrays["action"].long()
+        for d in range(1, len(log) + 1):
+            if d > cfg.learning_starts and d % cfg.train_every == 0:
+                idx = torch.as_tensor(self.rng.integers(0, min(d, cfg.replay_capacity),
+                                                        cfg.batch_size))
+                self.update(*(arrays[k][idx] for k in ("obs", "action", "reward", "next_obs",
+                                                        "next_mask", "done")))
+            if d % cfg.target_sync_every == 0:
+                self.target.load_state_dict(self.q.state_dict())
+
+
+def main(argv):
+    del argv
+    n = _DECISIONS.value
+    cfg = dqn.DQNConfig(total_decisions=n, checkpoint_every=n)
+    log = synthetic_log(n)
+    updates = len([d for d in range(1, n + 1) if d > cfg.learning_starts and d % cfg.train_every == 0])
+    result = {"decisions": n, "updates": updates, "device": jax.devices()[0].platform}
+
+    start = time.perf_counter()
+    jax.block_until_ready(training.train_offline(cfg, log, seeds=(0,)))
+    result["jax_compile_and_first_run_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    jax.block_until_ready(training.train_offline(cfg, log, seeds=(0, 1, 2, 3, 4)))
+    result["jax_compile_and_first_run_5seeds_s"] = time.perf_counter() - start
+    one = best_time(lambda: jax.block_until_ready(training.train_offline(cfg, log, seeds=(0,))), 3)
+    five = best_time(lambda: jax.block_until_ready(
+        training.train_offline(cfg, log, seeds=(0, 1, 2, 3, 4))), 3)
+
+    state, replay = dqn.init_state(cfg, 0), dqn.init_replay(cfg)
+    for t in range(200):
+        replay = dqn.replay_add(replay, jax.tree_util.tree_map(lambda x: x[t], log.transitions()))
+    update = jax.jit(dqn.update, static_argnames=("cfg",))
+    jax.block_until_ready(update(state, replay, cfg))
+    jax_update_call = best_time(lambda: jax.block_until_ready(update(state, replay, cfg)), 5, 200)
+    # How training runs it: many updates inside one compiled loop (no Python dispatch per step).
+    loop = jax.jit(lambda s, r: jax.lax.fori_loop(0, 100, lambda i, x: dqn.update(x, r, cfg)[0], s))
+    jax.block_until_ready(loop(state, replay))
+    jax_update = best_time(lambda: jax.block_until_ready(loop(state, replay)), 5) / 100
+
+    import torch
+    torch_dqn = TorchDQN(cfg, 0)
+    b = {k: torch.as_tensor(getattr(log, k)[:32]) for k in
+         ("obs", "action", "reward", "next_obs", "next_mask", "done")}
+    b["action"] = b["action"].long()
+    args = [b[k] for k in ("obs", "action", "reward", "next_obs", "next_mask", "done")]
+    torch_update = best_time(lambda: torch_dqn.update(*args), 5, 200)
+    torch_one = best_time(lambda: TorchDQN(cfg, 0).train(log), 3)
+
+    result.update({
+        "jax_train_1seed_s": one, "jax_train_5seeds_vmapped_s": five,
+        "five_over_one": five / one,
+        "jax_update_steps_per_s": 1 / jax_update, "torch_update_steps_per_s": 1 / torch_update,
+        "jax_update_python_call_steps_per_s": 1 / jax_update_call,
+        "update_call_speedup_jax_over_torch": torch_update / jax_update_call,
+        "update_speedup_jax_over_torch": torch_update / jax_update,
+        "torch_train_1seed_s": torch_one, "train_speedup_jax_over_torch": torch_one / one,
+        "torch_threads": torch.get_num_threads(),
+    })
+    print(f"{n} decisions, {updates} updates")
+    print(f"JAX compile + first run: {result['jax_compile_and_first_run_s']:.2f} s (1 seed), "
+          f"{result['jax_compile_and_first_run_5seeds_s']:.2f} s (5 seeds)")
+    print(f"JAX update: {1 / jax_update:,.0f} steps/s in a compiled loop, "
+          f"{1 / jax_update_call:,.0f} steps/s one Python call each; PyTorch update: "
+          f"{1 / torch_update:,.0f} steps/s; ratio ×{torch_update / jax_update:.1f} "
+          f"(×{torch_update / jax_update_call:.1f} per call) (goal ≥ 2)")
+    print(f"full training, 1 seed: JAX {one * 1e3:.1f} ms, PyTorch {torch_one * 1e3:.1f} ms "
+          f"(×{torch_one / one:.1f}); 5 seeds vmapped: {five * 1e3:.1f} ms = ×{five / one:.2f} "
+          f"of one seed (goal ≤ 2)")
+    print_result(result)
+
+
+if __name__ == "__main__":
+    app.run(main)

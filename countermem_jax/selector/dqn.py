@@ -1,0 +1,220 @@
+"""DQN for memory use (Appendix C.2): pure loss, one jitted decision step, explicit state.
+
+A "decision" is one selector choice. After each logged decision d (1-based) the learner
+  * adds the transition to the replay buffer;
+  * takes one Adam step on a batch of 32 when d > learning_starts and d % train_every == 0;
+  * copies θ to θ⁻ when d % target_sync_every == 0.
+The same ``decision_step`` serves online training (one call per real decision) and offline
+retraining from a transition log (``jax.lax.scan`` over the log, ``jax.vmap`` over seeds).
+"""
+import dataclasses
+from typing import NamedTuple
+
+import chex
+import flax
+import jax
+import jax.numpy as jnp
+import optax
+
+from countermem_jax.selector import features
+from countermem_jax.selector.network import QNetwork, masked_argmax
+
+
+@dataclasses.dataclass(frozen=True)
+class DQNConfig:
+    """Table 4 of the paper."""
+    total_decisions: int = 2000
+    hidden: tuple[int, ...] = (64, 64)
+    learning_rate: float = 1e-3
+    adam_eps: float = 1e-8
+    gamma: float = 0.95
+    replay_capacity: int = 10_000
+    batch_size: int = 32
+    learning_starts: int = 100
+    train_every: int = 4
+    target_sync_every: int = 250
+    epsilon_start: float = 0.30
+    epsilon_end: float = 0.05
+    exploration_fraction: float = 1.0  # ε reaches its end value after this fraction of training
+    checkpoint_every: int = 250
+    # Reward (Eq. 10): r = 1[t=T]·1[solved] − 0.15·Δcalls − 0.25·Δfailures − 0.02·Δtokens/1e4
+    call_penalty: float = 0.15
+    failure_penalty: float = 0.25
+    token_penalty: float = 0.02
+    token_scale: float = 1e4
+
+    def to_json(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["hidden"] = list(self.hidden)
+        return d
+
+    @staticmethod
+    def from_json(d: dict) -> "DQNConfig":
+        d = dict(d)
+        d["hidden"] = tuple(d["hidden"])
+        return DQNConfig(**d)
+
+
+def reward(cfg: DQNConfig, *, final: bool, solved: bool, calls: int, failures: int,
+           tokens: int) -> float:
+    """r_t of Eq. 10 for one decision's cost increments."""
+    return (float(final and solved) - cfg.call_penalty * calls - cfg.failure_penalty * failures
+            - cfg.token_penalty * tokens / cfg.token_scale)
+
+
+@flax.struct.dataclass
+class TrainState:
+    params: chex.ArrayTree
+    target_params: chex.ArrayTree
+    opt_state: chex.ArrayTree
+    step: jax.Array          # gradient updates taken
+    decisions: jax.Array     # decisions observed
+    rng: jax.Array
+
+
+@flax.struct.dataclass
+class Replay:
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    next_obs: jax.Array
+    next_mask: jax.Array
+    done: jax.Array
+    size: jax.Array
+    ptr: jax.Array
+
+
+class Transition(NamedTuple):
+    obs: jax.Array        # [98]
+    action: jax.Array     # int32
+    reward: jax.Array     # float32
+    next_obs: jax.Array   # [98]
+    next_mask: jax.Array  # [5] bool
+    done: jax.Array       # float32, 1 at the end of an episode
+
+
+def network(cfg: DQNConfig) -> QNetwork:
+    return QNetwork(hidden=tuple(cfg.hidden))
+
+
+def optimizer(cfg: DQNConfig) -> optax.GradientTransformation:
+    return optax.adam(cfg.learning_rate, eps=cfg.adam_eps)
+
+
+def init_state(cfg: DQNConfig, seed: int | jax.Array) -> TrainState:
+    init_rng, rng = jax.random.split(jax.random.PRNGKey(seed))
+    params = network(cfg).init(init_rng, jnp.zeros((1, features.OBS_DIM), jnp.float32))
+    return TrainState(params=params, target_params=params,
+                      opt_state=optimizer(cfg).init(params), step=jnp.zeros((), jnp.int32),
+                      decisions=jnp.zeros((), jnp.int32), rng=rng)
+
+
+def init_replay(cfg: DQNConfig) -> Replay:
+    c = cfg.replay_capacity
+    return Replay(obs=jnp.zeros((c, features.OBS_DIM), jnp.float32),
+                  action=jnp.zeros((c,), jnp.int32), reward=jnp.zeros((c,), jnp.float32),
+                  next_obs=jnp.zeros((c, features.OBS_DIM), jnp.float32),
+                  next_mask=jnp.zeros((c, features.NUM_ACTIONS), bool),
+                  done=jnp.zeros((c,), jnp.float32), size=jnp.zeros((), jnp.int32),
+                  ptr=jnp.zeros((), jnp.int32))
+
+
+def replay_add(replay: Replay, t: Transition) -> Replay:
+    i = replay.ptr
+    capacity = replay.action.shape[0]
+    return Replay(obs=replay.obs.at[i].set(t.obs), action=replay.action.at[i].set(t.action),
+                  reward=replay.reward.at[i].set(t.reward),
+                  next_obs=replay.next_obs.at[i].set(t.next_obs),
+                  next_mask=replay.next_mask.at[i].set(t.next_mask),
+                  done=replay.done.at[i].set(t.done),
+                  size=jnp.minimum(replay.size + 1, capacity), ptr=(i + 1) % capacity)
+
+
+def replay_sample(replay: Replay, rng: jax.Array, batch_size: int) -> Transition:
+    idx = jax.random.randint(rng, (batch_size,), 0, jnp.maximum(replay.size, 1))
+    return Transition(obs=replay.obs[idx], action=replay.action[idx], reward=replay.reward[idx],
+                      next_obs=replay.next_obs[idx], next_mask=replay.next_mask[idx],
+                      done=replay.done[idx])
+
+
+def td_targets(cfg: DQNConfig, target_params, batch: Transition) -> jax.Array:
+    """y = r + γ(1 − d)·max over *valid* next actions of Q_target(z', ·)."""
+    q_next = network(cfg).apply(target_params, batch.next_obs)
+    best_next = jnp.max(jnp.where(batch.next_mask, q_next, -jnp.inf), axis=-1)
+    best_next = jnp.where(jnp.any(batch.next_mask, axis=-1), best_next, 0.0)
+    return batch.reward + cfg.gamma * (1.0 - batch.done) * best_next
+
+
+def loss_fn(params, target_params, batch: Transition, cfg: DQNConfig) -> jax.Array:
+    """Mean squared TD error (Eq. 12); the target is held fixed."""
+    chex.assert_rank([batch.obs, batch.action, batch.reward, batch.next_mask], [2, 1, 1, 2])
+    chex.assert_type([batch.action, batch.reward], [jnp.int32, jnp.float32])
+    q = network(cfg).apply(params, batch.obs)
+    q_taken = jnp.take_along_axis(q, batch.action[:, None], axis=1)[:, 0]
+    y = jax.lax.stop_gradient(td_targets(cfg, target_params, batch))
+    return jnp.mean((y - q_taken) ** 2)
+
+
+def update(state: TrainState, replay: Replay, cfg: DQNConfig) -> tuple[TrainState, jax.Array]:
+    """One Adam step on a sampled batch."""
+    rng, sample_rng = jax.random.split(state.rng)
+    batch = replay_sample(replay, sample_rng, cfg.batch_size)
+    loss, grads = jax.value_and_grad(loss_fn)(state.params, state.target_params, batch, cfg)
+    updates, opt_state = optimizer(cfg).update(grads, state.opt_state, state.params)
+    return state.replace(params=optax.apply_updates(state.params, updates), opt_state=opt_state,
+                         step=state.step + 1, rng=rng), loss
+
+
+def decision_step(state: TrainState, replay: Replay, transition: Transition,
+                  cfg: DQNConfig) -> tuple[TrainState, Replay, jax.Array]:
+    """Learns from one more decision: add, maybe update, maybe sync. Returns the loss (NaN when no
+    update happened)."""
+    replay = replay_add(replay, transition)
+    state = state.replace(decisions=state.decisions + 1)
+    d = state.decisions
+    do_update = (d > cfg.learning_starts) & (d % cfg.train_every == 0)
+    state, loss = jax.lax.cond(do_update, lambda s: update(s, replay, cfg),
+                               lambda s: (s, jnp.float32(jnp.nan)), state)
+    sync = d % cfg.target_sync_every == 0
+    target = jax.tree_util.tree_map(lambda p, t: jnp.where(sync, p, t), state.params,
+                                    state.target_params)
+    return state.replace(target_params=target), replay, loss
+
+
+decision_step_jit = jax.jit(decision_step, static_argnames=("cfg",), donate_argnums=(1,))
+
+
+def epsilon(cfg: DQNConfig, decisions: int | jax.Array) -> jax.Array:
+    """Linear ε from ``epsilon_start`` at decision 0 to ``epsilon_end`` after the exploration
+    fraction of training, constant after."""
+    horizon = max(cfg.exploration_fraction * cfg.total_decisions, 1.0)
+    frac = jnp.clip(jnp.asarray(decisions, jnp.float32) / horizon, 0.0, 1.0)
+    return cfg.epsilon_start + frac * (cfg.epsilon_end - cfg.epsilon_start)
+
+
+def q_values(cfg: DQNConfig, params, obs: jax.Array) -> jax.Array:
+    return network(cfg).apply(params, obs)
+
+
+@jax.jit
+def _explore(rng: jax.Array, q: jax.Array, mask: jax.Array, eps: jax.Array) -> jax.Array:
+    explore_rng, pick_rng = jax.random.split(rng)
+    greedy = masked_argmax(q, mask)
+    random_valid = jax.random.categorical(pick_rng, jnp.where(mask, 0.0, -jnp.inf))
+    return jnp.where(jax.random.uniform(explore_rng) < eps, random_valid, greedy)
+
+
+def act(cfg: DQNConfig, state: TrainState, obs: jax.Array, mask: jax.Array,
+        explore: bool) -> tuple[TrainState, jax.Array, jax.Array]:
+    """ε-greedy (training) or greedy (evaluation) choice among valid actions.
+
+    Returns the new state (its rng advanced), the action and the Q-values.
+    """
+    q = _q_jit(cfg, state.params, obs[None])[0]
+    if not explore:
+        return state, masked_argmax(q, mask), q
+    rng, key = jax.random.split(state.rng)
+    return state.replace(rng=rng), _explore(key, q, mask, epsilon(cfg, state.decisions)), q
+
+
+_q_jit = jax.jit(q_values, static_argnames=("cfg",))

@@ -1,0 +1,82 @@
+"""Selectors behind one interface: the trained DQN and three fixed rules.
+
+The fixed rules make the comparison the paper could not (its limitation: DQN's benefit was never
+isolated against a fixed selector): ``always_skip``, ``always_top1`` and ``relevance_threshold``.
+"""
+import dataclasses
+from typing import Protocol
+
+import jax
+import numpy as np
+
+from countermem_jax.selector import dqn, features
+from countermem_jax.selector.network import masked_argmax
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    action: int                     # 0 = skip, j = use retrieved slot j
+    q_values: np.ndarray | None     # None for rules without a value estimate
+
+
+class Selector(Protocol):
+    name: str
+
+    def select(self, obs: np.ndarray, mask: np.ndarray) -> Choice: ...
+
+
+class AlwaysSkip:
+    name = "always_skip"
+
+    def select(self, obs, mask) -> Choice:
+        return Choice(0, None)
+
+
+class AlwaysTop1:
+    name = "always_top1"
+
+    def select(self, obs, mask) -> Choice:
+        return Choice(1 if mask[1] else 0, None)
+
+
+class RelevanceThreshold:
+    """Use the top record when its relevance to the state reaches a threshold, else skip."""
+
+    def __init__(self, threshold: float = 0.5):
+        self.threshold = threshold
+        self.name = f"relevance_threshold@{threshold:g}"
+
+    def select(self, obs, mask) -> Choice:
+        ok = mask[1] and features.relevance_of_slots(obs)[0] >= self.threshold
+        return Choice(1 if ok else 0, None)
+
+
+class GreedyDQN:
+    """The frozen, trained selector: argmax of Q over valid actions; parameters never change."""
+    name = "dqn"
+
+    def __init__(self, cfg: dqn.DQNConfig, params):
+        self.cfg = cfg
+        self.params = jax.device_get(params)
+        self._q = jax.jit(lambda p, o: dqn.network(cfg).apply(p, o))
+
+    def q_values(self, obs: np.ndarray) -> np.ndarray:
+        obs = np.asarray(obs, np.float32)
+        single = obs.ndim == 1
+        q = np.asarray(self._q(self.params, obs[None] if single else obs))
+        return q[0] if single else q
+
+    def select(self, obs, mask) -> Choice:
+        q = self.q_values(obs)
+        return Choice(int(masked_argmax(q, np.asarray(mask))), q)
+
+
+def make_fixed(name: str, threshold: float = 0.5) -> Selector:
+    if name == "always_skip":
+        return AlwaysSkip()
+    if name == "always_top1":
+        return AlwaysTop1()
+    if name == "relevance_threshold":
+        return RelevanceThreshold(threshold)
+    raise ValueError(f"unknown fixed selector {name!r}; expected always_skip, always_top1 or "
+                     "relevance_threshold")

@@ -1,0 +1,209 @@
+"""Training drivers: online (one call per real decision) and offline from a transition log.
+
+Offline retraining replays a log of logged decisions through the same ``decision_step`` as online
+training, with ``jax.lax.scan`` over decisions and ``jax.vmap`` over selector seeds, so five seeds
+cost about as much as one and no LLM call is repeated.
+
+Transition logs are ``.npz`` files with arrays ``obs`` [N, 98] float32, ``action`` [N] int32,
+``reward`` [N] float32, ``next_obs`` [N, 98], ``next_mask`` [N, 5] bool, ``done`` [N] float32,
+``mask`` [N, 5] bool, ``episode`` [N] int64, and the header arrays ``obs_version`` and ``split``
+([N] of "train" / "validation").
+"""
+import dataclasses
+import functools
+import os
+import pathlib
+from typing import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from countermem_jax.selector import checkpoint, dqn, features
+
+
+@dataclasses.dataclass
+class TransitionLog:
+    obs: np.ndarray
+    action: np.ndarray
+    reward: np.ndarray
+    next_obs: np.ndarray
+    next_mask: np.ndarray
+    done: np.ndarray
+    mask: np.ndarray
+    episode: np.ndarray
+    split: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.action.shape[0])
+
+    def subset(self, split: str) -> "TransitionLog":
+        keep = self.split == split
+        return TransitionLog(**{f.name: getattr(self, f.name)[keep]
+                                for f in dataclasses.fields(self)})
+
+    def transitions(self) -> dqn.Transition:
+        return dqn.Transition(obs=jnp.asarray(self.obs, jnp.float32),
+                              action=jnp.asarray(self.action, jnp.int32),
+                              reward=jnp.asarray(self.reward, jnp.float32),
+                              next_obs=jnp.asarray(self.next_obs, jnp.float32),
+                              next_mask=jnp.asarray(self.next_mask, bool),
+                              done=jnp.asarray(self.done, jnp.float32))
+
+
+def save_log(log: TransitionLog, path: str | os.PathLike) -> None:
+    arrays = {f.name: getattr(log, f.name) for f in dataclasses.fields(log)}
+    np.savez_compressed(path, obs_version=np.int64(features.OBS_VERSION), **arrays)
+
+
+def load_log(path: str | os.PathLike) -> TransitionLog:
+    """Loads and checks a transition log; errors name the file and the array."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no transition log")
+    with np.load(path, allow_pickle=False) as data:
+        version = int(data["obs_version"]) if "obs_version" in data else None
+        if version != features.OBS_VERSION:
+            raise ValueError(f"{path}: observation version {version}, this code reads "
+                             f"{features.OBS_VERSION}")
+        names = [f.name for f in dataclasses.fields(TransitionLog)]
+        missing = [n for n in names if n not in data]
+        if missing:
+            raise ValueError(f"{path}: missing arrays {missing}")
+        log = TransitionLog(**{n: data[n] for n in names})
+    n = len(log)
+    shapes = {"obs": (n, features.OBS_DIM), "next_obs": (n, features.OBS_DIM),
+              "next_mask": (n, features.NUM_ACTIONS), "mask": (n, features.NUM_ACTIONS)}
+    for name, shape in shapes.items():
+        if getattr(log, name).shape != shape:
+            raise ValueError(f"{path}: array {name!r} has shape {getattr(log, name).shape}, "
+                             f"expected {shape}")
+    for name in ("reward", "next_mask", "done", "mask", "episode", "split"):
+        if getattr(log, name).shape[0] != n:
+            raise ValueError(f"{path}: array {name!r} has {getattr(log, name).shape[0]} rows, "
+                             f"expected {n}")
+    bad = ~log.mask[np.arange(n), log.action]
+    if bad.any():
+        raise ValueError(f"{path}: row {int(np.flatnonzero(bad)[0])}: logged action is masked")
+    return log
+
+
+@functools.partial(jax.jit, static_argnames=("cfg",), donate_argnums=(1,))
+def _scan_chunk(states: dqn.TrainState, replay: dqn.Replay, chunk: dqn.Transition,
+                decision_numbers: jax.Array, cfg: dqn.DQNConfig):
+    """Replays logged decisions for a stack of seeds (leading axis of ``states``).
+
+    The replay buffer holds the same logged transitions for every seed, so it is shared and
+    updated in place; the schedule (update / sync) depends only on the decision number, so the
+    branch stays a real ``cond`` and only the update itself is vmapped over seeds: the seeds differ
+    in their initial parameters and in the batches they sample.
+    """
+    num_seeds = states.step.shape[0]
+    update_seeds = jax.vmap(functools.partial(dqn.update, cfg=cfg), in_axes=(0, None))
+
+    def body(carry, xs):
+        states, replay = carry
+        transition, d = xs
+        replay = dqn.replay_add(replay, transition)
+        states = states.replace(decisions=states.decisions + 1)
+        do_update = (d > cfg.learning_starts) & (d % cfg.train_every == 0)
+        states, loss = jax.lax.cond(
+            do_update, lambda s: update_seeds(s, replay),
+            lambda s: (s, jnp.full((num_seeds,), jnp.nan, jnp.float32)), states)
+        sync = d % cfg.target_sync_every == 0
+        target = jax.tree_util.tree_map(lambda p, t: jnp.where(sync, p, t), states.params,
+                                        states.target_params)
+        return (states.replace(target_params=target), replay), loss
+
+    (states, replay), losses = jax.lax.scan(body, (states, replay), (chunk, decision_numbers))
+    return states, replay, losses.T
+
+
+@functools.partial(jax.jit, static_argnames=("cfg",))
+def _init_states(cfg: dqn.DQNConfig, seeds: jax.Array) -> dqn.TrainState:
+    return jax.vmap(lambda s: dqn.init_state(cfg, s))(seeds)
+
+
+def first_decision_value(cfg: dqn.DQNConfig, params, log: TransitionLog) -> float:
+    """Offline validation proxy: mean over validation episodes of max valid Q at their first
+    decision (the policy's own estimate of its return). Online training uses real episodes."""
+    if len(log) == 0:
+        return float("nan")
+    _, first = np.unique(log.episode, return_index=True)
+    q = np.asarray(dqn.network(cfg).apply(params, jnp.asarray(log.obs[first])))
+    return float(np.where(log.mask[first], q, -np.inf).max(axis=1).mean())
+
+
+def train_offline(cfg: dqn.DQNConfig, log: TransitionLog, seeds: Sequence[int] = (0, 1, 2, 3, 4),
+                  checkpoint_dir: str | os.PathLike | None = None,
+                  validate: Callable[[object], float] | None = None,
+                  vectorized: bool = True) -> tuple[dqn.TrainState, np.ndarray]:
+    """Trains one selector per seed on the log's "train" rows, in log order.
+
+    Checkpoints every ``cfg.checkpoint_every`` decisions into ``checkpoint_dir/seed_<s>`` with the
+    validation score (``validate(params)``, default the first-decision value on the log's
+    "validation" rows). Returns the stacked final states and the losses [seeds, decisions].
+    """
+    train = log.subset("train")
+    val_log = log.subset("validation")
+    validate = validate or (lambda p: first_decision_value(cfg, p, val_log))
+    transitions = train.transitions()
+    n = len(train)
+    decision_numbers = jnp.arange(1, n + 1, dtype=jnp.int32)
+    ckpts = ([checkpoint.SelectorCheckpointer(pathlib.Path(checkpoint_dir) / f"seed_{s}", cfg, s)
+              for s in seeds] if checkpoint_dir else [])
+    groups = [tuple(seeds)] if vectorized else [(s,) for s in seeds]
+    runs = [(_init_states(cfg, jnp.asarray(g)), dqn.init_replay(cfg)) for g in groups]
+    losses = []
+    for start in range(0, n, cfg.checkpoint_every):
+        window = slice(start, start + cfg.checkpoint_every)
+        chunk = jax.tree_util.tree_map(lambda x: x[window], transitions)
+        outs = [_scan_chunk(st, rp, chunk, decision_numbers[window], cfg) for st, rp in runs]
+        runs = [(st, rp) for st, rp, _ in outs]
+        states = jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs), *[st for st, _ in runs])
+        losses.append(np.concatenate([np.asarray(lo) for _, _, lo in outs]))
+        for i, ckpt in enumerate(ckpts):
+            params = jax.tree_util.tree_map(lambda x: x[i], states.params)
+            ckpt.save(min(start + cfg.checkpoint_every, n), params, validate(params))
+    for ckpt in ckpts:
+        ckpt.close()
+    if n == 0:
+        states = jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs), *[st for st, _ in runs])
+    return states, np.concatenate(losses, axis=1) if losses else np.zeros((len(seeds), 0))
+
+
+class OnlineLearner:
+    """Online DQN training for one seed: ``act`` during an episode, ``observe`` after each decision.
+
+    ``on_checkpoint(decisions, params)`` is called every ``cfg.checkpoint_every`` decisions; the
+    caller runs the validation episodes there and saves the checkpoint with their mean return.
+    """
+
+    def __init__(self, cfg: dqn.DQNConfig, seed: int,
+                 on_checkpoint: Callable[[int, object], None] | None = None):
+        self.cfg, self.seed = cfg, seed
+        self.state = dqn.init_state(cfg, seed)
+        self.replay = dqn.init_replay(cfg)
+        self.on_checkpoint = on_checkpoint
+
+    @property
+    def decisions(self) -> int:
+        return int(self.state.decisions)
+
+    @property
+    def done(self) -> bool:
+        return self.decisions >= self.cfg.total_decisions
+
+    def act(self, obs: np.ndarray, mask: np.ndarray) -> tuple[int, np.ndarray]:
+        self.state, action, q = dqn.act(self.cfg, self.state, jnp.asarray(obs, jnp.float32),
+                                        jnp.asarray(mask, bool), explore=True)
+        return int(action), np.asarray(q)
+
+    def observe(self, obs, action: int, reward: float, next_obs, next_mask, done: bool) -> float:
+        t = dqn.Transition(obs=jnp.asarray(obs, jnp.float32), action=jnp.int32(action),
+                           reward=jnp.float32(reward), next_obs=jnp.asarray(next_obs, jnp.float32),
+                           next_mask=jnp.asarray(next_mask, bool), done=jnp.float32(done))
+        self.state, self.replay, loss = dqn.decision_step_jit(self.state, self.replay, t, self.cfg)
+        if self.on_checkpoint and self.decisions % self.cfg.checkpoint_every == 0:
+            self.on_checkpoint(self.decisions, self.state.params)
+        return float(loss)
