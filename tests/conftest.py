@@ -14,3 +14,13 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 @pytest.fixture
 def record_factory():
     return make_record
+
+
+@pytest.fixture(scope="session")
+def benchdata():
+    """The benchmark data folder, or a skip that says how to provide it."""
+    from countermem_jax.paths import data_root
+    root = data_root()
+    if not root.exists():
+        pytest.skip(f"benchmark data not found at {root}; set COUNTERMEM_DATA (see README 'Data')")
+    return root

@@ -1,0 +1,122 @@
+"""Per-check overhead of each world model: time beyond the bare query / solve, same run.
+
+    python -m countermem_jax.benchmarks.evaluators [--repeats=5]
+
+Goals (issues #4, #5): SQL ≤ 2 ms on the Spider databases; SAT/SMT in-process ≤ 5 ms;
+subprocess-isolated SAT ≤ 60 ms; sandboxed repository tests ≤ 150 ms beyond a bare pytest run.
+Needs the benchmark data (``COUNTERMEM_DATA``).
+"""
+import sqlite3
+import statistics
+import time
+
+from absl import app, flags
+from pysat.solvers import Solver
+import z3
+
+from countermem_jax.benchmarks.common import print_result
+from countermem_jax.paths import data_root
+
+_REPEATS = flags.DEFINE_integer("repeats", 5, "Timing repeats per item (the median is kept).")
+_ITEMS = flags.DEFINE_integer("items", 40, "Items per checker.")
+
+
+def _median_time(fn, repeats):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _overhead(pairs, repeats):
+    """pairs of (checked, bare) callables -> median overhead in ms, and median bare time in ms."""
+    over, bare = [], []
+    for checked, bare_fn in pairs:
+        checked(), bare_fn()  # warm caches and workers
+        t_checked, t_bare = _median_time(checked, repeats), _median_time(bare_fn, repeats)
+        over.append(t_checked - t_bare)
+        bare.append(t_bare)
+    return statistics.median(over) * 1e3, statistics.median(bare) * 1e3
+
+
+def sql_pairs(n):
+    from evaluators.sql import SQLEvaluator, load_spider
+    evaluator = SQLEvaluator()
+    tasks = load_spider(data_root() / "spider")[::7][:n]
+    conns = {}
+
+    def bare(task):
+        path = task.reference.db_path
+        conn = conns.setdefault(path, sqlite3.connect(f"file:{path}?mode=ro", uri=True))
+        return lambda: conn.execute(task.reference.gold_sql).fetchall()
+
+    return [(lambda t=t: evaluator.evaluate(evaluator.reset(t), t.reference.gold_sql), bare(t))
+            for t in tasks]
+
+
+def sat_pairs(n, solver, isolate):
+    from evaluators.sat import SATStrategyEvaluator, load_satlib
+    from evaluators.sat import solving
+    from evaluators.sat.solving import SolverRunner
+    evaluator = SATStrategyEvaluator(runner=SolverRunner())
+    tasks = load_satlib(data_root() / "satlib", families={"uf50-218", "uuf50-218"})[:n]
+
+    def bare(task):
+        def run():
+            with Solver(name=solver, bootstrap_with=[list(c) for c in task.reference.clauses]) as s:
+                s.solve()
+        return run
+
+    def checked(task):  # the evaluator isolates solvers that cannot be interrupted in-process
+        return lambda: evaluator.evaluate(evaluator.reset(task), f"solver: {solver}")
+    assert isolate == (solver not in solving.INTERRUPTIBLE)
+    return [(checked(t), bare(t)) for t in tasks], evaluator
+
+
+def smt_pairs(n):
+    from evaluators.smt import SMTSolverEvaluator, load_smtlib
+    evaluator = SMTSolverEvaluator()
+    tasks = sorted(load_smtlib(data_root() / "smtlib"), key=lambda t: len(t.reference.script))[:n]
+
+    def bare(task):
+        def run():
+            s = z3.Solver(ctx=z3.Context())
+            s.from_string(task.reference.script)
+            s.check()
+        return run
+    return [(lambda t=t: evaluator.evaluate(evaluator.reset(t), "solver: z3"), bare(t))
+            for t in tasks]
+
+
+def main(argv):
+    del argv
+    n, repeats = _ITEMS.value, _REPEATS.value
+    result = {}
+    result["sql_overhead_ms"], result["sql_bare_ms"] = _overhead(sql_pairs(n), repeats)
+    pairs, ev = sat_pairs(n, "glucose4", isolate=False)
+    result["sat_inprocess_overhead_ms"], result["sat_inprocess_bare_ms"] = _overhead(pairs, repeats)
+    ev.close()
+    pairs, ev = sat_pairs(n, "cadical195", isolate=True)
+    result["sat_subprocess_overhead_ms"], result["sat_subprocess_bare_ms"] = _overhead(pairs, repeats)
+    ev.close()
+    result["smt_overhead_ms"], result["smt_bare_ms"] = _overhead(smt_pairs(min(n, 12)), repeats)
+    try:
+        from countermem_jax.benchmarks import sandbox_overhead
+        result.update(sandbox_overhead.measure(repeats))
+    except ImportError:
+        pass
+    goals = {"sql_overhead_ms": 2, "sat_inprocess_overhead_ms": 5, "smt_overhead_ms": 5,
+             "sat_subprocess_overhead_ms": 60, "repo_sandbox_overhead_ms": 150}
+    for key, goal in goals.items():
+        if key in result:
+            bare_key = key.replace("overhead", "bare")
+            print(f"{key[:-12]:<16} overhead {result[key]:7.2f} ms (bare check "
+                  f"{result.get(bare_key, float('nan')):7.2f} ms; goal ≤ {goal} ms; "
+                  f"ratio to goal {result[key] / goal:.2f})")
+    print_result(result)
+
+
+if __name__ == "__main__":
+    app.run(main)

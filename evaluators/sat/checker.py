@@ -1,0 +1,148 @@
+"""SAT checkers.
+
+* ``SATEncodingEvaluator``: the action is a DIMACS CNF with a variable map; it is solved under a
+  time limit, the model is decoded by the map and validated against the original problem
+  (``problems.py``). U = fraction of the problem's constraints the decoded answer satisfies.
+* ``SATStrategyEvaluator``: the action is a solver configuration for a DIMACS instance of known
+  status, in ``key: value`` lines::
+
+      solver: glucose4            # one of solving.KNOWN
+      assumptions: 3 -7           # a cube (branching decision), optional
+      phases: 1 -2 5              # preferred polarities, optional
+      conflict_budget: 20000      # optional, capped by the task's budget
+
+  Success = the instance is decided within the budget: a SAT answer whose model satisfies every
+  clause, or UNSAT (with no assumptions, since a refuted cube decides nothing) matching the known
+  status. U is 1 or 0.
+"""
+import dataclasses
+import re
+
+from evaluators.base import Evaluator, Outcome, Task, truncate
+from evaluators.sat import dimacs, solving
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodingReference:
+    problem: object
+    solver: str = "glucose4"
+
+
+@dataclasses.dataclass(frozen=True)
+class StrategyReference:
+    num_vars: int
+    clauses: tuple
+    status: str            # known "SAT" / "UNSAT"
+    max_conflicts: int = 200_000
+
+
+class SATEncodingEvaluator(Evaluator):
+    name = "pysat-encoding"
+    version = "1"
+
+    def __init__(self, timeout_s: float = 10.0, runner: solving.SolverRunner | None = None):
+        self.timeout_s = timeout_s
+        self.runner = runner or solving.SolverRunner()
+
+    def _check(self, task: Task, action: str) -> Outcome:
+        ref: EncodingReference = task.reference
+        try:
+            cnf = dimacs.parse(action)
+        except dimacs.DimacsError as err:
+            return Outcome(0.0, False, True, f"Malformed CNF: {err}")
+        if not cnf.names:
+            return Outcome(0.0, False, True, "The CNF has no variable map: add lines "
+                           "'c var <number> <name>' using the names the task asks for.")
+        result = self.runner.solve(solving.SolveJob(ref.solver, cnf.clauses), self.timeout_s)
+        if result.status == "UNSAT":
+            return Outcome(0.0, False, True, "Your encoding is unsatisfiable, but the problem has "
+                           "a solution: some clause forbids a valid answer.",
+                           details={"status": "UNSAT"})
+        if not dimacs.satisfies(cnf.clauses, result.model):
+            raise RuntimeError("solver returned a model that violates the CNF")
+        check = ref.problem.validate(result.model, cnf.names)
+        ok = not check.violations
+        feedback = ("Correct: the decoded answer satisfies every constraint." if ok else
+                    f"The decoded answer satisfies {check.satisfied}/{check.total} constraints. "
+                    f"Violations: {truncate('; '.join(check.violations), 600)}")
+        return Outcome(check.utility if not ok else 1.0, ok, True, feedback,
+                       details={"status": "SAT", "satisfied": check.satisfied, "total": check.total})
+
+    def close(self):
+        self.runner.close()
+
+
+_KEYS = {"solver", "assumptions", "phases", "conflict_budget"}
+
+
+def parse_strategy(text: str) -> solving.SolveJob:
+    """Parses the strategy language above; ValueError names the bad line."""
+    fields = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = re.match(r"^([a-z_]+)\s*[:=]\s*(.*)$", line)
+        if not m or m.group(1) not in _KEYS:
+            raise ValueError(f"line {lineno}: expected one of {sorted(_KEYS)} as 'key: value', "
+                             f"got {raw.strip()!r}")
+        fields[m.group(1)] = m.group(2).strip()
+    if "solver" not in fields:
+        raise ValueError("missing 'solver: NAME'")
+    lits = {}
+    for key in ("assumptions", "phases"):
+        try:
+            lits[key] = tuple(int(t) for t in fields.get(key, "").replace(",", " ").split())
+        except ValueError:
+            raise ValueError(f"{key}: literals must be non-zero integers") from None
+        if 0 in lits[key]:
+            raise ValueError(f"{key}: literal 0 is not allowed")
+    budget = fields.get("conflict_budget")
+    return solving.SolveJob(fields["solver"].lower(), (), lits["assumptions"], lits["phases"],
+                            int(budget) if budget else None)
+
+
+class SATStrategyEvaluator(Evaluator):
+    name = "pysat-strategy"
+    version = "1"
+
+    def __init__(self, timeout_s: float = 10.0, runner: solving.SolverRunner | None = None):
+        self.timeout_s = timeout_s
+        self.runner = runner or solving.SolverRunner()
+
+    def _check(self, task: Task, action: str) -> Outcome:
+        ref: StrategyReference = task.reference
+        try:
+            job = parse_strategy(action)
+            if job.solver not in solving.KNOWN:
+                raise ValueError(f"unknown solver {job.solver!r}; choose one of "
+                                 f"{sorted(solving.KNOWN)}")
+            bad = [lit for lit in job.assumptions + job.phases if abs(lit) > ref.num_vars]
+            if bad:
+                raise ValueError(f"literal {bad[0]} outside variables 1..{ref.num_vars}")
+        except ValueError as err:
+            return Outcome(0.0, False, True, f"Invalid strategy: {err}")
+        budget = min(job.conflict_budget or ref.max_conflicts, ref.max_conflicts)
+        job = dataclasses.replace(job, clauses=ref.clauses, conflict_budget=budget)
+        result = self.runner.solve(job, self.timeout_s)
+        details = {"status": result.status, "conflicts": result.conflicts, "solver": job.solver}
+        if result.status == "UNKNOWN":
+            return Outcome(0.0, False, True, f"Not decided within {budget} conflicts "
+                           f"({job.solver}).", details=details)
+        if result.status == "SAT":
+            if not dimacs.satisfies(ref.clauses, result.model):
+                return Outcome(0.0, False, True, "The solver's model violates the formula.",
+                               details=details)
+            return Outcome(1.0, True, True, f"Decided SAT with a verified model after "
+                           f"{result.conflicts} conflicts.", details=details)
+        if job.assumptions:
+            return Outcome(0.0, False, True, "UNSAT under your assumptions: that only refutes the "
+                           "cube, it does not decide the instance.", details=details)
+        ok = ref.status == "UNSAT"
+        return Outcome(1.0 if ok else 0.0, ok, True,
+                       f"Decided UNSAT after {result.conflicts} conflicts." if ok else
+                       "The solver answered UNSAT, which contradicts the instance's known status.",
+                       details=details)
+
+    def close(self):
+        self.runner.close()

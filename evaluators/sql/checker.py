@@ -1,0 +1,168 @@
+"""Execution-based SQL checker for Spider and BIRD.
+
+Predicted and gold SQL run on the same SQLite file, opened read-only (``mode=ro``) with an
+authorizer that permits only reads, so no action — writes, DROP, ATTACH, PRAGMA, several
+statements — can change a byte of the database. A progress handler stops any query at its
+deadline. Comparison follows the official evaluators: Spider execution accuracy compares the
+multisets of rows, in order only when the gold query has a top-level ORDER BY; BIRD compares sets
+of rows. U is 0 or 1: no partial credit is invented. Feedback gives errors, the predicted row
+count and a few predicted rows, never the gold rows.
+"""
+import collections
+import dataclasses
+import re
+import sqlite3
+import threading
+import time
+
+import sqlglot
+from sqlglot import exp
+
+from evaluators.base import Evaluator, Outcome, Task, truncate
+
+_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
+            getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
+_BLOCKED_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"}
+
+
+@dataclasses.dataclass(frozen=True)
+class SQLReference:
+    """What the checker needs: the gold query, the database file and the comparison rule."""
+    gold_sql: str
+    db_path: str
+    comparison: str  # "spider" (multiset / ordered) or "bird" (set)
+
+
+class QueryError(Exception):
+    pass
+
+
+def _authorizer(action, arg1, arg2, db_name, trigger):
+    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _BLOCKED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY
+
+
+def gold_orders(gold_sql: str) -> bool:
+    """True when the gold query's outermost statement has ORDER BY (order then matters)."""
+    try:
+        tree = sqlglot.parse_one(gold_sql, read="sqlite")
+        return tree.args.get("order") is not None
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
+        depth, text = 0, gold_sql.lower()
+        for i, ch in enumerate(text):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and text.startswith("order by", i):
+                return True
+        return False
+
+
+def results_match(pred_rows: list, gold_rows: list, comparison: str, ordered: bool) -> bool:
+    if comparison == "bird":
+        return set(pred_rows) == set(gold_rows)
+    if ordered:
+        return pred_rows == gold_rows
+    return collections.Counter(pred_rows) == collections.Counter(gold_rows)
+
+
+class SQLEvaluator(Evaluator):
+    name = "sqlite-exec"
+    version = f"1+sqlite{sqlite3.sqlite_version}"
+
+    def __init__(self, timeout_s: float = 10.0, max_rows: int = 200_000, feedback_rows: int = 3):
+        self.timeout_s = timeout_s
+        self.max_rows = max_rows
+        self.feedback_rows = feedback_rows
+        self._local = threading.local()
+        self._gold_cache: dict[tuple[str, str], tuple[list, bool]] = {}
+
+    def _connection(self, db_path: str) -> sqlite3.Connection:
+        conns = self._local.__dict__.setdefault("conns", {})
+        if db_path not in conns:
+            conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, check_same_thread=False)
+            conn.text_factory = lambda b: b.decode("utf-8", errors="replace")
+            conn.set_authorizer(_authorizer)
+            conns[db_path] = conn
+        return conns[db_path]
+
+    def run_query(self, db_path: str, sql: str, timeout_s: float | None = None) -> list[tuple]:
+        """Executes one read-only statement; raises QueryError or TimeoutError."""
+        conn = self._connection(db_path)
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        timed_out = []
+
+        def progress():
+            if time.monotonic() > deadline:
+                timed_out.append(True)
+                return 1
+            return 0
+
+        conn.set_progress_handler(progress, 1000)
+        try:
+            cursor = conn.execute(sql)
+            rows = []
+            while True:
+                chunk = cursor.fetchmany(4096)
+                if not chunk:
+                    break
+                rows.extend(chunk)
+                if len(rows) > self.max_rows:
+                    raise QueryError(f"result has more than {self.max_rows} rows")
+            return rows
+        except sqlite3.Error as err:
+            if timed_out:
+                raise TimeoutError(f"query ran past {timeout_s or self.timeout_s:.1f}s") from None
+            raise QueryError(f"{type(err).__name__}: {err}") from None
+        except (sqlite3.Warning, ValueError) as err:  # e.g. several statements at once
+            raise QueryError(str(err)) from None
+        finally:
+            conn.set_progress_handler(None, 0)
+            if conn.in_transaction:
+                conn.rollback()
+
+    def gold_result(self, ref: SQLReference) -> tuple[list, bool]:
+        key = (ref.db_path, ref.gold_sql)
+        if key not in self._gold_cache:
+            self._gold_cache[key] = (self.run_query(ref.db_path, ref.gold_sql),
+                                     gold_orders(ref.gold_sql))
+        return self._gold_cache[key]
+
+    def _check(self, task: Task, action: str) -> Outcome:
+        ref: SQLReference = task.reference
+        sql = action.strip()
+        if not sql:
+            return Outcome(0.0, False, True, "Empty query: write one SQL SELECT statement.")
+        gold, ordered = self.gold_result(ref)
+        try:
+            rows = self.run_query(ref.db_path, sql)
+        except QueryError as err:
+            return Outcome(0.0, False, True, f"SQL error: {truncate(str(err), 500)}",
+                           details={"error": str(err)})
+        ok = results_match(rows, gold, ref.comparison, ordered)
+        width = len(rows[0]) if rows else 0
+        preview = "; ".join(repr(tuple(r)) for r in rows[: self.feedback_rows])
+        if ok:
+            feedback = f"Correct: the result matches the expected result ({len(rows)} rows)."
+        else:
+            feedback = (f"Wrong result. Your query returned {len(rows)} rows × {width} columns"
+                        + (f"; first rows: {truncate(preview, 400)}" if rows else "")
+                        + ". It does not match the expected result"
+                        + (" (row order matters for this question)." if ordered else "."))
+        return Outcome(1.0 if ok else 0.0, ok, True, feedback,
+                       details={"rows": len(rows), "columns": width})
+
+
+def extract_sql(text: str) -> str:
+    """The SQL statement in a model reply: inside a code fence if there is one, from the first
+    SELECT/WITH, up to the first semicolon that ends a statement."""
+    fence = re.search(r"```(?:sql|sqlite)?\s*\n?(.*?)```", text, re.S | re.I)
+    body = fence.group(1) if fence else text
+    m = re.search(r"\b(with|select)\b", body, re.I)
+    if not m:
+        return body.strip()
+    sql = body[m.start():]
+    end = re.search(r";\s*(\n|$)", sql)
+    if end:
+        sql = sql[: end.start()]
+    return sql.strip()

@@ -1,0 +1,178 @@
+"""The SQL world model on the real Spider databases (paper §3.2, Appendix D.1)."""
+import hashlib
+import json
+import pathlib
+
+import pytest
+
+from evaluators.sql import SQLEvaluator, load_bird, load_spider
+from evaluators.sql.checker import extract_sql, results_match
+from evaluators.sql.features import question_features
+from evaluators.sql.loaders import DataError, build_schema_only_db
+
+
+@pytest.fixture(scope="module")
+def spider(benchdata):
+    return {t.task_id: t for t in load_spider(benchdata / "spider")}
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    return SQLEvaluator(timeout_s=5.0)
+
+
+def _hashes(benchdata):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted((benchdata / "spider" / "database").glob("*/*.sqlite"))}
+
+
+def test_every_gold_query_scores_one(spider, evaluator):
+    failures = [tid for tid, t in spider.items()
+                if not evaluator.evaluate(evaluator.reset(t), t.reference.gold_sql).success]
+    assert len(spider) > 500 and failures == []
+
+
+@pytest.mark.parametrize("task_id,wrong", [
+    ("spider/concert_singer/24", "SELECT T2.name ,  T2.capacity FROM concert AS T1 JOIN stadium AS T2 "
+     "ON T1.stadium_id  =  T2.stadium_id WHERE T1.year  >  2014 GROUP BY T2.stadium_id ORDER BY "
+     "count(*) DESC LIMIT 1"),                                       # boundary > instead of >=
+    ("spider/concert_singer/8", "SELECT country FROM singer WHERE age  >  20"),  # missing DISTINCT
+    ("spider/pets_1/55", "SELECT count(pettype) FROM pets"),       # missing DISTINCT in count
+])
+def test_known_wrong_queries_score_zero(spider, evaluator, task_id, wrong):
+    outcome = evaluator.evaluate(evaluator.reset(spider[task_id]), wrong)
+    assert outcome.completed and not outcome.success and outcome.utility == 0.0
+    assert outcome.failed_attempt
+
+
+def test_feedback_shows_prediction_never_gold(spider, evaluator):
+    task = spider["spider/concert_singer/8"]
+    gold_rows = evaluator.gold_result(task.reference)[0]
+    outcome = evaluator.evaluate(evaluator.reset(task), "SELECT name FROM singer")
+    assert "returned 6 rows" in outcome.feedback
+    assert task.reference.gold_sql not in outcome.feedback
+    assert all(repr(row) not in outcome.feedback for row in gold_rows)
+    assert len(outcome.feedback) <= 800
+
+
+def test_sql_error_is_a_completed_failure(spider, evaluator):
+    outcome = evaluator.evaluate(evaluator.reset(spider["spider/pets_1/55"]), "SELECT nope FROM pets")
+    assert outcome.completed and not outcome.success
+    assert "SQL error" in outcome.feedback and "no such column" in outcome.feedback
+
+
+def _adversarial_actions():
+    tables = {"concert_singer": "singer", "pets_1": "pets", "car_1": "cars_data",
+              "employee_hire_evaluation": "employee", "museum_visit": "museum"}
+    templates = [
+        "DELETE FROM {t}", "DROP TABLE {t}", "UPDATE {t} SET rowid = rowid + 1",
+        "INSERT INTO {t} DEFAULT VALUES", "CREATE TABLE evil(x)", "ALTER TABLE {t} RENAME TO x",
+        "ATTACH DATABASE '/tmp/countermem_evil.db' AS evil", "PRAGMA writable_schema = 1",
+        "PRAGMA journal_mode = WAL", "PRAGMA user_version = 7", "VACUUM", "REINDEX", "ANALYZE",
+        "SELECT 1; DROP TABLE {t}", "SELECT * FROM {t}; DELETE FROM {t}",
+        "CREATE TRIGGER tr AFTER INSERT ON {t} BEGIN DELETE FROM {t}; END",
+        "REPLACE INTO {t} SELECT * FROM {t}", "CREATE INDEX ix ON {t}(rowid)",
+        "BEGIN; DELETE FROM {t}; COMMIT", "SELECT load_extension('/tmp/x.so')",
+        "WITH x AS (SELECT 1) DELETE FROM {t}", "CREATE VIEW v AS SELECT * FROM {t}",
+        "INSERT INTO {t} SELECT * FROM {t}", "DETACH DATABASE main", "SAVEPOINT a",
+        "SELECT writefile('/tmp/countermem_evil', 'x')", "PRAGMA foreign_keys = OFF",
+        "UPDATE {t} SET rowid = NULL WHERE 1", "DROP VIEW IF EXISTS v", "DELETE FROM sqlite_master",
+        "CREATE TEMP TABLE t AS SELECT * FROM {t}", "SELECT * FROM {t} WHERE 1=1 --'; DROP TABLE {t}",
+        "INSERT OR REPLACE INTO {t}(rowid) VALUES (1)", "PRAGMA main.page_size = 1024",
+        "PRAGMA incremental_vacuum",
+    ]
+    actions = [(db, tpl.format(t=t)) for tpl in templates for db, t in tables.items()]
+    assert len(actions) >= 175
+    actions += [("concert_singer", f"DELETE FROM singer WHERE singer_id = {i}") for i in range(25)]
+    return actions[:200]
+
+
+def test_200_adversarial_actions_leave_every_database_byte_identical(benchdata, spider, evaluator):
+    before = _hashes(benchdata)
+    by_db = {}
+    for t in spider.values():
+        by_db.setdefault(t.environment, t)
+    actions = _adversarial_actions()
+    assert len(actions) == 200
+    for db, sql in actions:
+        outcome = evaluator.evaluate(evaluator.reset(by_db[db]), sql)
+        assert not outcome.success, sql
+        assert outcome.completed, (sql, outcome.feedback)
+    assert _hashes(benchdata) == before
+    assert not pathlib.Path("/tmp/countermem_evil.db").exists()
+    assert not pathlib.Path("/tmp/countermem_evil").exists()
+
+
+def test_cartesian_join_bomb_is_stopped_at_its_deadline(spider):
+    evaluator = SQLEvaluator(timeout_s=0.5)
+    task = spider["spider/concert_singer/8"]
+    bomb = "SELECT count(*) FROM singer a, singer b, singer c, singer d, singer e, singer f, " \
+           "singer g, singer h, singer i, singer j"
+    outcome = evaluator.evaluate(evaluator.reset(task), bomb)
+    assert not outcome.completed and outcome.reason == "timeout"
+    assert outcome.wall_time < 3.0
+    # The connection stays usable afterwards.
+    assert evaluator.evaluate(evaluator.reset(task), task.reference.gold_sql).success
+
+
+def test_evaluation_does_not_change_the_state(spider, evaluator):
+    state = evaluator.reset(spider["spider/pets_1/55"])
+    snapshot = (state.task, state.attempts)
+    for sql in ("SELECT 1", "DROP TABLE pets", state.task.reference.gold_sql):
+        evaluator.evaluate(state, sql)
+    assert (state.task, state.attempts) == snapshot
+
+
+def test_order_matters_only_when_gold_orders(spider, evaluator):
+    ordered = spider["spider/concert_singer/2"]  # ORDER BY age DESC
+    reversed_sql = ordered.reference.gold_sql.replace("DESC", "ASC")
+    assert not evaluator.evaluate(evaluator.reset(ordered), reversed_sql).success
+    unordered = spider["spider/concert_singer/8"]
+    assert evaluator.evaluate(evaluator.reset(unordered),
+                              "SELECT DISTINCT country FROM singer WHERE age > 20 ORDER BY country DESC"
+                              ).success
+    assert results_match([(1,), (1,), (2,)], [(2,), (1,), (1,)], "spider", ordered=False)
+    assert not results_match([(1,), (2,)], [(1,), (1,), (2,)], "spider", ordered=False)
+    assert results_match([(1,), (2,)], [(1,), (1,), (2,)], "bird", ordered=False)
+
+
+def test_agent_sees_question_schema_and_db_but_not_gold(spider):
+    task = spider["spider/concert_singer/8"]
+    text = task.visible_text()
+    assert task.prompt in text and "Database: concert_singer" in text and "CREATE TABLE" in text
+    assert task.reference.gold_sql not in text
+
+
+def test_question_features_for_conditions():
+    assert question_features("Singers aged at least 30")["bound"] == "inclusive"
+    assert question_features("Singers strictly above 30")["bound"] == "strict"
+    assert question_features("How many different countries?")["distinct"] is True
+    assert question_features("List all singers")["bound"] == "none"
+
+
+def test_extract_sql_from_chatty_model_output():
+    reply = "Sure! Here is the query:\n```sql\nSELECT name FROM singer WHERE age >= 30;\n```\nDone."
+    assert extract_sql(reply) == "SELECT name FROM singer WHERE age >= 30"
+    assert extract_sql("The answer is SELECT count(*) FROM pets;\nThis counts pets.") == \
+        "SELECT count(*) FROM pets"
+
+
+def test_missing_spider_file_is_clear(tmp_path):
+    with pytest.raises(DataError, match="dev.json: file not found"):
+        load_spider(tmp_path)
+
+
+def test_bird_loader_with_schema_only_databases(benchdata, tmp_path):
+    bird = benchdata / "bird_minidev"
+    entries = json.loads((bird / "mini_dev_sqlite.json").read_text())
+    db_ids = sorted({e["db_id"] for e in entries})[:2]
+    for db in db_ids:
+        build_schema_only_db(bird / "schemas_arcwise_annotated_ddl" / f"{db}.sql",
+                             tmp_path / db / f"{db}.sqlite")
+    tasks = load_bird(bird / "mini_dev_sqlite.json", tmp_path, db_ids=set(db_ids))
+    assert tasks and {t.environment for t in tasks} == set(db_ids)
+    assert all(t.benchmark == "bird" and "Evidence:" in t.context for t in tasks if t.context)
+    evaluator = SQLEvaluator()
+    assert all(evaluator.evaluate(evaluator.reset(t), t.reference.gold_sql).success for t in tasks)
+    with pytest.raises(DataError, match="download the BIRD dev databases"):
+        load_bird(bird / "mini_dev_sqlite.json", tmp_path / "nowhere")
