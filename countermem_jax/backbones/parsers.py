@@ -1,0 +1,174 @@
+"""Parsers that enforce each prompt's output contract (paper Appendix D.8).
+
+They accept what small local models actually write — code fences, chatter before and after,
+``**bold**`` field names, lower-case keys — and raise ``ParseError`` with a short reason when the
+contract is not met; the caller then asks once more with that reason (the repair message).
+"""
+import dataclasses
+import re
+
+from countermem_jax.memory.record import normalize_condition
+
+
+class ParseError(ValueError):
+    """The reply does not meet the template's contract; the message says how."""
+
+
+_FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n?(.*?)(?:```|$)", re.S)
+
+
+def strip_markup(text: str) -> str:
+    return re.sub(r"\*\*|__", "", text).strip()
+
+
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    return [(lang.lower(), body.strip("\n")) for lang, body in _FENCE.findall(text)
+            if body.strip()]
+
+
+def parse_action(text: str, domain: str = "") -> str:
+    """The action in a reply: the first fenced block (preferring one tagged for the domain),
+    else, for SQL, the statement starting at SELECT/WITH, else the whole reply."""
+    from evaluators.sql.checker import extract_sql
+    blocks = fenced_blocks(text)
+    preferred = {"sql": ("sql", "sqlite"), "smt": ("smt2", "smt", "lisp", "scheme"),
+                 "sat": ("dimacs", "cnf", "text", ""), "coding": ("diff", "python", "patch")}
+    body = None
+    for lang, block in blocks:
+        if lang in preferred.get(domain, ()) or lang == "action":
+            body = block
+            break
+    if body is None and blocks:
+        body = blocks[0][1]
+    if body is None:
+        body = re.sub(r"^\s*(?:ACTION|Answer|SQL)\s*:\s*", "", text.strip(), flags=re.I)
+    if domain == "sql":
+        body = extract_sql(body)
+    body = body.strip()
+    if not body:
+        raise ParseError("no action found: put the action in a ``` code block")
+    return body
+
+
+def _fields(text: str, names: tuple[str, ...]) -> dict[str, str]:
+    """``NAME: value`` fields (values may span lines until the next field)."""
+    clean = strip_markup(text)
+    pattern = re.compile(r"^[ \t>#*-]*(" + "|".join(names) + r")[ \t]*:[ \t]*", re.I | re.M)
+    hits = list(pattern.finditer(clean))
+    out = {}
+    for i, m in enumerate(hits):
+        end = hits[i + 1].start() if i + 1 < len(hits) else len(clean)
+        key = m.group(1).upper()
+        if key not in out:
+            value = clean[m.end():end].strip()
+            value = re.sub(r"^```\w*\n?|```$", "", value).strip()
+            out[key] = value
+    return out
+
+
+def require_fields(text: str, names: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
+    found = _fields(text, names + optional)
+    missing = [n for n in names if not found.get(n)]
+    if missing:
+        raise ParseError(f"missing field(s) {', '.join(n + ':' for n in missing)}")
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalEdit:
+    find: str
+    replace: str
+
+    def apply(self, action: str) -> str:
+        return action.replace(self.find, self.replace, 1)
+
+
+def parse_local_edits(text: str, action: str, k: int, max_span_fraction: float = 0.6) -> list[str]:
+    """GENERATE_LOCAL_ALTERNATIVES: up to k edits "FIND: <exact text> / REPLACE: <text>".
+
+    Each edit must change one contiguous span that occurs in the action; an edit whose span covers
+    most of the action is a replacement submission and is dropped. Returns the edited actions
+    (distinct, different from the original).
+    """
+    clean = strip_markup(text)
+    pairs = re.findall(r"FIND\s*:\s*(.+?)\s*\n\s*REPLACE\s*:\s*(.*?)(?=\n\s*(?:EDIT\b|FIND\s*:|\d+[.)]"
+                       r"|$)|\Z)", clean, re.I | re.S)
+    out, problems = [], []
+    for find, replace in pairs:
+        find, replace = _unquote(find), _unquote(replace)
+        if not find or find not in action:
+            problems.append(f"FIND text {find[:40]!r} does not occur in the action")
+            continue
+        if len(find) > 12 and len(find) > max_span_fraction * len(action):
+            problems.append("an edit replaced most of the action (edit one part only)")
+            continue
+        edited = LocalEdit(find, replace).apply(action)
+        if edited != action and edited not in out:
+            out.append(edited)
+        if len(out) == k:
+            break
+    if not out:
+        raise ParseError("no usable edit: write each as 'FIND: <exact text from the action>' then "
+                         "'REPLACE: <new text>'" + (f" ({problems[0]})" if problems else ""))
+    return out
+
+
+def _unquote(s: str) -> str:
+    s = s.strip()
+    s = re.sub(r"^```\w*\s*|\s*```$", "", s).strip()
+    if len(s) >= 2 and s[0] == s[-1] and s[0] in "`'\"":
+        s = s[1:-1]
+    return s.strip()
+
+
+@dataclasses.dataclass(frozen=True)
+class DistilledRecord:
+    situation: str
+    condition: str  # "" = universal
+
+
+def parse_distilled(text: str, max_condition_chars: int = 300) -> DistilledRecord:
+    f = require_fields(text, ("SITUATION", "CONDITION"))
+    condition = normalize_condition(f["CONDITION"].splitlines()[0] if f["CONDITION"] else "")
+    if len(condition) > max_condition_chars:
+        raise ParseError(f"CONDITION is longer than {max_condition_chars} characters: state one "
+                         "checkable requirement")
+    if condition and condition.lower() in ("always", "true", "any task", "all tasks"):
+        condition = ""
+    return DistilledRecord(" ".join(f["SITUATION"].split()), condition)
+
+
+def parse_choice(text: str, n: int) -> int:
+    """BEST_OF_N_JUDGE: 'CHOICE: <k>' with 1 <= k <= n."""
+    m = re.search(r"CHOICE\s*[:=]\s*\[?(\d+)", strip_markup(text), re.I)
+    if not m:
+        raise ParseError("reply with 'CHOICE: <number>'")
+    k = int(m.group(1))
+    if not 1 <= k <= n:
+        raise ParseError(f"CHOICE must be between 1 and {n}")
+    return k
+
+
+def parse_single_field(name: str):
+    def parse(text: str) -> str:
+        value = require_fields(text, (name,))[name]
+        return " ".join(value.split())
+    return parse
+
+
+def parse_strategy_item(text: str) -> dict:
+    """ReasoningBank-style memory item: TITLE, DESCRIPTION, CONTENT."""
+    f = require_fields(text, ("TITLE", "DESCRIPTION", "CONTENT"))
+    return {"title": f["TITLE"].splitlines()[0], "description": f["DESCRIPTION"],
+            "content": f["CONTENT"]}
+
+
+def parse_skill(text: str) -> dict:
+    f = require_fields(text, ("NAME", "APPLIES_WHEN", "STEPS"))
+    steps = [re.sub(r"^\s*(?:\d+[.)]|[-*])\s*", "", s).strip()
+             for s in f["STEPS"].splitlines() if s.strip()]
+    return {"name": f["NAME"].splitlines()[0], "applies_when": f["APPLIES_WHEN"], "steps": steps}
+
+
+def parse_look_alike(text: str) -> str:
+    return require_fields(text, ("TASK",))["TASK"]

@@ -1,0 +1,103 @@
+"""The OpenAI-compatible client against a real HTTP server on 127.0.0.1."""
+import asyncio
+import time
+
+import pytest
+
+from countermem_jax.backbones.base import Charge, SamplingParams, TokenLedger
+from countermem_jax.backbones.local_server import LocalOpenAIServer
+from countermem_jax.backbones.openai_http import BackboneError, OpenAICompatibleBackbone
+
+MSG = [{"role": "user", "content": "hello"}]
+
+
+def _client(urls, **kw):
+    kw.setdefault("backoff_initial_s", 0.01)
+    kw.setdefault("backoff_max_s", 0.05)
+    return OpenAICompatibleBackbone(urls, "openai/gpt-oss-120b", **kw)
+
+
+def test_reads_text_reasoning_and_server_usage():
+    with LocalOpenAIServer() as srv:
+        ledger = TokenLedger()
+        client = _client(srv.base_url, ledger=ledger, reasoning_effort="high")
+        result = client.chat_sync(MSG, SamplingParams(seed=3), Charge("evaluation", "t1#0"))
+        assert result.text.startswith("echo from local") and result.reasoning == "thinking..."
+        assert (result.usage.prompt_tokens, result.usage.completion_tokens,
+                result.usage.reasoning_tokens, result.usage.source) == (11, 7, 3, "server")
+        assert srv.requests[0]["seed"] == 3 and srv.requests[0]["reasoning_effort"] == "high"
+        assert ledger.total("evaluation").total == 18 and ledger.by_decision["t1#0"].total == 18
+
+
+def test_reasoning_field_named_reasoning_and_missing_usage_counted_locally():
+    with LocalOpenAIServer(with_usage=False, reasoning_field="reasoning") as srv:
+        result = _client(srv.base_url).chat_sync(MSG)
+        assert result.reasoning == "thinking..."
+        assert result.usage.source == "tokenizer" and result.usage.prompt_tokens > 0
+        assert result.usage.completion_tokens > 0
+
+
+@pytest.mark.parametrize("failure", ["500", "429", "malformed", "drop", "503"])
+def test_retries_transient_failures(failure):
+    with LocalOpenAIServer() as srv:
+        srv.script.extend([failure, failure])
+        result = _client(srv.base_url).chat_sync(MSG)
+        assert result.text.startswith("echo") and len(srv.requests) == 3 - (failure == "drop") * 0
+
+
+def test_no_retry_on_client_errors():
+    with LocalOpenAIServer(default="400") as srv:
+        with pytest.raises(BackboneError, match="HTTP 400, not retried"):
+            _client(srv.base_url).chat_sync(MSG)
+        assert len(srv.requests) == 1
+
+
+def test_error_names_the_server_once_retries_run_out():
+    with LocalOpenAIServer(default="500") as srv:
+        with pytest.raises(BackboneError) as err:
+            _client(srv.base_url, max_attempts=3).chat_sync(MSG)
+        assert srv.base_url in str(err.value) and "after 3 attempts" in str(err.value)
+        assert "HTTP 500" in str(err.value) and len(srv.requests) == 3
+
+
+def test_backoff_grows_between_attempts():
+    with LocalOpenAIServer(default="429") as srv:
+        start = time.perf_counter()
+        with pytest.raises(BackboneError):
+            _client(srv.base_url, max_attempts=4, backoff_initial_s=0.05,
+                    backoff_max_s=0.2).chat_sync(MSG)
+        assert len(srv.requests) == 4
+        assert time.perf_counter() - start < 2.0
+
+
+def test_failover_between_replicas():
+    with LocalOpenAIServer(default="500", name="bad") as bad, \
+            LocalOpenAIServer(name="good") as good:
+        client = _client([bad.base_url, good.base_url], max_attempts=3)
+        results = [client.chat_sync(MSG) for _ in range(4)]
+        assert all("from good" in r.text for r in results)
+        assert len(bad.requests) <= 1  # marked unhealthy after its first failure
+
+
+def test_timeout_is_retried_on_another_replica():
+    with LocalOpenAIServer(default="slow:2", name="slow") as slow, \
+            LocalOpenAIServer(name="fast") as fast:
+        client = _client([slow.base_url, fast.base_url], timeout_s=0.3)
+        assert "from fast" in client.chat_sync(MSG).text
+
+
+def test_concurrency_limit_is_held_and_usage_summed():
+    with LocalOpenAIServer(latency_s=0.05) as a, LocalOpenAIServer(latency_s=0.05) as b:
+        ledger = TokenLedger()
+        client = _client([a.base_url, b.base_url], max_concurrency=4, ledger=ledger)
+
+        async def run():
+            await asyncio.gather(*[client.chat(MSG, charge=Charge("construction", f"d{i}"))
+                                   for i in range(24)])
+            await client.aclose()
+        asyncio.run(run())
+        assert client.peak_in_flight <= 4 and a.peak_in_flight + b.peak_in_flight <= 8
+        assert len(a.requests) + len(b.requests) == 24
+        assert abs(len(a.requests) - len(b.requests)) <= 4  # balanced
+        assert ledger.total("construction").total == 24 * 18
+        assert ledger.calls["construction"] == 24
