@@ -38,9 +38,16 @@ def test_local_edits_good_and_messy():
 
 
 def test_local_edits_refuse_whole_replacement():
-    reply = f"FIND: {ACTION}\nREPLACE: SELECT * FROM other"
-    with pytest.raises(parsers.ParseError, match="most of the action"):
+    reply = f"FIND: {ACTION}\nREPLACE: SELECT id, total FROM orders JOIN x ON a = b"
+    with pytest.raises(parsers.ParseError, match="rewrote most of the action"):
         parsers.parse_local_edits(reply, ACTION, 4)
+
+
+def test_local_edit_may_quote_a_long_span_if_the_change_is_local():
+    action = "SELECT PetType, MAX(weight) AS MaxWeight\nFROM Pets\nGROUP BY PetType"
+    reply = "EDIT 1:\nFIND: SELECT PetType, MAX(weight)   AS MaxWeight\nREPLACE: SELECT PetType, MAX(weight) AS MaxWeight, pet_age"
+    assert parsers.parse_local_edits(reply, action, 4) == [
+        "SELECT PetType, MAX(weight) AS MaxWeight, pet_age\nFROM Pets\nGROUP BY PetType"]
 
 
 def test_distil_record_contract():

@@ -5,6 +5,7 @@ They accept what small local models actually write — code fences, chatter befo
 contract is not met; the caller then asks once more with that reason (the repair message).
 """
 import dataclasses
+import difflib
 import re
 
 from countermem_jax.memory.record import normalize_condition
@@ -74,21 +75,35 @@ def require_fields(text: str, names: tuple[str, ...], optional: tuple[str, ...] 
     return found
 
 
-@dataclasses.dataclass(frozen=True)
-class LocalEdit:
-    find: str
-    replace: str
-
-    def apply(self, action: str) -> str:
-        return action.replace(self.find, self.replace, 1)
+_TOKENS = re.compile(r"\w+|[^\w\s]")
 
 
-def parse_local_edits(text: str, action: str, k: int, max_span_fraction: float = 0.6) -> list[str]:
-    """GENERATE_LOCAL_ALTERNATIVES: up to k edits "FIND: <exact text> / REPLACE: <text>".
+def is_local_edit(original: str, edited: str, max_removed_fraction: float = 0.5) -> bool:
+    """One decision unit changed: at most two changed token regions, and at most half of the
+    original's tokens removed or replaced (at least 3 always allowed)."""
+    a, b = _TOKENS.findall(original), _TOKENS.findall(edited)
+    ops = [op for op in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
+           if op[0] != "equal"]
+    removed = sum(i2 - i1 for _, i1, i2, _, _ in ops)
+    return 0 < len(ops) <= 2 and removed <= max(3, max_removed_fraction * len(a))
 
-    Each edit must change one contiguous span that occurs in the action; an edit whose span covers
-    most of the action is a replacement submission and is dropped. Returns the edited actions
-    (distinct, different from the original).
+
+def _locate(find: str, action: str) -> tuple[int, int] | None:
+    """Where FIND occurs in the action: exactly, or up to differences in whitespace."""
+    i = action.find(find)
+    if i >= 0:
+        return i, i + len(find)
+    pattern = r"\s+".join(re.escape(part) for part in find.split())
+    m = re.search(pattern, action) if pattern else None
+    return (m.start(), m.end()) if m else None
+
+
+def parse_local_edits(text: str, action: str, k: int) -> list[str]:
+    """GENERATE_LOCAL_ALTERNATIVES: up to k edits "FIND: <text from the action> / REPLACE: <text>".
+
+    FIND must occur in the action (whitespace may differ) and the edit must be local
+    (``is_local_edit``): a rewrite of the whole action is a replacement submission and is dropped.
+    Returns the edited actions (distinct, different from the original).
     """
     clean = strip_markup(text)
     pairs = re.findall(r"FIND\s*:\s*(.+?)\s*\n\s*REPLACE\s*:\s*(.*?)(?=\n\s*(?:EDIT\b|FIND\s*:|\d+[.)]"
@@ -96,15 +111,17 @@ def parse_local_edits(text: str, action: str, k: int, max_span_fraction: float =
     out, problems = [], []
     for find, replace in pairs:
         find, replace = _unquote(find), _unquote(replace)
-        if not find or find not in action:
+        span = _locate(find, action) if find else None
+        if span is None:
             problems.append(f"FIND text {find[:40]!r} does not occur in the action")
             continue
-        if len(find) > 12 and len(find) > max_span_fraction * len(action):
-            problems.append("an edit replaced most of the action (edit one part only)")
+        edited = action[: span[0]] + replace + action[span[1]:]
+        if edited == action or edited in out:
             continue
-        edited = LocalEdit(find, replace).apply(action)
-        if edited != action and edited not in out:
-            out.append(edited)
+        if not is_local_edit(action, edited):
+            problems.append("an edit rewrote most of the action (change one part only)")
+            continue
+        out.append(edited)
         if len(out) == k:
             break
     if not out:

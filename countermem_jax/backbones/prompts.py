@@ -212,6 +212,7 @@ class Parsed:
     attempts: int
     error: str = ""
     used_fallback: bool = False
+    tokens: int = 0           # prompt + completion tokens of every call made for this parse
 
 
 async def call_template(backbone: Backbone, template: Template, fields: dict, *,
@@ -223,12 +224,13 @@ async def call_template(backbone: Backbone, template: Template, fields: dict, *,
     parse_args = parse_args or {}
     charge = dataclasses.replace(charge, purpose=template.name)
     messages = template.messages(**fields)
-    reply, error = "", ""
+    reply, error, spent = "", "", 0
     for attempt in (1, 2):
         result = await backbone.chat(messages, params, charge)
         reply = result.text
+        spent += result.usage.total
         try:
-            return Parsed(True, template.parse(reply, **parse_args), reply, attempt)
+            return Parsed(True, template.parse(reply, **parse_args), reply, attempt, tokens=spent)
         except parsers.ParseError as err:
             error = str(err)
             failures.add(template=template.name, decision=charge.decision, attempt=attempt,
@@ -239,5 +241,6 @@ async def call_template(backbone: Backbone, template: Template, fields: dict, *,
                                    {"role": "user", "content": template.repair.format(error=error)}]
     if template.fallback is not None:
         log.warning("%s: falling back after two parse failures (%s)", template.name, error)
-        return Parsed(False, template.fallback(**parse_args), reply, 2, error, used_fallback=True)
-    return Parsed(False, None, reply, 2, error)
+        return Parsed(False, template.fallback(**parse_args), reply, 2, error, used_fallback=True,
+                      tokens=spent)
+    return Parsed(False, None, reply, 2, error, tokens=spent)

@@ -3,7 +3,7 @@
 Format ``countermem-store`` version 1 is JSON Lines, UTF-8:
   line 1   header: {"format": "countermem-store", "version": 1, "frozen": bool, "snapshot_id": str,
            "content_hash": sha256 hex, "num_records": int, "next_seq": int, "evictions": int,
-           "config": {...StoreConfig...}}
+           "config": {...StoreConfig...}, "meta": {...}}   (meta: run bookkeeping, not hashed)
   line 2+  one record each (``MemoryRecord.to_json()``), in insertion order.
 A write goes to a temporary file in the same folder, is fsynced and renamed over the old file, so a
 crash at any point leaves the previous snapshot readable. Loading re-checks every field and the
@@ -37,7 +37,7 @@ def _header(store: MemoryStore | FrozenStore, frozen: bool) -> dict:
     return {"format": FORMAT, "version": VERSION, "frozen": frozen,
             "snapshot_id": store.snapshot_id, "content_hash": store.content_hash(),
             "num_records": len(store), "next_seq": store.next_seq, "evictions": store.evictions,
-            "config": store.config.to_json()}
+            "config": store.config.to_json(), "meta": dict(store.meta)}
 
 
 def _write_lines(handle, lines: Iterator[str]) -> None:
@@ -110,7 +110,8 @@ def load_store(path: str | os.PathLike) -> MemoryStore | FrozenStore:
         raise SnapshotHashMismatch(f"{path}: content hash {actual[:16]}… does not match the header's "
                                    f"{header['content_hash'][:16]}… (the file was modified)")
     cls = FrozenStore if header["frozen"] else MemoryStore
-    return cls(config, records, header["snapshot_id"], header["next_seq"], header["evictions"])
+    return cls(config, records, header["snapshot_id"], header["next_seq"], header["evictions"],
+               header.get("meta") or {})
 
 
 def load_frozen(path: str | os.PathLike, expected_hash: str | None = None) -> FrozenStore:

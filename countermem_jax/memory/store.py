@@ -6,6 +6,7 @@ immutable snapshot with a content hash, which is what selector training and eval
 import dataclasses
 import hashlib
 import json
+import types
 import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -86,8 +87,10 @@ class MemoryStore(_StoreView):
     """Construction-time store: admits verified records, evicts by the retention rule."""
 
     def __init__(self, config: StoreConfig = StoreConfig(), records: Iterable[MemoryRecord] = (),
-                 snapshot_id: str | None = None, next_seq: int = 0, evictions: int = 0):
+                 snapshot_id: str | None = None, next_seq: int = 0, evictions: int = 0,
+                 meta: dict | None = None):
         self.config = config
+        self.meta = dict(meta or {})  # run bookkeeping (e.g. processed tasks); not in the hash
         self.snapshot_id = snapshot_id or uuid.uuid4().hex[:12]
         self._records: list[MemoryRecord] = list(records)
         self._next_seq = max([next_seq] + [r.insertion_seq + 1 for r in self._records])
@@ -141,15 +144,16 @@ class MemoryStore(_StoreView):
 
     def freeze(self) -> "FrozenStore":
         return FrozenStore(self.config, self._records, self.snapshot_id, self._next_seq,
-                           self.evictions)
+                           self.evictions, self.meta)
 
 
 class FrozenStore(_StoreView):
     """An immutable snapshot. Every mutating call raises ``FrozenStoreError``."""
 
     def __init__(self, config: StoreConfig, records: Iterable[MemoryRecord], snapshot_id: str,
-                 next_seq: int = 0, evictions: int = 0):
+                 next_seq: int = 0, evictions: int = 0, meta: dict | None = None):
         object.__setattr__(self, "config", config)
+        object.__setattr__(self, "meta", types.MappingProxyType(dict(meta or {})))
         object.__setattr__(self, "_records", tuple(records))
         object.__setattr__(self, "snapshot_id", snapshot_id)
         object.__setattr__(self, "next_seq", next_seq)
@@ -173,4 +177,5 @@ class FrozenStore(_StoreView):
 
     def thaw(self) -> MemoryStore:
         """A mutable copy (a new snapshot lineage), e.g. to continue construction."""
-        return MemoryStore(self.config, self._records, None, self.next_seq, self.evictions)
+        return MemoryStore(self.config, self._records, None, self.next_seq, self.evictions,
+                           dict(self.meta))

@@ -36,12 +36,15 @@ def question_features(question: str) -> dict:
         bound = "strict"
     else:
         bound = "none"
-    aggregate = next((name for name, pat in _AGG if re.search(pat, q)), "none")
+    # "at least" / "at most" state a bound; they must not read as min / max or an ordering.
+    rest = re.sub(r"\b(at least|at most|no less than|no more than|not less than|not more than)\b",
+                  " ", q)
+    aggregate = next((name for name, pat in _AGG if re.search(pat, rest)), "none")
     return {
         "bound": bound,
         "direction": ("upper" if _UPPER.search(q) else "lower") if bound != "none" else "none",
         "distinct": bool(_DISTINCT.search(q)),
         "aggregate": aggregate,
-        "ordering": "desc" if _DESC.search(q) else ("asc" if _ASC.search(q) else "none"),
-        "limit": bool(_LIMIT.search(q)),
+        "ordering": "desc" if _DESC.search(rest) else ("asc" if _ASC.search(rest) else "none"),
+        "limit": bool(_LIMIT.search(rest)),
     }

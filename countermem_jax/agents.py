@@ -1,0 +1,163 @@
+"""Base agents: ReAct and Reflexion over the common task interface (paper §4.1).
+
+ReAct drafts an action, has it checked, reads the feedback and revises, within a budget of
+evaluator calls and tokens. Reflexion also writes a reflection after each failed attempt and
+shows its reflections in later attempts of the same task. Memory augmentations plug in at the
+decision point (``Augmentation.decide``) and after outcomes; the agents' own loop is unchanged.
+"""
+import asyncio
+import dataclasses
+import logging
+from typing import Any
+
+from countermem_jax.backbones import prompts
+from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
+from evaluators.base import Evaluator, Outcome, State, Task
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class TaskContext:
+    """Per-task execution record: budgets and the counters every metric is computed from."""
+    task: Task
+    phase: str
+    run: str
+    state: State
+    call_budget: int
+    token_budget: int
+    max_decisions: int
+    calls: int = 0            # world-model calls, counterfactual checks included
+    failures: int = 0         # evaluated actions that failed the success criterion
+    tokens: int = 0           # LLM tokens charged to this task
+    decision: int = 0
+    decision_tokens_start: int = 0
+    expanded_failures: int = 0
+    cf_checks: int = 0
+    reflections: list = dataclasses.field(default_factory=list)
+    solved: bool = False
+    last_utility: float | None = None
+
+    def charge(self) -> Charge:
+        return Charge(self.phase, f"{self.run}/{self.task.task_id}#{self.decision}")
+
+
+@dataclasses.dataclass
+class DecisionInfo:
+    action: str
+    record_id: str | None = None
+    log: dict = dataclasses.field(default_factory=dict)
+
+
+class Augmentation:
+    """No memory: the draft is executed as it is."""
+    name = "none"
+
+    async def decide(self, ctx: TaskContext, draft: str) -> DecisionInfo:
+        return DecisionInfo(draft)
+
+    async def observe(self, ctx: TaskContext, draft: str, info: DecisionInfo,
+                      outcome: Outcome, previous_utility: float | None) -> dict:
+        return {}
+
+    async def after_failure(self, ctx: TaskContext, state_before: State, action: str,
+                            outcome: Outcome) -> None:
+        return None
+
+    async def end_task(self, ctx: TaskContext) -> None:
+        return None
+
+
+@dataclasses.dataclass
+class AgentConfig:
+    kind: str = "react"              # "react" | "reflexion"
+    max_attempts: int = 3            # evaluator calls for the task's own attempts
+    token_budget: int = 20_000
+    temperature: float = 0.0
+    max_tokens: int = 384
+    seed: int = 0
+
+
+class Agent:
+    def __init__(self, backbone: Backbone, evaluator: Evaluator, domain, cfg: AgentConfig,
+                 runlog=None):
+        if cfg.kind not in ("react", "reflexion"):
+            raise ValueError(f"unknown agent {cfg.kind!r}; expected 'react' or 'reflexion'")
+        self.backbone, self.evaluator, self.domain, self.cfg = backbone, evaluator, domain, cfg
+        self.runlog = runlog
+        self.params = SamplingParams(temperature=cfg.temperature, max_tokens=cfg.max_tokens,
+                                     seed=cfg.seed)
+
+    async def llm(self, ctx: TaskContext, template, fields, parse_args=None,
+                  params: SamplingParams | None = None) -> prompts.Parsed:
+        parsed = await prompts.call_template(self.backbone, template, fields, charge=ctx.charge(),
+                                             params=params or self.params, parse_args=parse_args)
+        ctx.tokens += parsed.tokens
+        return parsed
+
+    def _history(self, ctx: TaskContext) -> str:
+        lines = []
+        for i, attempt in enumerate(ctx.state.attempts, 1):
+            lines.append(f"Attempt {i}:\n```\n{prompts.clip(attempt.action, 'action')}\n```\n"
+                         f"Checker feedback: {prompts.clip(attempt.outcome.feedback, 'feedback')}")
+        if self.cfg.kind == "reflexion" and ctx.reflections:
+            lines.append("Your reflections on earlier attempts:\n" +
+                         "\n".join(f"- {r}" for r in ctx.reflections))
+        if lines:
+            lines.append("Write a corrected action.")
+        return ("\n\n".join(lines) + "\n\n") if lines else ""
+
+    async def draft(self, ctx: TaskContext) -> str:
+        parsed = await self.llm(ctx, prompts.DRAFT_ACTION, {
+            "task": ctx.task.visible_text(), "unit": ctx.task.decision_unit,
+            "instructions": self.domain.instructions, "history": self._history(ctx)},
+            parse_args={"domain": self.domain.name})
+        return parsed.value if parsed.ok else (parsed.raw.strip() or "")
+
+    async def run(self, task: Task, augmentation: Augmentation, *, phase: str, run: str,
+                  extra: dict | None = None) -> TaskContext:
+        ctx = TaskContext(task, phase, run, self.evaluator.reset(task),
+                          call_budget=self.cfg.max_attempts, token_budget=self.cfg.token_budget,
+                          max_decisions=self.cfg.max_attempts)
+        for k in range(self.cfg.max_attempts):
+            if ctx.tokens >= ctx.token_budget:
+                break
+            ctx.decision = k
+            ctx.decision_tokens_start = ctx.tokens
+            draft = await self.draft(ctx)
+            info = await augmentation.decide(ctx, draft)
+            state_before, previous = ctx.state, ctx.last_utility
+            outcome = await asyncio.to_thread(self.evaluator.evaluate, state_before, info.action)
+            ctx.calls += outcome.world_model_calls
+            ctx.failures += outcome.failed_attempt
+            ctx.state = state_before.after(info.action, outcome)
+            ctx.solved = outcome.success
+            ctx.last_utility = outcome.utility
+            reuse = await augmentation.observe(ctx, draft, info, outcome, previous)
+            if self.runlog:
+                self.runlog.write("decision", run=run, phase=phase, task_id=task.task_id,
+                                  decision=k, draft=draft, action=info.action,
+                                  changed=draft.strip() != info.action.strip(),
+                                  outcome=_outcome_json(outcome), memory=info.log, reuse=reuse,
+                                  tokens_so_far=ctx.tokens, **(extra or {}))
+            if outcome.success:
+                break
+            await augmentation.after_failure(ctx, state_before, info.action, outcome)
+            if self.cfg.kind == "reflexion" and k + 1 < self.cfg.max_attempts:
+                parsed = await self.llm(ctx, prompts.REFLEXION_REFLECT, {
+                    "task": task.visible_text(), "action": info.action,
+                    "feedback": outcome.feedback})
+                if parsed.ok:
+                    ctx.reflections.append(parsed.value)
+        await augmentation.end_task(ctx)
+        if self.runlog:
+            self.runlog.write("task_end", run=run, phase=phase, task_id=task.task_id,
+                              solved=ctx.solved, calls=ctx.calls, failures=ctx.failures,
+                              tokens=ctx.tokens, decisions=ctx.decision + 1,
+                              benchmark=task.benchmark, domain=task.domain, **(extra or {}))
+        return ctx
+
+
+def _outcome_json(o: Outcome) -> dict[str, Any]:
+    return {"utility": o.utility, "success": o.success, "completed": o.completed,
+            "feedback": o.feedback, "reason": o.reason, "wall_time": round(o.wall_time, 4)}

@@ -1,0 +1,32 @@
+"""Defaults shared by every experiment config (``configs/*.py`` override what differs).
+
+Paper values (Appendix B.4, C.2, D.2) are the defaults; CPU configs shorten the schedules and say so.
+"""
+import ml_collections
+
+
+def base_config() -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    c.data = ml_collections.ConfigDict(dict(
+        benchmark="spider", split="dev", db_ids=(), data_dir="", bird_json="", bird_db_root="",
+        check_timeout_s=10.0, generated_per_family=10))
+    c.splits = ml_collections.ConfigDict(dict(
+        n_build=60, n_train=200, n_validation=20, n_eval=40, separate_environments=False,
+        manifest=""))
+    c.agent = ml_collections.ConfigDict(dict(
+        kind="react", max_attempts=3, token_budget=20_000, temperature=0.0, max_tokens=384, seed=0))
+    c.backbone = ml_collections.ConfigDict(dict(
+        kind="llama_cpp", model_path="", n_ctx=4096, n_threads=0, base_urls=(), model="",
+        max_concurrency=64, timeout_s=600.0, max_attempts=6, reasoning_effort="", cache_dir=""))
+    c.memory = ml_collections.ConfigDict(dict(
+        capacity=200, retention="utility", seed=0, top_k=3, reuse_weight=0.2,
+        use_conditions=True, render_condition=True, unknown_condition="include"))
+    c.construction = ml_collections.ConfigDict(dict(
+        k=4, max_expanded_failures=2, verification_budget=8, epsilon=0.05,
+        reuse_policy="always_top1"))
+    c.selector = ml_collections.ConfigDict(dict(
+        total_decisions=2000, learning_starts=100, train_every=4, target_sync_every=250,
+        checkpoint_every=250, batch_size=32, seeds=(0, 1, 2, 3, 4), offline_other_seeds=True))
+    c.eval = ml_collections.ConfigDict(dict(
+        selector="dqn", selector_seed=0, relevance_threshold=0.5, concurrency=1))
+    return c

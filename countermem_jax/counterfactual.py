@@ -1,0 +1,106 @@
+"""Modules I and II: propose local alternatives to a failed action, check them from the same
+state, and store the verified improvements (paper §3.2–3.3, Appendix B.1, B.4).
+
+Triggered after a failed decision during construction, for at most two failed decisions per task
+and while the task's construction verification budget lasts. The backbone proposes local edits
+first (GENERATE_LOCAL_ALTERNATIVES); rule operators fill the free slots up to K = 4. Every check
+runs from the state *before* the failed action, counts as a world-model call (and as a failed
+attempt if it fails), and a candidate with a completed check and Δ > ε_adm is distilled
+(DISTIL_RECORD) and offered to the store's admission rules.
+"""
+import asyncio
+import dataclasses
+import datetime
+
+from countermem_jax.backbones import prompts
+from countermem_jax.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
+from countermem_jax.memory.record import make_record_id, normalize_condition
+from evaluators.base import Outcome, State
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstructionConfig:
+    k: int = 4
+    max_expanded_failures: int = 2
+    verification_budget: int = 8     # counterfactual checks per task
+    epsilon: float = 0.05
+
+
+def _check(o: Outcome) -> CheckOutcome:
+    return CheckOutcome(o.utility, o.success, o.completed, prompts.clip(o.feedback, "feedback"))
+
+
+class CounterfactualBuilder:
+    def __init__(self, agent, store, cfg: ConstructionConfig, runlog=None, backbone_name: str = ""):
+        self.agent, self.store, self.cfg, self.runlog = agent, store, cfg, runlog
+        self.backbone_name = backbone_name or agent.backbone.model_name
+
+    async def alternatives(self, ctx, action: str, outcome: Outcome) -> tuple[list[str], int]:
+        """LLM edits first, rule edits fill the free slots; returns (candidates, n_from_llm)."""
+        parsed = await self.agent.llm(ctx, prompts.GENERATE_LOCAL_ALTERNATIVES, {
+            "task": ctx.task.visible_text(), "action": action, "feedback": outcome.feedback,
+            "k": self.cfg.k, "unit": ctx.task.decision_unit},
+            parse_args={"action": action, "k": self.cfg.k})
+        llm_edits = list(parsed.value or [])
+        candidates = []
+        for c in llm_edits + self.agent.domain.rule_edits(ctx.task, action):
+            if c.strip() and c.strip() != action.strip() and c not in candidates:
+                candidates.append(c)
+        return candidates[: self.cfg.k], min(len(llm_edits), self.cfg.k)
+
+    async def expand(self, ctx, state_before: State, action: str, outcome: Outcome) -> list[dict]:
+        if ctx.expanded_failures >= self.cfg.max_expanded_failures:
+            return []
+        if ctx.cf_checks >= self.cfg.verification_budget:
+            return []
+        ctx.expanded_failures += 1
+        candidates, n_llm = await self.alternatives(ctx, action, outcome)
+        results = []
+        for i, alt in enumerate(candidates):
+            if ctx.cf_checks >= self.cfg.verification_budget:
+                break
+            checked = await asyncio.to_thread(self.agent.evaluator.evaluate, state_before, alt)
+            ctx.cf_checks += 1
+            ctx.calls += checked.world_model_calls
+            ctx.failures += checked.failed_attempt
+            delta = checked.utility - outcome.utility
+            entry = {"candidate": alt, "source": "llm" if i < n_llm else "rule",
+                     "utility": checked.utility, "completed": checked.completed, "delta": delta}
+            if checked.completed and delta > self.cfg.epsilon:
+                entry.update(await self._distil_and_admit(ctx, action, outcome, alt, checked))
+            results.append(entry)
+            if self.runlog:
+                self.runlog.write("counterfactual", run=ctx.run, phase=ctx.phase,
+                                  task_id=ctx.task.task_id, decision=ctx.decision, original=action,
+                                  **entry)
+        return results
+
+    async def _distil_and_admit(self, ctx, original: str, o: Outcome, improved: str,
+                                o2: Outcome) -> dict:
+        parsed = await self.agent.llm(ctx, prompts.DISTIL_RECORD, {
+            "task": ctx.task.visible_text(), "original": original, "improved": improved,
+            "evidence": f"original scored {o.utility:.2f} ({o.feedback}); improved scored "
+                        f"{o2.utility:.2f} ({o2.feedback})",
+            "condition_hint": self.agent.domain.condition_hint})
+        if not parsed.ok:
+            return {"admitted": False, "reason": f"distil failed: {parsed.error}"}
+        distilled = parsed.value
+        # q carries the source request too, so that retrieval can match later requests to it.
+        situation = f"{distilled.situation} (source request: {ctx.task.prompt[:300]})"
+        condition = normalize_condition(distilled.condition)
+        record = MemoryRecord(
+            record_id=make_record_id(ctx.task.task_id, situation, original, improved, condition),
+            source_task_id=ctx.task.task_id, situation=situation, original_action=original,
+            improved_action=improved, evidence=Evidence(_check(o), _check(o2)),
+            condition=condition,
+            provenance=Provenance(domain=ctx.task.domain, benchmark=ctx.task.benchmark,
+                                  backbone_model=self.backbone_name,
+                                  evaluator=self.agent.evaluator.name,
+                                  evaluator_version=self.agent.evaluator.version,
+                                  created_at=datetime.datetime.now(datetime.timezone.utc)
+                                  .isoformat(timespec="seconds"),
+                                  snapshot_id=self.store.snapshot_id))
+        decision, evicted = self.store.propose(record)
+        return {"admitted": decision.admitted, "reason": decision.reason,
+                "score": decision.score, "record_id": record.record_id, "condition": condition,
+                "situation": situation, "evicted": evicted}

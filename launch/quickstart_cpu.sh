@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The CPU quickstart: install, then build memory, train the selector and evaluate ReAct with and
+# without CounterMem on held-out Spider questions with the local Qwen2.5-Coder-0.5B model.
+#
+#   bash launch/quickstart_cpu.sh [WORKDIR]      (default runs/spider_cpu)
+#
+# Resumable: run it again after an interruption and finished tasks are skipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WORKDIR="${1:-runs/spider_cpu}"
+CONFIG=configs/spider_react_cpu.py
+bash launch/install.sh
+export JAX_PLATFORMS=cpu
+start=$(date +%s)
+python -m countermem_jax.build_memory --config="$CONFIG" --workdir="$WORKDIR"
+python -m countermem_jax.inspect_store --store="$WORKDIR/store_frozen.jsonl" --top=3
+python -m countermem_jax.train_selector --config="$CONFIG" --workdir="$WORKDIR"
+python -m countermem_jax.evaluate --config="$CONFIG" --workdir="$WORKDIR"
+echo "quickstart finished in $(( $(date +%s) - start )) s (after installation); workdir $WORKDIR"
