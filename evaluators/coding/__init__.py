@@ -1,0 +1,1 @@
+"""Repository-test world model: localized edits checked by the project's tests in a sandbox."""

@@ -1,0 +1,188 @@
+"""Loaders for repository-repair benchmarks.
+
+* QuixBugs (``$COUNTERMEM_DATA/quixbugs``): one task per program with a pytest file. The buggy
+  program is run once through its tests in the sandbox: failing tests become FAIL_TO_PASS, passing
+  ones PASS_TO_PASS (cached under ``$COUNTERMEM_CACHE/quixbugs``). The known fix is kept for tests.
+* BugsInPy: ``projects/<p>/bugs/<n>/{bug.info, bug_patch.txt, run_test.sh}`` plus a local checkout
+  of the project at the buggy commit (users provide it: BugsInPy's own ``bugsinpy-checkout``).
+* SWE-bench: an ``instances`` JSON (FAIL_TO_PASS / PASS_TO_PASS as lists or JSON strings) plus a
+  local checkout per instance at ``base_commit`` with its environment (users provide them).
+"""
+import difflib
+import hashlib
+import json
+import os
+import pathlib
+import re
+
+from evaluators.base import Task
+from evaluators.coding import checker, sandbox, snapshot
+
+TIMEOUT_ARGS = ("--timeout=2",)  # per test; buggy programs may loop forever
+ACTION_HELP = ("Answer with one localized edit:\nFILE: <path>\nLINES: <first>-<last>\nREPLACE:\n"
+               "<the new lines>\n(or a unified diff).")
+
+
+class DataError(ValueError):
+    pass
+
+
+def _numbered(text: str) -> str:
+    return "\n".join(f"{i:>4} | {line}" for i, line in enumerate(text.splitlines(), 1))
+
+
+def _cache_dir() -> pathlib.Path:
+    base = os.environ.get("COUNTERMEM_CACHE", os.path.join(pathlib.Path.home(), ".cache",
+                                                           "countermem"))
+    return pathlib.Path(base) / "quixbugs"
+
+
+def quixbugs_programs(root: pathlib.Path) -> list[str]:
+    tests = root / "python_testcases"
+    if not tests.is_dir():
+        raise DataError(f"{tests}: QuixBugs python_testcases not found")
+    names = []
+    for f in sorted(tests.glob("test_*.py")):
+        name = f.stem[len("test_"):]
+        if (root / "python_programs" / f"{name}.py").exists() and \
+                (root / "correct_python_programs" / f"{name}.py").exists():
+            names.append(name)
+    return names
+
+
+def _split_tests(root: pathlib.Path, name: str, limits: sandbox.Limits) -> tuple[list, list]:
+    """Runs the buggy program's tests once: (FAIL_TO_PASS, PASS_TO_PASS)."""
+    test_file = f"python_testcases/test_{name}.py"
+    source = root / "python_programs" / f"{name}.py"
+    key = hashlib.sha256(source.read_bytes() + (root / test_file).read_bytes()).hexdigest()[:16]
+    cache = _cache_dir() / f"{name}-{key}.json"
+    if cache.exists():
+        data = json.loads(cache.read_text())
+        return data["f2p"], data["p2p"]
+    ref = checker.RepoReference(str(root), (test_file,), (), (), (), TIMEOUT_ARGS)
+    copy = snapshot.make_copy(root)
+    try:
+        outcomes, run = checker.run_tests(copy, ref, limits)
+    finally:
+        snapshot.remove_copy(copy)
+    if not outcomes:
+        raise DataError(f"QuixBugs {name}: running its tests gave no results: "
+                        f"{(run.stdout + run.stderr)[-300:]}")
+    f2p = sorted(t for t, ok in outcomes.items() if not ok)
+    p2p = sorted(t for t, ok in outcomes.items() if ok)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps({"f2p": f2p, "p2p": p2p}))
+    return f2p, p2p
+
+
+def known_fix_diff(root: pathlib.Path, name: str) -> str:
+    """The QuixBugs fix as a unified diff against the buggy program."""
+    rel = f"python_programs/{name}.py"
+    buggy = (root / rel).read_text().splitlines(keepends=True)
+    fixed = (root / "correct_python_programs" / f"{name}.py").read_text()
+    fixed = fixed.replace("correct_python_programs", "python_programs").splitlines(keepends=True)
+    return "".join(difflib.unified_diff(buggy, fixed, f"a/{rel}", f"b/{rel}"))
+
+
+def load_quixbugs(root: str | pathlib.Path, names=None,
+                  limits: sandbox.Limits = sandbox.Limits(wall_s=120)) -> list[Task]:
+    root = pathlib.Path(root)
+    tasks = []
+    for name in names or quixbugs_programs(root):
+        f2p, p2p = _split_tests(root, name, limits)
+        if not f2p:
+            continue  # the buggy program already passes every test we have: nothing to repair
+        rel = f"python_programs/{name}.py"
+        source = (root / rel).read_text()
+        tasks.append(Task(
+            task_id=f"quixbugs/{name}", domain="coding", benchmark="quixbugs",
+            prompt=f"The function in {rel} has a bug: {len(f2p)} of its tests fail. "
+                   f"Fix it with one localized edit.\n{ACTION_HELP}",
+            context=f"{rel}:\n{_numbered(source)}\n\nFailing tests: "
+                    + ", ".join(t.split('::', 1)[1] for t in f2p[:6]),
+            decision_unit="localized edit", environment="quixbugs",
+            reference=checker.RepoReference(str(root), (f"python_testcases/test_{name}.py",),
+                                            tuple(f2p), tuple(p2p), (rel,), TIMEOUT_ARGS),
+            features={"program": name, "file": rel}))
+    return tasks
+
+
+def _as_list(value) -> list[str]:
+    return json.loads(value) if isinstance(value, str) else list(value)
+
+
+def load_swebench(instances_json: str | pathlib.Path, checkouts: str | pathlib.Path,
+                  python: str = "/usr/bin/python3") -> list[Task]:
+    """SWE-bench instances whose checkout exists at ``checkouts/<instance_id>``."""
+    path = pathlib.Path(instances_json)
+    try:
+        instances = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise DataError(f"{path}: {err}") from None
+    tasks, missing = [], []
+    for i, inst in enumerate(instances):
+        for key in ("instance_id", "problem_statement", "FAIL_TO_PASS", "PASS_TO_PASS", "patch"):
+            if key not in inst:
+                raise DataError(f"{path}: instance {i}: missing field {key!r}")
+        repo = pathlib.Path(checkouts) / inst["instance_id"]
+        if not repo.is_dir():
+            missing.append(inst["instance_id"])
+            continue
+        f2p, p2p = _as_list(inst["FAIL_TO_PASS"]), _as_list(inst["PASS_TO_PASS"])
+        files = sorted(set(re.findall(r"^\+\+\+ b/(\S+)", inst["patch"], re.M)))
+        test_files = sorted({t.split("::")[0] for t in f2p + p2p if "::" in t})
+        tasks.append(Task(
+            task_id=f"swebench/{inst['instance_id']}", domain="coding", benchmark="swebench",
+            prompt=f"{inst['problem_statement'][:2500]}\n{ACTION_HELP}",
+            context=f"Repository {inst.get('repo', '')} at {inst.get('base_commit', '')[:12]}; "
+                    f"files likely involved: {', '.join(files)}",
+            decision_unit="edit / patch", environment=inst.get("repo", ""),
+            reference=checker.RepoReference(str(repo), tuple(test_files), tuple(f2p), tuple(p2p),
+                                            tuple(files), (), python),
+            features={"repo": inst.get("repo", ""), "version": str(inst.get("version", ""))}))
+    if missing and not tasks:
+        raise DataError(f"no SWE-bench checkout found under {checkouts} (expected one folder per "
+                        f"instance id, e.g. {missing[0]}); see README 'Coding data'")
+    return tasks
+
+
+def parse_bug_info(text: str) -> dict:
+    out = {}
+    for line in text.splitlines():
+        if "=" in line:
+            key, value = line.split("=", 1)
+            out[key.strip()] = value.strip().strip('"')
+    return out
+
+
+def load_bugsinpy(bugsinpy_root: str | pathlib.Path, checkouts: str | pathlib.Path,
+                  python: str = "/usr/bin/python3") -> list[Task]:
+    """BugsInPy bugs with a checkout at ``checkouts/<project>-<bug>``."""
+    root = pathlib.Path(bugsinpy_root) / "projects"
+    if not root.is_dir():
+        raise DataError(f"{root}: BugsInPy projects folder not found")
+    tasks = []
+    for bug_dir in sorted(root.glob("*/bugs/*")):
+        info_path = bug_dir / "bug.info"
+        if not info_path.exists():
+            continue
+        info = parse_bug_info(info_path.read_text())
+        project, bug = bug_dir.parts[-3], bug_dir.name
+        repo = pathlib.Path(checkouts) / f"{project}-{bug}"
+        if not repo.is_dir():
+            continue
+        patch = (bug_dir / "bug_patch.txt").read_text() if (bug_dir / "bug_patch.txt").exists() else ""
+        files = sorted(set(re.findall(r"^\+\+\+ b/(\S+)", patch, re.M)))
+        run_test = (bug_dir / "run_test.sh").read_text() if (bug_dir / "run_test.sh").exists() else ""
+        tests = re.findall(r"pytest\s+(\S+::\S+|\S+\.py)", run_test)
+        test_files = tuple(sorted({t.split("::")[0] for t in tests} or
+                                  {info.get("test_file", "")} - {""}))
+        tasks.append(Task(
+            task_id=f"bugsinpy/{project}/{bug}", domain="coding", benchmark="bugsinpy",
+            prompt=f"A regression test of {project} fails (bug {bug}). Fix it.\n{ACTION_HELP}",
+            context=f"Test command: {run_test.strip()[:500]}\nFiles: {', '.join(files)}",
+            decision_unit="localized edit", environment=project,
+            reference=checker.RepoReference(str(repo), test_files, tuple(tests), (), tuple(files),
+                                            (), python),
+            features={"project": project, "python_version": info.get("python_version", "")}))
+    return tasks
