@@ -23,6 +23,7 @@ import tqdm
 
 from countermem_jax import domains, metrics, splits as splits_lib
 from countermem_jax.agents import Agent, AgentConfig, Augmentation
+from countermem_jax.backbones import prompts
 from countermem_jax.backbones.base import TokenLedger
 from countermem_jax.backbones.factory import make_backbone
 from countermem_jax.counterfactual import ConstructionConfig, CounterfactualBuilder
@@ -75,6 +76,7 @@ def _setup(cfg, workdir: Workdir, backbone=None, benchmark=None):
                              "was built with (config changed?); use a new --workdir")
     else:
         workdir.splits.write_text(json.dumps(manifest, indent=1))
+    prompts.FAILURES.path = str(workdir.root / "parse_failures.jsonl")  # every contract violation
     if backbone is None:
         ledger = TokenLedger()
         backbone_cfg = cfg.backbone

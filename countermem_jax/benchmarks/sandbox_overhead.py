@@ -1,0 +1,41 @@
+"""Sandbox overhead of the repository-test checker: a full evaluation (hard-linked copy, edit,
+bubblewrap + unprivileged user + rlimits, JUnit parsing, clean-up) minus a bare pytest run of the
+same tests on a plain copy, on a QuixBugs program. Used by ``benchmarks.evaluators``."""
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+
+from countermem_jax.paths import data_root
+
+
+def measure(repeats: int = 5, program: str = "gcd") -> dict:
+    if shutil.which("bwrap") is None:
+        return {}
+    from evaluators.coding.checker import RepoTestEvaluator
+    from evaluators.coding.loaders import TIMEOUT_ARGS, known_fix_diff, load_quixbugs
+    root = data_root() / "quixbugs"
+    task = load_quixbugs(root, [program])[0]
+    action = known_fix_diff(root, program)
+    evaluator = RepoTestEvaluator()
+    plain = tempfile.mkdtemp(prefix="countermem-bare-")
+    shutil.copytree(root, plain, dirs_exist_ok=True)
+    shutil.copy(root / "correct_python_programs" / f"{program}.py",
+                f"{plain}/python_programs/{program}.py")
+    bare_cmd = ["/usr/bin/python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", *TIMEOUT_ARGS,
+                *task.reference.test_files]
+
+    def timed(fn):
+        fn()
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    checked = timed(lambda: evaluator.evaluate(evaluator.reset(task), action))
+    bare = timed(lambda: subprocess.run(bare_cmd, cwd=plain, capture_output=True, check=False))
+    shutil.rmtree(plain, ignore_errors=True)
+    return {"repo_sandbox_overhead_ms": (checked - bare) * 1e3, "repo_sandbox_bare_ms": bare * 1e3}

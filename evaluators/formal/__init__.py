@@ -1,0 +1,1 @@
+"""Formal-verification world models: Lean 4, Dafny and Verus (binaries the user installs)."""
