@@ -9,14 +9,15 @@ def base_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.data = ml_collections.ConfigDict(dict(
         benchmark="spider", split="dev", db_ids=(), data_dir="", bird_json="", bird_db_root="",
-        check_timeout_s=10.0, generated_per_family=10))
+        check_timeout_s=10.0, generated_per_family=10, swebench_json="", swebench_checkouts="",
+        lean_split="test", lean_project="", dafny_legacy=False))
     c.splits = ml_collections.ConfigDict(dict(
         n_build=60, n_train=200, n_validation=20, n_eval=40, separate_environments=False,
         manifest=""))
     c.agent = ml_collections.ConfigDict(dict(
         kind="react", max_attempts=3, token_budget=20_000, temperature=0.0, max_tokens=384, seed=0))
     c.backbone = ml_collections.ConfigDict(dict(
-        kind="llama_cpp", model_path="", n_ctx=4096, n_threads=0, base_urls=(), model="",
+        kind="llama_cpp", model_path="", n_ctx=4096, n_threads=0, base_urls="", model="",
         max_concurrency=64, timeout_s=600.0, max_attempts=6, reasoning_effort="", cache_dir=""))
     c.memory = ml_collections.ConfigDict(dict(
         capacity=200, retention="utility", seed=0, top_k=3, reuse_weight=0.2,

@@ -49,6 +49,36 @@ SMT_ENCODING = Domain(
     lambda task, action: operators.smt_encoding_edits(action))
 
 
+def _coding_edits(task, action: str) -> list[str]:
+    """Python operators applied to the replacement block of a localized edit (the failing lines)."""
+    from evaluators.coding import edits
+    try:
+        edit = edits.parse_localized(action)
+    except edits.EditError:
+        return []
+    if edit is None:
+        return []
+    out = []
+    for variant in operators.python_edits(edit.replacement + "\n"):
+        out.append(f"FILE: {edit.path}\nLINES: {edit.start}-{edit.end}\nREPLACE:\n"
+                   f"{variant.rstrip(chr(10))}")
+    return out
+
+
+CODING = Domain(
+    "coding", "Answer with one localized edit in exactly this form:\nFILE: <path>\nLINES: "
+    "<first>-<last>\nREPLACE:\n<the new lines>",
+    "A condition may test 'program == <name>', 'file == <path>' or 'repo == <name>'.",
+    _coding_edits)
+
+LEAN = Domain("math", "Write only the tactic proof that follows ':= by', in a ```lean code block.",
+              "A condition may test 'split == <name>'.", lambda task, action: [])
+
+DAFNY = Domain("formal", "Write the whole program in a ```dafny code block.",
+               "A condition may test 'source == <name>'.",
+               lambda task, action: operators.smt_encoding_edits(action))
+
+
 def load_benchmark(cfg):
     """(tasks, evaluator, domain) for ``cfg.benchmark`` ∈ spider, bird, satlib, sat_encoding,
     smtlib, smt_encoding."""
@@ -79,5 +109,25 @@ def load_benchmark(cfg):
         from evaluators.smt import SMTEncodingEvaluator, encoding_tasks
         return encoding_tasks(cfg.get("generated_per_family", 20)), SMTEncodingEvaluator(), \
             SMT_ENCODING
+    if name == "quixbugs":
+        from evaluators.coding.checker import RepoTestEvaluator
+        from evaluators.coding.loaders import load_quixbugs
+        return load_quixbugs(root or data_root() / "quixbugs"), RepoTestEvaluator(), CODING
+    if name == "swebench":
+        from evaluators.coding.checker import RepoTestEvaluator
+        from evaluators.coding.loaders import load_swebench
+        return load_swebench(cfg.swebench_json, cfg.swebench_checkouts), RepoTestEvaluator(), CODING
+    if name in ("minif2f", "proofnet"):
+        from evaluators.formal.checkers import LeanEvaluator
+        from evaluators.formal.loaders import load_lean_jsonl
+        path = {"minif2f": data_root() / "minif2f/deepseek_prover_v1.5/minif2f.jsonl",
+                "proofnet": data_root() / "proofnet/proofnet.jsonl"}[name]
+        return (load_lean_jsonl(root or path, name, cfg.get("lean_split") or None,
+                                cfg.get("lean_project", "")), LeanEvaluator(), LEAN)
+    if name == "dafnybench":
+        from evaluators.formal.checkers import DafnyEvaluator
+        from evaluators.formal.loaders import load_dafnybench
+        return (load_dafnybench(root or data_root() / "dafnybench/DafnyBench/dataset"),
+                DafnyEvaluator(legacy=cfg.get("dafny_legacy", False)), DAFNY)
     raise ValueError(f"unknown benchmark {name!r}; expected spider, bird, satlib, sat_encoding, "
-                     "smtlib or smt_encoding")
+                     "smtlib, smt_encoding, quixbugs, swebench, minif2f, proofnet or dafnybench")

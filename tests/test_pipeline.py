@@ -203,3 +203,19 @@ def test_sql_split_follows_the_paper_seeds():
     separated = splits_lib.make_splits(tasks, 30, 20, 5, 20, separate_environments=True)
     assert not ({t.environment for t in separated.eval} &
                 {t.environment for t in separated.build + separated.train})
+
+
+def test_reflexion_writes_reflections_and_uses_them_in_later_attempts(people_benchmark):
+    import asyncio
+    from countermem_jax.agents import Agent, AgentConfig, Augmentation
+    tasks, evaluator, domain = people_benchmark
+    fake = scripted()
+    fake.rules.insert(0, __import__("countermem_jax.backbones.fake", fromlist=["Rule"]).Rule(
+        "REFLECTION: 'at least' includes the boundary, so use >=", template="REFLEXION_REFLECT"))
+    agent = Agent(fake, evaluator, domain, AgentConfig(kind="reflexion", max_attempts=2))
+    ctx = asyncio.run(agent.run(tasks[0], Augmentation(), phase="evaluation", run="base"))
+    assert ctx.reflections == ["'at least' includes the boundary, so use >="]
+    drafts = [m for c, m in fake.calls if c.purpose == "DRAFT_ACTION"]
+    assert len(drafts) == 2 and "includes the boundary" in drafts[1][-1]["content"]
+    assert "Checker feedback" in drafts[1][-1]["content"]
+    assert ctx.calls == 2 and ctx.failures == 2 and ctx.tokens > 0

@@ -2,7 +2,7 @@
 
     kind: "llama_cpp" (in-process CPU model) | "openai" (vLLM / llama.cpp server) | "scripted"
     model_path: GGUF path for llama_cpp (default: the pinned Qwen2.5-Coder-0.5B chunks)
-    base_urls: list of OpenAI-compatible base URLs, or a file with one URL per line
+    base_urls: comma-separated OpenAI-compatible base URLs, or a file with one URL per line
     model: the served model name (e.g. "openai/gpt-oss-120b")
     max_concurrency, timeout_s, max_attempts, reasoning_effort
     cache_dir: optional response cache folder
@@ -14,10 +14,16 @@ from countermem_jax.backbones.cache import CachedBackbone
 
 
 def _urls(value) -> list[str]:
-    if isinstance(value, str) and pathlib.Path(value).is_file():
+    """A file with one URL per line (what launch/serve_vllm.sh writes), or comma-separated URLs."""
+    if isinstance(value, str) and value and pathlib.Path(value).is_file():
         return [line.strip() for line in pathlib.Path(value).read_text().splitlines()
                 if line.strip() and not line.startswith("#")]
-    return [value] if isinstance(value, str) else list(value)
+    urls = [u.strip() for u in value.split(",")] if isinstance(value, str) else list(value)
+    urls = [u for u in urls if u]
+    if not urls:
+        raise ValueError("backbone.base_urls is empty: give a URL file (launch/serve_vllm.sh writes "
+                         "vllm_urls.txt) or comma-separated base URLs")
+    return urls
 
 
 def make_backbone(cfg, ledger: TokenLedger | None = None) -> Backbone:

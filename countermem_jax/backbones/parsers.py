@@ -81,7 +81,8 @@ _TOKENS = re.compile(r"\w+|[^\w\s]")
 def is_local_edit(original: str, edited: str, max_removed_fraction: float = 0.5) -> bool:
     """One decision unit changed: at most two changed token regions, and at most half of the
     original's tokens removed or replaced (at least 3 always allowed)."""
-    a, b = _TOKENS.findall(original), _TOKENS.findall(edited)
+    # Case-insensitive: re-printing a query may upper-case its keywords without changing it.
+    a, b = _TOKENS.findall(original.lower()), _TOKENS.findall(edited.lower())
     ops = [op for op in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
            if op[0] != "equal"]
     removed = sum(i2 - i1 for _, i1, i2, _, _ in ops)

@@ -1,0 +1,31 @@
+r"""ReAct ± CounterMem on SAT encodings (flat graph colouring + generated problems), gpt-oss-120b served by vLLM.
+
+    launch/serve_vllm.sh --tp 2 --replicas 4 --urls-file vllm_urls.txt     # on the GPU host
+    python -m countermem_jax.build_memory   --config=configs/sat_encoding_react_gptoss.py --workdir=runs/sat_encoding_react_gptoss
+    python -m countermem_jax.train_selector --config=configs/sat_encoding_react_gptoss.py --workdir=runs/sat_encoding_react_gptoss
+    python -m countermem_jax.evaluate       --config=configs/sat_encoding_react_gptoss.py --workdir=runs/sat_encoding_react_gptoss
+
+Paper settings (Appendix B.4, C.2): B = 200, K = 4, k = 3, 2,000 selector decisions, seeds 0-4
+(seed 0 online, 1-4 retrained offline from its logged transitions). Prints ReAct vs
+ReAct+CounterMem with scores, tokens, calls and failures per solved task, coverage, harmful
+use and rescued/broken counts.
+"""
+import os
+
+from countermem_jax.config_defaults import base_config
+from countermem_jax.paths import data_root
+
+DATA = str(data_root())
+
+
+def get_config():
+    c = base_config()
+    c.data.benchmark = "sat_encoding"
+    c.agent.kind = "react"
+    c.backbone.update(kind="openai", base_urls="vllm_urls.txt", model="openai/gpt-oss-120b",
+                      reasoning_effort="medium", max_concurrency=64, cache_dir="auto")
+    c.agent.update(max_tokens=4096, token_budget=60_000)
+    c.eval.concurrency = 32
+    c.data.generated_per_family = 25
+    c.splits.update(n_build=40, n_train=40, n_validation=10, n_eval=30)
+    return c

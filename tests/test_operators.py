@@ -1,0 +1,49 @@
+"""Module I's rule-based edit operators: one decision unit per edit, never a rewrite."""
+import sqlglot
+
+from countermem_jax import operators
+from countermem_jax.backbones.parsers import is_local_edit
+
+
+def test_sql_operators_cover_the_named_edit_kinds():
+    sql = ("SELECT T2.name, count(*) FROM concert AS T1 JOIN stadium AS T2 ON T1.stadium_id = "
+           "T2.stadium_id WHERE T1.year > 2014 GROUP BY T2.name ORDER BY count(*) DESC LIMIT 1")
+    edits = operators.sql_edits(sql, limit=20)
+    text = "\n".join(edits)
+    assert "T1.year >= 2014" in text                       # comparison boundary
+    assert "SELECT DISTINCT" in text                       # DISTINCT
+    assert "SELECT COUNT(DISTINCT pettype) FROM pets" in operators.sql_edits("SELECT count(pettype) FROM pets")
+    assert any("ORDER BY COUNT(*) LIMIT" in e or "ASC" in e for e in edits)  # direction flip
+    assert any("LIMIT" not in e for e in edits)            # LIMIT removed
+    assert any("GROUP BY" not in e for e in edits)         # GROUP BY removed
+    for e in edits:
+        sqlglot.parse_one(e, read="sqlite")
+        assert is_local_edit(sql, e), e
+
+
+def test_sql_join_key_edit_uses_the_schema(benchdata):
+    db = str(benchdata / "spider/database/concert_singer/concert_singer.sqlite")
+    sql = "SELECT T2.name FROM concert AS T1 JOIN stadium AS T2 ON T1.stadium_id = T2.capacity"
+    assert any("T1.stadium_id = T2.stadium_id" in e for e in operators.sql_edits(sql, db, 20))
+
+
+def test_sql_operator_fixes_a_boundary_slip():
+    assert "SELECT name FROM people WHERE age >= 18" in operators.sql_edits(
+        "SELECT name FROM people WHERE age > 18")
+
+
+def test_sat_and_smt_operators():
+    assert "solver: cadical195" in operators.sat_strategy_edits("solver: glucose4")
+    assert "solver: glucose4" in operators.sat_strategy_edits("solver: glucose4\nassumptions: 1 -2")
+    cnf = "c var 1 x\np cnf 2 3\n1 2 0\n-1 0\n2 0\n"
+    assert any("p cnf 2 2" in e for e in operators.sat_encoding_edits(cnf))
+    assert "solver: cvc5" in operators.smt_solver_edits("solver: z3\ntactics: smt")
+    assert "(assert (> x 3))" in operators.smt_encoding_edits("(assert (>= x 3))")
+
+
+def test_python_operators_edit_only_the_given_lines():
+    src = "def f(xs, n):\n    for i in range(n):\n        if xs[i] < 0 and i > 1:\n            return i\n"
+    edits = operators.python_edits(src, [3])
+    assert any("xs[i] <= 0" in e for e in edits) and any(" or " in e for e in edits)
+    for e in edits:
+        assert e.splitlines()[1] == src.splitlines()[1] and e.splitlines()[0] == src.splitlines()[0]
