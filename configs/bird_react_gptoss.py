@@ -12,20 +12,17 @@ use and rescued/broken counts.
 """
 import os
 
-from countermem_jax.config_defaults import base_config
+from countermem_jax.config_defaults import gptoss_config
 from countermem_jax.paths import data_root
 
 DATA = str(data_root())
 
 
 def get_config():
-    c = base_config()
-    c.data.benchmark = "bird"
-    c.agent.kind = "react"
-    c.backbone.update(kind="openai", base_urls="vllm_urls.txt", model="openai/gpt-oss-120b",
-                      reasoning_effort="medium", max_concurrency=64, cache_dir="auto")
-    c.agent.update(max_tokens=4096, token_budget=60_000)
-    c.eval.concurrency = 32
-    c.data.update(bird_json=os.path.join(DATA, 'bird_minidev/mini_dev_sqlite.json'), bird_db_root='', check_timeout_s=30.0)
+    c = gptoss_config("bird", "react")
+    # bird_db_root: the official dev_databases folder (not in the shared data); set it with
+    # --config.data.bird_db_root=/path/to/dev_databases.
+    c.data.update(bird_json=os.path.join(DATA, "bird_minidev/mini_dev_sqlite.json"),
+                  bird_db_root="", check_timeout_s=30.0)
     c.splits.update(n_build=60, n_train=200, n_validation=20, n_eval=40)
     return c

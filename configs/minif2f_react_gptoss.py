@@ -10,22 +10,11 @@ Paper settings (Appendix B.4, C.2): B = 200, K = 4, k = 3, 2,000 selector decisi
 ReAct+CounterMem with scores, tokens, calls and failures per solved task, coverage, harmful
 use and rescued/broken counts.
 """
-import os
-
-from countermem_jax.config_defaults import base_config
-from countermem_jax.paths import data_root
-
-DATA = str(data_root())
+from countermem_jax.config_defaults import gptoss_config
 
 
 def get_config():
-    c = base_config()
-    c.data.benchmark = "minif2f"
-    c.agent.kind = "react"
-    c.backbone.update(kind="openai", base_urls="vllm_urls.txt", model="openai/gpt-oss-120b",
-                      reasoning_effort="medium", max_concurrency=64, cache_dir="auto")
-    c.agent.update(max_tokens=4096, token_budget=60_000)
-    c.eval.concurrency = 32
+    c = gptoss_config("minif2f", "react")
     c.data.update(lean_split='test', lean_project='')
     c.splits.update(n_build=80, n_train=80, n_validation=10, n_eval=60)
     return c

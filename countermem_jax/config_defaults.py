@@ -31,3 +31,15 @@ def base_config() -> ml_collections.ConfigDict:
     c.eval = ml_collections.ConfigDict(dict(
         selector="dqn", selector_seed=0, relevance_threshold=0.5, concurrency=1))
     return c
+
+
+def gptoss_config(benchmark: str, agent: str = "react") -> ml_collections.ConfigDict:
+    """The paper's setting on a GPU host: gpt-oss-120b served by vLLM (``launch/serve_vllm.sh``
+    writes ``vllm_urls.txt``), all paper defaults, many tasks in flight during evaluation."""
+    c = base_config()
+    c.data.benchmark = benchmark
+    c.agent.update(kind=agent, max_tokens=4096, token_budget=60_000)
+    c.backbone.update(kind="openai", base_urls="vllm_urls.txt", model="openai/gpt-oss-120b",
+                      reasoning_effort="medium", max_concurrency=64, cache_dir="auto")
+    c.eval.concurrency = 32
+    return c

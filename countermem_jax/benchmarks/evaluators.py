@@ -8,34 +8,23 @@ Needs the benchmark data (``COUNTERMEM_DATA``).
 """
 import sqlite3
 import statistics
-import time
 
 from absl import app, flags
 from pysat.solvers import Solver
 import z3
 
-from countermem_jax.benchmarks.common import print_result
+from countermem_jax.benchmarks.common import median_time, print_result
 from countermem_jax.paths import data_root
 
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timing repeats per item (the median is kept).")
 _ITEMS = flags.DEFINE_integer("items", 40, "Items per checker.")
 
 
-def _median_time(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def _overhead(pairs, repeats):
     """pairs of (checked, bare) callables -> median overhead in ms, and median bare time in ms."""
     over, bare = [], []
     for checked, bare_fn in pairs:
-        checked(), bare_fn()  # warm caches and workers
-        t_checked, t_bare = _median_time(checked, repeats), _median_time(bare_fn, repeats)
+        t_checked, t_bare = median_time(checked, repeats), median_time(bare_fn, repeats)
         over.append(t_checked - t_bare)
         bare.append(t_bare)
     return statistics.median(over) * 1e3, statistics.median(bare) * 1e3

@@ -2,11 +2,10 @@
 bubblewrap + unprivileged user + rlimits, JUnit parsing, clean-up) minus a bare pytest run of the
 same tests on a plain copy, on a QuixBugs program. Used by ``benchmarks.evaluators``."""
 import shutil
-import statistics
 import subprocess
 import tempfile
-import time
 
+from countermem_jax.benchmarks.common import median_time
 from countermem_jax.paths import data_root
 
 
@@ -26,16 +25,8 @@ def measure(repeats: int = 5, program: str = "gcd") -> dict:
     bare_cmd = ["/usr/bin/python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", *TIMEOUT_ARGS,
                 *task.reference.test_files]
 
-    def timed(fn):
-        fn()
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        return statistics.median(times)
-
-    checked = timed(lambda: evaluator.evaluate(evaluator.reset(task), action))
-    bare = timed(lambda: subprocess.run(bare_cmd, cwd=plain, capture_output=True, check=False))
+    checked = median_time(lambda: evaluator.evaluate(evaluator.reset(task), action), repeats)
+    bare = median_time(lambda: subprocess.run(bare_cmd, cwd=plain, capture_output=True,
+                                              check=False), repeats)
     shutil.rmtree(plain, ignore_errors=True)
     return {"repo_sandbox_overhead_ms": (checked - bare) * 1e3, "repo_sandbox_bare_ms": bare * 1e3}

@@ -36,13 +36,20 @@ class StrategyReference:
     max_conflicts: int = 200_000
 
 
-class SATEncodingEvaluator(Evaluator):
-    name = "pysat-encoding"
-    version = "1"
+class _SolverEvaluator(Evaluator):
+    """Shares one solver runner (and its worker process) between checks."""
 
     def __init__(self, timeout_s: float = 10.0, runner: solving.SolverRunner | None = None):
         self.timeout_s = timeout_s
         self.runner = runner or solving.SolverRunner()
+
+    def close(self):
+        self.runner.close()
+
+
+class SATEncodingEvaluator(_SolverEvaluator):
+    name = "pysat-encoding"
+    version = "1"
 
     def _check(self, task: Task, action: str) -> Outcome:
         ref: EncodingReference = task.reference
@@ -67,9 +74,6 @@ class SATEncodingEvaluator(Evaluator):
                     f"Violations: {truncate('; '.join(check.violations), 600)}")
         return Outcome(check.utility if not ok else 1.0, ok, True, feedback,
                        details={"status": "SAT", "satisfied": check.satisfied, "total": check.total})
-
-    def close(self):
-        self.runner.close()
 
 
 _KEYS = {"solver", "assumptions", "phases", "conflict_budget"}
@@ -102,13 +106,9 @@ def parse_strategy(text: str) -> solving.SolveJob:
                             int(budget) if budget else None)
 
 
-class SATStrategyEvaluator(Evaluator):
+class SATStrategyEvaluator(_SolverEvaluator):
     name = "pysat-strategy"
     version = "1"
-
-    def __init__(self, timeout_s: float = 10.0, runner: solving.SolverRunner | None = None):
-        self.timeout_s = timeout_s
-        self.runner = runner or solving.SolverRunner()
 
     def _check(self, task: Task, action: str) -> Outcome:
         ref: StrategyReference = task.reference
@@ -143,6 +143,3 @@ class SATStrategyEvaluator(Evaluator):
                        f"Decided UNSAT after {result.conflicts} conflicts." if ok else
                        "The solver answered UNSAT, which contradicts the instance's known status.",
                        details=details)
-
-    def close(self):
-        self.runner.close()

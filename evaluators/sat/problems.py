@@ -10,16 +10,7 @@ import itertools
 import random
 import re
 
-
-@dataclasses.dataclass(frozen=True)
-class Validation:
-    satisfied: int
-    total: int
-    violations: tuple[str, ...]
-
-    @property
-    def utility(self) -> float:
-        return self.satisfied / self.total if self.total else 0.0
+from evaluators.constraints import ConstraintCheck as Validation
 
 
 def _true_names(model, names) -> set[str]:

@@ -9,18 +9,9 @@ import dataclasses
 import operator
 import random
 
+from evaluators.constraints import ConstraintCheck as Check
+
 _CMP = {"=": operator.eq, "<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt}
-
-
-@dataclasses.dataclass(frozen=True)
-class Check:
-    satisfied: int
-    total: int
-    violations: tuple[str, ...]
-
-    @property
-    def utility(self) -> float:
-        return self.satisfied / self.total if self.total else 0.0
 
 
 @dataclasses.dataclass(frozen=True)
