@@ -358,10 +358,10 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     if after != before:
         raise PhaseError(f"frozen artefacts changed during evaluation: {before} -> {after}")
     eval_ids = {t.task_id for t in sp.eval}
-    ends = {run: [e for e in wd.log.events("task_end") if e["run"] == run and e["task_id"] in eval_ids]
-            for run in runs}
-    decisions = {run: [e for e in wd.log.events("decision") if e["run"] == run and
-                       e["task_id"] in eval_ids] for run in runs}
+    ends = {run: list({e["task_id"]: e for e in wd.log.events("task_end")
+                       if e["run"] == run and e["task_id"] in eval_ids}.values()) for run in runs}
+    decisions = {run: [e for e in wd.log.completed_decisions(run) if e["task_id"] in eval_ids]
+                 for run in runs}
     result = {run: metrics.run_metrics(ends[run], decisions[run]) for run in runs}
     result["paired"] = metrics.paired(ends["base"], ends["countermem"])
     result["verified_unchanged"] = after

@@ -51,3 +51,20 @@ class RunLog:
 
     def finished(self, run: str) -> set[str]:
         return {e["task_id"] for e in self.events("task_end") if e.get("run") == run}
+
+    def completed_decisions(self, run: str) -> list[dict]:
+        """Decisions of the tasks of ``run`` that finished, from their last (complete) attempt:
+        decisions left by a run killed mid-task, and redone after resuming, are not counted twice."""
+        pending: dict[str, list[dict]] = {}
+        done: dict[str, list[dict]] = {}
+        for e in self.events():
+            if e.get("run") != run or e.get("event") not in ("decision", "task_end"):
+                continue
+            tid = e["task_id"]
+            if e["event"] == "decision":
+                if e.get("decision") == 0:
+                    pending[tid] = []
+                pending.setdefault(tid, []).append(e)
+            else:
+                done[tid] = pending.pop(tid, [])
+        return [d for decisions in done.values() for d in decisions]

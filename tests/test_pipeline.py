@@ -219,3 +219,14 @@ def test_reflexion_writes_reflections_and_uses_them_in_later_attempts(people_ben
     assert len(drafts) == 2 and "includes the boundary" in drafts[1][-1]["content"]
     assert "Checker feedback" in drafts[1][-1]["content"]
     assert ctx.calls == 2 and ctx.failures == 2 and ctx.tokens > 0
+
+
+def test_decisions_of_a_killed_task_are_not_counted_twice(tmp_path):
+    log = RunLog(tmp_path / "log.jsonl")
+    log.write("decision", run="countermem", task_id="a", decision=0, memory={"covered": True})
+    log.write("decision", run="countermem", task_id="a", decision=0, memory={"covered": False})
+    log.write("decision", run="countermem", task_id="a", decision=1, memory={"covered": True})
+    log.write("task_end", run="countermem", task_id="a", solved=True)
+    log.write("decision", run="countermem", task_id="b", decision=0, memory={})
+    done = log.completed_decisions("countermem")
+    assert [d["memory"]["covered"] for d in done] == [False, True]
