@@ -15,7 +15,6 @@ import dataclasses
 import os
 import pathlib
 import pwd
-import resource
 import shutil
 import signal
 import subprocess
@@ -50,6 +49,13 @@ def _bwrap() -> str:
     path = shutil.which("bwrap")
     if not path:
         raise SandboxUnavailable("bubblewrap is not installed: apt-get install bubblewrap")
+    return path
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name) or shutil.which(name, path="/usr/bin:/bin:/usr/sbin:/sbin")
+    if not path:
+        raise SandboxUnavailable(f"{name} is missing: apt-get install util-linux")
     return path
 
 
@@ -95,24 +101,19 @@ def run(workdir: str, argv: list[str], limits: Limits = Limits(),
         env: dict[str, str] | None = None) -> Result:
     """Runs ``argv`` inside the sandbox with ``workdir`` mounted at /work (writable)."""
     user = _user()
+    # prlimit sets the limits and setpriv drops to the sandbox user before bubblewrap starts; both
+    # are util-linux programs, so no Python code runs between fork and exec (this process may be
+    # multithreaded, e.g. by JAX).
+    prefix = [_tool("prlimit"), f"--cpu={limits.cpu_s}", f"--as={limits.memory_bytes}",
+              f"--fsize={limits.file_bytes}", f"--nproc={limits.processes}", "--core=0", "--"]
     if os.geteuid() == 0:
         os.chown(workdir, user.pw_uid, user.pw_gid)
-
-    def drop_privileges():
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s))
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if os.geteuid() == 0:
-            os.setgroups([])
-            os.setgid(user.pw_gid)
-            os.setuid(user.pw_uid)
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-
+        prefix += [_tool("setpriv"), f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}",
+                   "--clear-groups", "--"]
     start = time.perf_counter()
-    proc = subprocess.Popen(bwrap_argv(workdir, argv, env), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(prefix + bwrap_argv(workdir, argv, env), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            preexec_fn=drop_privileges, start_new_session=True)
+                            start_new_session=True)
     try:
         out, err = proc.communicate(timeout=limits.wall_s)
         timed_out = False
