@@ -49,8 +49,7 @@ def main(argv):
         try:
             from countermem_jax.backbones.llama_cpp_backbone import LlamaCppBackbone
             backbone = LlamaCppBackbone(n_ctx=1024)
-            msg = [{"role": "user", "content": "Write a SQLite query listing all tables, then explain "
-                                               "each clause in detail."}]
+            msg = [{"role": "user", "content": "Count from 1 to 300, separated by commas."}]
             backbone.chat_sync(msg, SamplingParams(max_tokens=8))
             start = time.perf_counter()
             out = backbone.chat_sync(msg, SamplingParams(max_tokens=128))
@@ -58,7 +57,7 @@ def main(argv):
             result["cpu_model_tokens_per_s"] = out.usage.completion_tokens / elapsed
             result["cpu_model_completion_tokens"] = out.usage.completion_tokens
             print(f"CPU model: {result['cpu_model_tokens_per_s']:.1f} tokens/s "
-                  f"({out.usage.completion_tokens} tokens incl. prompt processing)")
+                  f"({out.usage.completion_tokens} completion tokens, prompt processing included)")
         except Exception as err:  # the cpu extra is optional
             print(f"CPU model skipped: {err}")
     print_result(result)
