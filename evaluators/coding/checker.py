@@ -26,6 +26,7 @@ class RepoReference:
     editable: tuple[str, ...]          # files an edit may touch
     pytest_args: tuple[str, ...] = ()
     python: str = "/usr/bin/python3"
+    setup_patch: str = ""              # applied before the action (SWE-bench's test_patch)
 
 
 def run_tests(copy: pathlib.Path, ref: RepoReference, limits: sandbox.Limits) -> tuple[dict, sandbox.Result]:
@@ -58,18 +59,24 @@ class RepoTestEvaluator(Evaluator):
         self.limits = limits
         self.scratch = scratch
 
-    def apply(self, copy: pathlib.Path, ref: RepoReference, action: str) -> list[str]:
-        """Applies the action to the copy; returns the files it changed."""
+    def apply(self, copy: pathlib.Path, ref: RepoReference, action: str,
+              restrict: bool = True) -> list[str]:
+        """Applies the action to the copy; returns the files it changed. With ``restrict`` only
+        the task's editable files may change (the task's own setup patch is not restricted)."""
         localized = edits_lib.parse_localized(action)
         patches = ([edits_lib.FilePatch(localized.path, ())] if localized else
                    edits_lib.parse_unified_diff(action))
         changed = []
         for patch in patches:
-            if patch.path not in ref.editable:
+            if restrict and patch.path not in ref.editable:
                 raise edits_lib.EditError(f"{patch.path} is not an editable file of this task "
                                           f"(editable: {', '.join(ref.editable)})")
             target = snapshot.safe_path(copy, patch.path)
-            text = target.read_text(encoding="utf-8")
+            if patch.new_file and not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                text = ""
+            else:
+                text = target.read_text(encoding="utf-8")
             new = localized.apply(text) if localized else edits_lib.apply_hunks(text, patch)
             snapshot.replace_file(copy, patch.path, new)
             changed.append(patch.path)
@@ -79,6 +86,8 @@ class RepoTestEvaluator(Evaluator):
         ref: RepoReference = task.reference
         copy = snapshot.make_copy(ref.repo_dir, self.scratch)
         try:
+            if ref.setup_patch:
+                self.apply(copy, ref, ref.setup_patch, restrict=False)
             try:
                 changed = self.apply(copy, ref, action)
             except (edits_lib.EditError, ValueError, UnicodeDecodeError) as err:

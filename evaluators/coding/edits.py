@@ -58,19 +58,23 @@ def parse_localized(text: str) -> LocalizedEdit | None:
 class FilePatch:
     path: str
     hunks: tuple  # (old_start, old_lines[list], new_lines[list])
+    new_file: bool = False
 
 
 def parse_unified_diff(text: str) -> list[FilePatch]:
-    patches, current, hunks = [], None, []
+    patches, current, hunks, new_file, old_path = [], None, [], False, None
     lines = text.splitlines()
     i = 0
     while i < len(lines):
         line = lines[i]
-        if line.startswith("+++ "):
+        if line.startswith("--- "):
+            old_path = line[4:].split("\t")[0].strip()
+        elif line.startswith("+++ "):
             if current is not None:
-                patches.append(FilePatch(current, tuple(hunks)))
+                patches.append(FilePatch(current, tuple(hunks), new_file))
             path = line[4:].split("\t")[0].strip()
             current = path[2:] if path.startswith(("a/", "b/")) else path
+            new_file = old_path == "/dev/null"
             hunks = []
         elif line.startswith("@@") and current is not None:
             m = re.match(r"@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@", line)
@@ -90,7 +94,7 @@ def parse_unified_diff(text: str) -> list[FilePatch]:
             continue
         i += 1
     if current is not None:
-        patches.append(FilePatch(current, tuple(hunks)))
+        patches.append(FilePatch(current, tuple(hunks), new_file))
     if not patches or not any(p.hunks for p in patches):
         raise EditError("no file hunks found in the diff")
     return patches

@@ -119,6 +119,10 @@ def load_swebench(instances_json: str | pathlib.Path, checkouts: str | pathlib.P
         instances = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise DataError(f"{path}: {err}") from None
+    if isinstance(instances, dict):  # {"metadata": ..., "instances": [...]}
+        instances = instances.get("instances")
+    if not isinstance(instances, list):
+        raise DataError(f"{path}: expected a list of instances (or {{'instances': [...]}})")
     tasks, missing = [], []
     for i, inst in enumerate(instances):
         for key in ("instance_id", "problem_statement", "FAIL_TO_PASS", "PASS_TO_PASS", "patch"):
@@ -138,7 +142,7 @@ def load_swebench(instances_json: str | pathlib.Path, checkouts: str | pathlib.P
                     f"files likely involved: {', '.join(files)}",
             decision_unit="edit / patch", environment=inst.get("repo", ""),
             reference=checker.RepoReference(str(repo), tuple(test_files), tuple(f2p), tuple(p2p),
-                                            tuple(files), (), python),
+                                            tuple(files), (), python, inst.get("test_patch", "")),
             features={"repo": inst.get("repo", ""), "version": str(inst.get("version", ""))}))
     if missing and not tasks:
         raise DataError(f"no SWE-bench checkout found under {checkouts} (expected one folder per "

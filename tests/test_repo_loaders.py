@@ -1,0 +1,73 @@
+"""SWE-bench and BugsInPy loaders, and the setup-patch path, on small repositories made here."""
+import json
+import shutil
+import textwrap
+
+import pytest
+
+from evaluators.coding.checker import RepoTestEvaluator
+from evaluators.coding.loaders import DataError, load_bugsinpy, load_swebench
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+
+SRC = "def add(a, b):\n    return a - b\n"
+FIX = ("--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n"
+       "+    return a + b\n")
+TEST_PATCH = ("--- /dev/null\n+++ b/tests/test_calc.py\n@@ -0,0 +1,7 @@\n+from calc import add\n+\n"
+              "+def test_add():\n+    assert add(2, 3) == 5\n+\n+def test_zero():\n"
+              "+    assert add(0, 0) == 0\n")
+
+
+def test_swebench_loader_reads_the_shared_subset(benchdata, tmp_path):
+    path = benchdata / "swebench_verified" / "swe_verified_15min1h_2files_instances.json"
+    instances = json.loads(path.read_text())["instances"]
+    for inst in instances[:2]:
+        (tmp_path / inst["instance_id"]).mkdir()
+    tasks = load_swebench(path, tmp_path)
+    assert [t.task_id for t in tasks] == [f"swebench/{i['instance_id']}" for i in instances[:2]]
+    ref = tasks[0].reference
+    assert ref.fail_to_pass == tuple(json.loads(instances[0]["FAIL_TO_PASS"]))
+    assert ref.setup_patch == instances[0]["test_patch"] and len(ref.editable) == 2
+    with pytest.raises(DataError, match="no SWE-bench checkout"):
+        load_swebench(path, tmp_path / "none")
+
+
+def test_swebench_style_task_applies_its_test_patch_then_the_fix(tmp_path):
+    repo = tmp_path / "checkouts" / "demo__calc-1"
+    repo.mkdir(parents=True)
+    (repo / "calc.py").write_text(SRC)
+    instances = [{"instance_id": "demo__calc-1", "repo": "demo/calc", "base_commit": "0" * 40,
+                  "problem_statement": "add subtracts", "patch": FIX, "test_patch": TEST_PATCH,
+                  "FAIL_TO_PASS": json.dumps(["tests/test_calc.py::test_add"]),
+                  "PASS_TO_PASS": json.dumps(["tests/test_calc.py::test_zero"])}]
+    (tmp_path / "instances.json").write_text(json.dumps({"instances": instances}))
+    task = load_swebench(tmp_path / "instances.json", tmp_path / "checkouts")[0]
+    evaluator = RepoTestEvaluator()
+    assert evaluator.evaluate(evaluator.reset(task), FIX).success
+    unchanged = evaluator.evaluate(evaluator.reset(task),
+                                   "FILE: calc.py\nLINES: 1-1\nREPLACE:\ndef add(a, b):")
+    assert unchanged.completed and unchanged.utility == 0.0
+    assert not (repo / "tests").exists()  # the checkout itself is never touched
+
+
+def test_bugsinpy_loader_and_fix(tmp_path):
+    bug = tmp_path / "BugsInPy" / "projects" / "demo" / "bugs" / "1"
+    bug.mkdir(parents=True)
+    (bug / "bug.info").write_text('python_version="3.11"\nbuggy_commit_id="abc"\n'
+                                  'fixed_commit_id="def"\ntest_file="tests/test_calc.py"\n')
+    (bug / "bug_patch.txt").write_text(FIX)
+    (bug / "run_test.sh").write_text("python -m pytest tests/test_calc.py::test_add\n")
+    checkout = tmp_path / "checkouts" / "demo-1"
+    (checkout / "tests").mkdir(parents=True)
+    (checkout / "calc.py").write_text(SRC)
+    (checkout / "tests" / "test_calc.py").write_text(textwrap.dedent("""\
+        from calc import add
+
+        def test_add():
+            assert add(2, 3) == 5
+    """))
+    tasks = load_bugsinpy(tmp_path / "BugsInPy", tmp_path / "checkouts")
+    assert [t.task_id for t in tasks] == ["bugsinpy/demo/1"]
+    assert tasks[0].reference.fail_to_pass == ("tests/test_calc.py::test_add",)
+    evaluator = RepoTestEvaluator()
+    assert evaluator.evaluate(evaluator.reset(tasks[0]), FIX).success
