@@ -89,12 +89,14 @@ def _setup(cfg, workdir: Workdir, backbone=None, benchmark=None):
     return sp, evaluator, domain, backbone, ledger, agent_cfg
 
 
-def _checker(cfg, backbone) -> CompositeChecker:
-    from countermem_jax.backbones.base import SamplingParams
+def _checker(cfg, backbone, phase: str) -> CompositeChecker:
+    """Rule conditions first; free-text conditions judged by the backbone, charged to the phase."""
+    from countermem_jax.backbones.base import Charge, SamplingParams
 
     def ask(prompt):
         return backbone.chat_sync([{"role": "user", "content": prompt}],
-                                  SamplingParams(max_tokens=8)).text
+                                  SamplingParams(max_tokens=8),
+                                  Charge(phase, purpose="CONDITION_JUDGE")).text
     return CompositeChecker([RuleChecker(), LLMJudgeChecker(ask)], cfg.memory.unknown_condition)
 
 
@@ -136,7 +138,7 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
         k=cfg.construction.k, max_expanded_failures=cfg.construction.max_expanded_failures,
         verification_budget=cfg.construction.verification_budget,
         epsilon=cfg.construction.epsilon), wd.log)
-    checker = _checker(cfg, backbone)
+    checker = _checker(cfg, backbone, "construction")
     cache = {}
 
     def index_factory():
@@ -192,7 +194,7 @@ def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
         raise PhaseError("no selector-training tasks (splits.n_train = 0)")
     dcfg = _dqn_cfg(cfg)
     seeds = tuple(cfg.selector.seeds)
-    index = _index(cfg, frozen.records, _checker(cfg, backbone))
+    index = _index(cfg, frozen.records, _checker(cfg, backbone, "selector_training"))
     agent = Agent(backbone, evaluator, domain, agent_cfg, wd.log)
     online_seed = seeds[0]
     ckpt = checkpoint.SelectorCheckpointer(wd.selector / f"seed_{online_seed}", dcfg, online_seed)
@@ -321,7 +323,7 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     if ckpt_dir is not None:
         before["selector_checkpoint"] = _fingerprint(ckpt_dir)
         params_before = jax.device_get(selector.params)
-    index = _index(cfg, frozen.records, _checker(cfg, backbone))
+    index = _index(cfg, frozen.records, _checker(cfg, backbone, "evaluation"))
     agent = Agent(backbone, evaluator, domain, agent_cfg, wd.log)
     runs = {"base": Augmentation(),
             "countermem": CounterMemAugmentation(agent, phase="evaluation", index=index,
