@@ -26,7 +26,8 @@ SQL = Domain(
     "Prefer a condition written as a rule over the question's features, e.g. 'bound == inclusive', "
     "'bound == strict', 'distinct == true', 'aggregate == count', 'ordering == desc', "
     "'db_id == <name>', or 'question contains \"<phrase>\"'.",
-    lambda task, action: operators.sql_edits(action, getattr(task.reference, "db_path", None)))
+    lambda task, action: operators.sql_edits(action, getattr(task.reference, "db_path", None),
+                                             question=task.prompt))
 
 SAT_STRATEGY = Domain(
     "sat", "Write the solver configuration as 'key: value' lines in a ``` code block.",

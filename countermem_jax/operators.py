@@ -3,11 +3,12 @@
 They fill the candidate slots the LLM's own edits leave free, up to K = 4. Each operator changes
 exactly one decision unit of the failed action and never writes a replacement submission.
   SQL (sqlglot ASTs): comparison boundaries, DISTINCT, aggregates, join keys, ORDER BY direction,
-                      LIMIT, GROUP BY.
+                      LIMIT, GROUP BY, and schema-linking column swaps guided by the question.
   SAT strategy: solver, assumptions, phases, conflict budget. SAT encoding: drop or flip a clause.
   SMT solver action: solver, tactics, options. SMT encoding: comparison boundaries in assertions.
 """
 import functools
+import itertools
 import re
 import sqlite3
 
@@ -123,13 +124,70 @@ def _join_key_variants(tree: exp.Expression, db_path: str):
             yield copy
 
 
-def sql_edits(sql: str, db_path: str | None = None, limit: int = 8) -> list[str]:
+def _stem(word: str) -> str:
+    """Plural to singular, roughly: countries -> country, names -> name."""
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+        return word[:-1]
+    return word
+
+
+def _words(text: str) -> set[str]:
+    text = re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower().replace("_", " ")
+    return {_stem(w) for w in re.findall(r"[a-z]+", text) if len(w) > 2}
+
+
+def _match(column: str, wanted: set[str]) -> float:
+    """Fraction of the column name's words that the question mentions."""
+    words = _words(column)
+    return len(words & wanted) / len(words) if words else 0.0
+
+
+def _column_swap_variants(tree: exp.Expression, db_path: str, question: str, limit: int = 2):
+    """Schema-linking edits: one column reference replaced by another column of the same table
+    whose name shares the most words with the question (the commonest small-model mistake)."""
+    try:
+        schema = _schema_columns(db_path)
+    except sqlite3.Error:
+        return
+    tables = {(t.alias or t.name).lower(): t.name.lower() for t in tree.find_all(exp.Table)}
+    only = next(iter(tables.values())) if len(set(tables.values())) == 1 else None
+    wanted = _words(question)
+    projected = {id(c) for e in (tree.expressions if isinstance(tree, exp.Select) else [])
+                 for c in e.find_all(exp.Column)}
+    scored = []
+    for i, col in enumerate(tree.find_all(exp.Column)):
+        if id(col) not in projected:  # the answer columns: where a wrong column shows first
+            continue
+        table = tables.get(col.table.lower()) if col.table else only
+        if table not in schema or col.name.lower() not in schema[table]:
+            continue
+        for other in schema[table]:
+            if other == col.name.lower():
+                continue
+            # Prefer a column the question names more fully, and one related to the mistaken one
+            # (Song_Name -> Name rather than Song_Name -> Country).
+            gain = _match(other, wanted) - _match(col.name, wanted)
+            related = bool(_words(other) & _words(col.name))
+            if gain > 0:
+                scored.append((-(gain + 0.5 * related), i, other))
+    for _, i, other in sorted(scored)[:limit]:
+        copy = tree.copy()
+        target = list(copy.find_all(exp.Column))[i]
+        target.set("this", exp.to_identifier(other))
+        yield copy
+
+
+def sql_edits(sql: str, db_path: str | None = None, limit: int = 8,
+              question: str = "") -> list[str]:
     try:
         tree = sqlglot.parse_one(sql, read="sqlite")
     except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
         return _dedupe(sql, _regex_boundary_edits(sql))[:limit]
     out = []
-    for variant in _variants(tree, db_path):
+    swaps = _column_swap_variants(tree, db_path, question) if db_path and question else ()
+    for variant in itertools.chain(_variants(tree, db_path), swaps):
         try:
             out.append(variant.sql(dialect="sqlite"))
         except Exception:  # an edit sqlglot cannot print is skipped

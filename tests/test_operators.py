@@ -47,3 +47,11 @@ def test_python_operators_edit_only_the_given_lines():
     assert any("xs[i] <= 0" in e for e in edits) and any(" or " in e for e in edits)
     for e in edits:
         assert e.splitlines()[1] == src.splitlines()[1] and e.splitlines()[0] == src.splitlines()[0]
+
+
+def test_schema_linking_column_swap_follows_the_question(benchdata):
+    db = str(benchdata / "spider/database/concert_singer/concert_singer.sqlite")
+    edits = operators.sql_edits("SELECT Song_Name FROM singer WHERE Age > 20", db, 12,
+                                question="What are the names of singers older than 20?")
+    assert "select name from singer where age > 20" in [e.lower() for e in edits]
+    assert all("where name" not in e.lower() for e in edits)  # only answer columns are swapped
