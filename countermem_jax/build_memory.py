@@ -2,7 +2,7 @@
 
     python -m countermem_jax.build_memory --config=configs/spider_react_cpu.py --workdir=/tmp/cm
 """
-from absl import app, flags
+from absl import app, flags, logging
 from ml_collections import config_flags
 
 from countermem_jax import experiment
@@ -13,6 +13,8 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Where the store, selector, logs
 
 def main(argv):
     del argv
+    if not flags.FLAGS["verbosity"].present:  # progress bars and summaries; -v 0 for INFO logs
+        logging.set_verbosity(logging.WARNING)
     experiment.build_memory(_CONFIG.value, _WORKDIR.value)
 
 
