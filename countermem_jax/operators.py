@@ -3,7 +3,8 @@
 They fill the candidate slots the LLM's own edits leave free, up to K = 4. Each operator changes
 exactly one decision unit of the failed action and never writes a replacement submission.
   SQL (sqlglot ASTs): comparison boundaries, DISTINCT, aggregates, join keys, ORDER BY direction,
-                      LIMIT, GROUP BY, and schema-linking column swaps guided by the question.
+                      LIMIT, GROUP BY, and schema linking: dropping an unused join, and swapping
+                      a table or an answer column for one the question names.
   SAT strategy: solver, assumptions, phases, conflict budget. SAT encoding: drop or flip a clause.
   SMT solver action: solver, tactics, options. SMT encoding: comparison boundaries in assertions.
 """
@@ -179,6 +180,44 @@ def _column_swap_variants(tree: exp.Expression, db_path: str, question: str, lim
         yield copy
 
 
+def _drop_join_variants(tree: exp.Expression):
+    """Removes a JOIN whose table is used nowhere but in its own ON clause (a join too many)."""
+    for i, join in enumerate(tree.find_all(exp.Join)):
+        table = join.this if isinstance(join.this, exp.Table) else None
+        if table is None:
+            continue
+        name = (table.alias or table.name).lower()
+        used = [c for c in tree.find_all(exp.Column) if c.table.lower() == name
+                and c.find_ancestor(exp.Join) is not join]
+        if not used:
+            copy = tree.copy()
+            list(copy.find_all(exp.Join))[i].pop()
+            yield copy
+
+
+def _table_swap_variants(tree: exp.Expression, db_path: str, question: str):
+    """Single-table query on the wrong table: the same query on a table that has every column it
+    uses and that the question names (schema linking at the table level)."""
+    tables = list(tree.find_all(exp.Table))
+    if len(tables) != 1:
+        return
+    try:
+        schema = _schema_columns(db_path)
+    except sqlite3.Error:
+        return
+    current = tables[0].name.lower()
+    columns = {c.name.lower() for c in tree.find_all(exp.Column)}
+    wanted = _words(question)
+    for other, cols in schema.items():
+        if other == current or not columns <= set(cols):
+            continue
+        if _match(other, wanted) > _match(current, wanted):
+            copy = tree.copy()
+            target = next(copy.find_all(exp.Table))
+            target.set("this", exp.to_identifier(other))
+            yield copy
+
+
 def sql_edits(sql: str, db_path: str | None = None, limit: int = 8,
               question: str = "") -> list[str]:
     try:
@@ -186,8 +225,11 @@ def sql_edits(sql: str, db_path: str | None = None, limit: int = 8,
     except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
         return _dedupe(sql, _regex_boundary_edits(sql))[:limit]
     out = []
-    swaps = _column_swap_variants(tree, db_path, question) if db_path and question else ()
-    for variant in itertools.chain(_variants(tree, db_path), swaps):
+    schema_edits = (itertools.chain(_table_swap_variants(tree, db_path, question),
+                                    _column_swap_variants(tree, db_path, question))
+                    if db_path and question else ())
+    for variant in itertools.chain(_drop_join_variants(tree), schema_edits,
+                                   _variants(tree, db_path)):
         try:
             out.append(variant.sql(dialect="sqlite"))
         except Exception:  # an edit sqlglot cannot print is skipped

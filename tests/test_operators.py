@@ -55,3 +55,19 @@ def test_schema_linking_column_swap_follows_the_question(benchdata):
                                 question="What are the names of singers older than 20?")
     assert "select name from singer where age > 20" in [e.lower() for e in edits]
     assert all("where name" not in e.lower() for e in edits)  # only answer columns are swapped
+
+
+def test_schema_edits_drop_an_unused_join_and_swap_the_table(benchdata):
+    tv = str(benchdata / "spider/database/tvshow/tvshow.sqlite")
+    sql = ("SELECT TV_series.Episode, TV_series.Rating FROM TV_series JOIN Cartoon ON "
+           "TV_series.id = Cartoon.Channel ORDER BY TV_series.Rating DESC LIMIT 3")
+    assert ("SELECT TV_series.Episode, TV_series.Rating FROM TV_series ORDER BY TV_series.Rating "
+            "DESC LIMIT 3") in operators.sql_edits(sql, tv, 4, "List the top 3 TV series.")
+    used = "SELECT T1.Title FROM Cartoon AS T1 JOIN TV_Channel AS T2 ON T1.Channel = T2.id WHERE T2.Country = 'Italy'"
+    assert all("JOIN" in e for e in operators.sql_edits(used, tv, 20, "cartoons on Italian channels")
+               if "WHERE" in e)
+    poker = str(benchdata / "spider/database/poker_player/poker_player.sqlite")
+    edits = operators.sql_edits("SELECT Nationality FROM poker_player GROUP BY Nationality ORDER BY "
+                                "COUNT(*) DESC LIMIT 1", poker, 4,
+                                "Give the nationality that is most common across all people.")
+    assert edits[0] == "SELECT Nationality FROM people GROUP BY Nationality ORDER BY COUNT(*) DESC LIMIT 1"
