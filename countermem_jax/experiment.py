@@ -9,12 +9,10 @@
 Every phase appends to ``WORKDIR/log.jsonl`` and resumes from it after a kill.
 """
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
 import pathlib
-import time
 
 import jax
 import ml_collections

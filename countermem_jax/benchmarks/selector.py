@@ -9,7 +9,6 @@ faster than the PyTorch update. Needs the ``bench`` extra (torch).
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 

@@ -6,7 +6,6 @@ FAIL_TO_PASS tests that pass, and 0 if any PASS_TO_PASS test breaks (U = 1 is SW
 "resolved"). The original repository is never written.
 """
 import dataclasses
-import os
 import pathlib
 import xml.etree.ElementTree as ET
 

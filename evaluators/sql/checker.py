@@ -16,7 +16,6 @@ import threading
 import time
 
 import sqlglot
-from sqlglot import exp
 
 from evaluators.base import Evaluator, Outcome, Task, truncate
 
