@@ -12,9 +12,9 @@ import asyncio
 import dataclasses
 import datetime
 
-from countermem_jax.backbones import prompts
+from countermem_jax.backbones import parsers, prompts
 from countermem_jax.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
-from countermem_jax.memory.record import make_record_id, normalize_condition
+from countermem_jax.memory.record import edit_text, make_record_id, normalize_condition
 from evaluators.base import Outcome, State
 
 
@@ -82,9 +82,16 @@ class CounterfactualBuilder:
             "evidence": f"original scored {o.utility:.2f} ({o.feedback}); improved scored "
                         f"{o2.utility:.2f} ({o2.feedback})",
             "condition_hint": self.agent.domain.condition_hint})
-        if not parsed.ok:
-            return {"admitted": False, "reason": f"distil failed: {parsed.error}"}
-        distilled = parsed.value
+        if parsed.ok:
+            distilled, fallback = parsed.value, False
+        else:
+            # A verified correction is not thrown away because a small model broke the format
+            # twice: the edit itself becomes the situation, and the condition restricts the record
+            # to its source environment (checkable, and false elsewhere). Logged as a fallback.
+            distilled = parsers.DistilledRecord(
+                f"the failed action needed this edit: {edit_text(original, improved)}",
+                f"environment == {ctx.task.environment}" if ctx.task.environment else "")
+            fallback = True
         # q carries the source request too, so that retrieval can match later requests to it.
         situation = f"{distilled.situation} (source request: {ctx.task.prompt[:300]})"
         condition = normalize_condition(distilled.condition)
@@ -103,4 +110,4 @@ class CounterfactualBuilder:
         decision, evicted = self.store.propose(record)
         return {"admitted": decision.admitted, "reason": decision.reason,
                 "score": decision.score, "record_id": record.record_id, "condition": condition,
-                "situation": situation, "evicted": evicted}
+                "situation": situation, "evicted": evicted, "distil_fallback": fallback}

@@ -64,7 +64,8 @@ class CounterMemAugmentation(Augmentation):
 
     async def decide(self, ctx, draft: str) -> DecisionInfo:
         index = self._current_index()
-        query = CondTask(ctx.task.task_id, ctx.task.prompt, dict(ctx.task.features))
+        query = CondTask(ctx.task.task_id, ctx.task.prompt,
+                         {"environment": ctx.task.environment, **ctx.task.features})
         s_text = state_text(ctx)
         s_emb, d_emb = embedding.embed_texts([s_text, draft])
         result = index.retrieve_embedded([query], s_emb[None])[0] if index.records else None

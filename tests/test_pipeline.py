@@ -230,3 +230,16 @@ def test_decisions_of_a_killed_task_are_not_counted_twice(tmp_path):
     log.write("decision", run="countermem", task_id="b", decision=0, memory={})
     done = log.completed_decisions("countermem")
     assert [d["memory"]["covered"] for d in done] == [False, True]
+
+
+def test_verified_correction_survives_a_broken_distillation(tmp_path, people_benchmark):
+    fake = scripted()
+    fake.rules.insert(0, __import__("countermem_jax.backbones.fake", fromlist=["Rule"]).Rule(
+        "I think the query was wrong somehow.", template="DISTIL_RECORD"))
+    experiment.build_memory(_config(tmp_path), tmp_path / "wd", backbone=fake,
+                            benchmark=people_benchmark)
+    record = load_frozen(tmp_path / "wd" / "store_frozen.jsonl").records[0]
+    assert record.condition == "environment == people"
+    assert "- > + >=" in record.situation
+    cf = [e for e in RunLog(tmp_path / "wd" / "log.jsonl").events("counterfactual") if e.get("admitted")]
+    assert cf and cf[0]["distil_fallback"] is True

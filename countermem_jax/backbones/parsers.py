@@ -148,6 +148,8 @@ class DistilledRecord:
 def parse_distilled(text: str, max_condition_chars: int = 300) -> DistilledRecord:
     f = require_fields(text, ("SITUATION", "CONDITION"))
     condition = normalize_condition(f["CONDITION"].splitlines()[0] if f["CONDITION"] else "")
+    if len(condition) > max_condition_chars:  # small models explain at length: keep the first sentence
+        condition = re.split(r"(?<=[.;!?])\s", condition, maxsplit=1)[0].strip()
     if len(condition) > max_condition_chars:
         raise ParseError(f"CONDITION is longer than {max_condition_chars} characters: state one "
                          "checkable requirement")
