@@ -265,6 +265,15 @@ def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
                                checkpoint_dir=wd.selector)
     best = checkpoint.SelectorCheckpointer(wd.selector / f"seed_{online_seed}", dcfg,
                                            online_seed).best_step()
+    # Record what evaluation must find: each seed's best checkpoint and its file fingerprint.
+    prints = {}
+    for seed in seeds:
+        seed_dir = wd.selector / f"seed_{seed}"
+        if seed_dir.exists():
+            _, meta = checkpoint.restore(seed_dir, "best")
+            prints[str(seed)] = {"step": meta["decisions"],
+                                 "fingerprint": _fingerprint(seed_dir / str(meta["decisions"]))}
+    (wd.selector / "fingerprints.json").write_text(json.dumps(prints, indent=1))
     summary = {"decisions": learner.decisions, "episodes": episode, "best_step": best,
                "tokens": ledger.total("selector_training").total, "seeds": list(seeds)}
     wd.log.write("phase_end", phase="selector_training", **summary)
@@ -309,6 +318,13 @@ def _make_selector(cfg, wd: Workdir):
     directory = wd.selector / f"seed_{cfg.eval.selector_seed}"
     params, meta = checkpoint.restore(directory, "best")
     step_dir = directory / str(meta["decisions"])
+    recorded = wd.selector / "fingerprints.json"
+    if recorded.exists():
+        expected = json.loads(recorded.read_text()).get(str(cfg.eval.selector_seed))
+        if expected and (expected["step"] != meta["decisions"] or
+                         expected["fingerprint"] != _fingerprint(step_dir)):
+            raise PhaseError(f"{step_dir}: the selector checkpoint is not the one training "
+                             "recorded as best (modified or replaced)")
     return policies.GreedyDQN(dqn.DQNConfig.from_json(meta["config"]), params), step_dir
 
 

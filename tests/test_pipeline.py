@@ -142,6 +142,12 @@ def test_training_and_evaluation_leave_store_and_selector_unchanged(tmp_path, pe
     assert "selector_checkpoint" in result["verified_unchanged"]
     transitions = RunLog(wd / "log.jsonl").events("transition")
     assert transitions and all(len(t["obs"]) == 98 for t in transitions)
+    # A checkpoint changed after training is refused before evaluation starts.
+    best = json.loads((wd / "selector" / "fingerprints.json").read_text())["0"]["step"]
+    victim = next(p for p in (wd / "selector" / "seed_0" / str(best)).rglob("*") if p.is_file())
+    victim.write_bytes(victim.read_bytes() + b" ")
+    with pytest.raises(experiment.PhaseError, match="not the one training recorded"):
+        experiment.evaluate(cfg, wd, backbone=scripted(), benchmark=people_benchmark)
 
 
 def test_tampered_store_is_refused(tmp_path, people_benchmark):
