@@ -24,7 +24,11 @@ def get_config():
     c.splits.update(n_build=20, n_train=16, n_validation=3, n_eval=20)
     c.agent.update(kind="react", max_attempts=2, max_tokens=160, token_budget=12_000)
     c.backbone.update(kind="llama_cpp", n_ctx=4096, cache_dir="auto")
-    c.construction.update(verification_budget=4, max_expanded_failures=1)
+    # The 0.5B model cannot judge free-text conditions (it answers YES to everything), so those
+    # are scoped to the source database, and construction only reuses clearly related records.
+    c.construction.update(verification_budget=4, max_expanded_failures=1,
+                          scope_free_text_conditions=True, reuse_policy="relevance_threshold",
+                          relevance_threshold=0.5)
     c.selector.update(total_decisions=30, learning_starts=6, train_every=1, target_sync_every=10,
                       checkpoint_every=15, batch_size=16, seeds=(0,))
     return c

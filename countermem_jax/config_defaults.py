@@ -24,7 +24,7 @@ def base_config() -> ml_collections.ConfigDict:
         use_conditions=True, render_condition=True, unknown_condition="include"))
     c.construction = ml_collections.ConfigDict(dict(
         k=4, max_expanded_failures=2, verification_budget=8, epsilon=0.05,
-        reuse_policy="always_top1"))
+        reuse_policy="always_top1", relevance_threshold=0.5, scope_free_text_conditions=False))
     c.selector = ml_collections.ConfigDict(dict(
         total_decisions=2000, learning_starts=100, train_every=4, target_sync_every=250,
         checkpoint_every=250, batch_size=32, seeds=(0, 1, 2, 3, 4), offline_other_seeds=True))

@@ -15,6 +15,8 @@ import datetime
 from countermem_jax.backbones import parsers, prompts
 from countermem_jax.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
 from countermem_jax.memory.record import edit_text, make_record_id, normalize_condition
+from countermem_jax.retrieval.conditions import RuleChecker
+from countermem_jax.retrieval.conditions import TaskContext as CondTask
 from evaluators.base import Outcome, State
 
 
@@ -24,6 +26,9 @@ class ConstructionConfig:
     max_expanded_failures: int = 2
     verification_budget: int = 8     # counterfactual checks per task
     epsilon: float = 0.05
+    # For backbones too weak to judge free-text conditions: a condition outside the rule grammar
+    # becomes "environment == <source environment>" and its text moves into the situation.
+    scope_free_text_conditions: bool = False
 
 
 def _check(o: Outcome) -> CheckOutcome:
@@ -95,6 +100,10 @@ class CounterfactualBuilder:
         # q carries the source request too, so that retrieval can match later requests to it.
         situation = f"{distilled.situation} (source request: {ctx.task.prompt[:300]})"
         condition = normalize_condition(distilled.condition)
+        if (self.cfg.scope_free_text_conditions and condition and ctx.task.environment
+                and RuleChecker().check(condition, CondTask("", "", {})) is None):
+            situation = f"{situation} [stated condition: {condition}]"
+            condition = f"environment == {ctx.task.environment}"
         record = MemoryRecord(
             record_id=make_record_id(ctx.task.task_id, situation, original, improved, condition),
             source_task_id=ctx.task.task_id, situation=situation, original_action=original,

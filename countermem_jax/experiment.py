@@ -135,7 +135,8 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     builder = CounterfactualBuilder(agent, store, ConstructionConfig(
         k=cfg.construction.k, max_expanded_failures=cfg.construction.max_expanded_failures,
         verification_budget=cfg.construction.verification_budget,
-        epsilon=cfg.construction.epsilon), wd.log)
+        epsilon=cfg.construction.epsilon,
+        scope_free_text_conditions=cfg.construction.scope_free_text_conditions), wd.log)
     checker = _checker(cfg, backbone, "construction")
     cache = {}
 
@@ -148,7 +149,8 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
 
     augmentation = CounterMemAugmentation(
         agent, phase="construction", store=store, builder=builder, index_factory=index_factory,
-        selector=policies.make_fixed(cfg.construction.reuse_policy),
+        selector=policies.make_fixed(cfg.construction.reuse_policy,
+                                     cfg.construction.relevance_threshold),
         render_condition=cfg.memory.render_condition)
     todo = [t for t in sp.build if t.task_id not in done]
     wd.log.write("phase_start", phase="construction", tasks=len(sp.build), resumed=len(done))
