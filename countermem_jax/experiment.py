@@ -341,10 +341,13 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
         params_before = jax.device_get(selector.params)
     index = _index(cfg, frozen.records, _checker(cfg, backbone, "evaluation"))
     agent = Agent(backbone, evaluator, domain, agent_cfg, wd.log)
+    # Each selector has its own run (and metrics file), so comparing selectors in one workdir
+    # never mixes their logged tasks; the memory-free "base" run is shared.
+    mem_run = "countermem" if cfg.eval.selector == "dqn" else f"countermem-{selector.name}"
     runs = {"base": Augmentation(),
-            "countermem": CounterMemAugmentation(agent, phase="evaluation", index=index,
-                                                 selector=selector,
-                                                 render_condition=cfg.memory.render_condition)}
+            mem_run: CounterMemAugmentation(agent, phase="evaluation", index=index,
+                                            selector=selector,
+                                            render_condition=cfg.memory.render_condition)}
     wd.log.write("phase_start", phase="evaluation", verified=before)
 
     async def run_all():
@@ -380,18 +383,22 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
                        if e["run"] == run and e["task_id"] in eval_ids}.values()) for run in runs}
     decisions = {run: [e for e in wd.log.completed_decisions(run) if e["task_id"] in eval_ids]
                  for run in runs}
-    result = {run: metrics.run_metrics(ends[run], decisions[run]) for run in runs}
-    result["paired"] = metrics.paired(ends["base"], ends["countermem"])
+    result = {"base": metrics.run_metrics(ends["base"], decisions["base"]),
+              "countermem": metrics.run_metrics(ends[mem_run], decisions[mem_run]),
+              "countermem_run": mem_run,
+              "paired": metrics.paired(ends["base"], ends[mem_run])}
     result["verified_unchanged"] = after
     result["agent"] = cfg.agent.kind
     result["selector"] = cfg.eval.selector
     result["benchmark"] = cfg.data.benchmark
-    wd.metrics.write_text(json.dumps(result, indent=1, default=str))
+    metrics_path = wd.metrics if mem_run == "countermem" else \
+        wd.root / f"metrics_{selector.name}.json"
+    metrics_path.write_text(json.dumps(result, indent=1, default=str))
     agent_name = "ReAct" if cfg.agent.kind == "react" else "Reflexion"
     table = metrics.comparison_table(result["base"], result["countermem"], result["paired"],
                                      agent_name)
     print(f"\n{cfg.data.benchmark}: {len(sp.eval)} held-out tasks, store {frozen.content_hash()[:12]} "
           f"({len(frozen)} records), selector {cfg.eval.selector}\n{table}\n"
-          f"store and selector verified unchanged; metrics in {wd.metrics}")
+          f"store and selector verified unchanged; metrics in {metrics_path}")
     wd.log.write("phase_end", phase="evaluation", metrics=result)
     return result

@@ -115,13 +115,16 @@ def test_later_task_applies_the_record_and_look_alike_filters_it(tmp_path, peopl
     result = experiment.evaluate(cfg, tmp_path / "wd", backbone=scripted(), benchmark=people_benchmark)
     log = RunLog(tmp_path / "wd" / "log.jsonl")
     ends = {(e["run"], e["task_id"]): e for e in log.events("task_end")}
-    assert not ends[("base", "e1")]["solved"] and ends[("countermem", "e1")]["solved"]
-    e1 = next(d for d in log.events("decision") if d["run"] == "countermem" and d["task_id"] == "e1")
+    run = "countermem-always_top1"  # a fixed selector gets its own run name
+    assert result["countermem_run"] == run
+    assert not ends[("base", "e1")]["solved"] and ends[(run, "e1")]["solved"]
+    e1 = next(d for d in log.events("decision") if d["run"] == run and d["task_id"] == "e1")
     assert e1["memory"]["record_id"] and e1["action"].endswith("age >= 40")
     assert e1["reuse"]["label"] == 1
-    e2 = [d for d in log.events("decision") if d["run"] == "countermem" and d["task_id"] == "e2"]
+    e2 = [d for d in log.events("decision") if d["run"] == run and d["task_id"] == "e2"]
     assert e2[0]["memory"]["retrieved"] == [] and len(e2[0]["memory"]["excluded_condition"]) == 1
-    assert ends[("countermem", "e2")]["solved"]  # its correct strict draft was left alone
+    assert ends[(run, "e2")]["solved"]  # its correct strict draft was left alone
+    assert (tmp_path / "wd" / "metrics_always_top1.json").exists()
     assert result["paired"] == {"paired_tasks": 2, "rescued": 1, "broken": 0, "net": 1}
     assert result["countermem"]["retrieval_coverage"] == 0.5
     assert result["countermem"]["harmful_use_rate"] == 0.0
