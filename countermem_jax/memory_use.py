@@ -54,7 +54,7 @@ class CounterMemAugmentation(Augmentation):
         self.index_factory = index_factory
         self.transitions = transitions if transitions is not None else []
         self._pending: dict[str, _Pending] = {}
-        self._decision_cost: dict[str, tuple[int, int, int]] = {}
+        self._decision_cost: dict[str, tuple[int, int]] = {}  # calls, failures at decide
         self.episode_returns: dict[str, float] = {}
 
     def _current_index(self) -> RetrievalIndex:
