@@ -253,7 +253,8 @@ def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
             bar.set_postfix(episode=episode, tokens=ledger.total("selector_training").total)
             episode += 1
         bar.close()
-        if learner.decisions % dcfg.checkpoint_every:
+        # The last partial interval gets a checkpoint too (not again when a finished run resumes).
+        if learner.decisions % dcfg.checkpoint_every and learner.decisions not in ckpt.steps():
             ckpt.save(learner.decisions, learner.state.params, await validate(learner.state.params))
         await backbone.aclose()
     asyncio.run(run_all())

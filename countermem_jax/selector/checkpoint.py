@@ -51,6 +51,9 @@ class SelectorCheckpointer:
         (self.directory / "best.json").write_text(json.dumps(
             {"best_step": best, "steps": list(self._mngr.all_steps())}, indent=1))
 
+    def steps(self) -> list[int]:
+        return list(self._mngr.all_steps())
+
     def best_step(self) -> int | None:
         return self._mngr.best_step()
 
