@@ -1,14 +1,24 @@
 """Orbax checkpoints of the selector, with the metadata needed to refuse incompatible restores.
 
 Layout: ``<dir>/<decisions>/{params,meta}`` managed by ``orbax.checkpoint.CheckpointManager``;
-the best checkpoint (highest mean validation return) is tracked by Orbax's ``best_fn`` and also
-written to ``<dir>/best.json`` for people and shell scripts.
+the best checkpoint (highest mean validation return) is tracked by Orbax's ``best_fn`` and
+written to ``<dir>/best.json``, which is what ``restore(dir, "best")`` reads.
+
+Integrity: beside each step, ``<dir>/<decisions>.sha256.json`` holds the sha256 of every file
+Orbax wrote for the step and one sha256 over the saved arrays (tree path, dtype, shape, bytes) and
+the metadata. ``restore`` checks the files before Orbax reads them and the restored arrays after,
+so a flipped byte, a truncated or missing array file, a step directory swapped for another, or a
+best step that no longer exists is a ``CheckpointIntegrityError`` naming the path, never a silent
+restore of other weights. Unreadable metadata (``best.json``, the hash file, the step's ``meta``)
+names its file.
 """
+import hashlib
 import json
 import os
 import pathlib
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 
 from countermem_jax.selector import features
@@ -17,6 +27,70 @@ from countermem_jax.selector.dqn import DQNConfig, init_state
 
 class IncompatibleCheckpointError(ValueError):
     """The checkpoint was written for another observation layout or network."""
+
+
+class CheckpointIntegrityError(ValueError):
+    """A checkpoint or its metadata is missing, unreadable, or not what was saved."""
+
+
+def _hash_file(directory: pathlib.Path, step: int) -> pathlib.Path:
+    return directory / f"{int(step)}.sha256.json"
+
+
+def _file_digests(step_dir: pathlib.Path) -> dict[str, str]:
+    return {str(p.relative_to(step_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(step_dir.rglob("*")) if p.is_file()}
+
+
+def _arrays_digest(params, meta: dict) -> str:
+    digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode())
+    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+        array = np.ascontiguousarray(np.asarray(leaf))
+        digest.update(f"{jax.tree_util.keystr(path)}|{array.dtype}|{array.shape}|".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def _read_json(path: pathlib.Path, what: str):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointIntegrityError(f"{path}: missing ({what})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointIntegrityError(f"{path}: unreadable {what} ({err})") from None
+
+
+def read_best_step(directory: str | os.PathLike) -> int:
+    """The best step recorded in ``<dir>/best.json``; an error naming the file if it is broken."""
+    path = pathlib.Path(directory) / "best.json"
+    best = _read_json(path, "best-checkpoint record")
+    step = best.get("best_step") if isinstance(best, dict) else None
+    if isinstance(step, bool) or not isinstance(step, int):
+        raise CheckpointIntegrityError(f"{path}: field 'best_step' must be an integer, got "
+                                       f"{step!r}")
+    return step
+
+
+def _verify_files(directory: pathlib.Path, step: int) -> dict:
+    """Checks the step's files against its hash file; returns the hash record."""
+    hash_path = _hash_file(directory, step)
+    record = _read_json(hash_path, "checkpoint content hash")
+    if (not isinstance(record, dict) or not isinstance(record.get("files"), dict)
+            or not isinstance(record.get("arrays_sha256"), str)):
+        raise CheckpointIntegrityError(f"{hash_path}: malformed content hash (expected 'files' "
+                                       "and 'arrays_sha256')")
+    step_dir = directory / str(step)
+    actual = _file_digests(step_dir)
+    for name in sorted(set(record["files"]) | set(actual)):
+        if name not in actual:
+            raise CheckpointIntegrityError(f"{step_dir / name}: missing (saved with the checkpoint)")
+        if name not in record["files"]:
+            raise CheckpointIntegrityError(f"{step_dir / name}: not part of the saved checkpoint")
+        if actual[name] != record["files"][name]:
+            raise CheckpointIntegrityError(f"{step_dir / name}: content changed since it was saved "
+                                           f"(sha256 {actual[name][:16]}…, saved "
+                                           f"{record['files'][name][:16]}…)")
+    return record
 
 
 def _manager(directory: str | os.PathLike) -> ocp.CheckpointManager:
@@ -47,6 +121,9 @@ class SelectorCheckpointer:
             params=ocp.args.StandardSave(jax.device_get(params)), meta=ocp.args.JsonSave(meta)),
             metrics={"val_return": float(val_return)})
         self._mngr.wait_until_finished()
+        record = {"step": int(decisions), "files": _file_digests(self.directory / str(int(decisions))),
+                  "arrays_sha256": _arrays_digest(jax.device_get(params), meta)}
+        _hash_file(self.directory, decisions).write_text(json.dumps(record, indent=1))
         best = self._mngr.best_step()
         (self.directory / "best.json").write_text(json.dumps(
             {"best_step": best, "steps": list(self._mngr.all_steps())}, indent=1))
@@ -72,20 +149,26 @@ def _check_compatible(meta: dict, directory) -> None:
 
 
 def restore(directory: str | os.PathLike, step: int | str = "best") -> tuple[dict, dict]:
-    """(params, metadata) of a checkpoint; ``step`` is a decision count, "best" or "latest"."""
+    """(params, metadata) of a checkpoint; ``step`` is a decision count, "best" (the step
+    ``best.json`` names) or "latest". The content hash is verified before and after reading."""
     directory = pathlib.Path(directory)
     if not directory.exists():
         raise FileNotFoundError(f"{directory}: no selector checkpoint directory")
+    if step == "best":
+        step = read_best_step(directory)
     mngr = _manager(directory)
     try:
-        if step == "best":
-            step = mngr.best_step() if mngr.best_step() is not None else mngr.latest_step()
-        elif step == "latest":
+        if step == "latest":
             step = mngr.latest_step()
         if step is None or step not in mngr.all_steps():
-            raise FileNotFoundError(f"{directory}: no checkpoint {step!r}; available "
-                                    f"{sorted(mngr.all_steps())}")
-        meta = mngr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+            raise CheckpointIntegrityError(f"{directory / str(step)}: no such checkpoint; "
+                                           f"available {sorted(mngr.all_steps())}")
+        record = _verify_files(directory, step)
+        try:
+            meta = mngr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+        except (ValueError, OSError) as err:
+            raise CheckpointIntegrityError(f"{directory / str(step) / 'meta'}: unreadable "
+                                           f"checkpoint metadata ({err})") from None
         _check_compatible(meta, directory)
         cfg = DQNConfig.from_json(meta["config"])
         template = jax.device_get(init_state(cfg, 0).params)
@@ -95,6 +178,9 @@ def restore(directory: str | os.PathLike, step: int | str = "best") -> tuple[dic
         except (ValueError, KeyError) as err:
             raise IncompatibleCheckpointError(
                 f"{directory}/{step}: parameters do not fit the network {cfg.hidden}: {err}") from None
+        if _arrays_digest(params, meta) != record["arrays_sha256"]:
+            raise CheckpointIntegrityError(f"{directory / str(step)}: restored arrays or metadata "
+                                           "differ from the ones saved (content hash mismatch)")
         return params, meta
     finally:
         mngr.close()
