@@ -173,3 +173,74 @@ def test_locked_store_refuses_frozen_file(tmp_path):
     with pytest.raises(FrozenStoreError):
         with locked_store(path):
             pass
+
+
+def _edit_line(path, lineno, edit):
+    """Rewrites line ``lineno`` (1-based) of a store file through ``edit(obj)`` on its JSON."""
+    lines = path.read_text().splitlines()
+    obj = json.loads(lines[lineno - 1])
+    edit(obj)
+    lines[lineno - 1] = json.dumps(obj)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _set(dotted, value):
+    def edit(obj):
+        *parents, last = dotted.split(".")
+        for key in parents:
+            obj = obj[key]
+        obj[last] = value
+    return edit
+
+
+@pytest.mark.parametrize("line, field, value, needle", [
+    (1, "num_records", "3", "expected int, got str"),
+    (1, "num_records", True, "expected int, got bool"),
+    (1, "frozen", "yes", "expected bool, got str"),
+    (1, "next_seq", -1, "must be >= 0"),
+    (1, "content_hash", 123, "expected str, got int"),
+    (1, "content_hash", "xyz", "64 lower-case hex digits"),
+    (1, "config", [], "expected dict, got list"),
+    (1, "config.capacity", "200", "expected int, got str"),
+    (1, "config.capacity", 0, "must be >= 1"),
+    (1, "config.admission.epsilon", float("nan"), "must be a finite number"),
+    (1, "config.retention", "lru", "is not one of utility"),
+    (1, "config.bogus", 1, "unknown field"),
+    (1, "meta", "x", "expected dict, got str"),
+    (2, "admission_score", float("nan"), "must be a finite number"),
+    (2, "reuse_utility", float("inf"), "must be a finite number"),
+    (2, "evidence.original.utility", float("nan"), "must be a finite number"),
+    (2, "uses", 1.5, "expected int, got float"),
+    (2, "provenance", "x", "expected dict, got str"),
+    (2, "evidence.original", None, "expected dict, got NoneType"),
+])
+def test_malformed_fields_name_file_line_and_field(tmp_path, line, field, value, needle):
+    path = save_store(_store(), tmp_path / "s.jsonl")
+    _edit_line(path, line, _set(field, value))
+    with pytest.raises(StoreFormatError) as err:
+        load_store(path)
+    message = str(err.value)
+    assert f"{path}:{line}:" in message and f"field '{field}'" in message and needle in message
+
+
+def test_non_utf8_bytes_name_the_line(tmp_path):
+    path = save_store(_store(), tmp_path / "s.jsonl")
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = lines[2].replace(b"case 1", b"case \xff1")
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(StoreFormatError, match=rf"s\.jsonl:3: not UTF-8 text \(byte 0xff"):
+        load_store(path)
+
+
+def test_directory_in_place_of_the_store_is_named(tmp_path):
+    (tmp_path / "s.jsonl").mkdir()
+    with pytest.raises(StoreFormatError, match=r"s\.jsonl: is a directory"):
+        load_store(tmp_path / "s.jsonl")
+
+
+def test_deeply_nested_line_is_a_format_error(tmp_path):
+    path = save_store(_store(), tmp_path / "s.jsonl")
+    with open(path, "a") as f:
+        f.write("[" * 200_000 + "\n")
+    with pytest.raises(StoreFormatError, match=r"s\.jsonl:5: not valid JSON"):
+        load_store(path)

@@ -7,22 +7,29 @@ Format ``countermem-store`` version 1 is JSON Lines, UTF-8:
   line 2+  one record each (``MemoryRecord.to_json()``), in insertion order.
 A write goes to a temporary file in the same folder, is fsynced and renamed over the old file, so a
 crash at any point leaves the previous snapshot readable. Loading re-checks every field and the
-content hash; errors name the file, the line and the field.
+content hash; every malformed input (a directory or unreadable file in its place, bytes that are
+not UTF-8, broken JSON, a header or record field of the wrong type or out of range, NaN or
+infinite numbers, unknown config fields) is a ``StoreFormatError`` naming the file, the line and
+the field.
 """
 import contextlib
 import json
 import os
 import pathlib
+import re
 import tempfile
 from typing import Iterator
 
 import filelock
 
-from countermem_jax.memory.record import MemoryRecord, RecordFieldError
+from countermem_jax.memory import retention
+from countermem_jax.memory.record import (MemoryRecord, RecordFieldError, check_dataclass_fields,
+                                          get_field)
 from countermem_jax.memory.store import (FrozenStore, MemoryStore, StoreConfig, content_hash)
 
 FORMAT = "countermem-store"
 VERSION = 1
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class StoreFormatError(ValueError):
@@ -72,19 +79,38 @@ def save_store(store: MemoryStore | FrozenStore, path: str | os.PathLike) -> pat
     return path
 
 
+def _read_lines(path: pathlib.Path) -> list[str]:
+    """The file's lines as text; a directory, an unreadable file or bytes that are not UTF-8 are a
+    ``StoreFormatError`` naming the file (and the line and column for bad bytes)."""
+    if path.is_dir():
+        raise StoreFormatError(f"{path}: is a directory, not a store file")
+    if not path.exists():
+        raise StoreFormatError(f"{path}: no such store file")
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise StoreFormatError(f"{path}: cannot be read ({err.strerror or err})") from None
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    text = []
+    for lineno, line in enumerate(lines, start=1):
+        try:
+            text.append(line.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise StoreFormatError(f"{path}:{lineno}: not UTF-8 text (byte {line[err.start]:#04x} "
+                                   f"at column {err.start + 1})") from None
+    return text
+
+
 def load_store(path: str | os.PathLike) -> MemoryStore | FrozenStore:
     """Loads and validates a store file; a frozen file comes back as a ``FrozenStore``."""
     path = pathlib.Path(path)
-    if not path.exists():
-        raise StoreFormatError(f"{path}: no such store file")
-    with open(path, encoding="utf-8") as handle:
-        raw_lines = handle.read().split("\n")
-    if raw_lines and raw_lines[-1] == "":
-        raw_lines.pop()
+    raw_lines = _read_lines(path)
     if not raw_lines:
         raise StoreFormatError(f"{path}: empty file (expected a {FORMAT} header on line 1)")
     header = _parse_json(path, 1, raw_lines[0])
-    _check_header(path, header)
+    config = _check_header(path, header)
     records, seen = [], set()
     for lineno, line in enumerate(raw_lines[1:], start=2):
         obj = _parse_json(path, lineno, line)
@@ -101,10 +127,9 @@ def load_store(path: str | os.PathLike) -> MemoryStore | FrozenStore:
     if len(records) != header["num_records"]:
         raise StoreFormatError(f"{path}: header says {header['num_records']} records, file has "
                                f"{len(records)} (truncated or edited file)")
-    try:
-        config = StoreConfig.from_json(header["config"])
-    except (TypeError, ValueError) as err:
-        raise StoreFormatError(f"{path}:1: field 'config': {err}") from None
+    if len(records) > config.capacity:
+        raise StoreFormatError(f"{path}:1: field 'num_records': {len(records)} records exceed the "
+                               f"store's capacity {config.capacity}")
     actual = content_hash(config, records)
     if actual != header["content_hash"]:
         raise SnapshotHashMismatch(f"{path}: content hash {actual[:16]}… does not match the header's "
@@ -150,21 +175,39 @@ def _parse_json(path: pathlib.Path, lineno: int, line: str) -> dict:
     except json.JSONDecodeError as err:
         raise StoreFormatError(f"{path}:{lineno}: not valid JSON ({err.msg} at column "
                                f"{err.colno})") from None
+    except RecursionError:
+        raise StoreFormatError(f"{path}:{lineno}: not valid JSON (nested too deeply)") from None
     if not isinstance(obj, dict):
         raise StoreFormatError(f"{path}:{lineno}: expected a JSON object, got "
                                f"{type(obj).__name__}")
     return obj
 
 
-def _check_header(path: pathlib.Path, header: dict) -> None:
+def _check_header(path: pathlib.Path, header: dict) -> StoreConfig:
+    """Checks every header field (type, range, the store config inside); returns the config."""
     if header.get("format") != FORMAT:
         raise StoreFormatError(f"{path}:1: field 'format': expected {FORMAT!r}, got "
                                f"{header.get('format')!r}")
     if header.get("version") != VERSION:
         raise StoreFormatError(f"{path}:1: field 'version': this build reads version {VERSION}, "
                                f"the file is version {header.get('version')!r}")
-    for key, typ in (("frozen", bool), ("snapshot_id", str), ("content_hash", str),
-                     ("num_records", int), ("next_seq", int), ("evictions", int), ("config", dict)):
-        if not isinstance(header.get(key), typ):
-            raise StoreFormatError(f"{path}:1: field {key!r}: expected {typ.__name__}, got "
-                                   f"{type(header.get(key)).__name__}")
+    try:
+        for key, typ in (("frozen", bool), ("snapshot_id", str), ("content_hash", str),
+                         ("num_records", int), ("next_seq", int), ("evictions", int),
+                         ("config", dict)):
+            value = get_field(header, key, (typ,))
+            if typ is int and value < 0:
+                raise RecordFieldError(key, f"must be >= 0, got {value}")
+        if not _SHA256.fullmatch(header["content_hash"]):
+            raise RecordFieldError("content_hash", "expected 64 lower-case hex digits")
+        if "meta" in header and not isinstance(header["meta"], (dict, type(None))):
+            raise RecordFieldError("meta", f"expected dict, got {type(header['meta']).__name__}")
+        check_dataclass_fields(header["config"], StoreConfig, "config.")
+        if header["config"].get("retention", "utility") not in retention.RULES:
+            raise RecordFieldError("config.retention", f"{header['config']['retention']!r} is not "
+                                   f"one of {', '.join(retention.RULES)}")
+        if header["config"].get("capacity", 1) < 1:
+            raise RecordFieldError("config.capacity", "must be >= 1")
+    except RecordFieldError as err:
+        raise StoreFormatError(f"{path}:1: header: {err}") from None
+    return StoreConfig.from_json(header["config"])

@@ -7,6 +7,7 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import math
 import re
 from typing import Any, Mapping
 
@@ -155,7 +156,34 @@ def _get(obj: Mapping[str, Any], key: str, types: tuple[type, ...], prefix: str 
         raise RecordFieldError(name, f"expected {_type_names(types)}, got bool")
     if not isinstance(value, types):
         raise RecordFieldError(name, f"expected {_type_names(types)}, got {type(value).__name__}")
+    if float in types and not isinstance(value, bool):
+        try:
+            finite = math.isfinite(value)
+        except OverflowError:
+            finite = False
+        if not finite:
+            raise RecordFieldError(name, f"must be a finite number, got {value}")
     return value
+
+
+get_field = _get  # the same checks for the store file's header (memory/persistence.py)
+
+
+def check_dataclass_fields(obj: Any, cls: type, prefix: str) -> None:
+    """Checks a JSON object against a dataclass whose fields are int / float / str / bool or nested
+    dataclasses (types taken from the defaults; absent fields keep their default), naming the
+    first bad field as ``prefix + name``."""
+    if not isinstance(obj, Mapping):
+        raise RecordFieldError(prefix.rstrip("."), f"expected an object, got {type(obj).__name__}")
+    known = {f.name: f.default for f in dataclasses.fields(cls)}
+    for name in sorted(obj):
+        if name not in known:
+            raise RecordFieldError(prefix + name, "unknown field")
+        default = known[name]
+        if dataclasses.is_dataclass(default):
+            check_dataclass_fields(obj[name], type(default), f"{prefix}{name}.")
+        else:
+            _get(obj, name, (int, float) if type(default) is float else (type(default),), prefix)
 
 
 def _type_names(types: tuple[type, ...]) -> str:
