@@ -18,7 +18,7 @@ import ml_collections
 import numpy as np
 import tqdm
 
-from countermem_jax import domains, metrics, splits as splits_lib
+from countermem_jax import config_validation, domains, metrics, splits as splits_lib, workdir_guard
 from countermem_jax.agents import Agent, AgentConfig, Augmentation
 from countermem_jax.backbones import prompts
 from countermem_jax.backbones.base import TokenLedger
@@ -64,6 +64,7 @@ def _setup(cfg, workdir: Workdir, backbone=None, benchmark=None):
         sp = splits_lib.make_splits(tasks, cfg.splits.n_build, cfg.splits.n_train,
                                     cfg.splits.n_validation, cfg.splits.n_eval,
                                     cfg.splits.separate_environments)
+        config_validation.check_split_sizes(cfg, sp, len(tasks))  # before the backbone
     manifest = {name: [t.task_id for t in getattr(sp, name)]
                 for name in ("build", "train", "validation", "eval")}
     if workdir.splits.exists():
@@ -120,6 +121,7 @@ def _store_config(cfg) -> StoreConfig:
 
 
 # ----------------------------------------------------------------------------- phase 1
+@workdir_guard.guarded_phase("build_memory")  # config checked, phase locked, fingerprint
 def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     wd = Workdir(workdir_path)
     sp, evaluator, domain, backbone, ledger, agent_cfg = _setup(cfg, wd, backbone, benchmark)
@@ -185,6 +187,7 @@ def _load_frozen_checked(wd: Workdir):
 
 
 # ----------------------------------------------------------------------------- phase 2
+@workdir_guard.guarded_phase("train_selector")  # config checked, phase locked, fingerprint
 def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     wd = Workdir(workdir_path)
     sp, evaluator, domain, backbone, ledger, agent_cfg = _setup(cfg, wd, backbone, benchmark)
@@ -329,6 +332,7 @@ def _make_selector(cfg, wd: Workdir):
     return policies.GreedyDQN(dqn.DQNConfig.from_json(meta["config"]), params), step_dir
 
 
+@workdir_guard.guarded_phase("evaluate")  # config checked, phase locked, fingerprint
 def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     wd = Workdir(workdir_path)
     sp, evaluator, domain, backbone, ledger, agent_cfg = _setup(cfg, wd, backbone, benchmark)

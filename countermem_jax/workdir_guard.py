@@ -1,0 +1,257 @@
+"""One config per workdir, one writer per phase (the workdir-safety rules of the three phases).
+
+A workdir's results are defined by its config, so the first phase that writes results records the
+config's *fingerprint* in ``WORKDIR/fingerprint.json`` and every later phase compares its own
+config against it before it loads anything. A mismatch is refused with one line naming every
+differing field (dotted path, recorded value, new value): a Reflexion config on a ReAct workdir,
+another backbone or other budgets can no longer reuse results under a wrong label or overwrite
+``metrics.json``.
+
+What is fingerprinted, per phase:
+
+  build_memory    every config field except the ``selector`` section and ``NOT_FINGERPRINTED``:
+                  data/benchmark (name, split, databases, check timeouts, generated tasks), split
+                  sizes and environment separation, agent (kind, attempts, token budget, sampling),
+                  backbone identity and sampling (kind, model, model_path, n_ctx,
+                  reasoning_effort), memory/store settings (capacity, retention, seed, top_k,
+                  reuse weight, conditions), construction (K, expanded failures, verification
+                  budget, ε, reuse policy, scoping) and any top-level field (e.g. a ``method``).
+  train_selector  the ``selector`` section (schedule, batch, offline retraining) except
+                  ``NOT_FINGERPRINTED``; checked together with build_memory's.
+  evaluate        records nothing; checks build_memory's fingerprint, and train_selector's when
+                  the DQN selector is evaluated.
+Each phase records its fingerprint when it starts (``guarded_phase`` wraps the phase function);
+a refusal of the split sizes inside the phase takes the record back.
+
+``NOT_FINGERPRINTED`` lists what does not change a result or gets its own evaluation run: the whole
+``eval`` section (which selector / seed is evaluated, thresholds of fixed selectors, concurrency),
+where files live (data paths, the splits manifest's path; the split *contents* are checked through
+``splits.json``), how the backbone is reached (URLs, concurrency, timeouts, retries, threads,
+response cache) and which selector seeds are trained (each seed has its own directory). A new field
+is fingerprinted by default; an evaluation-only or operational field is one entry in that list.
+
+A phase also holds ``WORKDIR/.locks/<phase>.lock`` (``filelock``) while it runs; a second process
+starting the same phase on the workdir is refused at once with the holder's pid and host, so two
+builds can never interleave their read-modify-write of ``store.jsonl``. The kernel drops the lock
+when its process dies, so a killed phase never leaves a stale lock.
+"""
+import contextlib
+import datetime
+import functools
+import hashlib
+import json
+import os
+import pathlib
+import socket
+from typing import Iterator
+
+import filelock
+
+from countermem_jax import config_validation
+from countermem_jax.splits import SplitError
+
+FINGERPRINT_FILE = "fingerprint.json"
+LOCK_DIR = ".locks"
+PHASES = ("build_memory", "train_selector", "evaluate")
+# Sections fingerprinted by a later phase than build_memory.
+PHASE_SECTIONS = {"train_selector": ("selector",)}
+NOT_FINGERPRINTED = (
+    "eval",
+    "data.data_dir", "data.bird_json", "data.bird_db_root", "data.swebench_json",
+    "data.swebench_checkouts", "data.lean_project", "splits.manifest",
+    "backbone.base_urls", "backbone.max_concurrency", "backbone.timeout_s",
+    "backbone.max_attempts", "backbone.n_threads", "backbone.cache_dir",
+    "selector.seeds",
+)
+# What a workdir made before fingerprints existed holds; such a workdir cannot be checked.
+_RESULT_FILES = ("store.jsonl", "store_frozen.jsonl", "selector", "metrics.json", "log.jsonl")
+
+
+class WorkdirMismatch(ValueError):
+    """The config differs from the one the workdir's results were made with."""
+
+
+class WorkdirBusy(RuntimeError):
+    """Another process is running this phase on this workdir."""
+
+
+def _leaves(tree: dict, prefix: str = "") -> Iterator[tuple[str, object]]:
+    for key in sorted(tree):
+        value, path = tree[key], prefix + key
+        if isinstance(value, dict):
+            yield from _leaves(value, path + ".")
+        else:
+            yield path, value
+
+
+def _excluded(path: str) -> bool:
+    return any(path == skip or path.startswith(skip + ".") for skip in NOT_FINGERPRINTED)
+
+
+def fingerprint_fields(cfg, phase: str) -> dict:
+    """The fingerprinted fields of ``cfg`` for ``phase`` as {dotted path: JSON value}."""
+    later = {s for sections in PHASE_SECTIONS.values() for s in sections}
+    own = PHASE_SECTIONS.get(phase)
+    fields = {}
+    for path, value in _leaves(cfg.to_dict()):
+        section = path.split(".")[0]
+        wanted = section in own if own else section not in later
+        if wanted and not _excluded(path):
+            fields[path] = json.loads(json.dumps(value, default=str))  # tuples -> lists
+    return fields
+
+
+def _digest(fields: dict) -> str:
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+def _differences(recorded: dict, current: dict) -> list[str]:
+    absent = "<absent>"
+    return [f"{path}: {recorded.get(path, absent)!r} -> {current.get(path, absent)!r}"
+            for path in sorted(set(recorded) | set(current))
+            if recorded.get(path, absent) != current.get(path, absent)]
+
+
+class PhaseGuard:
+    """The running phase's hold on its workdir: checked fingerprints and the phase lock."""
+
+    def __init__(self, cfg, root: pathlib.Path, phase: str):
+        self.cfg, self.root, self.phase = cfg, root, phase
+        self.path = root / FINGERPRINT_FILE
+
+    def _read(self) -> dict:
+        try:
+            recorded = json.loads(self.path.read_text())
+            if not isinstance(recorded, dict) or not all(
+                    isinstance(v, dict) and isinstance(v.get("fields"), dict)
+                    for v in recorded.values()):
+                raise ValueError("expected {phase: {\"fields\": {...}}}")
+            return recorded
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as err:
+            raise WorkdirMismatch(f"{self.path}: unreadable fingerprint ({err}); the workdir's "
+                                  "config cannot be checked, use a new --workdir") from None
+
+    def check(self, sections: tuple[str, ...]) -> None:
+        """Refuses the config if it differs from a recorded fingerprint of ``sections``."""
+        recorded = self._read()
+        if not recorded and any((self.root / name).exists() for name in _RESULT_FILES):
+            raise WorkdirMismatch(f"workdir {self.root} holds results but no {FINGERPRINT_FILE} "
+                                  "(made before config fingerprints); its config cannot be "
+                                  "checked, use a new --workdir")
+        for section in sections:
+            if section in recorded:
+                diff = _differences(recorded[section]["fields"],
+                                    fingerprint_fields(self.cfg, section))
+                if diff:
+                    raise WorkdirMismatch(
+                        f"workdir {self.root} was made by {section} with another config; "
+                        f"differing fields (recorded -> now): {'; '.join(diff)}; use a new "
+                        "--workdir or the config it was made with")
+
+    def record(self) -> bool:
+        """Records this phase's fingerprint once (later runs only check it); True if it did."""
+        with self._file_lock():
+            recorded = self._read()
+            if self.phase in recorded:
+                return False
+            fields = fingerprint_fields(self.cfg, self.phase)
+            recorded[self.phase] = {"sha256": _digest(fields), "fields": fields,
+                                    "recorded_at": _now()}
+            self._write(recorded)
+            return True
+
+    def forget(self) -> None:
+        """Takes back this phase's fingerprint (its config was refused before any result)."""
+        with self._file_lock():
+            recorded = self._read()
+            recorded.pop(self.phase, None)
+            if recorded:
+                self._write(recorded)
+            else:
+                self.path.unlink(missing_ok=True)
+
+    def _file_lock(self) -> filelock.FileLock:
+        return filelock.FileLock(str(self.root / LOCK_DIR / "fingerprint.lock"), timeout=60)
+
+    def _write(self, recorded: dict) -> None:
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(recorded, indent=1, sort_keys=True))
+        os.replace(tmp, self.path)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+@contextlib.contextmanager
+def phase_lock(root: pathlib.Path, phase: str) -> Iterator[None]:
+    """Holds ``root/.locks/<phase>.lock``; refuses at once when another process holds it."""
+    lock_dir = root / LOCK_DIR
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    owner = lock_dir / f"{phase}.owner"
+    lock = filelock.FileLock(str(lock_dir / f"{phase}.lock"), timeout=0)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        try:
+            holder = json.loads(owner.read_text())
+        except (OSError, ValueError):
+            holder = {}
+        raise WorkdirBusy(f"workdir {root}: phase {phase} is already running (pid "
+                          f"{holder.get('pid', '?')} on host {holder.get('host', '?')}, since "
+                          f"{holder.get('since', '?')})") from None
+    try:
+        owner.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                     "since": _now()}))
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            owner.unlink()
+        lock.release()
+
+
+def checked_phases(cfg, phase: str) -> tuple[str, ...]:
+    """Whose fingerprints ``phase`` must match: build_memory's always, train_selector's when
+    training or when the trained (DQN) selector is evaluated."""
+    uses_selector = phase == "train_selector" or (
+        phase == "evaluate" and config_validation.lookup(cfg, "eval.selector") == "dqn")
+    return ("build_memory", "train_selector") if uses_selector else ("build_memory",)
+
+
+@contextlib.contextmanager
+def enter_phase(cfg, root, phase: str) -> Iterator[PhaseGuard]:
+    """Validates the config, takes the phase lock, checks the recorded fingerprints and records
+    this phase's own (build_memory, train_selector) before the phase writes anything.
+
+    A refusal of the config's inputs inside the phase (``ConfigError`` from the split sizes,
+    ``SplitError``), which comes before any result is written, takes back the fingerprint this
+    call recorded, so the corrected config is not refused as "another config".
+    """
+    if phase not in PHASES:
+        raise ValueError(f"unknown phase {phase!r}; expected one of {PHASES}")
+    config_validation.validate(cfg)
+    root = pathlib.Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    with phase_lock(root, phase):
+        guard = PhaseGuard(cfg, root, phase)
+        guard.check(checked_phases(cfg, phase))
+        recorded_now = phase != "evaluate" and guard.record()
+        try:
+            yield guard
+        except (config_validation.ConfigError, SplitError):
+            if recorded_now:
+                guard.forget()
+            raise
+
+
+def guarded_phase(phase: str):
+    """Decorates ``fn(cfg, workdir, ...)`` so that it runs inside ``enter_phase``."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def run(cfg, workdir_path, *args, **kwargs):
+            with enter_phase(cfg, workdir_path, phase):
+                return fn(cfg, workdir_path, *args, **kwargs)
+        return run
+    return wrap
