@@ -94,7 +94,8 @@ def _problems(cfg):
         value = lookup(cfg, field)
         if value is _ABSENT:
             continue
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                or not math.isfinite(value)):
             yield f"{field}={value!r} must be a finite number"
         elif not low <= value <= high:
             yield f"{field}={value} must lie in [{low}, {high}]"
@@ -106,7 +107,8 @@ def _selector_seed_problems(cfg):
     if seeds is _ABSENT:
         return
     if (isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__") or not seeds or
-            any(isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 0 for s in seeds)):
+            any(isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 0
+                for s in seeds)):
         yield f"selector.seeds={seeds!r} must be a non-empty list of integers >= 0"
         return
     if len(set(seeds)) != len(seeds):

@@ -18,7 +18,8 @@ import ml_collections
 import numpy as np
 import tqdm
 
-from countermem_jax import config_validation, domains, metrics, splits as splits_lib, workdir_guard
+from countermem_jax import config_validation, domains, metrics, workdir_guard
+from countermem_jax import splits as splits_lib
 from countermem_jax.agents import Agent, AgentConfig, Augmentation
 from countermem_jax.backbones import prompts
 from countermem_jax.backbones.base import TokenLedger

@@ -66,7 +66,8 @@ def _no_backbone(*args, **kwargs):
 
 
 @pytest.mark.parametrize("sizes, message", [
-    (dict(n_build=6), "splits.n_build=6 but only 5 task(s) can be drawn from the 7 tasks of spider"),
+    (dict(n_build=6), "splits.n_build=6 but only 5 task(s) can be drawn from the 7 tasks of "
+                      "spider"),
     (dict(n_train=5), "splits.n_train=5 but only 4 task(s) can be drawn"),
 ])
 def test_splits_larger_than_the_data_are_refused_before_the_backbone(

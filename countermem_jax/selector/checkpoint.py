@@ -83,7 +83,8 @@ def _verify_files(directory: pathlib.Path, step: int) -> dict:
     actual = _file_digests(step_dir)
     for name in sorted(set(record["files"]) | set(actual)):
         if name not in actual:
-            raise CheckpointIntegrityError(f"{step_dir / name}: missing (saved with the checkpoint)")
+            raise CheckpointIntegrityError(f"{step_dir / name}: missing (saved with the "
+                                           "checkpoint)")
         if name not in record["files"]:
             raise CheckpointIntegrityError(f"{step_dir / name}: not part of the saved checkpoint")
         if actual[name] != record["files"][name]:
@@ -121,7 +122,8 @@ class SelectorCheckpointer:
             params=ocp.args.StandardSave(jax.device_get(params)), meta=ocp.args.JsonSave(meta)),
             metrics={"val_return": float(val_return)})
         self._mngr.wait_until_finished()
-        record = {"step": int(decisions), "files": _file_digests(self.directory / str(int(decisions))),
+        step_dir = self.directory / str(int(decisions))
+        record = {"step": int(decisions), "files": _file_digests(step_dir),
                   "arrays_sha256": _arrays_digest(jax.device_get(params), meta)}
         _hash_file(self.directory, decisions).write_text(json.dumps(record, indent=1))
         best = self._mngr.best_step()
