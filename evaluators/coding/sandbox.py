@@ -110,13 +110,16 @@ def bwrap_argv(workdir: str, argv: list[str], env: dict[str, str] | None = None,
     return args + ["--"] + argv
 
 
-def _uid_has_processes(uid: int) -> bool:
+def processes_of(uids) -> list[int]:
+    """Live (non-zombie) processes owned by any of ``uids``."""
+    uids, found = set(uids), []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             with contextlib.suppress(OSError):
-                if entry.stat().st_uid == uid:
-                    return True
-    return False
+                if entry.stat().st_uid in uids and \
+                        pathlib.Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append(int(entry.name))
+    return found
 
 
 @contextlib.contextmanager
@@ -134,7 +137,7 @@ def slot(deadline: float):
             except BlockingIOError:
                 os.close(fd)
                 continue
-            if _uid_has_processes(uid):  # a straggler of an earlier run: leave this slot alone
+            if processes_of([uid]):  # a straggler of an earlier run: leave this slot alone
                 os.close(fd)
                 continue
             try:
