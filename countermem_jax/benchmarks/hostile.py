@@ -115,18 +115,19 @@ for root in ['/work', '/work/..', '/', '/tmp', '/harness']:
         pass
 """
 
-_LINKS_AT_REPORT_PATHS = """
+_REPORT_PATHS = "['.countermem-junit.xml', '.countermem-expected.json', 'report.xml']"
+_SYMLINK_AT_REPORT_PATHS = f"""
 import os
-for path in ['.countermem-junit.xml', '.countermem-expected.json', 'report.xml']:
-    for make in (lambda p: os.symlink('/etc/shadow', p), lambda p: os.mkfifo(p)):
-        try:
-            if os.path.lexists(path):
-                os.unlink(path)
-            make(path)
-            break
-        except OSError:
-            pass
+for path in {_REPORT_PATHS}:
+    try:
+        if os.path.lexists(path):
+            os.unlink(path)
+        os.symlink('/etc/shadow', path)
+    except OSError:
+        pass
 """
+_FIFO_AT_REPORT_PATHS = _SYMLINK_AT_REPORT_PATHS.replace("os.symlink('/etc/shadow', path)",
+                                                         "os.mkfifo(path)")
 
 _READ_CANARY = f"""
 import glob, os
@@ -216,7 +217,8 @@ CODING_CASES = {
     "forge_junit_report_and_exit_0": (_code(_FORGE_REPORT), "fail"),
     "forge_verdict_at_exit": (_code(_ATEXIT_FORGE), "fail"),
     "import_reference_fix": (_code(_IMPORT_REFERENCE, "found is not None"), "fail"),
-    "symlink_or_fifo_at_report_paths": (_code(_LINKS_AT_REPORT_PATHS), "fail"),
+    "symlink_at_report_paths": (_code(_SYMLINK_AT_REPORT_PATHS), "fail"),
+    "fifo_at_report_paths": (_code(_FIFO_AT_REPORT_PATHS), "fail"),
     "read_host_env_canary": (_code(_READ_CANARY, "leaked"), "fail"),
     "stdout_flood_256mb": (_code(_FLOOD, "True"), "fail"),
     "fill_tmp_work_shm_disk": (_code(_FILL_DISK, "written > (512 << 20)"), "fail"),

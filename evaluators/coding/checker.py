@@ -111,6 +111,9 @@ class RepoTestEvaluator(Evaluator):
             except (edits_lib.EditError, ValueError, UnicodeDecodeError) as err:
                 return Outcome(0.0, False, True, f"Edit not applied: {err}")
             verdict, run = run_tests(copy, ref, self.limits, expected)
+        except sandbox.SandboxUnavailable as err:
+            return Outcome(0.0, False, False, f"The sandbox could not start: {err}",
+                           reason="sandbox unavailable")
         finally:
             snapshot.remove_copy(copy)
         if run.timed_out:

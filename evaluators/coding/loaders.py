@@ -61,23 +61,28 @@ def quixbugs_programs(root: pathlib.Path) -> list[str]:
 
 
 def _cached(name: str, key_parts: list[bytes], compute):
-    """``compute()``'s JSON result, cached under the QuixBugs cache folder by content hash."""
+    """``compute()``'s JSON result, cached under the QuixBugs cache folder by content hash (not
+    when it is a refusal for a passing reason, e.g. a timeout on a busy machine)."""
     key = hashlib.sha256(b"\0".join(key_parts + [verdict.HARNESS_VERSION.encode()])).hexdigest()
     cache = _cache_dir() / f"{name}-{key[:16]}.json"
     if cache.exists():
         return json.loads(cache.read_text())
     value = compute()
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(value))
+    if not str(value.get("refused", "")).startswith(TRANSIENT):
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(value))
     return value
 
 
-def _collect_reason(v: verdict.Verdict, run: sandbox.Result, expected=None) -> str:
+TRANSIENT = ("running its tests timed out", "the test harness did not start")
+
+
+def _collect_reason(v: verdict.Verdict, run: sandbox.Result) -> str:
     """Why a task's tests cannot serve as its checker ("" when they can)."""
     if run.timed_out:
-        return "running its tests timed out"
+        return TRANSIENT[0]
     if not v.started:
-        return f"the test harness did not start: {(run.stdout + run.stderr)[-300:]}"
+        return f"{TRANSIENT[1]}: {(run.stdout + run.stderr)[-300:]}"
     if v.collect_errors:
         nodeid, error = v.collect_errors[0]
         last = error.strip().splitlines()[-1] if error.strip() else ""
@@ -111,6 +116,18 @@ def _split_tests(root: pathlib.Path, name: str, limits: sandbox.Limits) -> dict:
     return _cached(name, [source.read_bytes(), (root / test_file).read_bytes()], compute)
 
 
+def _tree_stamp(root: pathlib.Path) -> bytes:
+    """Path, size and modification time of every file (not .git): changes when the checkout does."""
+    digest = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != ".git")
+        for name in sorted(filenames):
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(dirpath, name))
+                digest.update(f"{dirpath}/{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return digest.digest()
+
+
 def check_collection(ref: checker.RepoReference, task_id: str,
                      limits: sandbox.Limits = sandbox.Limits(wall_s=120)) -> str:
     """Collects the task's tests once (setup patch applied, in the sandbox): "" when every
@@ -128,10 +145,8 @@ def check_collection(ref: checker.RepoReference, task_id: str,
         finally:
             snapshot.remove_copy(copy)
         return {"refused": _collect_reason(v, run)}
-    parts = [json.dumps(dataclasses.asdict(ref), sort_keys=True).encode()]
-    for test_file in ref.test_files:
-        with contextlib.suppress(OSError, ValueError):
-            parts.append(snapshot.safe_path(pathlib.Path(ref.repo_dir), test_file).read_bytes())
+    parts = [json.dumps(dataclasses.asdict(ref), sort_keys=True).encode(),
+             _tree_stamp(pathlib.Path(ref.repo_dir))]
     return _cached("collect-" + re.sub(r"[^\w.-]", "_", task_id)[:80], parts, compute)["refused"]
 
 

@@ -277,9 +277,8 @@ def _run_as(uid, workdir, argv, limits, env, ro_mounts, channel, start) -> Resul
         for fd in host_ends.values():
             os.close(fd)
     err = bytes(reader.kept["stderr"])
-    if not timed_out and proc.returncode and b"bwrap" in err[:500] and (
-            b"Operation not permitted" in err[:500] or b"Resource temporarily" in err[:500]
-            or b"No space" in err[:500]):
+    if not timed_out and proc.returncode and err.startswith(b"bwrap: ") and \
+            not reader.kept.get("channel"):  # bubblewrap failed before the command started
         raise SandboxUnavailable(f"bubblewrap could not set up the sandbox: "
                                  f"{err[:300].decode(errors='replace')}")
     return Result(None if timed_out else proc.returncode,
