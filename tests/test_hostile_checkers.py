@@ -13,6 +13,7 @@ import pathlib
 import re
 import shutil
 import tempfile
+import time
 
 import pytest
 
@@ -160,7 +161,7 @@ def test_the_repository_and_root_are_read_only_inside(readable_dir):
 def test_a_check_without_a_free_slot_is_not_completed(fx, monkeypatch):
     monkeypatch.setattr(sandbox, "SLOTS", 1)
     evaluator = RepoTestEvaluator(sandbox.Limits(wall_s=1.0))
-    with sandbox.slot(deadline=0):  # this test holds the only slot
+    with sandbox.slot(deadline=time.monotonic() + 5):  # this test holds the only slot
         outcome = evaluator.evaluate(evaluator.reset(fx.gcd), known_fix_diff(fx.repo, "gcd"))
     assert not outcome.completed and not outcome.failed_attempt
     assert "slots are busy" in outcome.feedback
@@ -189,5 +190,5 @@ def test_concurrent_slots_use_distinct_uids(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("per-slot uids need root to switch users")
     with contextlib.ExitStack() as stack:
-        uids = [stack.enter_context(sandbox.slot(deadline=0)) for _ in range(3)]
+        uids = [stack.enter_context(sandbox.slot(time.monotonic() + 5)) for _ in range(3)]
     assert len(set(uids)) == 3 and all(u >= sandbox.SLOT_UID_BASE for u in uids)

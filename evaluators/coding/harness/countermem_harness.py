@@ -47,6 +47,16 @@ def _attr(owner, name):
     return vars(owner).get(name) if isinstance(owner, type) else getattr(owner, name, None)
 
 
+def _repository_conftest(path: str) -> bool:
+    """A conftest.py of the repository: under /work and on a read-only mount (tested code can
+    create files only on writable ones)."""
+    try:
+        return path.endswith("/conftest.py") and path.startswith("/work/") and \
+            bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def _read_key(fd: int) -> bytes:
     key = b""
     while len(key) < 32:
@@ -101,8 +111,7 @@ class Harness:
 
     # pytest hooks ---------------------------------------------------------------------------
     def pytest_plugin_registered(self, plugin, manager):
-        file = getattr(plugin, "__file__", "") or ""
-        if self.collecting and not (file.endswith("/conftest.py") and file.startswith("/work/")):
+        if self.collecting and not _repository_conftest(getattr(plugin, "__file__", "") or ""):
             self.note(f"plugin {manager.get_name(plugin) or plugin!r} registered during the run")
 
     def pytest_collection(self, session):
@@ -134,6 +143,12 @@ class Harness:
 
     def pytest_runtest_logreport(self, report):
         self.phases.setdefault(report.nodeid, {})[report.when] = report.passed
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        yield
+        if "runtest" in vars(item):
+            self.note(f"{item.nodeid}: runtest was replaced on the item")
 
     def pytest_runtest_logfinish(self, nodeid, location):
         self.check_integrity()
