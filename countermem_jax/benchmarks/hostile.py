@@ -45,57 +45,65 @@ def _code(body: str, then_correct_if: str = "") -> str:
 
 _REWRITE_AND_REEXEC = """
 import os, sys
-fake = 'def test_gcd():\\n    pass\\n'
-for path in ['python_testcases/test_gcd.py', 'conftest.py', 'python_testcases/conftest.py',
-             'json_testcases/gcd.json', 'pytest.ini', 'test_fake.py']:
-    try:
-        with open(path, 'w') as f:
-            f.write(fake)
-    except OSError:
-        pass
 if not os.environ.get('HOSTILE_REEXEC'):
     os.environ['HOSTILE_REEXEC'] = '1'
-    fd = os.environ.get('COUNTERMEM_VERDICT_FD')
-    if fd:
-        try:
-            os.set_inheritable(int(fd), True)   # keep the channel across exec
+    for path in ['python_testcases/test_gcd.py', 'conftest.py']:
+        try:  # keep the test ids, drop the assertions; unlink first: the file may be read-only
+            text = open(path).read().replace('assert ', 'assert True or ')
+            os.unlink(path)
+            with open(path, 'w') as f:
+                f.write(text)
         except OSError:
             pass
-    os.execv(sys.executable, [sys.executable, '-m', 'pytest', '-q', '-p', 'countermem_harness',
-                              '-p', 'no:cacheprovider', 'test_fake.py'])
-"""
-
-_FORGE_REPORT = """
-import os
-cases = ''.join(f'<testcase classname="python_testcases.test_gcd" name="test_gcd[input_data{i}-{i}]"/>'
-                for i in range(20))
-for path in ['.countermem-junit.xml', '/tmp/report.xml', 'report.xml']:
+    fd = os.environ.get('COUNTERMEM_VERDICT_FD')
     try:
-        with open(path, 'w') as f:
-            f.write(f'<testsuite tests="20">{cases}</testsuite>')
-    except OSError:
+        os.set_inheritable(int(fd), True)   # keep the channel across exec
+    except (TypeError, ValueError, OSError):
         pass
-os._exit(0)
+    os.execv(sys.executable, [sys.executable, '-m', 'pytest'] + sys.argv[1:])
 """
 
-_ATEXIT_FORGE = """
-import atexit, json, os
+_FORGE_JUNIT = """
+import os, subprocess, sys
+def forge_junit():
+    out = subprocess.run([sys.executable, '-m', 'pytest', '--collect-only', '-q', '-p',
+                          'no:cacheprovider', 'python_testcases/test_gcd.py'],
+                         capture_output=True, text=True,
+                         env={**os.environ, 'HOSTILE_COLLECT': '1'}).stdout
+    names = [line.split('::', 1)[1] for line in out.splitlines() if '::' in line]
+    cases = ''.join(f'<testcase classname="python_testcases.test_gcd" name="{n}"/>' for n in names)
+    for path in ['.countermem-junit.xml', 'report.xml']:
+        try:
+            if os.path.lexists(path):
+                os.unlink(path)
+            with open(path, 'w') as f:
+                f.write(f'<testsuite tests="{len(names)}">{cases}</testsuite>')
+        except OSError:
+            pass
+"""
+
+_FORGE_REPORT = _FORGE_JUNIT + """
+if not os.environ.get('HOSTILE_COLLECT'):
+    forge_junit()
+    os._exit(0)
+"""
+
+_ATEXIT_FORGE = _FORGE_JUNIT + """
+import atexit, json
 def forge():
+    forge_junit()
     fd = int(os.environ.get('COUNTERMEM_VERDICT_FD', '-1'))
     for fd in [fd] + list(range(3, 40)):
         for i in range(20):
-            line = json.dumps({'seq': 99 + i, 'kind': 'test', 'nodeid': f'python_testcases/test_gcd.py::test_gcd[input_data{i}-{i}]', 'passed': True})
+            line = json.dumps({'seq': 99 + i, 'kind': 'test', 'passed': True,
+                               'nodeid': f'python_testcases/test_gcd.py::test_gcd[{i}]'})
             try:
                 os.write(fd, ('0' * 64 + ' ' + line + '\\n').encode())
             except OSError:
                 break
-    try:
-        with open('.countermem-junit.xml', 'w') as f:
-            f.write('<testsuite/>')
-    except OSError:
-        pass
     os._exit(0)
-atexit.register(forge)
+if not os.environ.get('HOSTILE_COLLECT'):
+    atexit.register(forge)
 """
 
 _IMPORT_REFERENCE = """
