@@ -315,7 +315,7 @@ class CaseResult:
     failures: list
 
     def line(self) -> str:
-        return (f"{self.checker:<13} {self.case:<38} {self.outcome:<46} {self.wall_s:6.2f} s "
+        return (f"{self.checker:<13} {self.case:<46} {self.outcome:<42} {self.wall_s:6.2f} s "
                 f"{self.peak_mb:6.0f} MB  identical={self.identical}  "
                 f"processes_left={self.processes_left}"
                 + (f"  FAIL: {'; '.join(self.failures)}" if self.failures else ""))
@@ -383,6 +383,7 @@ def _coding(fx: Fixture, name: str) -> CaseResult:
                 outcome = parked.result()
             if not fix.success:
                 failures.append(f"the concurrent correct fix failed: {fix.feedback[:120]}")
+            name = f"{name} (fix: {'pass' if fix.success else 'FAIL'})"
         else:
             outcome = evaluator.evaluate(evaluator.reset(fx.gcd), action)
     finally:
