@@ -244,6 +244,10 @@ def _run_as(uid, workdir, argv, limits, env, ro_mounts, channel, start) -> Resul
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
                                 pass_fds=pass_fds, env=HOST_ENV)
+    except BaseException:
+        for fd in host_ends.values():
+            os.close(fd)
+        raise
     finally:
         for fd in pass_fds:
             os.close(fd)
@@ -258,8 +262,11 @@ def _run_as(uid, workdir, argv, limits, env, ro_mounts, channel, start) -> Resul
             if remaining <= 0:
                 timed_out = True
                 break
-            if not reader.pump(min(remaining, 0.5)) and proc.poll() is not None:
-                break
+            if not reader.pump(min(remaining, 0.5)):  # every stream ended: wait for the exit
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(min(remaining, 0.1))
+                if proc.poll() is not None:
+                    break
             overflow = reader.read["stdout"] + reader.read["stderr"] > limits.read_bytes
             channel_overflow = reader.read.get("channel", 0) > limits.channel_bytes
             if overflow or channel_overflow:
