@@ -22,6 +22,21 @@ from evaluators.base import Evaluator, Outcome, Task, truncate
 from evaluators.smt import solving
 
 
+MAX_INDEX = 4096   # largest bit-vector width / extension an encoding action may use
+_INDEXED = re.compile(r"\(\s*_\s+[^\s()]+((?:\s+\d+)+)\s*\)")
+
+
+def check_indices(script: str) -> None:
+    """Refuses indexed sorts and operators (``(_ BitVec n)``, ``(_ zero_extend n)``, ``(_ bv5 n)``)
+    above MAX_INDEX: z3 bit-blasts them without looking at its timeout (a 10^8-bit ``bvmul``
+    takes ~30 s and ~5 GB; up to 4096 bits the deadline holds)."""
+    for match in _INDEXED.finditer(script):
+        for number in match.group(1).split():
+            if int(number) > MAX_INDEX:
+                raise solving.ScriptError(f"index {number} in {match.group(0)[:60]!r} is above "
+                                          f"{MAX_INDEX}")
+
+
 @dataclasses.dataclass(frozen=True)
 class EncodingReference:
     problem: object
@@ -44,6 +59,7 @@ class SMTEncodingEvaluator(Evaluator):
     def _check(self, task: Task, action: str) -> Outcome:
         problem = task.reference.problem
         try:
+            check_indices(action)
             result = solving.run_z3(action, self.timeout_ms)
         except solving.ScriptError as err:
             return Outcome(0.0, False, True, f"Solver error: {truncate(str(err), 600)}")
