@@ -1,5 +1,6 @@
 """Hostile actions against every checker (issue #11): each case is an action a shortcut-seeking
-model could send; it must not be scored a success, must stop within its time bound and the host's
+model could send (repository tests, SQL, SAT and SMT encodings, SQL rule edit operators); it
+must not be scored a success, must stop within its time bound and the host's
 memory bound, must leave the original repository or database byte-identical and leave no process.
 
     python -m countermem_jax.benchmarks.hostile [--only=substring]
@@ -293,6 +294,23 @@ SQL_CASES = {
                            "singer e, singer f, singer g, singer h, singer i",
 }
 
+_DOUBLINGS = "".join(f"(let ((x{i + 1} (concat x{i} x{i}))) " for i in range(14))
+SOLVER_CASES = {  # name: (checker, action); SMT encodings get a 2 s limit, SAT encodings 3 s
+    "sat_literal_2e9": ("sat", "p cnf 2000000000 1\nc var 1 x\n2000000000 0\n"),
+    "sat_header_1e20_variables": ("sat", "p cnf 99999999999999999999 1\nc var 1 x\n1 0\n"),
+    "smt_bitvector_1e8_bits": ("smt", "(declare-const a (_ BitVec 100000000))"
+                                      "(assert (= a (bvmul a a)))"),
+    "smt_concat_doubling_to_64m_bits": ("smt", "(declare-const x0 (_ BitVec 4096))(assert "
+                                               + _DOUBLINGS + "(= (bvmul x14 x14) (bvadd x14 x14))"
+                                               + ")" * 15),
+    "smt_timeout_option_1e6_s": ("smt", "(set-option :timeout 1000000000)(declare-const x Int)"
+                                        "(declare-const y Int)(declare-const z Int)(assert (> x 2))"
+                                        "(assert (> y 2))(assert (> z 2))(assert (= (+ (* x x x x)"
+                                        " (* y y y y)) (* z z z z)))"),
+    "smt_recursive_function": ("smt", "(declare-const a Int)(define-fun-rec f ((x Int)) Int "
+                                      "(+ 1 (f x)))(assert (= a (f 1)))"),
+}
+
 OPERATOR_CASES = {
     "sql_50_nested_parentheses": "SELECT " + "(" * 50 + "1" + ")" * 50 + " FROM t WHERE a > 1",
     "sql_500_nested_parentheses": "SELECT " + "(" * 500 + "1" + ")" * 500 + " FROM t WHERE a > 1",
@@ -425,6 +443,42 @@ def _sql(fx: Fixture, name: str) -> CaseResult:
     return CaseResult("sqlite-exec", name, label, outcome.wall_time, 0, identical, 0, failures)
 
 
+def _children() -> list[int]:
+    """Live processes whose parent is this one (e.g. solver workers left running)."""
+    me, found = str(os.getpid()), []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                fields = pathlib.Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[1] == me and fields[0] != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def _solver(fx: Fixture, name: str) -> CaseResult:
+    from evaluators.sat import SATEncodingEvaluator, encoding_tasks as sat_tasks
+    from evaluators.smt import SMTEncodingEvaluator, encoding_tasks as smt_tasks
+    kind, action = SOLVER_CASES[name]
+    if kind == "sat":
+        evaluator, task, limit = SATEncodingEvaluator(timeout_s=3.0), sat_tasks(
+            generated_per_family=1)[0], 3.0
+    else:
+        evaluator, task, limit = SMTEncodingEvaluator(timeout_ms=2000), smt_tasks(per_family=1)[0], 2.0
+    try:
+        outcome = evaluator.evaluate(evaluator.reset(task), action)
+    finally:
+        evaluator.close()
+    failures = ["scored as a success"] if outcome.success else []
+    if outcome.wall_time > limit + 3.0:
+        failures.append("past its time bound")
+    label = "refused " + ("completed: " + outcome.feedback[:28] if outcome.completed else
+                          f"not completed ({outcome.reason})")
+    return CaseResult(evaluator.name, name, label, outcome.wall_time, 0, True, len(_children()),
+                      failures)
+
+
 def _operator(fx: Fixture, name: str) -> CaseResult:
     from countermem_jax import operators
     sql = OPERATOR_CASES[name]
@@ -444,7 +498,7 @@ def _operator(fx: Fixture, name: str) -> CaseResult:
 
 CASES: dict[str, Callable[[Fixture, str], CaseResult]] = {
     **{name: _coding for name in CODING_CASES}, **{name: _sql for name in SQL_CASES},
-    **{name: _operator for name in OPERATOR_CASES}}
+    **{name: _solver for name in SOLVER_CASES}, **{name: _operator for name in OPERATOR_CASES}}
 
 
 def run_case(fx: Fixture, name: str) -> CaseResult:
@@ -475,6 +529,8 @@ def main(argv):
     failed = [r.case for r in results if r.failures]
     print_result({"cases": len(results), "failures": len(failed), "failed": failed,
                   "checkers": sorted({r.checker for r in results}),
+                  "cases_per_checker": {c: sum(r.checker == c for r in results)
+                                        for c in sorted({r.checker for r in results})},
                   "max_peak_mb": max((r.peak_mb for r in results), default=0.0)})
 
 
