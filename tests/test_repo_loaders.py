@@ -126,3 +126,34 @@ def test_bugsinpy_loader_and_fix(tmp_path):
     assert tasks[0].reference.fail_to_pass == ("tests/test_calc.py::test_add",)
     evaluator = RepoTestEvaluator()
     assert evaluator.evaluate(evaluator.reset(tasks[0]), FIX).success
+
+
+def test_quixbugs_split_leaves_out_tests_skipped_at_run_time(tmp_path, monkeypatch):
+    """A test that skips itself (QuixBugs' slow knapsack and levenshtein cases) is neither
+    FAIL_TO_PASS nor PASS_TO_PASS: no edit could make it pass."""
+    monkeypatch.setenv("COUNTERMEM_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "quixbugs"
+    for folder, body in [("python_programs", "def inc(x):\n    return x\n"),
+                         ("correct_python_programs", "def inc(x):\n    return x + 1\n")]:
+        (root / folder).mkdir(parents=True)
+        (root / folder / "inc.py").write_text(body)
+    (root / "python_testcases").mkdir()
+    (root / "python_testcases" / "test_inc.py").write_text(textwrap.dedent("""\
+        import pytest
+        from python_programs.inc import inc
+
+        def test_one():
+            assert inc(1) == 2
+
+        def test_zero_type():
+            assert isinstance(inc(0), int)
+
+        def test_slow():
+            pytest.skip("takes minutes")
+    """))
+    task = load_quixbugs(root, ["inc"])[0]
+    assert task.reference.fail_to_pass == ("python_testcases/test_inc.py::test_one",)
+    assert task.reference.pass_to_pass == ("python_testcases/test_inc.py::test_zero_type",)
+    evaluator = RepoTestEvaluator()
+    fix = "FILE: python_programs/inc.py\nLINES: 2-2\nREPLACE:\n    return x + 1"
+    assert evaluator.evaluate(evaluator.reset(task), fix).success

@@ -111,8 +111,9 @@ def _split_tests(root: pathlib.Path, name: str, limits: sandbox.Limits) -> dict:
                                              "results")
         if reason:
             return {"refused": reason}
-        return {"f2p": sorted(t for t, ok in v.outcomes.items() if not ok),
-                "p2p": sorted(t for t, ok in v.outcomes.items() if ok)}
+        ran = {t: ok for t, ok in v.outcomes.items() if t not in v.skipped}  # skipped: neither
+        return {"f2p": sorted(t for t, ok in ran.items() if not ok),
+                "p2p": sorted(t for t, ok in ran.items() if ok)}
     return _cached(name, [source.read_bytes(), (root / test_file).read_bytes()], compute)
 
 

@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import json
 
-HARNESS_VERSION = "2"   # part of the checker's version and of the QuixBugs split cache key
+HARNESS_VERSION = "3"   # part of the checker's version and of the QuixBugs split cache key
 
 
 @dataclasses.dataclass
@@ -20,6 +20,7 @@ class Verdict:
     finished: bool = False
     exitstatus: int | None = None
     outcomes: dict = dataclasses.field(default_factory=dict)   # node id -> passed?
+    skipped: set = dataclasses.field(default_factory=set)      # node ids skipped (not passed)
     collected: list = dataclasses.field(default_factory=list)
     missing: list = dataclasses.field(default_factory=list)     # expected ids not collected
     collect_errors: list = dataclasses.field(default_factory=list)  # (node id, error text)
@@ -75,6 +76,8 @@ def _apply(verdict: Verdict, record: dict) -> None:
         if nodeid in verdict.outcomes or nodeid not in verdict.collected:
             verdict.problems.append(f"a second or uncollected result for {nodeid}")
         verdict.outcomes[nodeid] = record.get("passed") is True
+        if record.get("skipped") is True:
+            verdict.skipped.add(nodeid)
     elif kind == "finish":
         verdict.finished = True
         verdict.exitstatus = record.get("exitstatus")

@@ -10,7 +10,8 @@ anything that does not hold the key, or appended after the last one, are detecte
 
 Records: ``start``; ``collect_error`` per collection failure; ``collected`` (the selected node
 ids, and the expected ids that were not collected); ``test`` per test (passed only if setup,
-call and teardown passed and the harness's own wrapper around the call saw no exception);
+call and teardown passed and the harness's own wrapper around the call saw no exception; skipped
+when a phase was skipped);
 ``finish`` (pytest's exit status, how many test calls the harness saw, and ``tampered``: the
 known in-process tampering patterns found, e.g. pytest's report machinery replaced or a plugin
 registered by tested code). ``COUNTERMEM_EXPECTED`` names a JSON list of node ids: only those run.
@@ -142,7 +143,8 @@ class Harness:
         self.calls[item.nodeid] = outcome.excinfo is None
 
     def pytest_runtest_logreport(self, report):
-        self.phases.setdefault(report.nodeid, {})[report.when] = report.passed
+        self.phases.setdefault(report.nodeid, {})[report.when] = \
+            "skipped" if report.skipped else report.passed
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):
@@ -155,7 +157,8 @@ class Harness:
         phases = self.phases.pop(nodeid, {})
         passed = (phases.get("setup") is True and phases.get("call") is True
                   and phases.get("teardown") is True and self.calls.get(nodeid) is True)
-        self.send("test", nodeid=nodeid, passed=passed, phases=phases)
+        self.send("test", nodeid=nodeid, passed=passed, phases=phases,
+                  skipped="skipped" in phases.values())
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
