@@ -154,6 +154,8 @@ class SQLEvaluator(Evaluator):
         except sqlite3.Error as err:
             if timed_out:
                 raise TimeoutError(f"query ran past {timeout_s or self.timeout_s:.1f}s") from None
+            if "user-defined function raised exception" in str(err):  # only printf/format are ours
+                raise QueryError(f"printf/format width or precision above {PRINTF_LIMIT}") from None
             raise QueryError(f"{type(err).__name__}: {err}") from None
         except (sqlite3.Warning, ValueError) as err:  # e.g. several statements at once
             raise QueryError(str(err)) from None
