@@ -12,6 +12,7 @@ import functools
 import itertools
 import re
 import sqlite3
+import time
 
 import sqlglot
 from sqlglot import exp
@@ -218,12 +219,26 @@ def _table_swap_variants(tree: exp.Expression, db_path: str, question: str):
             yield copy
 
 
+SQL_PARSE_LIMIT = 20_000  # characters; longer queries (e.g. huge IN-lists) get the regex edits
+SQL_EDIT_SECONDS = 2.0    # time bound on generating the AST edits of one query
+
+
 def sql_edits(sql: str, db_path: str | None = None, limit: int = 8,
               question: str = "") -> list[str]:
-    try:
-        tree = sqlglot.parse_one(sql, read="sqlite")
-    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
-        return _dedupe(sql, _regex_boundary_edits(sql))[:limit]
+    """Up to ``limit`` one-change edits of ``sql``. Never raises on a query SQLite accepts:
+    queries sqlglot cannot parse, nests too deeply for (RecursionError), or that are longer than
+    SQL_PARSE_LIMIT get the boundary edits found by a regular expression instead, and AST edits
+    stop after SQL_EDIT_SECONDS (issue #11)."""
+    if len(sql) <= SQL_PARSE_LIMIT:
+        try:
+            return _ast_edits(sql, db_path, limit, question, time.monotonic() + SQL_EDIT_SECONDS)
+        except (RecursionError, sqlglot.errors.ParseError, sqlglot.errors.TokenError):
+            pass
+    return _dedupe(sql, _regex_boundary_edits(sql))[:limit]
+
+
+def _ast_edits(sql, db_path, limit, question, deadline) -> list[str]:
+    tree = sqlglot.parse_one(sql, read="sqlite")
     out = []
     schema_edits = (itertools.chain(_table_swap_variants(tree, db_path, question),
                                     _column_swap_variants(tree, db_path, question))
@@ -234,7 +249,7 @@ def sql_edits(sql: str, db_path: str | None = None, limit: int = 8,
             out.append(variant.sql(dialect="sqlite"))
         except Exception:  # an edit sqlglot cannot print is skipped
             continue
-        if len(out) >= 3 * limit:
+        if len(out) >= 3 * limit or time.monotonic() > deadline:
             break
     if "nulls" not in sql.lower():  # sqlglot spells out SQLite's default NULL ordering on a flip
         out = [re.sub(r"\s+NULLS (FIRST|LAST)", "", o) for o in out]

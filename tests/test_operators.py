@@ -1,4 +1,8 @@
 """Module I's rule-based edit operators: one decision unit per edit, never a rewrite."""
+import sqlite3
+import time
+
+import pytest
 import sqlglot
 
 from countermem_jax import operators
@@ -71,3 +75,16 @@ def test_schema_edits_drop_an_unused_join_and_swap_the_table(benchdata):
                                 "COUNT(*) DESC LIMIT 1", poker, 4,
                                 "Give the nationality that is most common across all people.")
     assert edits[0] == "SELECT Nationality FROM people GROUP BY Nationality ORDER BY COUNT(*) DESC LIMIT 1"
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT " + "(" * 50 + "a" + ")" * 50 + " FROM t WHERE a > 1",        # RecursionError in sqlglot
+    "SELECT a FROM t WHERE a > 1 AND b IN (" + ", ".join(map(str, range(14000))) + ")",  # 80 KB
+], ids=["50-nested-parentheses", "80kb-in-list"])
+def test_sql_operators_never_raise_on_queries_sqlite_accepts(sql):
+    sqlite3.connect(":memory:").execute("CREATE TABLE t(a, b)").connection.execute(sql)
+    start = time.perf_counter()
+    edits = operators.sql_edits(sql, limit=4)
+    assert time.perf_counter() - start < operators.SQL_EDIT_SECONDS + 1.0
+    assert edits and all(">=" in e or "(" in e for e in edits)
+    assert len(edits) <= 4

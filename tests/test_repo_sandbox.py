@@ -3,7 +3,6 @@ import hashlib
 import pathlib
 import shutil
 import socket
-import subprocess
 import threading
 import time
 
@@ -27,13 +26,11 @@ def _tree_hash(root: pathlib.Path) -> str:
     return digest.hexdigest()
 
 
-def _sandbox_processes(wait_s: float = 3.0) -> list[str]:
-    """Live (non-zombie) processes of the sandbox user, after giving stragglers a moment."""
+def _sandbox_processes(wait_s: float = 3.0) -> list[int]:
+    """Live (non-zombie) processes of any sandbox slot uid, after giving stragglers a moment."""
     deadline = time.time() + wait_s
     while True:
-        out = subprocess.run(["ps", "-u", sandbox.SANDBOX_USER, "-o", "pid=,stat=,args="],
-                             capture_output=True, text=True).stdout
-        live = [l for l in out.splitlines() if l.split() and not l.split()[1].startswith("Z")]
+        live = sandbox.processes_of(sandbox.sandbox_uids())
         if not live or time.time() > deadline:
             return live
         time.sleep(0.1)

@@ -2,6 +2,7 @@
 import hashlib
 import json
 import pathlib
+import re
 
 import pytest
 
@@ -113,6 +114,30 @@ def test_cartesian_join_bomb_is_stopped_at_its_deadline(spider):
     assert outcome.wall_time < 3.0
     # The connection stays usable afterwards.
     assert evaluator.evaluate(evaluator.reset(task), task.reference.gold_sql).success
+
+
+@pytest.mark.parametrize("sql,message", [
+    ("SELECT zeroblob(1000000000)", "too big"),
+    ("SELECT randomblob(1000000000)", "too big"),
+    ("SELECT printf('%.*c', 1000000000, 'x')", "precision above"),  # ~17 s in SQLite unguarded
+    ("SELECT replace(hex(zeroblob(400000000)), '0', 'xx')", "too big"),
+    ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 100000) "
+     "SELECT randomblob(7000000) FROM c", "larger than 64 MB"),
+], ids=["zeroblob", "randomblob", "printf-padding", "hex-zeroblob", "rows-of-7mb-blobs"])
+def test_huge_values_stop_quickly_within_a_memory_cap(spider, sql, message):
+    evaluator = SQLEvaluator(timeout_s=3.0)
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    outcome = evaluator.evaluate(evaluator.reset(spider["spider/concert_singer/8"]), sql)
+    peak_mb = int(re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).group(1)) >> 10
+    assert outcome.completed and not outcome.success and message in outcome.feedback
+    assert outcome.wall_time < 3.0 and peak_mb < 400
+
+
+def test_guarded_printf_keeps_sqlite_results(spider, evaluator):
+    task = spider["spider/concert_singer/8"]
+    sql = "SELECT printf('%5.2f|%d|%s%%|%.*c', 3.14159, 7, 'ab', 3, 'x'), format('%*d', 4, 1)"
+    assert evaluator.run_query(task.reference.db_path, sql) == [(" 3.14|7|ab%|xxx", "   1")]
 
 
 def test_evaluation_does_not_change_the_state(spider, evaluator):

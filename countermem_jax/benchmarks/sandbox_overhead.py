@@ -30,3 +30,11 @@ def measure(repeats: int = 5, program: str = "gcd") -> dict:
                                               check=False), repeats)
     shutil.rmtree(plain, ignore_errors=True)
     return {"repo_sandbox_overhead_ms": (checked - bare) * 1e3, "repo_sandbox_bare_ms": bare * 1e3}
+
+
+if __name__ == "__main__":
+    from countermem_jax.benchmarks.common import print_result
+    result = measure()
+    print(f"sandboxed pytest overhead {result['repo_sandbox_overhead_ms']:.1f} ms beyond a bare run "
+          f"of {result['repo_sandbox_bare_ms']:.1f} ms (goal ≤ 150 ms)")
+    print_result(result)

@@ -1,19 +1,26 @@
 """Repository-test checker (paper Appendix D.1: SWE-bench Verified, BugsInPy; QuixBugs here).
 
-Each evaluation makes a fresh hard-linked copy of the snapshot, applies the edit to the copy,
-runs the task's tests with pytest inside the sandbox, and deletes the copy. U = fraction of
-FAIL_TO_PASS tests that pass, and 0 if any PASS_TO_PASS test breaks (U = 1 is SWE-bench's
-"resolved"). The original repository is never written.
+Each evaluation makes a fresh hard-linked copy of the snapshot (without the paths that reveal the
+answer, ``RepoReference.hidden``), applies the edit to the copy, runs exactly the task's
+FAIL_TO_PASS and PASS_TO_PASS tests with pytest inside the sandbox, and deletes the copy. The
+whole repository is read-only inside (tests, conftest files, pytest configuration, data), the
+harness plugin is mounted read-only from outside it, and the verdict travels over an
+authenticated pipe the host reads within the deadline (``verdict.py``), never through a file the
+tested code could write. U = fraction of FAIL_TO_PASS tests that pass, and 0 if any
+PASS_TO_PASS test breaks, if pytest exits non-zero after a full pass, or if the verdict is
+missing, partial, forged, for other tests, or shows tampering (U = 1 is SWE-bench's "resolved").
+The original repository is never written.
 """
 import dataclasses
+import json
 import pathlib
-import xml.etree.ElementTree as ET
 
 from evaluators.base import Evaluator, Outcome, Task, truncate
 from evaluators.coding import edits as edits_lib
-from evaluators.coding import sandbox, snapshot
+from evaluators.coding import sandbox, snapshot, verdict as verdict_lib
 
-REPORT = ".countermem-junit.xml"
+HARNESS_DIR = pathlib.Path(__file__).resolve().parent / "harness"
+EXPECTED = ".countermem-expected.json"   # written by the host into the copy (read-only inside)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,33 +33,44 @@ class RepoReference:
     pytest_args: tuple[str, ...] = ()
     python: str = "/usr/bin/python3"
     setup_patch: str = ""              # applied before the action (SWE-bench's test_patch)
+    hidden: tuple[str, ...] = ()       # never copied into the sandbox (e.g. reference fixes)
 
 
-def run_tests(copy: pathlib.Path, ref: RepoReference, limits: sandbox.Limits) -> tuple[dict, sandbox.Result]:
-    """{test id: passed?} for the reference's test files, run in the sandbox."""
-    argv = [ref.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={REPORT}",
-            *ref.pytest_args, *ref.test_files]
-    result = sandbox.run(str(copy), argv, limits)
-    outcomes = {}
-    report = copy / REPORT
-    if report.exists():
-        try:
-            for case in ET.parse(report).getroot().iter("testcase"):
-                classname, name = case.get("classname", ""), case.get("name", "")
-                path = classname.replace(".", "/") + ".py"
-                test_id = f"{path}::{name}"
-                failed = any(child.tag in ("failure", "error") for child in case)
-                skipped = any(child.tag == "skipped" for child in case)
-                if not skipped:
-                    outcomes[test_id] = not failed
-        except ET.ParseError:
-            pass
-    return outcomes, result
+def run_tests(copy: pathlib.Path, ref: RepoReference, limits: sandbox.Limits,
+              expected: set[str] | None = None) -> tuple[verdict_lib.Verdict, sandbox.Result]:
+    """Runs the reference's tests (only ``expected`` ids when given) in the sandbox; the verdict
+    comes from the harness over the channel."""
+    env = {"PYTHONPATH": "/harness"}
+    if expected is not None:
+        (copy / EXPECTED).write_text(json.dumps(sorted(expected)), encoding="utf-8")
+        env["COUNTERMEM_EXPECTED"] = f"/work/{EXPECTED}"
+    argv = [ref.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "countermem_harness",
+            "--rootdir=/work", "--tb=short", *ref.pytest_args, *ref.test_files]
+    result = sandbox.run(str(copy), argv, limits, env=env,
+                         ro_mounts=((str(HARNESS_DIR), "/harness"),), channel=True)
+    return verdict_lib.parse(result.channel, result.key), result
+
+
+def run_problems(verdict: verdict_lib.Verdict, run: sandbox.Result,
+                 expected: set[str] | None) -> list[str]:
+    """Everything that makes a started run's verdict unusable."""
+    problems = list(verdict.problems)
+    if run.channel_overflow:
+        problems.append("the verdict channel went past its size cap")
+    if verdict.finished and run.returncode != verdict.exitstatus:
+        problems.append(f"the process exited with {run.returncode}, but pytest's session ended "
+                        f"with {verdict.exitstatus}")
+    if verdict.finished and verdict.exitstatus not in (0, 1):
+        problems.append(f"pytest ended with exit status {verdict.exitstatus} (interrupted, "
+                        "internal error, usage error or no tests)")
+    if expected is not None:
+        problems += verdict_lib.coverage_problems(verdict, expected)
+    return problems
 
 
 class RepoTestEvaluator(Evaluator):
     name = "pytest-bwrap"
-    version = "1"
+    version = f"2+harness{verdict_lib.HARNESS_VERSION}"
 
     def __init__(self, limits: sandbox.Limits = sandbox.Limits(wall_s=60), scratch: str | None = None):
         self.limits = limits
@@ -83,7 +101,8 @@ class RepoTestEvaluator(Evaluator):
 
     def _check(self, task: Task, action: str) -> Outcome:
         ref: RepoReference = task.reference
-        copy = snapshot.make_copy(ref.repo_dir, self.scratch)
+        copy = snapshot.make_copy(ref.repo_dir, self.scratch, hidden=ref.hidden)
+        expected = set(ref.fail_to_pass) | set(ref.pass_to_pass)
         try:
             if ref.setup_patch:
                 self.apply(copy, ref, ref.setup_patch, restrict=False)
@@ -91,21 +110,38 @@ class RepoTestEvaluator(Evaluator):
                 changed = self.apply(copy, ref, action)
             except (edits_lib.EditError, ValueError, UnicodeDecodeError) as err:
                 return Outcome(0.0, False, True, f"Edit not applied: {err}")
-            outcomes, run = run_tests(copy, ref, self.limits)
+            verdict, run = run_tests(copy, ref, self.limits, expected)
+        except sandbox.SandboxUnavailable as err:
+            return Outcome(0.0, False, False, f"The sandbox could not start: {err}",
+                           reason="sandbox unavailable")
         finally:
             snapshot.remove_copy(copy)
         if run.timed_out:
             return Outcome(0.0, False, False, f"Tests ran past the {self.limits.wall_s:.0f}s limit "
                            "and were killed.", reason="timeout")
-        f2p = [t for t in ref.fail_to_pass]
+        if run.output_overflow:
+            return Outcome(0.0, False, True, f"The tests printed more than "
+                           f"{self.limits.read_bytes >> 20} MB and were stopped.",
+                           details={"problems": ["output flood"]})
+        if not verdict.started:
+            tail = truncate((run.stdout + run.stderr)[-600:], 600)
+            return Outcome(0.0, False, False, f"The test harness did not start: {tail}",
+                           reason="sandbox: harness did not start")
+        problems = run_problems(verdict, run, expected)
+        if problems:
+            errors = "; ".join(f"{n}: {e.strip().splitlines()[-1] if e.strip() else ''}"
+                               for n, e in verdict.collect_errors[:2])
+            feedback = (f"Tests could not be collected ({errors}). " if errors else "") + \
+                "No valid test verdict: " + "; ".join(problems[:3]) + "."
+            return Outcome(0.0, False, True, feedback,
+                           details={"changed": changed, "problems": problems,
+                                    "sandbox_s": run.wall_time})
+        outcomes = verdict.outcomes
+        f2p = list(ref.fail_to_pass)
         passed = [t for t in f2p if outcomes.get(t)]
         broken = [t for t in ref.pass_to_pass if not outcomes.get(t)]
-        if not outcomes:
-            tail = truncate((run.stdout + run.stderr)[-600:], 600)
-            return Outcome(0.0, False, True, f"No test result (collection failed?): {tail}",
-                           details={"returncode": run.returncode})
         utility = 0.0 if broken else len(passed) / max(len(f2p), 1)
-        ok = utility == 1.0
+        ok = utility == 1.0 and verdict.exitstatus == 0
         failing = [t.split("::", 1)[-1] for t in f2p if not outcomes.get(t)]
         feedback = (f"All {len(f2p)} target tests pass." if ok else
                     f"{len(passed)}/{len(f2p)} target tests pass"
@@ -113,6 +149,9 @@ class RepoTestEvaluator(Evaluator):
                     + (f"; broke {len(broken)} previously passing tests: "
                        f"{truncate(', '.join(b.split('::', 1)[-1] for b in broken[:5]), 200)}"
                        if broken else "") + ".")
+        if utility == 1.0 and not ok:
+            utility, feedback = 0.0, (f"Every task test passed, but pytest exited with "
+                                      f"{verdict.exitstatus}.")
         return Outcome(utility, ok, True, feedback,
                        details={"changed": changed, "passed": len(passed), "f2p": len(f2p),
                                 "broken": len(broken), "sandbox_s": run.wall_time})

@@ -2,23 +2,33 @@
 
 * QuixBugs (``$COUNTERMEM_DATA/quixbugs``): one task per program with a pytest file. The buggy
   program is run once through its tests in the sandbox: failing tests become FAIL_TO_PASS, passing
-  ones PASS_TO_PASS (cached under ``$COUNTERMEM_CACHE/quixbugs``). The known fix is kept for tests.
+  ones PASS_TO_PASS (cached under ``$COUNTERMEM_CACHE/quixbugs``). The known fixes
+  (``correct_python_programs/``) stay on the host for tests and never enter the sandbox.
+Every loader refuses, with a logged reason, a task whose tests cannot even be collected (missing
+helper module, syntax error in a test file, ids that do not exist): no edit could fix its
+"failing test".
 * BugsInPy: ``projects/<p>/bugs/<n>/{bug.info, bug_patch.txt, run_test.sh}`` plus a local checkout
   of the project at the buggy commit (users provide it: BugsInPy's own ``bugsinpy-checkout``).
 * SWE-bench: an ``instances`` JSON (FAIL_TO_PASS / PASS_TO_PASS as lists or JSON strings) plus a
   local checkout per instance at ``base_commit`` with its environment (users provide them).
 """
+import contextlib
+import dataclasses
 import difflib
 import hashlib
 import json
+import logging
 import os
 import pathlib
 import re
 
 from evaluators.base import Task
-from evaluators.coding import checker, sandbox, snapshot
+from evaluators.coding import checker, sandbox, snapshot, verdict
+from evaluators.coding import edits as edits_lib
 
 TIMEOUT_ARGS = ("--timeout=2",)  # per test; buggy programs may loop forever
+QUIXBUGS_HIDDEN = ("correct_python_programs",)  # the reference fixes never enter the sandbox
+_LOG = logging.getLogger(__name__)
 ACTION_HELP = ("Answer with one localized edit:\nFILE: <path>\nLINES: <first>-<last>\nREPLACE:\n"
                "<the new lines>\n(or a unified diff).")
 
@@ -50,29 +60,109 @@ def quixbugs_programs(root: pathlib.Path) -> list[str]:
     return names
 
 
-def _split_tests(root: pathlib.Path, name: str, limits: sandbox.Limits) -> tuple[list, list]:
-    """Runs the buggy program's tests once: (FAIL_TO_PASS, PASS_TO_PASS)."""
+def _cached(name: str, key_parts: list[bytes], compute):
+    """``compute()``'s JSON result, cached under the QuixBugs cache folder by content hash (not
+    when it is a refusal for a passing reason, e.g. a timeout on a busy machine)."""
+    key = hashlib.sha256(b"\0".join(key_parts + [verdict.HARNESS_VERSION.encode()])).hexdigest()
+    cache = _cache_dir() / f"{name}-{key[:16]}.json"
+    if cache.exists():
+        return json.loads(cache.read_text())
+    value = compute()
+    if not str(value.get("refused", "")).startswith(TRANSIENT):
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(value))
+    return value
+
+
+TRANSIENT = ("running its tests timed out", "the test harness did not start")
+
+
+def _collect_reason(v: verdict.Verdict, run: sandbox.Result) -> str:
+    """Why a task's tests cannot serve as its checker ("" when they can)."""
+    if run.timed_out:
+        return TRANSIENT[0]
+    if not v.started:
+        return f"{TRANSIENT[1]}: {(run.stdout + run.stderr)[-300:]}"
+    if v.collect_errors:
+        nodeid, error = v.collect_errors[0]
+        last = error.strip().splitlines()[-1] if error.strip() else ""
+        return f"its tests cannot be collected ({nodeid}: {last[:200]})"
+    problems = checker.run_problems(v, run, None)
+    if v.missing:
+        problems.append(f"{len(v.missing)} task tests are not collected (e.g. {v.missing[0]})")
+    return "; ".join(problems)
+
+
+def _split_tests(root: pathlib.Path, name: str, limits: sandbox.Limits) -> dict:
+    """Runs the buggy program's tests once: {"f2p", "p2p"}, or {"refused": reason} when they
+    cannot even be collected."""
     test_file = f"python_testcases/test_{name}.py"
     source = root / "python_programs" / f"{name}.py"
-    key = hashlib.sha256(source.read_bytes() + (root / test_file).read_bytes()).hexdigest()[:16]
-    cache = _cache_dir() / f"{name}-{key}.json"
-    if cache.exists():
-        data = json.loads(cache.read_text())
-        return data["f2p"], data["p2p"]
-    ref = checker.RepoReference(str(root), (test_file,), (), (), (), TIMEOUT_ARGS)
-    copy = snapshot.make_copy(root)
-    try:
-        outcomes, run = checker.run_tests(copy, ref, limits)
-    finally:
-        snapshot.remove_copy(copy)
-    if not outcomes:
-        raise DataError(f"QuixBugs {name}: running its tests gave no results: "
-                        f"{(run.stdout + run.stderr)[-300:]}")
-    f2p = sorted(t for t, ok in outcomes.items() if not ok)
-    p2p = sorted(t for t, ok in outcomes.items() if ok)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps({"f2p": f2p, "p2p": p2p}))
-    return f2p, p2p
+
+    def compute():
+        ref = checker.RepoReference(str(root), (test_file,), (), (), (), TIMEOUT_ARGS,
+                                    hidden=QUIXBUGS_HIDDEN)
+        copy = snapshot.make_copy(root, hidden=QUIXBUGS_HIDDEN)
+        try:
+            v, run = checker.run_tests(copy, ref, limits)
+        finally:
+            snapshot.remove_copy(copy)
+        reason = _collect_reason(v, run) or ("" if v.outcomes else "running its tests gave no "
+                                             "results")
+        if reason:
+            return {"refused": reason}
+        ran = {t: ok for t, ok in v.outcomes.items() if t not in v.skipped}  # skipped: neither
+        return {"f2p": sorted(t for t, ok in ran.items() if not ok),
+                "p2p": sorted(t for t, ok in ran.items() if ok)}
+    return _cached(name, [source.read_bytes(), (root / test_file).read_bytes()], compute)
+
+
+def _tree_stamp(root: pathlib.Path) -> bytes:
+    """Path, size and modification time of every file (not .git): changes when the checkout does."""
+    digest = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != ".git")
+        for name in sorted(filenames):
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(dirpath, name))
+                digest.update(f"{dirpath}/{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return digest.digest()
+
+
+def check_collection(ref: checker.RepoReference, task_id: str,
+                     limits: sandbox.Limits = sandbox.Limits(wall_s=120)) -> str:
+    """Collects the task's tests once (setup patch applied, in the sandbox): "" when every
+    FAIL_TO_PASS and PASS_TO_PASS id is collected without error, else the reason to refuse it."""
+    def compute():
+        copy = snapshot.make_copy(ref.repo_dir, hidden=ref.hidden)
+        try:
+            if ref.setup_patch:
+                checker.RepoTestEvaluator().apply(copy, ref, ref.setup_patch, restrict=False)
+            collect_ref = dataclasses.replace(ref, pytest_args=ref.pytest_args + ("--collect-only",))
+            v, run = checker.run_tests(copy, collect_ref, limits,
+                                       set(ref.fail_to_pass) | set(ref.pass_to_pass))
+        except (edits_lib.EditError, ValueError, UnicodeDecodeError) as err:
+            return {"refused": f"its setup patch does not apply: {err}"}
+        finally:
+            snapshot.remove_copy(copy)
+        return {"refused": _collect_reason(v, run)}
+    parts = [json.dumps(dataclasses.asdict(ref), sort_keys=True).encode(),
+             _tree_stamp(pathlib.Path(ref.repo_dir))]
+    return _cached("collect-" + re.sub(r"[^\w.-]", "_", task_id)[:80], parts, compute)["refused"]
+
+
+def _keep_collectable(tasks: list[Task], check: bool) -> list[Task]:
+    """Drops (with a logged reason) the tasks whose tests cannot be collected."""
+    if not check:
+        return tasks
+    kept = []
+    for task in tasks:
+        reason = check_collection(task.reference, task.task_id)
+        if reason:
+            _LOG.warning("refused %s: %s", task.task_id, reason)
+        else:
+            kept.append(task)
+    return kept
 
 
 def known_fix_diff(root: pathlib.Path, name: str) -> str:
@@ -89,7 +179,11 @@ def load_quixbugs(root: str | pathlib.Path, names=None,
     root = pathlib.Path(root)
     tasks = []
     for name in names or quixbugs_programs(root):
-        f2p, p2p = _split_tests(root, name, limits)
+        split = _split_tests(root, name, limits)
+        if "refused" in split:
+            _LOG.warning("refused quixbugs/%s: %s", name, split["refused"])
+            continue
+        f2p, p2p = split["f2p"], split["p2p"]
         if not f2p:
             continue  # the buggy program already passes every test we have: nothing to repair
         rel = f"python_programs/{name}.py"
@@ -102,7 +196,8 @@ def load_quixbugs(root: str | pathlib.Path, names=None,
                     + ", ".join(t.split('::', 1)[1] for t in f2p[:6]),
             decision_unit="localized edit", environment="quixbugs",
             reference=checker.RepoReference(str(root), (f"python_testcases/test_{name}.py",),
-                                            tuple(f2p), tuple(p2p), (rel,), TIMEOUT_ARGS),
+                                            tuple(f2p), tuple(p2p), (rel,), TIMEOUT_ARGS,
+                                            hidden=QUIXBUGS_HIDDEN),
             features={"program": name, "file": rel}))
     return tasks
 
@@ -112,8 +207,10 @@ def _as_list(value) -> list[str]:
 
 
 def load_swebench(instances_json: str | pathlib.Path, checkouts: str | pathlib.Path,
-                  python: str = "/usr/bin/python3") -> list[Task]:
-    """SWE-bench instances whose checkout exists at ``checkouts/<instance_id>``."""
+                  python: str = "/usr/bin/python3", check_tests: bool = True) -> list[Task]:
+    """SWE-bench instances whose checkout exists at ``checkouts/<instance_id>``; with
+    ``check_tests`` an instance whose tests cannot be collected is refused (logged with the
+    reason)."""
     path = pathlib.Path(instances_json)
     try:
         instances = json.loads(path.read_text())
@@ -147,7 +244,7 @@ def load_swebench(instances_json: str | pathlib.Path, checkouts: str | pathlib.P
     if missing and not tasks:
         raise DataError(f"no SWE-bench checkout found under {checkouts} (expected one folder per "
                         f"instance id, e.g. {missing[0]}); see README 'Coding data'")
-    return tasks
+    return _keep_collectable(tasks, check_tests)
 
 
 def parse_bug_info(text: str) -> dict:
@@ -160,8 +257,9 @@ def parse_bug_info(text: str) -> dict:
 
 
 def load_bugsinpy(bugsinpy_root: str | pathlib.Path, checkouts: str | pathlib.Path,
-                  python: str = "/usr/bin/python3") -> list[Task]:
-    """BugsInPy bugs with a checkout at ``checkouts/<project>-<bug>``."""
+                  python: str = "/usr/bin/python3", check_tests: bool = True) -> list[Task]:
+    """BugsInPy bugs with a checkout at ``checkouts/<project>-<bug>``; with ``check_tests`` a bug
+    whose tests cannot be collected is refused (logged with the reason)."""
     root = pathlib.Path(bugsinpy_root) / "projects"
     if not root.is_dir():
         raise DataError(f"{root}: BugsInPy projects folder not found")
@@ -189,4 +287,4 @@ def load_bugsinpy(bugsinpy_root: str | pathlib.Path, checkouts: str | pathlib.Pa
             reference=checker.RepoReference(str(repo), test_files, tuple(tests), (), tuple(files),
                                             (), python),
             features={"project": project, "python_version": info.get("python_version", "")}))
-    return tasks
+    return _keep_collectable(tasks, check_tests)

@@ -1,10 +1,10 @@
 """Cheap working copies of a repository snapshot: directories are created, files hard-linked.
 
-Hard links cost no data copy. They are safe because the linked files stay owned by their owner
-with their mode, and the sandbox user cannot write them in place: an edit replaces the file in
-the copy (new inode), never the shared one. Files the sandbox user could write (owned by it, or
-group/world-writable) are copied instead of linked, so the original repository is never writable
-from inside.
+Hard links cost no data copy. They are safe because the copy is mounted read-only inside the
+sandbox and an edit replaces a file of the copy (new inode), never the shared one. Files a
+sandbox uid could write (owned by one, or group/world-writable) are copied instead of linked, so
+the original repository is not writable through them even outside a read-only mount. Paths in
+``hidden`` (e.g. QuixBugs' reference fixes) are left out of the copy altogether.
 """
 import os
 import pathlib
@@ -14,25 +14,27 @@ import tempfile
 
 
 def _linkable(st: os.stat_result, sandbox_uid: int) -> bool:
-    return st.st_uid != sandbox_uid and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return st.st_uid != sandbox_uid and st.st_uid < 2_000_000_000 and \
+        not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 def make_copy(source: str | os.PathLike, parent: str | None = None, sandbox_uid: int = 65534,
-              sandbox_gid: int = 65534, skip=("__pycache__", ".pytest_cache", ".git")) -> pathlib.Path:
+              skip=("__pycache__", ".pytest_cache", ".git"), hidden=()) -> pathlib.Path:
     source = pathlib.Path(source)
     root = pathlib.Path(tempfile.mkdtemp(prefix="countermem-copy-", dir=parent))
+    root.chmod(0o755)
+    hidden = {pathlib.PurePosixPath(h) for h in hidden}
     for dirpath, dirnames, filenames in os.walk(source):
-        dirnames[:] = [d for d in dirnames if d not in skip]
         rel = pathlib.Path(dirpath).relative_to(source)
+        dirnames[:] = [d for d in dirnames if d not in skip and
+                       pathlib.PurePosixPath(rel, d) not in hidden]
         target_dir = root / rel
         target_dir.mkdir(exist_ok=True)
-        if os.geteuid() == 0:
-            os.chown(target_dir, sandbox_uid, sandbox_gid)
         for name in filenames:
             src = pathlib.Path(dirpath) / name
             dst = target_dir / name
             st = src.lstat()
-            if stat.S_ISLNK(st.st_mode):
+            if stat.S_ISLNK(st.st_mode) or pathlib.PurePosixPath(rel, name) in hidden:
                 continue  # links could point anywhere; snapshots are used without them
             if _linkable(st, sandbox_uid):
                 try:

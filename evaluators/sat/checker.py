@@ -50,11 +50,12 @@ class _SolverEvaluator(Evaluator):
 class SATEncodingEvaluator(_SolverEvaluator):
     name = "pysat-encoding"
     version = "1"
+    max_var = 1_000_000   # largest variable an encoding action may use (issue #11)
 
     def _check(self, task: Task, action: str) -> Outcome:
         ref: EncodingReference = task.reference
         try:
-            cnf = dimacs.parse(action)
+            cnf = dimacs.parse(action, max_var=self.max_var)
         except dimacs.DimacsError as err:
             return Outcome(0.0, False, True, f"Malformed CNF: {err}")
         if not cnf.names:

@@ -21,7 +21,10 @@ class CNF:
     names: dict  # var -> name, from "c var N NAME" lines
 
 
-def parse(text: str, max_clauses: int = 2_000_000) -> CNF:
+def parse(text: str, max_clauses: int = 2_000_000, max_var: int | None = None) -> CNF:
+    """Parses DIMACS CNF with a ``c var <n> <name>`` map. ``max_var`` bounds the literals
+    actually used (solvers allocate per variable up to the largest one: a clause ``2000000000 0``
+    alone costs gigabytes and a minute before the deadline can act)."""
     header = None
     clauses, current, names = [], [], {}
     for lineno, raw in enumerate(text.splitlines(), start=1):
@@ -56,6 +59,9 @@ def parse(text: str, max_clauses: int = 2_000_000) -> CNF:
                 if len(clauses) > max_clauses:
                     raise DimacsError(f"more than {max_clauses} clauses")
             else:
+                if max_var is not None and abs(lit) > max_var:
+                    raise DimacsError(f"line {lineno}: literal {lit} is above the {max_var} "
+                                      "variables an encoding may use")
                 if abs(lit) > header[0]:
                     raise DimacsError(f"line {lineno}: literal {lit} exceeds the {header[0]} "
                                       "declared variables")

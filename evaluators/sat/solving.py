@@ -6,17 +6,12 @@ cannot be interrupted, so they run in a persistent worker process that is killed
 a job passes its deadline.
 """
 import dataclasses
-import os
-import pickle
-import select
-import struct
-import subprocess
-import sys
 import threading
 
 from pysat.solvers import Solver
 
-_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from evaluators.worker import WorkerProcess
+
 INTERRUPTIBLE = frozenset({"minisat22", "minisatgh", "glucose3", "glucose4", "glucose42",
                            "maplechrono", "maplecm", "maplesat", "mergesat3"})
 KNOWN = INTERRUPTIBLE | {"cadical103", "cadical153", "cadical195", "lingeling", "kissat404",
@@ -77,43 +72,6 @@ def _run(job: SolveJob, interrupt_after: float | None = None) -> SolveResult:
                            interrupted=status == "UNKNOWN" and fired.is_set())
 
 
-def _read_exact(stream, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = stream.read(n - len(data))
-        if not chunk:
-            raise EOFError
-        data += chunk
-    return data
-
-
-def _send(stream, obj) -> None:
-    payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(struct.pack("<Q", len(payload)) + payload)
-    stream.flush()
-
-
-def _recv(stream):
-    (size,) = struct.unpack("<Q", _read_exact(stream, 8))
-    return pickle.loads(_read_exact(stream, size))
-
-
-def worker_main() -> None:
-    """Entry point of the worker process (``python -m evaluators.sat._worker``): solve jobs read
-    from stdin, write results to stdout, until stdin closes."""
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # nothing but frames may reach the parent's pipe
-    while True:
-        try:
-            job = _recv(stdin)
-        except EOFError:
-            return
-        try:
-            _send(stdout, ("ok", _run(job)))
-        except Exception as err:  # reported to the parent as a crash of the check
-            _send(stdout, ("error", f"{type(err).__name__}: {err}"))
-
-
 class SolverRunner:
     """Runs jobs in-process when the solver is interruptible, else in a worker process.
 
@@ -123,22 +81,7 @@ class SolverRunner:
     """
 
     def __init__(self):
-        self._proc: subprocess.Popen | None = None
-        self._lock = threading.Lock()
-
-    def _ensure_worker(self):
-        if self._proc is None or self._proc.poll() is not None:
-            self._proc = subprocess.Popen([sys.executable, "-m", "evaluators.sat._worker"],
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          cwd=_PACKAGE_ROOT, start_new_session=True)
-
-    def _kill_worker(self):
-        if self._proc is not None:
-            self._proc.kill()
-            self._proc.wait(5)
-            for stream in (self._proc.stdin, self._proc.stdout):
-                stream.close()
-        self._proc = None
+        self._worker = WorkerProcess("evaluators.sat._worker")
 
     def solve(self, job: SolveJob, timeout_s: float, isolate: bool | None = None) -> SolveResult:
         """Raises TimeoutError when the deadline passes, RuntimeError if the solver crashed."""
@@ -151,27 +94,7 @@ class SolverRunner:
             if result.interrupted:
                 raise TimeoutError(f"{job.solver} interrupted after {timeout_s:.1f}s")
             return result
-        with self._lock:
-            self._ensure_worker()
-            try:
-                _send(self._proc.stdin, job)
-            except BrokenPipeError:
-                self._kill_worker()
-                raise RuntimeError(f"{job.solver} worker died") from None
-            ready, _, _ = select.select([self._proc.stdout], [], [], timeout_s)
-            if not ready:
-                self._kill_worker()
-                raise TimeoutError(f"{job.solver} killed after {timeout_s:.1f}s")
-            try:
-                kind, payload = _recv(self._proc.stdout)
-            except EOFError:
-                self._kill_worker()
-                raise RuntimeError(f"{job.solver} worker died") from None
-        if kind == "error":
-            raise RuntimeError(payload)
-        return payload
+        return self._worker.call(job, timeout_s, job.solver)
 
     def close(self):
-        with self._lock:
-            self._kill_worker()
-
+        self._worker.close()

@@ -1,7 +1,7 @@
 """SMT checkers.
 
 * ``SMTEncodingEvaluator``: the action is an SMT-LIB 2 script for a generated problem. It runs in a
-  fresh z3 context; the values of the problem's named constants are read from the model and
+  fresh z3 context in a worker process (killed at the deadline, 2 GB address-space cap); the values of the problem's named constants are read from the model and
   validated against the original problem in Python. U = fraction of constraints satisfied.
 * ``SMTSolverEvaluator``: the action configures a solver for an SMT-LIB file with a declared
   status, in ``key: value`` lines::
@@ -20,6 +20,22 @@ import re
 
 from evaluators.base import Evaluator, Outcome, Task, truncate
 from evaluators.smt import solving
+from evaluators.worker import WorkerProcess
+
+
+MAX_INDEX = 4096   # largest bit-vector width / extension an encoding action may use
+_INDEXED = re.compile(r"\(\s*_\s+[^\s()]+((?:\s+\d+)+)\s*\)")
+
+
+def check_indices(script: str) -> None:
+    """Refuses indexed sorts and operators (``(_ BitVec n)``, ``(_ zero_extend n)``, ``(_ bv5 n)``)
+    above MAX_INDEX: z3 bit-blasts them without looking at its timeout (a 10^8-bit ``bvmul``
+    takes ~30 s and ~5 GB; up to 4096 bits the deadline holds)."""
+    for match in _INDEXED.finditer(script):
+        for number in match.group(1).split():
+            if int(number) > MAX_INDEX:
+                raise solving.ScriptError(f"index {number} in {match.group(0)[:60]!r} is above "
+                                          f"{MAX_INDEX}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,15 +54,20 @@ class SMTEncodingEvaluator(Evaluator):
     name = "z3-encoding"
     version = f"1+z3-{solving.z3.get_version_string()}"
 
-    def __init__(self, timeout_ms: int = 5000):
+    def __init__(self, timeout_ms: int = 5000, memory_bytes: int = 2 << 30):
         self.timeout_ms = timeout_ms
+        self._worker = WorkerProcess("evaluators.smt._worker", memory_bytes)
 
     def _check(self, task: Task, action: str) -> Outcome:
         problem = task.reference.problem
         try:
-            result = solving.run_z3(action, self.timeout_ms)
+            check_indices(action)
+            result = self._worker.call((action, self.timeout_ms), self.timeout_ms / 1000 + 2.0,
+                                       "z3")
         except solving.ScriptError as err:
             return Outcome(0.0, False, True, f"Solver error: {truncate(str(err), 600)}")
+        if result.status == "error":
+            return Outcome(0.0, False, True, f"Solver error: {truncate(result.reason, 600)}")
         if result.status == "unknown":
             return Outcome(0.0, False, False, f"Solver gave up: {result.reason}", reason="timeout")
         if result.status == "unsat":
@@ -60,6 +81,9 @@ class SMTEncodingEvaluator(Evaluator):
         return Outcome(1.0 if ok else check.utility, ok, True, feedback,
                        details={"status": "sat", "satisfied": check.satisfied,
                                 "total": check.total})
+
+    def close(self) -> None:
+        self._worker.close()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,6 +2,9 @@
 
 z3 runs in-process (its ``timeout`` parameter stops a check); cvc5 too (``tlimit-per``). Each
 call builds a new context, so no declaration or assertion leaks from one action into the next.
+Model-written encodings run in a worker process instead (``run_z3_job``, ``evaluators/worker.py``):
+z3 does not look at its timeout while bit-blasting, so a huge bit-vector term is stopped only by
+killing the worker at the deadline, under an address-space cap.
 """
 import dataclasses
 import fractions
@@ -73,6 +76,15 @@ def run_z3(script: str, timeout_ms: int, tactics: tuple[str, ...] = (),
     if answer == z3.unsat:
         return SMTResult("unsat", {})
     return SMTResult("unknown", {}, reason=solver.reason_unknown())
+
+
+def run_z3_job(job: tuple) -> SMTResult:
+    """``run_z3(*job)`` for the worker process; a rejected script comes back as status "error"
+    (exceptions other than the solver's own are the worker's crash)."""
+    try:
+        return run_z3(*job)
+    except ScriptError as err:
+        return SMTResult("error", {}, reason=str(err))
 
 
 def _z3_message(err) -> str:

@@ -3,7 +3,9 @@
 Predicted and gold SQL run on the same SQLite file, opened read-only (``mode=ro``) with an
 authorizer that permits only reads, so no action — writes, DROP, ATTACH, PRAGMA, several
 statements — can change a byte of the database. A progress handler stops any query at its
-deadline. Comparison follows the official evaluators: Spider execution accuracy compares the
+deadline, SQLite's own length limits stop any single value past ``max_value_bytes`` (``zeroblob``,
+``randomblob``, ``printf`` padding, ``group_concat``) and the fetch stops past ``max_rows`` rows or
+``max_result_bytes`` bytes, so a hostile query costs bounded time and memory. Comparison follows the official evaluators: Spider execution accuracy compares the
 multisets of rows, in order only when the gold query has a top-level ORDER BY; BIRD compares sets
 of rows. U is 0 or 1: no partial credit is invented. Feedback gives errors, the predicted row
 count and a few predicted rows, never the gold rows.
@@ -34,6 +36,37 @@ class SQLReference:
 
 class QueryError(Exception):
     pass
+
+
+_FORMAT_SPEC = re.compile(r"%[-+ 0#,!]*(\*|\d+)?(?:\.(\*|\d+))?[a-zA-Z%]")
+PRINTF_LIMIT = 1_000_000   # largest width or precision printf/format may use
+
+
+def _as_int(value) -> int:
+    try:
+        return int(float(value))
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
+def _guarded_printf(local: threading.local):
+    """SQLite's printf/format behind a check of every width and precision: SQLite pads
+    ``%.*c`` one character at a time without looking at its deadline (1e9 takes ~17 s), so
+    larger ones are refused before the built-in (on a private in-memory connection) runs."""
+    def printf(fmt, *args):
+        if isinstance(fmt, str):
+            star_args = iter(args)
+            for spec in _FORMAT_SPEC.finditer(fmt):
+                for part in spec.groups():
+                    value = next(star_args, 0) if part == "*" else part
+                    if part is not None and abs(_as_int(value)) > PRINTF_LIMIT:
+                        raise ValueError(f"printf width or precision above {PRINTF_LIMIT}")
+                if spec.group(0) != "%%" and spec.group(0)[-1] != "%":
+                    next(star_args, None)
+        conn = local.__dict__.setdefault("printf_conn", sqlite3.connect(":memory:"))
+        marks = ", ".join("?" * (len(args) + 1))
+        return conn.execute(f"SELECT printf({marks})", (fmt, *args)).fetchone()[0]
+    return printf
 
 
 def _authorizer(action, arg1, arg2, db_name, trigger):
@@ -69,9 +102,14 @@ class SQLEvaluator(Evaluator):
     name = "sqlite-exec"
     version = f"1+sqlite{sqlite3.sqlite_version}"
 
-    def __init__(self, timeout_s: float = 10.0, max_rows: int = 200_000, feedback_rows: int = 3):
+    def __init__(self, timeout_s: float = 10.0, max_rows: int = 200_000, feedback_rows: int = 3,
+                 max_value_bytes: int = 8 << 20, max_result_bytes: int = 64 << 20,
+                 max_sql_bytes: int = 1 << 20):
         self.timeout_s = timeout_s
         self.max_rows = max_rows
+        self.max_value_bytes = max_value_bytes
+        self.max_result_bytes = max_result_bytes
+        self.max_sql_bytes = max_sql_bytes
         self.feedback_rows = feedback_rows
         self._local = threading.local()
         self._gold_cache: dict[tuple[str, str], tuple[list, bool]] = {}
@@ -82,6 +120,10 @@ class SQLEvaluator(Evaluator):
             conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, check_same_thread=False)
             conn.text_factory = lambda b: b.decode("utf-8", errors="replace")
             conn.set_authorizer(_authorizer)
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self.max_value_bytes)
+            conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, self.max_sql_bytes)
+            for name in ("printf", "format"):
+                conn.create_function(name, -1, _guarded_printf(self._local))
             conns[db_path] = conn
         return conns[db_path]
 
@@ -100,18 +142,20 @@ class SQLEvaluator(Evaluator):
         conn.set_progress_handler(progress, 1000)
         try:
             cursor = conn.execute(sql)
-            rows = []
-            while True:
-                chunk = cursor.fetchmany(4096)
-                if not chunk:
-                    break
-                rows.extend(chunk)
+            rows, size = [], 0
+            for row in cursor:
+                rows.append(row)
+                size += sum(len(v) if isinstance(v, (str, bytes)) else 8 for v in row)
                 if len(rows) > self.max_rows:
                     raise QueryError(f"result has more than {self.max_rows} rows")
+                if size > self.max_result_bytes:
+                    raise QueryError(f"result is larger than {self.max_result_bytes >> 20} MB")
             return rows
         except sqlite3.Error as err:
             if timed_out:
                 raise TimeoutError(f"query ran past {timeout_s or self.timeout_s:.1f}s") from None
+            if "user-defined function raised exception" in str(err):  # only printf/format are ours
+                raise QueryError(f"printf/format width or precision above {PRINTF_LIMIT}") from None
             raise QueryError(f"{type(err).__name__}: {err}") from None
         except (sqlite3.Warning, ValueError) as err:  # e.g. several statements at once
             raise QueryError(str(err)) from None
