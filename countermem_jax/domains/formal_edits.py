@@ -82,20 +82,32 @@ def amber_edits(task, action: str, limit: int = 8) -> list[str]:
 def _annotation_variants(program: str, bound_invariant: str) -> list[str]:
     lines = program.splitlines()
     out = []
+    in_block = False    # inside a Verus ``invariant`` clause list written one clause per line
     for i, line in enumerate(lines):
-        if not _ANNOTATION.match(line):
+        stripped = line.strip()
+        clause = in_block and stripped and not re.match(r"[{}]|(ensures|requires|decreases)\b",
+                                                         stripped)
+        in_block = stripped == "invariant" or bool(clause and stripped.endswith(","))
+        if not (_ANNOTATION.match(line) or clause):
             continue
         for m in _CMP.finditer(line):
             flipped = line[:m.start()] + _FLIP[m.group(0)] + line[m.end():]
             out.append("\n".join(lines[:i] + [flipped] + lines[i + 1:]))
-        if not line.lstrip().startswith("decreases"):
+        if not line.lstrip().startswith("decreases") and stripped != "invariant":
             out.append("\n".join(lines[:i] + lines[i + 1:]))
     for i, line in enumerate(lines):
         m = re.match(r"^(\s*)while\s*\(?\s*(\w+)\s*<\s*([^{)]+?)\s*\)?\s*(\{|$)", line)
         if m:
             indent, var, bound = m.group(1), m.group(2), m.group(3).strip().rstrip(",")
             new = bound_invariant.format(indent=indent + "  ", var=var, bound=bound)
-            if new.strip() not in program:
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            if new.strip().endswith(",") and nxt.lstrip().startswith("invariant"):
+                # Verus: one ``invariant`` clause list per loop; add to it instead.
+                clause = new.strip()[len("invariant"):].strip()
+                at = re.match(r"\s*", nxt).group(0) + "    "
+                if clause not in program:
+                    out.append("\n".join(lines[:i + 2] + [at + clause] + lines[i + 2:]))
+            elif new.strip() not in program:
                 out.append("\n".join(lines[:i + 1] + [new] + lines[i + 1:]))
     return out
 
