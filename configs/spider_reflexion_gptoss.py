@@ -8,12 +8,8 @@ r"""Reflexion ± CounterMem on Spider (decision unit: join / predicate), gpt-oss
 
 Runs wherever the Spider data is present.
 
-Paper settings (Appendix B.4, C.2): B = 200, K = 4, k = 3, 2,000 selector decisions, seeds 0-4
-(seed 0 online, 1-4 retrained offline from its logged transitions). The evaluation prints
-the table of Reflexion vs Reflexion+CounterMem: score (0-100), solved / tasks, task-run tokens,
-world-model calls, calls and failed attempts per solved task, retrieval coverage, selected record
-uses, harmful use rate, and paired rescued / broken counts; metrics go to the workdir's
-metrics.json. Not run here (no GPU / API in this project's CI), so no numbers yet.
+Paper schedule (B = 200, K = 4, k = 3, 2,000 selector decisions, seeds 0-4). `evaluate` prints
+the Reflexion vs Reflexion+CounterMem table (README "Running experiments"); not run here yet.
 """
 from countermem_jax.config_defaults import setting_config
 

@@ -82,6 +82,7 @@ def test_the_problem_s_own_definitions_may_not_change(tasks, lean):
 def test_explicit_construction_with_its_proof_passes_recorded_lean(tasks, lean):
     outcome = _check(lean, tasks[0], GOOD)
     assert outcome.success and outcome.utility == 1.0, outcome.feedback
+    assert outcome.feedback == "Solution accepted by Lean."
 
 
 def test_wrong_construction_fails_in_lean(tasks, lean):

@@ -30,13 +30,11 @@ A proof of a theorem whose construction was left abstract therefore fails.
 """
 import dataclasses
 import json
-import os
 import pathlib
 import re
-import tempfile
 
-from evaluators.base import Evaluator, Outcome, Task, truncate
-from evaluators.formal import tools
+from evaluators.base import Outcome, Task
+from evaluators.formal.checkers import LeanEvaluator
 
 _DECL = re.compile(r"^(?:@\[[^\]]*\]\s*)?(?:noncomputable\s+)?(?:private\s+)?"
                    r"(def|abbrev|theorem|lemma|opaque|axiom|instance)\s+([^\s:({\[]+)", re.M)
@@ -143,38 +141,14 @@ def workflow_violation(ref: AmberReference, answer: str) -> str:
     return ""
 
 
-class AmberEvaluator(Evaluator):
-    """Construction-verification checker: the workflow rules above, then ``lake env lean``."""
+class AmberEvaluator(LeanEvaluator):
+    """Construction-verification checker: the workflow rules above, then Lean on the file."""
     name = "amber-lean4"
     version = "1"
-
-    def __init__(self, command: tuple[str, ...] = ("lake", "env", "lean"), timeout_s: float = 300):
-        tools.require(command[0])
-        self.command, self.timeout_s = command, timeout_s
 
     def _check(self, task: Task, action: str) -> Outcome:
         ref: AmberReference = task.reference
         problem = workflow_violation(ref, action)
         if problem:
             return Outcome(0.0, False, True, problem, details={"workflow": problem})
-        source = f"{ref.header}\n\n{action.strip()}\n"
-        cwd = ref.project_dir or tempfile.gettempdir()
-        with tempfile.NamedTemporaryFile("w", suffix=".lean", dir=cwd, delete=False,
-                                         prefix="countermem_amber_") as f:
-            f.write(source)
-            path = f.name
-        try:
-            run = tools.run_tool([*self.command, path], cwd, self.timeout_s)
-        finally:
-            os.unlink(path)
-        if run.timed_out:
-            return Outcome(0.0, False, False, f"Lean ran past {self.timeout_s:.0f}s.",
-                           reason="timeout")
-        errors = [l for l in run.output.splitlines() if ": error" in l or "error:" in l]
-        uses_sorry = "declaration uses 'sorry'" in run.output
-        ok = run.returncode == 0 and not errors and not uses_sorry
-        feedback = "Construction and proofs accepted by Lean." if ok else truncate(
-            "Lean rejected the solution: " + " | ".join(
-                e.split(path)[-1] for e in (errors or run.output.splitlines()[-3:])), 800)
-        return Outcome(1.0 if ok else 0.0, ok, True, feedback,
-                       details={"errors": len(errors), "sorry": uses_sorry})
+        return self.run_source(f"{ref.header}\n\n{action.strip()}\n", ref.project_dir, "solution")
