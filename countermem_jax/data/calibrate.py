@@ -13,10 +13,10 @@ import json
 import time
 
 SAT_SOLVERS = ("glucose4", "minisat22", "cadical195")
-SAT_BUDGETS = (200_000, 1_000, 300, 100, 30)
+SAT_BUDGETS = (200_000, 1_000, 100, 45, 30)
 SAT_HARD_FAMILIES = ("uf50-218", "uuf50-218", "flat30-60")
 SMT_SOLVERS = ("z3", "cvc5")
-SMT_TIMEOUTS_MS = (10_000, 200, 50, 10)
+SMT_TIMEOUTS_MS = (10_000, 50, 10)
 SMT_RLIMITS = (20_000, 5_000, 2_000)
 
 
