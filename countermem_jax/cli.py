@@ -1,4 +1,6 @@
 """The shared shell of the three phase binaries: flags, config, logging level, call the library."""
+import sys
+
 from absl import app, flags, logging
 from ml_collections import config_flags
 
@@ -12,7 +14,11 @@ def run_phase(phase) -> None:
         del argv
         if not flags.FLAGS["verbosity"].present:  # progress bars and summaries; -v 0 for INFO logs
             logging.set_verbosity(logging.WARNING)
-        phase(config.value, workdir.value)
+        from countermem_jax.domains import MissingData
+        try:
+            phase(config.value, workdir.value)
+        except MissingData as err:   # data not there: one line saying how to get it
+            sys.exit(f"error: {err}")
 
     flags.mark_flags_as_required(["config", "workdir"])
     app.run(main)

@@ -107,3 +107,16 @@ def test_load_benchmark_keeps_its_interface(benchdata):
     cfg.db_ids = ("concert_singer",)
     tasks, evaluator, domain = domains.load_benchmark(cfg)
     assert domain is domains.SQL and tasks and evaluator.name
+
+
+def test_a_phase_without_data_says_how_to_get_it_in_one_line(tmp_path):
+    import subprocess
+    import sys
+    root = pathlib.Path(__file__).resolve().parent.parent
+    env = dict(os.environ, COUNTERMEM_DATA=str(tmp_path / "empty"), PYTHONPATH=str(root))
+    out = subprocess.run([sys.executable, "-m", "countermem_jax.build_memory",
+                          "--config=configs/spider_react_cpu.py", f"--workdir={tmp_path / 'w'}"],
+                         cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith("error: spider:")
+    assert "python -m countermem_jax.data fetch spider" in out.stderr
