@@ -229,3 +229,20 @@ def test_quickstart_without_data_names_the_command_that_gets_spider(tmp_path):
     assert out.returncode == 1
     assert f"python -m countermem_jax.data fetch spider --root {tmp_path}" in out.stdout
     assert not (tmp_path / "w").exists()
+
+
+def test_cli_fetch_prints_what_was_verified_and_what_to_set(server, monkeypatch, tmp_path, capsys):
+    from absl import flags
+    from countermem_jax.data import __main__ as cli
+    _register(monkeypatch, server)
+    monkeypatch.setenv("COUNTERMEM_DATA", str(tmp_path))
+    flags.FLAGS(["data"])
+    assert cli.main(["data", "fetch", "toy"]) == 0
+    out = capsys.readouterr().out
+    assert "verified 2 files by their recorded sha256" in out
+    assert "1 further files have no recorded sha256" in out
+    assert out.strip().endswith(f"export COUNTERMEM_DATA={tmp_path}")
+    assert cli.main(["data", "verify", "toy"]) == 0
+    (tmp_path / "toy/db/a.sqlite").write_bytes(b"changed")
+    assert cli.main(["data", "verify", "toy"]) == 1
+    assert "sha256 mismatch: toy/db/a.sqlite" in capsys.readouterr().out
