@@ -58,7 +58,10 @@ class Server:
                     self.wfile.flush()
                     self.connection.shutdown(2)
                     return
-                self.wfile.write(body)
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass   # the client stopped reading (a refused download): nothing to serve
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
