@@ -249,3 +249,17 @@ def test_cli_fetch_prints_what_was_verified_and_what_to_set(server, monkeypatch,
     (tmp_path / "toy/db/a.sqlite").write_bytes(b"changed")
     assert cli.main(["data", "verify", "toy"]) == 1
     assert "sha256 mismatch: toy/db/a.sqlite" in capsys.readouterr().out
+
+
+def test_cli_prints_swebench_checkout_commands(benchdata, monkeypatch, capsys):
+    from absl import flags
+    from countermem_jax.data import __main__ as cli
+    monkeypatch.setenv("COUNTERMEM_DATA", str(benchdata))
+    flags.FLAGS(["data", "--out=/tmp/co"])
+    try:
+        assert cli.main(["data", "checkouts", "swebench"]) == 0
+    finally:
+        flags.FLAGS["out"].value = "checkouts"
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 30 and all(l.startswith("git clone https://github.com/") for l in lines)
+    assert " /tmp/co/" in lines[0] and "checkout " in lines[0]
