@@ -74,3 +74,14 @@ def test_registered_domains_dispatch_to_the_formal_operators():
     assert domains.get("amber").domain.rule_edits(
         types.SimpleNamespace(reference=types.SimpleNamespace(formal_statement=STATEMENT),
                               context=""), "def f := 1\ntheorem t : f = 1 := by\n  simp [f]")
+
+
+def test_implications_and_equivalences_are_not_comparisons():
+    body = "while i < n\n    invariant\n        i < n ==> a[i] >= 0,\n        (x <==> y),\n{\n}"
+    variants = formal_edits.verus_edits(None, body, limit=20)
+    flipped = [v for v in variants if v.count("\n") == body.count("\n")]
+    assert body.replace("i < n ==>", "i <= n ==>") in flipped
+    assert body.replace("a[i] >= 0", "a[i] > 0") in flipped
+    assert all("<==>" in v for v in flipped) and all("==>" in v for v in flipped)
+    assert not any(bad in v.replace("<==>", "").replace("==>", "")
+                   for v in variants for bad in ("<=>", "=>"))

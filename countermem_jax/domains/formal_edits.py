@@ -16,7 +16,7 @@ CLOSING_TACTICS = ("simp", "linarith", "nlinarith", "omega", "norm_num", "positi
 _TACTIC = re.compile(r"\b(" + "|".join(CLOSING_TACTICS) + r")\b(?!_)")
 _BINDER = re.compile(r"\(\s*([^():]+?)\s*:\s*[^()]*?(?:ℝ|ℤ|ℕ|ℚ|Real|Int|Nat|Rat)\s*\)")
 _FLIP = {"<=": "<", "<": "<=", ">=": ">", ">": ">=", "≤": "<", "≥": ">"}
-_CMP = re.compile(r"<=|>=|≤|≥|(?<![<>=-])<(?![=<])|(?<![<>=-])>(?![=>])")
+_CMP = re.compile(r"<=(?![=>])|(?<![=<])>=|≤|≥|(?<![<>=-])<(?![=<>])|(?<![<>=-])>(?![=>])")
 _ANNOTATION = re.compile(r"^\s*(invariant|assert|decreases)\b")
 
 
