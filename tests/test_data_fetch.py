@@ -263,3 +263,34 @@ def test_cli_prints_swebench_checkout_commands(benchdata, monkeypatch, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 30 and all(l.startswith("git clone https://github.com/") for l in lines)
     assert " /tmp/co/" in lines[0] and "checkout " in lines[0]
+
+
+def test_post_steps_write_the_manifests_the_sat_and_smt_loaders_read(server, monkeypatch,
+                                                                     tmp_path):
+    from evaluators.sat import load_satlib
+    from evaluators.smt import load_smtlib
+    sat = {"uf20-91/uf20-01.cnf": b"p cnf 2 1\n1 2 0\n", "uuf20-91/uuf20-01.cnf":
+           b"p cnf 1 2\n1 0\n-1 0\n"}
+    smt = {"QF_LIA/QF_LIA__fam__a.smt2": b"(set-info :status sat)\n(declare-const x Int)\n"
+           b"(assert (> x 1))\n(check-sat)\n"}
+    for kind, files, top in (("satlib_manifest", sat, "satlib/"), ("smtlib_manifest", smt,
+                                                                     "smtlib/")):
+        archive = _tar({f"data/{k}": v for k, v in files.items()})
+        server.files["/toy.tar.gz"] = archive
+        entries = {"toy": {"title": "toy", "marker": top, "post": kind, "sources": [{
+            "repo": "o/toy", "commit": kind, "url": server.url + "/toy.tar.gz",
+            "archive_sha256": _sha(archive), "include": [["data/", top]],
+            "files": {top + k: [_sha(v), len(v)] for k, v in files.items()}}]}}
+        monkeypatch.setattr(registry, "load", lambda entries=entries: entries)
+        assert fetch.fetch("toy", tmp_path).verified == len(files)
+    assert {t.reference.status for t in load_satlib(tmp_path / "satlib")} == {"SAT", "UNSAT"}
+    [task] = load_smtlib(tmp_path / "smtlib")
+    assert task.reference.status == "sat" and task.features == {"logic": "QF_LIA", "family": "fam"}
+
+
+def test_a_recorded_archive_sha256_is_enforced(server, monkeypatch, tmp_path):
+    _register(monkeypatch, server)
+    registry.load()["toy"]["sources"][0]["archive_sha256"] = "f" * 64
+    with pytest.raises(fetch.ChecksumMismatch, match="recorded archive sha256"):
+        fetch.fetch("toy", tmp_path)
+    assert not (tmp_path / "toy").exists() and not list((tmp_path / ".downloads").iterdir())
