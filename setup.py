@@ -40,6 +40,7 @@ setuptools.setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=setuptools.find_packages(include=["countermem_jax*", "evaluators*"]),
+    package_data={"countermem_jax.data": ["sources.json"]},   # the data registry
     install_requires=_CORE,
     extras_require=_EXTRAS,
     license="Apache-2.0",

@@ -1,19 +1,20 @@
-r"""ReAct ± CounterMem on SATLIB solving strategies (uf/uuf/flat), gpt-oss-120b served by vLLM.
+r"""ReAct ± CounterMem on SAT Competition / SATLIB (decision unit: branching / encoding), gpt-oss-120b served by vLLM.
 
+    python -m countermem_jax.data fetch satlib          # once; prints what to set
     launch/serve_vllm.sh --tp 2 --replicas 4 --urls-file vllm_urls.txt     # on the GPU host
     python -m countermem_jax.build_memory   --config=configs/satlib_react_gptoss.py --workdir=runs/satlib_react_gptoss
     python -m countermem_jax.train_selector --config=configs/satlib_react_gptoss.py --workdir=runs/satlib_react_gptoss
     python -m countermem_jax.evaluate       --config=configs/satlib_react_gptoss.py --workdir=runs/satlib_react_gptoss
 
-Paper settings (Appendix B.4, C.2): B = 200, K = 4, k = 3, 2,000 selector decisions, seeds 0-4
-(seed 0 online, 1-4 retrained offline from its logged transitions). Prints ReAct vs
-ReAct+CounterMem with scores, tokens, calls and failures per solved task, coverage, harmful
-use and rescued/broken counts.
+Calibrated (README "Headroom"): the uf50 / uuf50 / flat30 families with 45 conflicts per solve,
+under which a default solver decides 42-54%; --config.data.sat_families="()"
+--config.data.max_conflicts=200000 is the smoke-test setting (610/610).
+
+Paper schedule (B = 200, K = 4, k = 3, 2,000 selector decisions, seeds 0-4). `evaluate` prints
+the ReAct vs ReAct+CounterMem table (README "Running experiments"); not run here yet.
 """
-from countermem_jax.config_defaults import gptoss_config
+from countermem_jax.config_defaults import setting_config
 
 
 def get_config():
-    c = gptoss_config("satlib", "react")
-    c.splits.update(n_build=100, n_train=200, n_validation=20, n_eval=100)
-    return c
+    return setting_config("satlib", "react", "gptoss")

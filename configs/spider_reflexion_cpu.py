@@ -6,15 +6,8 @@ r"""Reflexion ± CounterMem on Spider with the CPU model: the quickstart schedul
 
 Prints the table of Reflexion vs Reflexion+CounterMem; about 20–25 minutes on 2 cores.
 """
-import importlib.util
-import os
+from countermem_jax.config_defaults import spider_cpu_config
 
 
 def get_config():
-    spec = importlib.util.spec_from_file_location(
-        "spider_react_cpu", os.path.join(os.path.dirname(__file__), "spider_react_cpu.py"))
-    base = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(base)
-    c = base.get_config()
-    c.agent.kind = "reflexion"
-    return c
+    return spider_cpu_config("reflexion")

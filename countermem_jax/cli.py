@@ -11,6 +11,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from countermem_jax import config_validation, workdir_guard
+from countermem_jax.domains import MissingData
 from countermem_jax.experiment import PhaseError
 from countermem_jax.memory.persistence import StoreFormatError
 from countermem_jax.selector.checkpoint import CheckpointIntegrityError, IncompatibleCheckpointError
@@ -18,7 +19,8 @@ from countermem_jax.splits import SplitError
 
 USER_ERRORS = (config_validation.ConfigError, workdir_guard.WorkdirMismatch,
                workdir_guard.WorkdirBusy, SplitError, PhaseError, StoreFormatError,
-               CheckpointIntegrityError, IncompatibleCheckpointError, FileNotFoundError)
+               CheckpointIntegrityError, IncompatibleCheckpointError, MissingData,
+               FileNotFoundError)
 
 
 def run_phase(phase) -> None:

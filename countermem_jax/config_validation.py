@@ -8,12 +8,13 @@ tasks are loaded (before the backbone is created): every split must get as many 
 asks for, instead of silently getting fewer. Both raise ``ConfigError``, one line naming the field,
 its value and what is allowed; the phase binaries print that line and exit non-zero.
 
-Allowed names come from the code that implements them where it exports them (retention rules);
-adding a benchmark, agent or selector means adding its name here too.
+Allowed names come from the code that implements them where it exports them (benchmark registry,
+retention rules); adding an agent or selector means adding its name here too.
 """
 import math
 import numbers
 
+from countermem_jax import domains
 from countermem_jax.memory import retention
 from countermem_jax.selector import features
 
@@ -22,8 +23,7 @@ class ConfigError(ValueError):
     """A config field has a value the pipeline cannot run with; the message names the field."""
 
 
-BENCHMARKS = ("spider", "bird", "satlib", "sat_encoding", "smtlib", "smt_encoding", "quixbugs",
-              "swebench", "minif2f", "proofnet", "dafnybench")
+BENCHMARKS = tuple(sorted(domains.BENCHMARKS))  # the benchmark registry (countermem_jax/domains)
 AGENTS = ("react", "reflexion")
 BACKBONES = ("llama_cpp", "openai")
 FIXED_SELECTORS = ("always_skip", "always_top1", "relevance_threshold")

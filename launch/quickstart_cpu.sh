@@ -9,6 +9,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 WORKDIR="${1:-runs/spider_cpu}"
 CONFIG=configs/spider_react_cpu.py
+# The data folder the loaders read (countermem_jax/paths.py): $COUNTERMEM_DATA or ../shared/benchdata.
+DATA="${COUNTERMEM_DATA:-$(cd .. && pwd)/shared/benchdata}"
+if [ ! -f "$DATA/spider/dev.json" ] || [ ! -d "$DATA/spider/database" ]; then
+  echo "No Spider data at $DATA/spider. Get it (a pinned GitHub archive; recorded sha256s are verified) with:"
+  echo "    bash launch/install.sh && python -m countermem_jax.data fetch spider --root $DATA"
+  echo "then run this script again (with COUNTERMEM_DATA=$DATA if you chose another folder)."
+  exit 1
+fi
 bash launch/install.sh
 export JAX_PLATFORMS=cpu
 start=$(date +%s)

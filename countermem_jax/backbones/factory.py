@@ -7,6 +7,7 @@
     max_concurrency, timeout_s, max_attempts, reasoning_effort
     cache_dir: optional response cache folder
 """
+import os
 import pathlib
 
 from countermem_jax.backbones.base import Backbone, TokenLedger
@@ -34,10 +35,15 @@ def make_backbone(cfg, ledger: TokenLedger | None = None) -> Backbone:
                                     n_threads=cfg.get("n_threads") or None, ledger=ledger)
     elif kind == "openai":
         from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
+        key_env = cfg.get("api_key_env") or ""
+        if key_env and not os.environ.get(key_env):
+            raise ValueError(f"backbone.api_key_env names {key_env}, which is not set: export "
+                             f"{key_env}=<your API key> (keys are never read from files)")
         backbone = OpenAICompatibleBackbone(
             _urls(cfg.base_urls), cfg.model, max_concurrency=cfg.get("max_concurrency", 64),
             timeout_s=cfg.get("timeout_s", 600.0), max_attempts=cfg.get("max_attempts", 6),
-            reasoning_effort=cfg.get("reasoning_effort") or None, ledger=ledger)
+            reasoning_effort=cfg.get("reasoning_effort") or None, ledger=ledger,
+            api_key=os.environ[key_env] if key_env else "EMPTY")
     else:
         raise ValueError(f"unknown backbone kind {kind!r}; expected 'llama_cpp' or 'openai' "
                          "(tests build ScriptedBackbone directly)")

@@ -53,7 +53,11 @@ class LeanEvaluator(Evaluator):
         if body.endswith("sorry"):
             body = body[: -len("sorry")].rstrip()
         source = f"{ref.header}\n\n{body}\n" + "\n".join("  " + l for l in proof.splitlines()) + "\n"
-        cwd = ref.project_dir or tempfile.gettempdir()
+        return self.run_source(source, ref.project_dir, "proof")
+
+    def run_source(self, source: str, project_dir: str, what: str) -> Outcome:
+        """Runs Lean on ``source``: U = 1 with no error and no ``sorry``, else 0."""
+        cwd = project_dir or tempfile.gettempdir()
         with tempfile.NamedTemporaryFile("w", suffix=".lean", dir=cwd, delete=False,
                                          prefix="countermem_") as f:
             f.write(source)
@@ -67,8 +71,8 @@ class LeanEvaluator(Evaluator):
         errors = [l for l in run.output.splitlines() if ": error" in l or "error:" in l]
         uses_sorry = "declaration uses 'sorry'" in run.output
         ok = run.returncode == 0 and not errors and not uses_sorry
-        feedback = "Proof accepted by Lean." if ok else truncate(
-            "Lean rejected the proof: " + " | ".join(
+        feedback = f"{what.capitalize()} accepted by Lean." if ok else truncate(
+            f"Lean rejected the {what}: " + " | ".join(
                 e.split(path)[-1] for e in (errors or run.output.splitlines()[-3:])), 800)
         return Outcome(1.0 if ok else 0.0, ok, True, feedback,
                        details={"errors": len(errors), "sorry": uses_sorry})

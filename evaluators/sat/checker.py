@@ -127,6 +127,11 @@ class SATStrategyEvaluator(_SolverEvaluator):
         job = dataclasses.replace(job, clauses=ref.clauses, conflict_budget=budget)
         result = self.runner.solve(job, self.timeout_s)
         details = {"status": result.status, "conflicts": result.conflicts, "solver": job.solver}
+        if result.conflicts > budget:
+            # Some solvers (pysat's Glucose 3/4) overrun conf_budget: past the budget is undecided.
+            details["over_budget"] = True
+            return Outcome(0.0, False, True, f"Not decided within {budget} conflicts "
+                           f"({job.solver} needed {result.conflicts}).", details=details)
         if result.status == "UNKNOWN":
             return Outcome(0.0, False, True, f"Not decided within {budget} conflicts "
                            f"({job.solver}).", details=details)

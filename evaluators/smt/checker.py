@@ -48,6 +48,21 @@ class FileReference:
     script: str
     status: str          # declared "sat" / "unsat"
     max_timeout_ms: int = 10_000
+    # Deterministic work cap (z3 ``rlimit``, cvc5 ``rlimit-per``), 0 = none: unlike a time limit
+    # it gives the same verdict on any machine and under any load (README "Headroom").
+    max_rlimit: int = 0
+
+
+def _capped_options(options: dict, solver: str, cap: int) -> dict:
+    """The action's options with the task's work cap applied (a lower value of its own stays)."""
+    if not cap:
+        return options
+    key = "rlimit" if solver == "z3" else "rlimit-per"
+    try:
+        mine = int(options.get(key, cap))
+    except (TypeError, ValueError):
+        mine = cap
+    return {**options, key: str(min(mine, cap) if mine > 0 else cap)}
 
 
 class SMTEncodingEvaluator(Evaluator):
@@ -141,10 +156,11 @@ class SMTSolverEvaluator(Evaluator):
             return Outcome(0.0, False, True, f"Invalid solver action: {err}")
         timeout = min(act.timeout_ms or ref.max_timeout_ms, ref.max_timeout_ms)
         try:
+            options = _capped_options(dict(act.options), act.solver, ref.max_rlimit)
             if act.solver == "z3":
-                result = solving.run_z3(ref.script, timeout, act.tactics, dict(act.options))
+                result = solving.run_z3(ref.script, timeout, act.tactics, options)
             else:
-                result = solving.run_cvc5(ref.script, timeout, dict(act.options))
+                result = solving.run_cvc5(ref.script, timeout, options)
         except solving.ScriptError as err:
             return Outcome(0.0, False, True, f"Solver rejected the configuration: "
                            f"{truncate(str(err), 600)}")

@@ -1,0 +1,18 @@
+r"""ReAct ± CounterMem on AMBER (decision unit: tactic / lemma choice), gpt-oss-120b served by vLLM.
+
+    python -m countermem_jax.data fetch amber          # once; prints what to set
+    launch/serve_vllm.sh --tp 2 --replicas 4 --urls-file vllm_urls.txt     # on the GPU host
+    python -m countermem_jax.build_memory   --config=configs/amber_react_gptoss.py --workdir=runs/amber_react_gptoss
+    python -m countermem_jax.train_selector --config=configs/amber_react_gptoss.py --workdir=runs/amber_react_gptoss
+    python -m countermem_jax.evaluate       --config=configs/amber_react_gptoss.py --workdir=runs/amber_react_gptoss
+
+Needs the AMBER release in $COUNTERMEM_DATA/amber/amber.jsonl and Lean 4 + Mathlib.
+
+Paper schedule (B = 200, K = 4, k = 3, 2,000 selector decisions, seeds 0-4). `evaluate` prints
+the ReAct vs ReAct+CounterMem table (README "Running experiments"); not run here yet.
+"""
+from countermem_jax.config_defaults import setting_config
+
+
+def get_config():
+    return setting_config("amber", "react", "gptoss")

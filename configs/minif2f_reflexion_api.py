@@ -1,0 +1,20 @@
+r"""Reflexion ± CounterMem on miniF2F (decision unit: tactic / proof step), a hosted OpenAI-compatible API model (default: Gemini 3.1 Flash-Lite, the paper's second backbone).
+
+    python -m countermem_jax.data fetch minif2f          # once; prints what to set
+    export GEMINI_API_KEY=...        # the key is read from this variable, never from a file
+    # another provider: --config.backbone.base_urls=https://api.openai.com/v1 \
+    #   --config.backbone.model=<model id> --config.backbone.api_key_env=OPENAI_API_KEY
+    python -m countermem_jax.build_memory   --config=configs/minif2f_reflexion_api.py --workdir=runs/minif2f_reflexion_api
+    python -m countermem_jax.train_selector --config=configs/minif2f_reflexion_api.py --workdir=runs/minif2f_reflexion_api
+    python -m countermem_jax.evaluate       --config=configs/minif2f_reflexion_api.py --workdir=runs/minif2f_reflexion_api
+
+Needs Lean 4 + Mathlib (third_party/README.md) to check proofs.
+
+Paper schedule (B = 200, K = 4, k = 3, 2,000 selector decisions, seeds 0-4). `evaluate` prints
+the Reflexion vs Reflexion+CounterMem table (README "Running experiments"); not run here yet.
+"""
+from countermem_jax.config_defaults import setting_config
+
+
+def get_config():
+    return setting_config("minif2f", "reflexion", "api")

@@ -1,0 +1,124 @@
+"""Rule edit operators of Module I for the formal domains (paper §3.2, Appendix B.4).
+
+Lean (miniF2F, ProofNet, AMBER; decision unit tactic / proof step): substitute one closing tactic
+by another from the arithmetic family (``simp``, ``linarith``, ``nlinarith``, ``omega``,
+``norm_num``, ``positivity``), and add hypotheses: hint terms for ``nlinarith`` / ``linarith``
+(squares of differences of the statement's variables) and ``simp [*] at *`` over the context.
+Dafny / Verus (decision unit invariant / annotation, code step): edits of loop invariants and
+assertions only — flip a comparison boundary inside one annotation, drop one annotation, or add
+the bound invariant that a loop guard ``i < n`` implies (``0 <= i <= n``). None of these are SMT
+operators, and none touches a specification line (the checkers refuse that anyway).
+Every operator changes one decision unit and returns at most ``limit`` distinct variants.
+"""
+import re
+
+CLOSING_TACTICS = ("simp", "linarith", "nlinarith", "omega", "norm_num", "positivity")
+_TACTIC = re.compile(r"\b(" + "|".join(CLOSING_TACTICS) + r")\b(?!_)")
+_BINDER = re.compile(r"\(\s*([^():]+?)\s*:\s*[^()]*?(?:ℝ|ℤ|ℕ|ℚ|Real|Int|Nat|Rat)\s*\)")
+_FLIP = {"<=": "<", "<": "<=", ">=": ">", ">": ">=", "≤": "<", "≥": ">"}
+_CMP = re.compile(r"<=(?![=>])|(?<![=<])>=|≤|≥|(?<![<>=-])<(?![=<>])|(?<![<>=-])>(?![=>])")
+_ANNOTATION = re.compile(r"^\s*(invariant|assert|decreases)\b")
+
+
+def _dedupe(original: str, candidates, limit: int) -> list[str]:
+    out = []
+    for c in candidates:
+        if c.strip() and c.strip() != original.strip() and c not in out:
+            out.append(c)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _variables(statement: str) -> list[str]:
+    names = []
+    for group in _BINDER.findall(statement):
+        names += [n for n in group.split() if re.fullmatch(r"[^\W\d]\w*", n)]
+    return list(dict.fromkeys(names))
+
+
+def tactic_substitutions(proof: str) -> list[str]:
+    """Each occurrence of a closing tactic replaced by each other closing tactic."""
+    out = []
+    for m in _TACTIC.finditer(proof):
+        for other in CLOSING_TACTICS:
+            if other != m.group(1):
+                out.append(proof[:m.start()] + other + proof[m.end():])
+    return out
+
+
+def hypothesis_additions(proof: str, statement: str) -> list[str]:
+    """Hint terms for (n)linarith from the statement's variables, and simp over all hypotheses."""
+    names = _variables(statement)
+    hints = [f"sq_nonneg ({a} - {b})" for i, a in enumerate(names) for b in names[i + 1:]]
+    hints += [f"sq_nonneg {a}" for a in names]
+    out = []
+    for m in re.finditer(r"\b(n?linarith)\b(\s*\[[^\]]*\])?", proof):
+        existing = m.group(2)
+        for hint in hints[:3]:
+            inner = f"{existing.strip()[1:-1]}, {hint}" if existing else hint
+            out.append(proof[:m.start()] + f"nlinarith [{inner.lstrip(', ')}]" + proof[m.end():])
+    lines = proof.rstrip().splitlines() or [""]
+    indent = re.match(r"\s*", lines[-1]).group(0)
+    out.append("\n".join(lines[:-1] + [f"{indent}simp [*] at *", lines[-1]]))
+    return out
+
+
+def lean_edits(task, action: str, limit: int = 8) -> list[str]:
+    """Lean tactic substitutions, then hypothesis additions (a proof step changes at a time)."""
+    statement = getattr(task.reference, "statement", "") or task.context
+    variants = tactic_substitutions(action) + hypothesis_additions(action, statement)
+    return _dedupe(action, variants, limit)
+
+
+def amber_edits(task, action: str, limit: int = 8) -> list[str]:
+    """AMBER solutions hold the construction and its proofs; only the proofs' tactics are edited
+    (the construction is the agent's answer and is not a tactic)."""
+    statement = getattr(task.reference, "formal_statement", "") or task.context
+    variants = tactic_substitutions(action) + hypothesis_additions(action, statement)[:-1]
+    return _dedupe(action, variants, limit)
+
+
+def _annotation_variants(program: str, bound_invariant: str) -> list[str]:
+    lines = program.splitlines()
+    out = []
+    in_block = False    # inside a Verus ``invariant`` clause list written one clause per line
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        clause = in_block and stripped and not re.match(r"[{}]|(ensures|requires|decreases)\b",
+                                                         stripped)
+        in_block = stripped == "invariant" or bool(clause and stripped.endswith(","))
+        if not (_ANNOTATION.match(line) or clause):
+            continue
+        for m in _CMP.finditer(line):
+            flipped = line[:m.start()] + _FLIP[m.group(0)] + line[m.end():]
+            out.append("\n".join(lines[:i] + [flipped] + lines[i + 1:]))
+        if not line.lstrip().startswith("decreases") and stripped != "invariant":
+            out.append("\n".join(lines[:i] + lines[i + 1:]))
+    for i, line in enumerate(lines):
+        m = re.match(r"^(\s*)while\s*\(?\s*(\w+)\s*<\s*([^{)]+?)\s*\)?\s*(\{|$)", line)
+        if m:
+            indent, var, bound = m.group(1), m.group(2), m.group(3).strip().rstrip(",")
+            new = bound_invariant.format(indent=indent + "  ", var=var, bound=bound)
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            if new.strip().endswith(",") and nxt.lstrip().startswith("invariant"):
+                # Verus: one ``invariant`` clause list per loop; add to it instead.
+                clause = new.strip()[len("invariant"):].strip()
+                at = re.match(r"\s*", nxt).group(0) + "    "
+                if clause not in program:
+                    out.append("\n".join(lines[:i + 2] + [at + clause] + lines[i + 2:]))
+            elif new.strip() not in program:
+                out.append("\n".join(lines[:i + 1] + [new] + lines[i + 1:]))
+    return out
+
+
+def dafny_edits(task, action: str, limit: int = 8) -> list[str]:
+    """Invariant / assertion edits of a Dafny program or method body."""
+    return _dedupe(action, _annotation_variants(action, "{indent}invariant 0 <= {var} <= {bound}"),
+                   limit)
+
+
+def verus_edits(task, action: str, limit: int = 8) -> list[str]:
+    """Invariant / assertion edits of a Verus body (``invariant`` clauses end with commas)."""
+    return _dedupe(action, _annotation_variants(action, "{indent}invariant 0 <= {var} <= {bound},"),
+                   limit)
