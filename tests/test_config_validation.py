@@ -28,7 +28,7 @@ def test_every_shipped_config_is_valid(path):
      "of: always_skip, always_top1, relevance_threshold"),
     ("eval.selector", "best", "eval.selector='best' is not one of: dqn, always_skip"),
     ("agent.kind", "toolformer", "agent.kind='toolformer' is not one of: react, reflexion"),
-    ("data.benchmark", "imagenet", "data.benchmark='imagenet' is not one of: spider, bird"),
+    ("data.benchmark", "imagenet", "data.benchmark='imagenet' is not one of: minif2f, proofnet"),
     ("backbone.kind", "gpt", "backbone.kind='gpt' is not one of: llama_cpp, openai"),
     ("memory.unknown_condition", "maybe", "is not one of: include, exclude"),
     ("splits.n_build", -1, "splits.n_build=-1 must be >= 0"),
