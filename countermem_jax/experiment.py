@@ -204,11 +204,12 @@ def _load_frozen_checked(wd: Workdir):
     return load_frozen(wd.frozen, expected_hash=wd.frozen_hash.read_text().strip())
 
 
-
-
 # ----------------------------------------------------------------------------- phase 2
 def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     """Trains one selector per seed in ``selector.seeds``, each a real run (Appendix C.2)."""
+    seeds = tuple(int(s) for s in cfg.selector.seeds)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise PhaseError(f"selector.seeds={seeds}: give one or more distinct seeds")
     wd = Workdir(workdir_path)
     sp, evaluator, domain, backbone, ledger, agent_cfg = _setup(cfg, wd, backbone, benchmark)
     frozen = _load_frozen_checked(wd)
@@ -217,9 +218,6 @@ def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     if not sp.validation:
         raise PhaseError("no selector-validation tasks (splits.n_validation = 0): every seed "
                          "keeps the checkpoint with the highest mean validation return")
-    seeds = tuple(int(s) for s in cfg.selector.seeds)
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise PhaseError(f"selector.seeds={seeds}: give one or more distinct seeds")
     dcfg = _dqn_cfg(cfg)
     index = _index(cfg, frozen.records, _checker(cfg, backbone, "selector_training"))
     agent = Agent(backbone, evaluator, domain, agent_cfg, wd.log)
