@@ -503,6 +503,11 @@ def _evaluation_metrics(cfg, wd: Workdir, sp, runs: dict) -> dict:
         "aggregate": aggregate,
         "paired": aggregate["paired"],
         "cost_of_building": metrics.building_cost(wd.log.events("task_end")),
-        "evaluation_cost": {("base" if r == "base" else f"CounterMem {key[r]}"):
-                            metrics.cost(ends[r]) for r in runs},
+        "evaluation_cost": {_cost_label(r, key.get(r)): metrics.cost(ends[r]) for r in runs},
     }
+
+
+def _cost_label(run: str, key: str | None) -> str:
+    if run == "base":
+        return "base"
+    return "CounterMem, fixed selector" if key == "fixed" else f"CounterMem, seed {key}"
