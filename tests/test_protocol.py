@@ -234,6 +234,9 @@ def test_bootstrap_interval_is_seeded_and_two_level():
     ref = scipy_stats.bootstrap((values[0],), np.mean, n_resamples=10_000, method="percentile",
                                 random_state=1).confidence_interval
     assert one["ci95"] == pytest.approx([ref.low, ref.high], abs=3.0)
-    # Seeds that disagree widen the interval beyond the task-only one of their pooled tasks.
+    # Seeds that disagree widen the interval; identical seeds do not narrow it (the tasks are
+    # shared, not new): two copies of one seed give that seed's own task interval.
     split = np.concatenate([np.zeros((1, 40)), np.full((1, 40), 100.0)])
     assert intervals.summarize(split)["ci95"] == [0.0, 100.0]
+    twice = intervals.summarize(np.concatenate([values[:1], values[:1]]))
+    assert twice["ci95"] == pytest.approx(one["ci95"], abs=2.5)
