@@ -35,7 +35,7 @@ class TaskContext:
     decision_tokens_start: int = 0
     expanded_failures: int = 0
     cf_checks: int = 0
-    cf_tokens: int = 0        # LLM tokens of Modules I–II (proposals, distillation), in ``tokens``
+    cf_tokens: int = 0        # Modules I–II LLM tokens (proposals, distillation), in tokens
     reflections: list = dataclasses.field(default_factory=list)
     solved: bool = False
     last_utility: float | None = None

@@ -259,7 +259,8 @@ class _SeedRun:
     """
 
     def __init__(self, cfg, dcfg, wd: Workdir, sp, agent: Agent, index, seed: int):
-        self.cfg, self.dcfg, self.wd, self.sp, self.agent, self.index = cfg, dcfg, wd, sp, agent, index
+        self.cfg, self.dcfg, self.wd, self.sp = cfg, dcfg, wd, sp
+        self.agent, self.index = agent, index
         self.seed = seed
         self.ckpt = checkpoint.SelectorCheckpointer(wd.seed_dir(seed), dcfg, seed)
         self.pending: list = []

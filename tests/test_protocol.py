@@ -1,5 +1,5 @@
-"""Protocol integrity (issue 12 §1–3): real selector seeds, per-seed evaluation with intervals, and
-cost accounting, end to end with the scripted backbone and the real SQL checker."""
+"""Protocol integrity (issue 12 §1–3): real selector seeds, per-seed evaluation with intervals,
+and cost accounting, end to end with the scripted backbone and the real SQL checker."""
 import asyncio
 import json
 import math
