@@ -30,16 +30,27 @@ class TaskContext:
     calls: int = 0            # world-model calls, counterfactual checks included
     failures: int = 0         # evaluated actions that failed the success criterion
     tokens: int = 0           # LLM tokens charged to this task
+    llm_calls: int = 0        # LLM calls charged to this task (repair rounds included)
     decision: int = 0
     decision_tokens_start: int = 0
     expanded_failures: int = 0
     cf_checks: int = 0
+    cf_tokens: int = 0        # Modules I–II LLM tokens (proposals, distillation), in tokens
     reflections: list = dataclasses.field(default_factory=list)
     solved: bool = False
     last_utility: float | None = None
 
-    def charge(self) -> Charge:
-        return Charge(self.phase, f"{self.run}/{self.task.task_id}#{self.decision}")
+    def charge(self, purpose: str = "") -> Charge:
+        """Where an LLM call made for the current decision is booked in the ledger."""
+        return Charge(self.phase, f"{self.run}/{self.task.task_id}#{self.decision}", purpose)
+
+    def book(self, tokens: int, calls: int = 1) -> None:
+        """Counts LLM usage spent on this task's behalf: into task-run tokens and, since the
+        decision's tokens are ``tokens - decision_tokens_start``, into the current decision's
+        cost (Eq. 10). Every LLM call made for a task must be booked here once (paper §4.4:
+        task-run tokens count reasoning, retrieval and augmentation)."""
+        self.tokens += tokens
+        self.llm_calls += calls
 
 
 @dataclasses.dataclass
@@ -92,8 +103,15 @@ class Agent:
                   params: SamplingParams | None = None) -> prompts.Parsed:
         parsed = await prompts.call_template(self.backbone, template, fields, charge=ctx.charge(),
                                              params=params or self.params, parse_args=parse_args)
-        ctx.tokens += parsed.tokens
+        ctx.book(parsed.tokens, parsed.attempts)
         return parsed
+
+    async def chat(self, ctx: TaskContext, messages, params: SamplingParams, purpose: str):
+        """A raw LLM call on behalf of ``ctx``'s current decision (e.g. a condition judge's
+        question): charged to the ledger under that decision and booked on the task run."""
+        result = await self.backbone.chat(messages, params, ctx.charge(purpose))
+        ctx.book(result.usage.total)
+        return result
 
     def _history(self, ctx: TaskContext) -> str:
         lines = []
@@ -133,6 +151,15 @@ class Agent:
             ctx.state = state_before.after(info.action, outcome)
             ctx.solved = outcome.success
             ctx.last_utility = outcome.utility
+            if (self.cfg.kind == "reflexion" and not outcome.success
+                    and k + 1 < self.cfg.max_attempts):
+                # Written after this decision's failure and charged to it (ledger, task-run
+                # tokens and the decision's token cost in the selector's reward).
+                parsed = await self.llm(ctx, prompts.REFLEXION_REFLECT, {
+                    "task": task.visible_text(), "action": info.action,
+                    "feedback": outcome.feedback})
+                if parsed.ok:
+                    ctx.reflections.append(parsed.value)
             reuse = await augmentation.observe(ctx, draft, info, outcome, previous)
             if self.runlog:
                 self.runlog.write("decision", run=run, phase=phase, task_id=task.task_id,
@@ -143,17 +170,13 @@ class Agent:
             if outcome.success:
                 break
             await augmentation.after_failure(ctx, state_before, info.action, outcome)
-            if self.cfg.kind == "reflexion" and k + 1 < self.cfg.max_attempts:
-                parsed = await self.llm(ctx, prompts.REFLEXION_REFLECT, {
-                    "task": task.visible_text(), "action": info.action,
-                    "feedback": outcome.feedback})
-                if parsed.ok:
-                    ctx.reflections.append(parsed.value)
         await augmentation.end_task(ctx)
         if self.runlog:
             self.runlog.write("task_end", run=run, phase=phase, task_id=task.task_id,
                               solved=ctx.solved, calls=ctx.calls, failures=ctx.failures,
-                              tokens=ctx.tokens, decisions=ctx.decision + 1,
+                              tokens=ctx.tokens, llm_calls=ctx.llm_calls,
+                              cf_checks=ctx.cf_checks, cf_tokens=ctx.cf_tokens,
+                              decisions=ctx.decision + 1,
                               benchmark=task.benchmark, domain=task.domain, **(extra or {}))
         return ctx
 

@@ -32,9 +32,10 @@ def base_config() -> ml_collections.ConfigDict:
         reuse_policy="always_top1", relevance_threshold=0.5, scope_free_text_conditions=False))
     c.selector = ml_collections.ConfigDict(dict(
         total_decisions=2000, learning_starts=100, train_every=4, target_sync_every=250,
-        checkpoint_every=250, batch_size=32, seeds=(0, 1, 2, 3, 4), offline_other_seeds=True))
+        checkpoint_every=250, batch_size=32, seeds=(0, 1, 2, 3, 4)))
+    # eval.seeds: the DQN seeds evaluated, one run each; () = every seed in selector.seeds.
     c.eval = ml_collections.ConfigDict(dict(
-        selector="dqn", selector_seed=0, relevance_threshold=0.5, concurrency=1))
+        selector="dqn", seeds=(), relevance_threshold=0.5, concurrency=1))
     return c
 
 

@@ -49,7 +49,7 @@ INT_RANGES = {
     "selector.total_decisions": (1, None), "selector.learning_starts": (0, None),
     "selector.train_every": (1, None), "selector.target_sync_every": (1, None),
     "selector.checkpoint_every": (1, None), "selector.batch_size": (1, None),
-    "eval.selector_seed": (0, None), "eval.concurrency": (1, None),
+    "eval.concurrency": (1, None),
     "backbone.n_ctx": (1, None), "backbone.max_concurrency": (1, None),
     "backbone.max_attempts": (1, None), "data.generated_per_family": (1, None),
 }
@@ -113,9 +113,13 @@ def _selector_seed_problems(cfg):
         return
     if len(set(seeds)) != len(seeds):
         yield f"selector.seeds={tuple(seeds)} repeats a seed"
-    chosen = lookup(cfg, "eval.selector_seed")
-    if lookup(cfg, "eval.selector") == "dqn" and chosen is not _ABSENT and chosen not in seeds:
-        yield f"eval.selector_seed={chosen!r} is not one of selector.seeds {tuple(seeds)}"
+    chosen = lookup(cfg, "eval.seeds")
+    if lookup(cfg, "eval.selector") != "dqn" or chosen is _ABSENT or not chosen:
+        return  # () evaluates every trained seed
+    untrained = [s for s in chosen if s not in seeds]
+    if untrained:
+        yield (f"eval.seeds={tuple(chosen)} names seed(s) {tuple(untrained)} that are not in "
+               f"selector.seeds {tuple(seeds)}")
 
 
 def validate(cfg) -> None:

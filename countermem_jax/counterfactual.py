@@ -59,6 +59,16 @@ class CounterfactualBuilder:
         if ctx.cf_checks >= self.cfg.verification_budget:
             return []
         ctx.expanded_failures += 1
+        tokens_before = ctx.tokens
+        try:
+            return await self._check_alternatives(ctx, state_before, action, outcome)
+        finally:
+            # Construction cost (Appendix B.4): the checks are in ctx.calls / ctx.failures, the
+            # proposal and distillation tokens in ctx.tokens and, separately, in ctx.cf_tokens.
+            ctx.cf_tokens += ctx.tokens - tokens_before
+
+    async def _check_alternatives(self, ctx, state_before: State, action: str,
+                                  outcome: Outcome) -> list[dict]:
         candidates, n_llm = await self.alternatives(ctx, action, outcome)
         results = []
         for i, alt in enumerate(candidates):

@@ -1,6 +1,9 @@
 """Phase 3: evaluates the base agent with and without CounterMem on held-out tasks.
 
     python -m countermem_jax.evaluate --config=configs/spider_react_cpu.py --workdir=/tmp/cm
+
+One run per selector seed (``WORKDIR/eval/<run>/``), the base agent once; prints mean [95% CI]
+over seeds and the cost of building, and writes them to ``WORKDIR/metrics.json``.
 """
 from countermem_jax import cli, experiment
 

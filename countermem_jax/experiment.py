@@ -2,11 +2,15 @@
 
   build_memory    Modules I–II on the construction split; the store is saved after every task
                   (atomically, with the processed task ids in its header) and frozen at the end.
-  train_selector  DQN on the training split over the frozen store; validation episodes at every
-                  checkpoint; transitions saved for offline retraining of the other seeds.
-  evaluate        the held-out split, once without memory and once with CounterMem; store and
-                  selector are verified before and proven unchanged after; metrics and a table.
-Every phase appends to ``WORKDIR/log.jsonl`` and resumes from it after a kill.
+  train_selector  DQN on the training split over the frozen store, one real run per selector seed
+                  (own initial parameters and exploration key, validation episodes at every
+                  checkpoint, best checkpoint by mean validation return; Appendix C.2).
+  evaluate        the held-out split, once without memory and once with CounterMem per selector
+                  seed, each run in its own directory; store and selectors are verified before
+                  and proven unchanged after; per-seed metrics, their mean, std and 95% bootstrap
+                  CI, and the cost of building.
+Construction and selector training append to ``WORKDIR/log.jsonl`` and evaluation runs to
+``WORKDIR/eval/<run>/log.jsonl``; every phase resumes from them after a kill.
 """
 import asyncio
 import hashlib
@@ -18,7 +22,7 @@ import ml_collections
 import numpy as np
 import tqdm
 
-from countermem_jax import config_validation, domains, metrics, workdir_guard
+from countermem_jax import config_validation, domains, intervals, metrics, workdir_guard
 from countermem_jax import splits as splits_lib
 from countermem_jax.agents import Agent, AgentConfig, Augmentation
 from countermem_jax.backbones import prompts
@@ -42,6 +46,8 @@ class PhaseError(RuntimeError):
 
 # ----------------------------------------------------------------------------- shared setup
 class Workdir:
+    """The files of one experiment; evaluation runs get their own directories under ``eval/``."""
+
     def __init__(self, path):
         self.root = pathlib.Path(path)
         self.root.mkdir(parents=True, exist_ok=True)
@@ -53,6 +59,20 @@ class Workdir:
         self.log = RunLog(self.root / "log.jsonl")
         self.metrics = self.root / "metrics.json"
         self.cache = self.root / "llm_cache"
+        self.eval_runs = self.root / "eval"
+
+    def seed_dir(self, seed: int) -> pathlib.Path:
+        """Selector seed ``seed``'s Orbax checkpoints and best.json."""
+        return self.selector / f"seed_{seed}"
+
+    def run_dir(self, run: str) -> pathlib.Path:
+        """An evaluation run's own directory (its log.jsonl and metrics.json)."""
+        path = self.eval_runs / run
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def run_log(self, run: str) -> RunLog:
+        return RunLog(self.run_dir(run) / "log.jsonl")
 
 
 def _setup(cfg, workdir: Workdir, backbone=None, benchmark=None):
@@ -190,120 +210,159 @@ def _load_frozen_checked(wd: Workdir):
 # ----------------------------------------------------------------------------- phase 2
 @workdir_guard.guarded_phase("train_selector")  # config checked, phase locked, fingerprint
 def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
+    """Trains one selector per seed in ``selector.seeds``, each a real run (Appendix C.2)."""
+    seeds = tuple(int(s) for s in cfg.selector.seeds)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise PhaseError(f"selector.seeds={seeds}: give one or more distinct seeds")
     wd = Workdir(workdir_path)
     sp, evaluator, domain, backbone, ledger, agent_cfg = _setup(cfg, wd, backbone, benchmark)
     frozen = _load_frozen_checked(wd)
     if not sp.train:
         raise PhaseError("no selector-training tasks (splits.n_train = 0)")
+    if not sp.validation:
+        raise PhaseError("no selector-validation tasks (splits.n_validation = 0): every seed "
+                         "keeps the checkpoint with the highest mean validation return")
     dcfg = _dqn_cfg(cfg)
-    seeds = tuple(cfg.selector.seeds)
     index = _index(cfg, frozen.records, _checker(cfg, backbone, "selector_training"))
     agent = Agent(backbone, evaluator, domain, agent_cfg, wd.log)
-    online_seed = seeds[0]
-    ckpt = checkpoint.SelectorCheckpointer(wd.selector / f"seed_{online_seed}", dcfg, online_seed)
-    transitions: list = []
-    validation_runs = {"n": 0}
-
-    async def validate(params) -> float:
-        greedy = policies.GreedyDQN(dcfg, params)
-        aug = CounterMemAugmentation(agent, phase="selector_training", index=index,
-                                     selector=greedy, dqn_cfg=dcfg,
-                                     render_condition=cfg.memory.render_condition)
-        validation_runs["n"] += 1
-        for task in sp.validation:
-            await agent.run(task, aug, phase="selector_training",
-                            run=f"validation{validation_runs['n']}")
-        returns = list(aug.episode_returns.values())
-        return float(np.mean(returns)) if returns else 0.0
-
-    pending_checkpoints = []
-    learner = training.OnlineLearner(dcfg, online_seed,
-                                     on_checkpoint=lambda d, p: pending_checkpoints.append((d, p)))
-    # Resume: replay the logged transitions of finished episodes into a fresh learner.
-    replayed = wd.log.events("transition")
-    for t in replayed:
-        learner.observe(np.asarray(t["obs"], np.float32), t["action"], t["reward"],
-                        np.asarray(t["next_obs"], np.float32), np.asarray(t["next_mask"], bool),
-                        bool(t["done"]))
-        transitions.append((np.asarray(t["obs"], np.float32), t["action"], t["reward"],
-                            np.asarray(t["next_obs"], np.float32), np.asarray(t["next_mask"], bool),
-                            float(t["done"]), np.asarray(t["mask"], bool), t["task_id"]))
-    pending_checkpoints.clear()  # their checkpoints were saved by the earlier run
-    episode = len({t["episode"] for t in replayed})
-    wd.log.write("phase_start", phase="selector_training", decisions_done=learner.decisions)
+    wd.log.write("phase_start", phase="selector_training", seeds=list(seeds))
+    per_seed = {}
 
     async def run_all():
-        nonlocal episode
-        bar = tqdm.tqdm(total=dcfg.total_decisions, initial=learner.decisions, desc="train selector",
-                        unit="decision", dynamic_ncols=True, mininterval=1.0)
-        while not learner.done:
-            task = sp.train[episode % len(sp.train)]
-            episode_transitions: list = []
-            aug = CounterMemAugmentation(agent, phase="selector_training", index=index,
-                                         learner=learner, dqn_cfg=dcfg,
-                                         transitions=episode_transitions,
-                                         render_condition=cfg.memory.render_condition)
-            before = learner.decisions
-            await agent.run(task, aug, phase="selector_training", run=f"train{episode}")
-            for (obs, action, reward, next_obs, next_mask, done, mask, tid) in episode_transitions:
-                wd.log.write("transition", episode=episode, task_id=tid, obs=obs, action=action,
-                             reward=reward, next_obs=next_obs, next_mask=next_mask, done=done,
-                             mask=mask)
-            transitions.extend(episode_transitions)
-            for decisions, params in pending_checkpoints:
-                ckpt.save(decisions, params, await validate(params))
-            pending_checkpoints.clear()
-            bar.update(learner.decisions - before)
-            bar.set_postfix(episode=episode, tokens=ledger.total("selector_training").total)
-            episode += 1
-        bar.close()
-        # The last partial interval gets a checkpoint too (not again when a finished run resumes).
-        if learner.decisions % dcfg.checkpoint_every and learner.decisions not in ckpt.steps():
-            ckpt.save(learner.decisions, learner.state.params, await validate(learner.state.params))
-        await backbone.aclose()
+        try:
+            for seed in seeds:
+                run = _SeedRun(cfg, dcfg, wd, sp, agent, index, seed)
+                per_seed[seed] = await run.train(ledger)
+        finally:
+            await backbone.aclose()
     asyncio.run(run_all())
-    best = ckpt.best_step()
-    ckpt.close()
-    log_path = wd.selector / "transitions.npz"
-    _save_transitions(transitions, sp, log_path)
-    others = [s for s in seeds[1:]]
-    if others and cfg.selector.offline_other_seeds and transitions:
-        training.train_offline(dcfg, training.load_log(log_path), seeds=others,
-                               checkpoint_dir=wd.selector)
     # Record what evaluation must find: each seed's best checkpoint and its file fingerprint.
-    prints = {}
-    for seed in seeds:
-        best_file = wd.selector / f"seed_{seed}" / "best.json"
-        if best_file.exists():
-            step = json.loads(best_file.read_text())["best_step"]
-            prints[str(seed)] = {"step": step,
-                                 "fingerprint": _fingerprint(best_file.parent / str(step))}
+    prints = {str(s): {"step": r["best_step"],
+                       "fingerprint": _fingerprint(wd.seed_dir(s) / str(r["best_step"]))}
+              for s, r in per_seed.items()}
     (wd.selector / "fingerprints.json").write_text(json.dumps(prints, indent=1))
-    summary = {"decisions": learner.decisions, "episodes": episode, "best_step": best,
-               "tokens": ledger.total("selector_training").total, "seeds": list(seeds)}
+    summary = {"seeds": {str(s): r for s, r in per_seed.items()},
+               "tokens": ledger.total("selector_training").total}
     wd.log.write("phase_end", phase="selector_training", **summary)
-    print(f"trained the selector for {learner.decisions} decisions over {episode} episodes; best "
-          f"checkpoint at {best} decisions ({wd.selector / f'seed_{online_seed}'})")
+    for s, r in per_seed.items():
+        print(f"selector seed {s}: {r['decisions']} decisions over {r['episodes']} episodes; best "
+              f"checkpoint at {r['best_step']} decisions, mean validation return "
+              f"{r['best_val_return']:.4f} ({wd.seed_dir(s)})")
     return summary
 
 
-def _save_transitions(transitions, sp, path):
-    if not transitions:
-        return
-    val_ids = {t.task_id for t in sp.validation}
-    obs, action, reward, next_obs, next_mask, done, mask, tids = zip(*transitions)
-    episode, current, last = [], -1, None
-    for d, tid in zip(done, tids):
-        if last is None or last:
-            current += 1
-        episode.append(current)
-        last = d
-    training.save_log(training.TransitionLog(
-        obs=np.stack(obs), action=np.asarray(action, np.int32),
-        reward=np.asarray(reward, np.float32), next_obs=np.stack(next_obs),
-        next_mask=np.stack(next_mask), done=np.asarray(done, np.float32), mask=np.stack(mask),
-        episode=np.asarray(episode, np.int64),
-        split=np.array(["validation" if t in val_ids else "train" for t in tids])), path)
+class _SeedRun:
+    """One selector seed's own training run: ε-greedy episodes on the training split with the
+    seed's own initial parameters and exploration key, greedy validation episodes at every
+    checkpoint, the checkpoint with the highest mean validation return kept (Appendix C.2).
+
+    Resumes from the log after a kill: the seed's logged transitions are replayed through the
+    learner (``training.replay``, bit-identical to the uninterrupted run) and checkpoints whose
+    validation did not finish are validated again. The LLM response cache makes the repeated
+    drafts of later seeds (and of resumed episodes) cost no new calls.
+    """
+
+    def __init__(self, cfg, dcfg, wd: Workdir, sp, agent: Agent, index, seed: int):
+        self.cfg, self.dcfg, self.wd, self.sp = cfg, dcfg, wd, sp
+        self.agent, self.index = agent, index
+        self.seed = seed
+        self.ckpt = checkpoint.SelectorCheckpointer(wd.seed_dir(seed), dcfg, seed)
+        self.pending: list = []
+        self.learner = training.OnlineLearner(
+            dcfg, seed, on_checkpoint=lambda d, p: self.pending.append((d, p)))
+        self.episode = 0
+
+    def _augmentation(self, rows: list, **selector) -> CounterMemAugmentation:
+        return CounterMemAugmentation(self.agent, phase="selector_training", index=self.index,
+                                      dqn_cfg=self.dcfg, transitions=rows,
+                                      render_condition=self.cfg.memory.render_condition,
+                                      **selector)
+
+    def _events(self, event: str) -> list[dict]:
+        return [e for e in self.wd.log.events(event) if e.get("seed", 0) == self.seed]
+
+    async def validate(self, decisions: int, params) -> float:
+        """Mean return of the greedy policy over the real validation episodes."""
+        rows: list = []
+        aug = self._augmentation(rows, selector=policies.GreedyDQN(self.dcfg, params))
+        run = f"{metrics.VALIDATION}/seed{self.seed}@{decisions}"
+        for task in self.sp.validation:
+            await self.agent.run(task, aug, phase="selector_training", run=run,
+                                 extra={"seed": self.seed})
+        returns = [aug.episode_returns.get(t.task_id, float("nan")) for t in self.sp.validation]
+        value = float(np.mean(returns))
+        if not np.isfinite(value):
+            raise PhaseError(f"selector seed {self.seed}, checkpoint {decisions}: validation "
+                             f"returns {returns} are not finite")
+        self.wd.log.write("validation_transitions", seed=self.seed, checkpoint=decisions,
+                          rows=[_transition_fields(row) for row in rows])
+        return value
+
+    async def _save_pending(self) -> None:
+        done = set(self.ckpt.steps())
+        for decisions, params in self.pending:
+            if decisions not in done:
+                self.ckpt.save(decisions, params, await self.validate(decisions, params))
+        self.pending.clear()
+
+    async def train(self, ledger) -> dict:
+        replayed = self._events("transition")
+        training.replay(self.learner, [_transition_tuple(t) for t in replayed])
+        self.episode = len({t["episode"] for t in replayed})
+        self.wd.log.write("seed_start", phase="selector_training", seed=self.seed,
+                          decisions_done=self.learner.decisions, episodes_done=self.episode)
+        await self._save_pending()  # checkpoints reached before a kill but never validated
+        bar = tqdm.tqdm(total=self.dcfg.total_decisions, initial=self.learner.decisions,
+                        desc=f"train selector seed {self.seed}", unit="decision",
+                        dynamic_ncols=True, mininterval=1.0)
+        while not self.learner.done:
+            task = self.sp.train[self.episode % len(self.sp.train)]
+            rows: list = []
+            before = self.learner.decisions
+            await self.agent.run(task, self._augmentation(rows, learner=self.learner),
+                                 phase="selector_training",
+                                 run=f"train/seed{self.seed}/episode{self.episode}",
+                                 extra={"seed": self.seed})
+            for row in rows:
+                self.wd.log.write("transition", seed=self.seed, episode=self.episode,
+                                  **_transition_fields(row))
+            await self._save_pending()
+            bar.update(self.learner.decisions - before)
+            bar.set_postfix(episode=self.episode,
+                            tokens=ledger.total("selector_training").total)
+            self.episode += 1
+        bar.close()
+        if self.learner.decisions not in self.ckpt.steps():  # the last partial interval
+            params = self.learner.state.params
+            self.ckpt.save(self.learner.decisions, params,
+                           await self.validate(self.learner.decisions, params))
+        best, returns = self.ckpt.best_step(), self.ckpt.val_returns()
+        self.ckpt.close()
+        self._save_log()
+        return {"decisions": self.learner.decisions, "episodes": self.episode, "best_step": best,
+                "best_val_return": returns[best], "val_returns": returns}
+
+    def _save_log(self) -> None:
+        """The seed's transitions (training rows, and the validation rows of its checkpoints)
+        as a transition log for offline analysis (``training.train_offline``)."""
+        train = [_transition_tuple(t) for t in self._events("transition")]
+        latest = {e["checkpoint"]: e["rows"] for e in self._events("validation_transitions")}
+        val = [_transition_tuple(r) for rows in latest.values() for r in rows]
+        if train:
+            training.save_log(training.log_from_rows(train, val),
+                              self.wd.selector / f"transitions_seed{self.seed}.npz")
+
+
+def _transition_fields(row) -> dict:
+    obs, action, reward, next_obs, next_mask, done, mask, task_id = row
+    return {"task_id": task_id, "obs": obs, "action": action, "reward": reward,
+            "next_obs": next_obs, "next_mask": next_mask, "done": done, "mask": mask}
+
+
+def _transition_tuple(e: dict) -> tuple:
+    return (np.asarray(e["obs"], np.float32), int(e["action"]), float(e["reward"]),
+            np.asarray(e["next_obs"], np.float32), np.asarray(e["next_mask"], bool),
+            float(e["done"]), np.asarray(e["mask"], bool), e["task_id"])
 
 
 # ----------------------------------------------------------------------------- phase 3
@@ -316,16 +375,20 @@ def _fingerprint(path: pathlib.Path) -> str:
     return digest.hexdigest()
 
 
-def _make_selector(cfg, wd: Workdir):
-    name = cfg.eval.selector
-    if name != "dqn":
-        return policies.make_fixed(name, cfg.eval.relevance_threshold), None
-    directory = wd.selector / f"seed_{cfg.eval.selector_seed}"
+def _restore_seed(wd: Workdir, seed: int):
+    """The seed's best checkpoint, refused if it is not the one training recorded."""
+    directory = wd.seed_dir(seed)
+    if not directory.exists():
+        raise PhaseError(f"{directory}: no checkpoint for selector seed {seed}; run "
+                         "train_selector with this seed in selector.seeds")
     params, meta = checkpoint.restore(directory, "best")
     step_dir = directory / str(meta["decisions"])
     recorded = wd.selector / "fingerprints.json"
     if recorded.exists():
-        expected = json.loads(recorded.read_text()).get(str(cfg.eval.selector_seed))
+        try:
+            expected = json.loads(recorded.read_text()).get(str(seed))
+        except (ValueError, AttributeError) as err:
+            raise PhaseError(f"{recorded}: unreadable checkpoint fingerprints ({err})") from None
         if expected and (expected["step"] != meta["decisions"] or
                          expected["fingerprint"] != _fingerprint(step_dir)):
             raise PhaseError(f"{step_dir}: the selector checkpoint is not the one training "
@@ -333,70 +396,127 @@ def _make_selector(cfg, wd: Workdir):
     return policies.GreedyDQN(dqn.DQNConfig.from_json(meta["config"]), params), step_dir
 
 
+def _memory_runs(cfg, wd: Workdir) -> list[tuple]:
+    """(run name, seed, selector, checkpoint dir) per CounterMem evaluation run: one per DQN
+    seed, or one for a fixed selector (it has no seed)."""
+    name = cfg.eval.selector
+    if name != "dqn":
+        selector = policies.make_fixed(name, cfg.eval.relevance_threshold)
+        return [(f"countermem-{selector.name}", None, selector, None)]
+    seeds = tuple(int(s) for s in (cfg.eval.seeds or cfg.selector.seeds))
+    return [(f"countermem-dqn-seed{s}", s, *_restore_seed(wd, s)) for s in seeds]
+
+
+def _artefacts(wd: Workdir, frozen, runs) -> dict:
+    out = {"store_file": _fingerprint(wd.frozen), "store_hash": frozen.content_hash()}
+    for _, seed, _, ckpt_dir in runs:
+        if ckpt_dir is not None:
+            out[f"selector_checkpoint_seed{seed}"] = _fingerprint(ckpt_dir)
+    return out
+
+
+def _run_ends(run_log: RunLog, run: str, eval_ids: set) -> tuple[list, list]:
+    ends = list({e["task_id"]: e for e in run_log.events("task_end")
+                 if e["run"] == run and e["task_id"] in eval_ids}.values())
+    decisions = [e for e in run_log.completed_decisions(run) if e["task_id"] in eval_ids]
+    return ends, decisions
+
+
 @workdir_guard.guarded_phase("evaluate")  # config checked, phase locked, fingerprint
 def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
+    """The base agent once and one CounterMem run per selector seed, each in its own run
+    directory ``WORKDIR/eval/<run>/`` (log.jsonl, metrics.json); the aggregate over seeds, with
+    95% bootstrap CIs and the cost of building, in ``WORKDIR/metrics.json``."""
     wd = Workdir(workdir_path)
     sp, evaluator, domain, backbone, ledger, agent_cfg = _setup(cfg, wd, backbone, benchmark)
     frozen = _load_frozen_checked(wd)
-    selector, ckpt_dir = _make_selector(cfg, wd)
-    before = {"store_file": _fingerprint(wd.frozen), "store_hash": frozen.content_hash()}
-    if ckpt_dir is not None:
-        before["selector_checkpoint"] = _fingerprint(ckpt_dir)
+    memory_runs = _memory_runs(cfg, wd)
+    before = _artefacts(wd, frozen, memory_runs)
     index = _index(cfg, frozen.records, _checker(cfg, backbone, "evaluation"))
-    agent = Agent(backbone, evaluator, domain, agent_cfg, wd.log)
-    # Each selector has its own run (and metrics file), so comparing selectors in one workdir
-    # never mixes their logged tasks; the memory-free "base" run is shared.
-    mem_run = "countermem" if cfg.eval.selector == "dqn" else f"countermem-{selector.name}"
-    runs = {"base": Augmentation(),
-            mem_run: CounterMemAugmentation(agent, phase="evaluation", index=index,
-                                            selector=selector,
-                                            render_condition=cfg.memory.render_condition)}
-    wd.log.write("phase_start", phase="evaluation", verified=before)
+    runs = {}  # run name -> (seed, agent, augmentation); the memory-free "base" run is shared
+    base_agent = Agent(backbone, evaluator, domain, agent_cfg, wd.run_log("base"))
+    runs["base"] = (None, base_agent, Augmentation())
+    for name, seed, selector, _ in memory_runs:
+        agent = Agent(backbone, evaluator, domain, agent_cfg, wd.run_log(name))
+        runs[name] = (seed, agent, CounterMemAugmentation(
+            agent, phase="evaluation", index=index, selector=selector,
+            render_condition=cfg.memory.render_condition))
+    wd.log.write("phase_start", phase="evaluation", verified=before, runs=list(runs))
 
     async def run_all():
-        for run, aug in runs.items():
-            done = wd.log.finished(run)
-            todo = [t for t in sp.eval if t.task_id not in done]
-            semaphore = asyncio.Semaphore(max(1, cfg.eval.concurrency))
-            bar = tqdm.tqdm(total=len(todo), desc=f"evaluate {run}", unit="task",
-                            dynamic_ncols=True, mininterval=1.0)
+        try:
+            for run, (seed, agent, aug) in runs.items():
+                done = agent.runlog.finished(run)
+                todo = [t for t in sp.eval if t.task_id not in done]
+                semaphore = asyncio.Semaphore(max(1, cfg.eval.concurrency))
+                bar = tqdm.tqdm(total=len(todo), desc=f"evaluate {run}", unit="task",
+                                dynamic_ncols=True, mininterval=1.0)
+                extra = {} if seed is None else {"seed": seed}
 
-            async def one(task):
-                async with semaphore:
-                    return await agent.run(task, aug, phase="evaluation", run=run)
-            for fut in asyncio.as_completed([one(t) for t in todo]):
-                await fut
-                bar.update(1)
-                bar.set_postfix(tokens=ledger.total("evaluation").total)
-            bar.close()
-        await backbone.aclose()
+                async def one(task, agent=agent, aug=aug, run=run, extra=extra):
+                    async with semaphore:
+                        return await agent.run(task, aug, phase="evaluation", run=run,
+                                               extra=extra)
+                for fut in asyncio.as_completed([one(t) for t in todo]):
+                    await fut
+                    bar.update(1)
+                    bar.set_postfix(tokens=ledger.total("evaluation").total)
+                bar.close()
+        finally:
+            await backbone.aclose()
     asyncio.run(run_all())
-    after = {"store_file": _fingerprint(wd.frozen), "store_hash": frozen.content_hash()}
-    if ckpt_dir is not None:
-        after["selector_checkpoint"] = _fingerprint(ckpt_dir)
+    after = _artefacts(wd, frozen, memory_runs)
     if after != before:
         raise PhaseError(f"frozen artefacts changed during evaluation: {before} -> {after}")
-    eval_ids = {t.task_id for t in sp.eval}
-    ends = {run: list({e["task_id"]: e for e in wd.log.events("task_end")
-                       if e["run"] == run and e["task_id"] in eval_ids}.values()) for run in runs}
-    decisions = {run: [e for e in wd.log.completed_decisions(run) if e["task_id"] in eval_ids]
-                 for run in runs}
-    result = {"base": metrics.run_metrics(ends["base"], decisions["base"]),
-              "countermem": metrics.run_metrics(ends[mem_run], decisions[mem_run]),
-              "countermem_run": mem_run,
-              "paired": metrics.paired(ends["base"], ends[mem_run])}
+    result = _evaluation_metrics(cfg, wd, sp, runs)
     result["verified_unchanged"] = after
-    result["agent"] = cfg.agent.kind
-    result["selector"] = cfg.eval.selector
-    result["benchmark"] = cfg.data.benchmark
-    metrics_path = wd.metrics if mem_run == "countermem" else \
-        wd.root / f"metrics_{selector.name}.json"
+    result["store"] = {"hash": frozen.content_hash(), "records": len(frozen)}
+    metrics_path = wd.metrics if cfg.eval.selector == "dqn" else \
+        wd.root / f"metrics_{memory_runs[0][2].name}.json"
     metrics_path.write_text(json.dumps(result, indent=1, default=str))
     agent_name = "ReAct" if cfg.agent.kind == "react" else "Reflexion"
-    table = metrics.comparison_table(result["base"], result["countermem"], result["paired"],
-                                     agent_name)
+    table = metrics.comparison_table(result, agent_name)
     print(f"\n{cfg.data.benchmark}: {len(sp.eval)} held-out tasks, store {frozen.content_hash()[:12]} "
           f"({len(frozen)} records), selector {cfg.eval.selector}\n{table}\n"
-          f"store and selector verified unchanged; metrics in {metrics_path}")
-    wd.log.write("phase_end", phase="evaluation", metrics=result)
+          f"store and selector verified unchanged; metrics in {metrics_path}, per run in "
+          f"{wd.eval_runs}/<run>/")
+    wd.log.write("phase_end", phase="evaluation", metrics_file=str(metrics_path))
     return result
+
+
+def _evaluation_metrics(cfg, wd: Workdir, sp, runs: dict) -> dict:
+    """Per-run metrics (written to each run directory) and their aggregate over seeds."""
+    eval_ids = {t.task_id for t in sp.eval}
+    ends, decisions = {}, {}
+    for run, (_, agent, _) in runs.items():
+        ends[run], decisions[run] = _run_ends(agent.runlog, run, eval_ids)
+    seeds = {run: seed for run, (seed, _, _) in runs.items() if run != "base"}
+    key = {run: ("fixed" if seed is None else str(seed)) for run, seed in seeds.items()}
+    aggregate = metrics.seed_aggregate(ends["base"], {key[r]: ends[r] for r in seeds},
+                                       {key[r]: decisions[r] for r in seeds})
+    base = metrics.run_metrics(ends["base"], decisions["base"])
+    for run in runs:
+        per_run = base if run == "base" else dict(aggregate["per_seed"][key[run]],
+                                                  paired=aggregate["paired"][key[run]])
+        wd.run_dir(run).joinpath("metrics.json").write_text(json.dumps(
+            {"run": run, "seed": seeds.get(run), "metrics": per_run}, indent=1, default=str))
+    return {
+        "benchmark": cfg.data.benchmark, "agent": cfg.agent.kind, "selector": cfg.eval.selector,
+        "runs": {run: str(wd.run_dir(run)) for run in runs},
+        "seeds": list(aggregate["per_seed"]),
+        "base": base,
+        "base_score": intervals.summarize(
+            np.array([[100.0 * e["solved"] for e in sorted(ends["base"],
+                                                           key=lambda e: e["task_id"])]])),
+        "countermem": aggregate["mean"],
+        "aggregate": aggregate,
+        "paired": aggregate["paired"],
+        "cost_of_building": metrics.building_cost(wd.log.events("task_end")),
+        "evaluation_cost": {_cost_label(r, key.get(r)): metrics.cost(ends[r]) for r in runs},
+    }
+
+
+def _cost_label(run: str, key: str | None) -> str:
+    if run == "base":
+        return "base"
+    return "CounterMem, fixed selector" if key == "fixed" else f"CounterMem, seed {key}"

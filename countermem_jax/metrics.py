@@ -7,8 +7,17 @@
   retrieval_coverage      retrieval opportunities with ≥ 1 eligible record returned / opportunities
   harmful_use_rate        selected record uses labelled harmful (reuse label −1) / selected uses
   rescued, broken         paired tasks: failed without memory and solved with it / the reverse
+
+Over selector seeds (``seed_aggregate``): every CounterMem metric per seed and its mean, and for
+the score and the paired score difference to the base agent also the standard deviation and a 95%
+bootstrap CI (``intervals.summarize``). ``building_cost`` adds what the evaluation figures leave
+out by the paper's definitions: the construction and selector-training phases.
 """
 import collections
+
+import numpy as np
+
+from countermem_jax import intervals
 
 
 def run_metrics(task_ends: list[dict], decisions: list[dict]) -> dict:
@@ -56,28 +65,165 @@ def paired(base_ends: list[dict], mem_ends: list[dict]) -> dict:
             "net": rescued - broken}
 
 
+def _aligned(base_ends: list[dict], seed_ends: dict) -> list[str]:
+    ids = sorted({e["task_id"] for e in base_ends})
+    for seed, ends in seed_ends.items():
+        if sorted(e["task_id"] for e in ends) != ids:
+            raise ValueError(f"seed {seed}: its evaluated tasks differ from the base agent's")
+    return ids
+
+
+def seed_aggregate(base_ends: list[dict], seed_ends: dict, seed_decisions: dict) -> dict:
+    """Per-seed metrics, their means, and mean/std/95% CI of the score and of the paired
+    difference to the base agent (``intervals``); ``seed_ends`` maps seed -> task ends."""
+    ids = _aligned(base_ends, seed_ends)
+    base = {e["task_id"]: 100.0 * e["solved"] for e in base_ends}
+    per_seed = {str(s): run_metrics(ends, seed_decisions[s]) for s, ends in seed_ends.items()}
+    solved = np.array([[100.0 * {e["task_id"]: e["solved"] for e in ends}[t] for t in ids]
+                       for ends in seed_ends.values()])
+    pairs = {str(s): paired(base_ends, ends) for s, ends in seed_ends.items()}
+    return {
+        "per_seed": per_seed,
+        "mean": mean_metrics(list(per_seed.values())),
+        "score": intervals.summarize(solved),
+        "score_difference": intervals.summarize(solved - np.array([base[t] for t in ids])[None]),
+        "paired": pairs,
+        "rescued": {s: p["rescued"] for s, p in pairs.items()},
+        "broken": {s: p["broken"] for s, p in pairs.items()},
+    }
+
+
+def mean_metrics(runs: list[dict]) -> dict:
+    """The mean over runs of every numeric metric (a ratio undefined in some run is left out of
+    its mean; undefined everywhere gives None)."""
+    out = {}
+    for key, value in runs[0].items():
+        if isinstance(value, dict):
+            continue
+        values = [r.get(key) for r in runs if isinstance(r.get(key), (int, float))]
+        out[key] = float(np.mean(values)) if values else None
+    return out
+
+
+_COST_KEYS = (("tasks", None), ("llm_calls", "llm_calls"), ("tokens", "tokens"),
+              ("world_model_calls", "calls"), ("failed_attempts", "failures"),
+              ("counterfactual_checks", "cf_checks"), ("counterfactual_tokens", "cf_tokens"))
+
+
+def cost(ends: list[dict]) -> dict:
+    """Summed spending of task runs: LLM calls and tokens, world-model calls, failed attempts,
+    counterfactual checks and their tokens."""
+    return {name: (len(ends) if key is None else sum(int(e.get(key) or 0) for e in ends))
+            for name, key in _COST_KEYS}
+
+
+def building_cost(task_ends: list[dict]) -> dict:
+    """What building CounterMem cost, per phase, from the main log's task ends (paper §4.4 and
+    Appendix D.6 leave these out of the task-run figures; Appendix B.4 bounds construction).
+
+    construction        the base agent with Modules I–III on the construction split: LLM calls
+                        and tokens (counterfactual proposals and distillation included, also
+                        shown apart), world-model calls and failed attempts (counterfactual
+                        checks included, also counted apart);
+    selector_training   the ε-greedy training episodes and the validation episodes of every
+                        seed, per seed and in total.
+    A task is counted once per run (its last finished attempt: a task redone after a kill is
+    not counted twice, the unfinished attempt's spending is not in the log).
+    """
+    last = {}
+    for e in task_ends:
+        last[(e.get("phase"), e.get("run"), e.get("seed"), e["task_id"])] = e
+    ends = list(last.values())
+    construction = [e for e in ends if e.get("phase") == "construction"]
+    training = [e for e in ends if e.get("phase") == "selector_training"]
+    seeds = sorted({e.get("seed") for e in training}, key=lambda s: (s is None, s))
+    per_seed = {str(s): {"train": cost([e for e in training if e.get("seed") == s
+                                         and not str(e.get("run")).startswith(VALIDATION)]),
+                         "validation": cost([e for e in training if e.get("seed") == s and
+                                              str(e.get("run")).startswith(VALIDATION)])}
+                for s in seeds}
+    return {"construction": cost(construction),
+            "selector_training": {"total": cost(training), "per_seed": per_seed},
+            "total": cost(construction + training)}
+
+
+VALIDATION = "validation"  # run-name prefix of selector validation episodes
+
+
 def _fmt(v):
     if v is None:
         return "—"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
     if isinstance(v, float):
         return f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}"
     return str(v)
 
 
-def comparison_table(base: dict, mem: dict, pair: dict, agent: str) -> str:
-    rows = [("score (0-100)", "score"), ("solved / tasks", None), ("task-run tokens", "tokens"),
-            ("world-model calls", "world_model_calls"), ("calls per solved task", "calls_per_solved"),
+def _interval(summary: dict, signed: bool = False) -> str:
+    sign = "+" if signed else ""
+    lo, hi = summary["ci95"]
+    return f"{summary['mean']:{sign}.1f} [{lo:{sign}.1f}, {hi:{sign}.1f}]"
+
+
+def comparison_table(result: dict, agent: str) -> str:
+    """Base agent vs CounterMem: means over seeds with 95% CIs, per-seed scores and
+    rescued/broken, then the cost of building (see ``building_cost``)."""
+    base, agg = result["base"], result["aggregate"]
+    mem, seeds = agg["mean"], list(agg["per_seed"])
+    mem_head = f"{agent}+CounterMem"
+    head = f"{'metric':<30}{agent:>20}{mem_head:>26}"
+    lines = [head, "-" * len(head)]
+    base_ci = result["base_score"]
+    lines.append(f"{'score (0-100) [95% CI]':<30}{_interval(base_ci):>20}"
+                 f"{_interval(agg['score']):>26}")
+    lines.append(f"{'score - base (pp) [95% CI]':<30}{'':>20}"
+                 f"{_interval(agg['score_difference'], signed=True):>26}")
+    std = agg["score"]["std"]
+    lines.append(f"{'score std over seeds':<30}{'':>20}{_fmt(std):>26}")
+    rows = [("solved / tasks", None), ("task-run tokens", "tokens"),
+            ("world-model calls", "world_model_calls"),
+            ("calls per solved task", "calls_per_solved"),
             ("failed attempts per solved", "failures_per_solved"),
             ("retrieval coverage", "retrieval_coverage"), ("selected record uses", "selected_uses"),
             ("harmful use rate", "harmful_use_rate")]
-    head = f"{'metric':<30}{agent:>14}{agent + '+CounterMem':>24}"
-    lines = [head, "-" * len(head)]
     for label, key in rows:
         if key is None:
-            b, m = f"{base['solved']}/{base['tasks']}", f"{mem['solved']}/{mem['tasks']}"
+            b, m = f"{base['solved']}/{base['tasks']}", f"{_fmt(mem['solved'])}/{base['tasks']}"
         else:
             b, m = _fmt(base.get(key)), _fmt(mem.get(key))
-        lines.append(f"{label:<30}{b:>14}{m:>24}")
-    lines.append(f"paired tasks {pair['paired_tasks']}: rescued {pair['rescued']}, broken "
-                 f"{pair['broken']}, net {pair['net']:+d}")
+        lines.append(f"{label:<30}{b:>20}{m:>26}")
+    runs = ("one run of the fixed selector" if seeds == ["fixed"] else
+            f"mean over {len(seeds)} selector seed(s) ({', '.join(seeds)})")
+    lines.append(f"CounterMem: {runs}; CI: {agg['score']['method']}")
+    for s in seeds:
+        p = agg["paired"][s]
+        label = "fixed selector" if s == "fixed" else f"seed {s}"
+        lines.append(f"  {label}: score {agg['per_seed'][s]['score']:.1f}, paired tasks "
+                     f"{p['paired_tasks']}: rescued {p['rescued']}, broken {p['broken']}, "
+                     f"net {p['net']:+d}")
+    lines += ["", building_table(result["cost_of_building"], result.get("evaluation_cost"))]
+    return "\n".join(lines)
+
+
+def building_table(cost: dict, evaluation: dict | None = None) -> str:
+    """The "cost of building" block: construction, selector training (per seed), their total,
+    and the evaluation cost of the CounterMem runs for comparison."""
+    cols = [("tasks", "tasks"), ("LLM calls", "llm_calls"), ("tokens", "tokens"),
+            ("WM calls", "world_model_calls"), ("failed", "failed_attempts"),
+            ("CF checks", "counterfactual_checks"), ("CF tokens", "counterfactual_tokens")]
+    head = f"{'cost of building':<30}" + "".join(f"{c:>11}" for c, _ in cols)
+    lines = [head, "-" * len(head)]
+
+    def row(label, c):
+        lines.append(f"{label:<30}" + "".join(f"{c[k]:>11}" for _, k in cols))
+    row("construction", cost["construction"])
+    for s, parts in cost["selector_training"]["per_seed"].items():
+        row(f"selector seed {s}: training", parts["train"])
+        row(f"selector seed {s}: validation", parts["validation"])
+    row("selector training (all seeds)", cost["selector_training"]["total"])
+    row("total cost of building", cost["total"])
+    if evaluation:
+        for label, c in evaluation.items():
+            row(f"evaluation: {label}", c)
     return "\n".join(lines)

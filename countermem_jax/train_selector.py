@@ -1,6 +1,10 @@
-"""Phase 2: trains the DQN memory-use selector over the frozen store.
+"""Phase 2: trains the DQN memory-use selector over the frozen store, one real run per seed.
 
-    python -m countermem_jax.train_selector --config=configs/spider_react_cpu.py --workdir=/tmp/cm
+    python -m countermem_jax.train_selector --config=configs/spider_react_cpu.py --workdir=/tmp/cm \
+        --config.selector.seeds='(0,1)'
+
+Each seed in ``selector.seeds`` gets its own episodes, validation and best checkpoint in
+``WORKDIR/selector/seed_<s>/`` (README, "Protocol").
 """
 from countermem_jax import cli, experiment
 

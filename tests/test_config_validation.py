@@ -40,7 +40,8 @@ def test_every_shipped_config_is_valid(path):
     ("construction.epsilon", 1.5, "construction.epsilon=1.5 must lie in [0.0, 1.0]"),
     ("selector.seeds", (), "selector.seeds=() must be a non-empty list"),
     ("selector.seeds", (0, 0), "selector.seeds=(0, 0) repeats a seed"),
-    ("eval.selector_seed", 7, "eval.selector_seed=7 is not one of selector.seeds (0, 1, 2, 3, 4)"),
+    ("eval.seeds", (0, 7), "eval.seeds=(0, 7) names seed(s) (7,) that are not in selector.seeds "
+     "(0, 1, 2, 3, 4)"),
 ])
 def test_bad_field_is_named_with_the_allowed_values(field, value, message):
     cfg = base_config()

@@ -114,10 +114,12 @@ def test_later_task_applies_the_record_and_look_alike_filters_it(tmp_path, peopl
     cfg = _config(tmp_path)
     experiment.build_memory(cfg, tmp_path / "wd", backbone=scripted(), benchmark=people_benchmark)
     result = experiment.evaluate(cfg, tmp_path / "wd", backbone=scripted(), benchmark=people_benchmark)
-    log = RunLog(tmp_path / "wd" / "log.jsonl")
-    ends = {(e["run"], e["task_id"]): e for e in log.events("task_end")}
-    run = "countermem-always_top1"  # a fixed selector gets its own run name
-    assert result["countermem_run"] == run
+    run = "countermem-always_top1"  # a fixed selector gets its own run (and run directory)
+    base_log = RunLog(tmp_path / "wd" / "eval" / "base" / "log.jsonl")
+    log = RunLog(tmp_path / "wd" / "eval" / run / "log.jsonl")
+    ends = {(e["run"], e["task_id"]): e
+            for e in base_log.events("task_end") + log.events("task_end")}
+    assert set(result["runs"]) == {"base", run}
     assert not ends[("base", "e1")]["solved"] and ends[(run, "e1")]["solved"]
     e1 = next(d for d in log.events("decision") if d["run"] == run and d["task_id"] == "e1")
     assert e1["memory"]["record_id"] and e1["action"].endswith("age >= 40")
@@ -126,7 +128,7 @@ def test_later_task_applies_the_record_and_look_alike_filters_it(tmp_path, peopl
     assert e2[0]["memory"]["retrieved"] == [] and len(e2[0]["memory"]["excluded_condition"]) == 1
     assert ends[(run, "e2")]["solved"]  # its correct strict draft was left alone
     assert (tmp_path / "wd" / "metrics_always_top1.json").exists()
-    assert result["paired"] == {"paired_tasks": 2, "rescued": 1, "broken": 0, "net": 1}
+    assert result["paired"] == {"fixed": {"paired_tasks": 2, "rescued": 1, "broken": 0, "net": 1}}
     assert result["countermem"]["retrieval_coverage"] == 0.5
     assert result["countermem"]["harmful_use_rate"] == 0.0
 
@@ -136,14 +138,15 @@ def test_training_and_evaluation_leave_store_and_selector_unchanged(tmp_path, pe
     wd = tmp_path / "wd"
     experiment.build_memory(cfg, wd, backbone=scripted(), benchmark=people_benchmark)
     summary = experiment.train_selector(cfg, wd, backbone=scripted(), benchmark=people_benchmark)
-    assert summary["decisions"] >= 6 and (wd / "selector" / "seed_1" / "best.json").exists()
+    assert all(summary["seeds"][s]["decisions"] >= 6 for s in ("0", "1"))
     frozen_bytes = (wd / "store_frozen.jsonl").read_bytes()
     ckpt_files = {p: p.read_bytes() for p in (wd / "selector").rglob("*") if p.is_file()}
     result = experiment.evaluate(cfg, wd, backbone=scripted(), benchmark=people_benchmark)
     assert (wd / "store_frozen.jsonl").read_bytes() == frozen_bytes
     assert {p: p.read_bytes() for p in (wd / "selector").rglob("*") if p.is_file()} == ckpt_files
     assert result["verified_unchanged"]["store_hash"] == load_frozen(wd / "store_frozen.jsonl").content_hash()
-    assert "selector_checkpoint" in result["verified_unchanged"]
+    assert {"selector_checkpoint_seed0", "selector_checkpoint_seed1"} <= \
+        set(result["verified_unchanged"])
     transitions = RunLog(wd / "log.jsonl").events("transition")
     assert transitions and all(len(t["obs"]) == 98 for t in transitions)
     # A checkpoint changed after training is refused before evaluation starts.

@@ -25,7 +25,7 @@ def test_fingerprint_covers_result_fields_and_leaves_out_evaluation_choices():
                   "memory.retention", "memory.capacity", "construction.k",
                   "construction.verification_budget", "construction.reuse_policy"):
         assert field in build, field
-    for field in ("eval.selector", "eval.selector_seed", "eval.concurrency", "backbone.base_urls",
+    for field in ("eval.selector", "eval.seeds", "eval.concurrency", "backbone.base_urls",
                   "backbone.max_concurrency", "backbone.cache_dir", "data.data_dir",
                   "splits.manifest", "selector.total_decisions"):
         assert field not in build, field

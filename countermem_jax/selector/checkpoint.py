@@ -14,6 +14,7 @@ names its file.
 """
 import hashlib
 import json
+import math
 import os
 import pathlib
 
@@ -117,6 +118,9 @@ class SelectorCheckpointer:
         self._mngr = _manager(directory)
 
     def save(self, decisions: int, params, val_return: float) -> None:
+        if not math.isfinite(val_return):
+            raise ValueError(f"{self.directory}: validation return {val_return} at {decisions} "
+                             "decisions is not finite; a checkpoint is chosen by its score")
         meta = metadata(self.cfg, self.seed, decisions, val_return)
         self._mngr.save(int(decisions), args=ocp.args.Composite(
             params=ocp.args.StandardSave(jax.device_get(params)), meta=ocp.args.JsonSave(meta)),
@@ -126,9 +130,26 @@ class SelectorCheckpointer:
         record = {"step": int(decisions), "files": _file_digests(step_dir),
                   "arrays_sha256": _arrays_digest(jax.device_get(params), meta)}
         _hash_file(self.directory, decisions).write_text(json.dumps(record, indent=1))
+        returns = self.val_returns() | {int(decisions): float(val_return)}
         best = self._mngr.best_step()
         (self.directory / "best.json").write_text(json.dumps(
-            {"best_step": best, "steps": list(self._mngr.all_steps())}, indent=1))
+            {"best_step": best, "best_val_return": returns[best],
+             "steps": list(self._mngr.all_steps()),
+             "val_returns": {str(k): v for k, v in sorted(returns.items())}}, indent=1))
+
+    def val_returns(self) -> dict[int, float]:
+        """Validation return per saved step (as recorded in best.json)."""
+        path = self.directory / "best.json"
+        recorded = {}
+        if path.exists():
+            best = _read_json(path, "best-checkpoint record")
+            recorded = best.get("val_returns", {}) if isinstance(best, dict) else {}
+        out = {int(k): float(v) for k, v in recorded.items()}
+        for step in self._mngr.all_steps():  # written before best.json kept the returns
+            if step not in out:
+                out[step] = float(self._mngr.restore(step, args=ocp.args.Composite(
+                    meta=ocp.args.JsonRestore()))["meta"]["val_return"])
+        return out
 
     def steps(self) -> list[int]:
         return list(self._mngr.all_steps())

@@ -1,8 +1,15 @@
 """Training drivers: online (one call per real decision) and offline from a transition log.
 
-Offline retraining replays a log of logged decisions through the same ``decision_step`` as online
-training, with ``jax.lax.scan`` over decisions and ``jax.vmap`` over selector seeds, so five seeds
-cost about as much as one and no LLM call is repeated.
+The protocol's selector seeds are online runs (``OnlineLearner``, driven by
+``experiment.train_selector``): each seed acts ε-greedily in its own episodes and is validated on
+real validation episodes (paper Appendix C.2). ``replay`` rebuilds a learner from its own logged
+decisions after a kill, bit-identically.
+
+Offline retraining (``train_offline``) is an analysis tool, not what a protocol seed means: it
+replays one seed's logged decisions through the same ``decision_step`` with ``jax.lax.scan`` over
+decisions and ``jax.vmap`` over seeds (no LLM call, no environment), so the other seeds never act
+and are scored by a proxy (the first-decision value on the log's validation rows), which must
+be finite.
 
 Transition logs are ``.npz`` files with arrays ``obs`` [N, 98] float32, ``action`` [N] int32,
 ``reward`` [N] float32, ``next_obs`` [N, 98], ``next_mask`` [N, 5] bool, ``done`` [N] float32,
@@ -134,11 +141,34 @@ def first_decision_value(cfg: dqn.DQNConfig, params, log: TransitionLog) -> floa
     return float(np.where(log.mask[first], q, -np.inf).max(axis=1).mean())
 
 
+def log_from_rows(train_rows: list, validation_rows: list) -> TransitionLog:
+    """A transition log from decision rows ``(obs, action, reward, next_obs, next_mask, done,
+    mask, task_id)`` in episode order; an episode ends at a row with ``done``."""
+    rows = list(train_rows) + list(validation_rows)
+    split = ["train"] * len(train_rows) + ["validation"] * len(validation_rows)
+    obs, action, reward, next_obs, next_mask, done, mask, _ = zip(*rows)
+    ends = np.asarray(done, np.float32) > 0
+    episode = np.concatenate([[0], np.cumsum(ends[:-1])]).astype(np.int64)
+    return TransitionLog(obs=np.stack(obs), action=np.asarray(action, np.int32),
+                         reward=np.asarray(reward, np.float32), next_obs=np.stack(next_obs),
+                         next_mask=np.stack(next_mask), done=np.asarray(done, np.float32),
+                         mask=np.stack(mask), episode=episode, split=np.array(split))
+
+
+def replay(learner: "OnlineLearner", rows: list) -> None:
+    """Feeds logged decisions (rows as in ``log_from_rows``) back into a fresh learner in the
+    order the online run made them (``act`` then ``observe`` per decision), so its parameters,
+    replay buffer and exploration key equal those of the run that logged them."""
+    for obs, action, reward, next_obs, next_mask, done, mask, _ in rows:
+        learner.act(obs, mask)
+        learner.observe(obs, action, reward, next_obs, next_mask, bool(done))
+
+
 def train_offline(cfg: dqn.DQNConfig, log: TransitionLog, seeds: Sequence[int] = (0, 1, 2, 3, 4),
                   checkpoint_dir: str | os.PathLike | None = None,
                   validate: Callable[[object], float] | None = None,
                   vectorized: bool = True) -> tuple[dqn.TrainState, np.ndarray]:
-    """Trains one selector per seed on the log's "train" rows, in log order.
+    """Analysis tool: trains one selector per seed on the log's "train" rows, in log order.
 
     Checkpoints every ``cfg.checkpoint_every`` decisions into ``checkpoint_dir/seed_<s>`` with the
     validation score (``validate(params)``, default the first-decision value on the log's
@@ -146,6 +176,9 @@ def train_offline(cfg: dqn.DQNConfig, log: TransitionLog, seeds: Sequence[int] =
     """
     train = log.subset("train")
     val_log = log.subset("validation")
+    if validate is None and len(val_log) == 0:
+        raise ValueError("the transition log has no validation rows, so the offline validation "
+                         "proxy is undefined; pass validate= or a log with validation episodes")
     validate = validate or (lambda p: first_decision_value(cfg, p, val_log))
     transitions = train.transitions()
     n = len(train)
