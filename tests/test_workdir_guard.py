@@ -67,7 +67,7 @@ def test_reflexion_config_on_a_react_workdir_is_refused_naming_the_fields(tmp_pa
     again = _config(tmp_path, selector="always_skip")
     again.eval.concurrency = 4
     result = experiment.evaluate(again, wd, backbone=scripted(), benchmark=people_benchmark)
-    assert result["countermem_run"] == "countermem-always_skip"
+    assert "countermem-always_skip" in result["runs"]
 
 
 def _enter(cfg, root, phase):
