@@ -21,7 +21,18 @@ def base_config() -> ml_collections.ConfigDict:
         max_concurrency=64, timeout_s=600.0, max_attempts=6, reasoning_effort="", cache_dir=""))
     c.memory = ml_collections.ConfigDict(dict(
         capacity=200, retention="utility", seed=0, top_k=3, reuse_weight=0.2,
-        use_conditions=True, render_condition=True, unknown_condition="include"))
+        use_conditions=True, render_condition=True,
+        # An undecided condition (no checker decides; the judge's reply states no YES/NO) keeps
+        # the record out: applicability that cannot be established is not assumed.
+        unknown_condition="exclude",
+        # The judge's own sampling: room for a reasoning model to answer, low effort where the
+        # server takes reasoning_effort (gpt-oss); the agent's max_tokens does not apply.
+        judge=ml_collections.ConfigDict(dict(max_tokens=1024, reasoning_effort="low",
+                                             temperature=0.0)),
+        # Records without a condition of their own (distillation failed, or a free-text
+        # condition scoped for a weak backbone): "derive" = the condition derived from the
+        # verified edit (edit_conditions.py), "exclude" = kept out of retrieval.
+        fallback_condition="derive"))
     c.construction = ml_collections.ConfigDict(dict(
         k=4, max_expanded_failures=2, verification_budget=8, epsilon=0.05,
         reuse_policy="always_top1", relevance_threshold=0.5, scope_free_text_conditions=False))

@@ -27,7 +27,8 @@ from countermem_jax.counterfactual import ConstructionConfig, CounterfactualBuil
 from countermem_jax.memory import load_frozen, load_store, save_store, scoring
 from countermem_jax.memory.store import MemoryStore, StoreConfig
 from countermem_jax.memory_use import CounterMemAugmentation
-from countermem_jax.retrieval.conditions import CompositeChecker, LLMJudgeChecker, RuleChecker
+from countermem_jax.retrieval.conditions import (CompositeChecker, JudgeSettings, LLMJudgeChecker,
+                                                 RuleChecker)
 from countermem_jax.retrieval.retrieve import RetrievalIndex
 from countermem_jax.runlog import RunLog
 from countermem_jax.selector import checkpoint, dqn, policies, training
@@ -87,14 +88,12 @@ def _setup(cfg, workdir: Workdir, backbone=None, benchmark=None):
 
 
 def _checker(cfg, backbone, phase: str) -> CompositeChecker:
-    """Rule conditions first; free-text conditions judged by the backbone, charged to the phase."""
-    from countermem_jax.backbones.base import Charge, SamplingParams
-
-    def ask(prompt):
-        return backbone.chat_sync([{"role": "user", "content": prompt}],
-                                  SamplingParams(max_tokens=8),
-                                  Charge(phase, purpose="CONDITION_JUDGE")).text
-    return CompositeChecker([RuleChecker(), LLMJudgeChecker(ask)], cfg.memory.unknown_condition)
+    """Rule conditions first; free-text conditions judged by the backbone with the judge's own
+    sampling settings, asynchronously by the deciding decision (``memory_use``), charged to it."""
+    del backbone, phase  # the judge's calls go through the deciding agent's backbone and charge
+    return CompositeChecker([RuleChecker(cfg.memory.fallback_condition),
+                             LLMJudgeChecker(JudgeSettings(**cfg.memory.judge.to_dict()))],
+                            cfg.memory.unknown_condition)
 
 
 def _index(cfg, records, checker) -> RetrievalIndex:

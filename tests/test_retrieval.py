@@ -1,4 +1,5 @@
 """Embedding, eligibility and ranking (paper Appendix B.4)."""
+import asyncio
 import subprocess
 import sys
 
@@ -141,16 +142,23 @@ def test_rule_checker_grammar():
 def test_llm_judge_for_free_text_conditions_with_fake_backbone():
     asked = []
 
-    def fake(prompt):
+    async def fake(prompt):
         asked.append(prompt)
         return "Sure! The answer is: NO." if "strictly" in prompt else "```\nYES\n```"
 
-    checker = CompositeChecker([RuleChecker(), LLMJudgeChecker(fake)])
+    checker = CompositeChecker([RuleChecker(), LLMJudgeChecker()])
     cond = "the request includes the boundary value"
-    assert checker.compatible(cond, _task("a", "at least 30")) is True
-    assert checker.compatible(cond, _task("b", "strictly above 30")) is False
-    assert checker.compatible(cond, _task("b", "strictly above 30")) is False
-    assert len(asked) == 2  # cached per (condition, task)
+    a, b = _task("a", "at least 30"), _task("b", "strictly above 30")
+    counts = asyncio.run(checker.judge_pending([cond, cond, "bound == strict"], a, fake))
+    assert (counts.compatible, counts.incompatible, counts.undecided, counts.judged_by_llm) == \
+        (1, 1, 0, 1)  # the rule condition is decided by the rule checker, no call
+    asyncio.run(checker.judge_pending([cond], b, fake))
+    asyncio.run(checker.judge_pending([cond], b, fake))
+    assert checker.compatible(cond, a) is True
+    assert checker.compatible(cond, b) is False
+    assert len(asked) == 2  # cached per (condition, task, run scope)
+    with pytest.raises(RuntimeError, match="not judged"):
+        checker.compatible(cond, _task("c", "never judged"))
     assert parse_yes_no("maybe") is None
 
 

@@ -95,6 +95,7 @@ class RetrievalIndex:
         self._key_task = jnp.asarray(key_task)
         self._size = size
         self._conditions = [r.condition.strip() for r in self.records]
+        self.conditions = tuple(dict.fromkeys(c for c in self._conditions if c))
         self._conditioned = [i for i, c in enumerate(self._conditions) if c]
 
     def _code(self, task_id: str) -> int:
