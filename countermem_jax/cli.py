@@ -12,7 +12,11 @@ def run_phase(phase) -> None:
         del argv
         if not flags.FLAGS["verbosity"].present:  # progress bars and summaries; -v 0 for INFO logs
             logging.set_verbosity(logging.WARNING)
-        phase(config.value, workdir.value)
+        from countermem_jax.splits import SplitError
+        try:
+            phase(config.value, workdir.value)
+        except SplitError as err:  # bad split settings: one line, nothing stored is touched
+            raise SystemExit(f"error: {err}") from None
 
     flags.mark_flags_as_required(["config", "workdir"])
     app.run(main)

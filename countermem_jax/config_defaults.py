@@ -13,7 +13,11 @@ def base_config() -> ml_collections.ConfigDict:
         lean_split="test", lean_project="", dafny_legacy=False))
     c.splits = ml_collections.ConfigDict(dict(
         n_build=60, n_train=200, n_validation=20, n_eval=40, separate_environments=False,
-        manifest=""))
+        # D.2's database-separated configuration: 35 construction and 34 evaluation databases
+        # (needs Spider train + dev; smaller pools must lower these explicitly).
+        n_build_envs=35, n_eval_envs=34,
+        # tasks sharing a normalized reference (paraphrase twins) stay inside one split
+        group_by_reference=True, manifest=""))
     c.agent = ml_collections.ConfigDict(dict(
         kind="react", max_attempts=3, token_budget=20_000, temperature=0.0, max_tokens=384, seed=0))
     c.backbone = ml_collections.ConfigDict(dict(

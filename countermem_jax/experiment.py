@@ -59,17 +59,20 @@ def _setup(cfg, workdir: Workdir, backbone=None, benchmark=None):
     """Loads tasks, splits and the backbone; ``backbone`` / ``benchmark`` (tasks, evaluator,
     domain) may be injected, which is how the pipeline tests run on a scripted backbone."""
     tasks, evaluator, domain = benchmark or domains.load_benchmark(cfg.data)
+    grouped = cfg.splits.get("group_by_reference", True)
     if cfg.splits.get("manifest"):
-        sp = splits_lib.from_manifest(tasks, json.loads(pathlib.Path(cfg.splits.manifest).read_text()))
+        sp = splits_lib.from_manifest(tasks, json.loads(pathlib.Path(cfg.splits.manifest).read_text()),
+                                      grouped)
     else:
         sp = splits_lib.make_splits(tasks, cfg.splits.n_build, cfg.splits.n_train,
                                     cfg.splits.n_validation, cfg.splits.n_eval,
-                                    cfg.splits.separate_environments)
-    manifest = {name: [t.task_id for t in getattr(sp, name)]
-                for name in ("build", "train", "validation", "eval")}
+                                    cfg.splits.separate_environments,
+                                    cfg.splits.get("n_build_envs", 0),
+                                    cfg.splits.get("n_eval_envs", 0), grouped)
+    manifest = sp.manifest()
     if workdir.splits.exists():
         previous = json.loads(workdir.splits.read_text())
-        if previous != manifest:
+        if not splits_lib.same_assignment(previous, manifest):
             raise PhaseError(f"{workdir.splits}: the task splits differ from the ones this workdir "
                              "was built with (config changed?); use a new --workdir")
     else:

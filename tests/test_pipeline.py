@@ -209,7 +209,8 @@ def test_sql_split_follows_the_paper_seeds():
     assert len(sp.eval) == 40 and not {t.task_id for t in sp.eval} & {t.task_id for t in sp.build}
     again = splits_lib.make_splits(tasks, 60, 50, 5, 40)
     assert [t.task_id for t in again.eval] == [t.task_id for t in sp.eval]
-    separated = splits_lib.make_splits(tasks, 30, 20, 5, 20, separate_environments=True)
+    separated = splits_lib.make_splits(tasks, 30, 20, 5, 20, separate_environments=True,
+                                       n_build_envs=3, n_eval_envs=2)
     assert not ({t.environment for t in separated.eval} &
                 {t.environment for t in separated.build + separated.train})
 

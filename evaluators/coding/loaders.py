@@ -16,6 +16,7 @@ import pathlib
 import re
 
 from evaluators.base import Task
+from evaluators.grouping import digest
 from evaluators.coding import checker, sandbox, snapshot
 
 TIMEOUT_ARGS = ("--timeout=2",)  # per test; buggy programs may loop forever
@@ -190,3 +191,9 @@ def load_bugsinpy(bugsinpy_root: str | pathlib.Path, checkouts: str | pathlib.Pa
                                             (), python),
             features={"project": project, "python_version": info.get("python_version", "")}))
     return tasks
+
+
+def group_key(task: Task) -> str:
+    """Same repository snapshot and the same editable files (and test patch): one instance."""
+    ref = task.reference
+    return digest(ref.repo_dir, *ref.editable, ref.setup_patch)
