@@ -61,8 +61,8 @@ def _setup(cfg, workdir: Workdir, backbone=None, benchmark=None):
     tasks, evaluator, domain = benchmark or domains.load_benchmark(cfg.data)
     grouped = cfg.splits.get("group_by_reference", True)
     if cfg.splits.get("manifest"):
-        sp = splits_lib.from_manifest(tasks, json.loads(pathlib.Path(cfg.splits.manifest).read_text()),
-                                      grouped)
+        manifest_file = pathlib.Path(cfg.splits.manifest)
+        sp = splits_lib.from_manifest(tasks, json.loads(manifest_file.read_text()), grouped)
     else:
         sp = splits_lib.make_splits(tasks, cfg.splits.n_build, cfg.splits.n_train,
                                     cfg.splits.n_validation, cfg.splits.n_eval,

@@ -128,7 +128,8 @@ def make_splits(tasks: Sequence, n_build: int, n_train: int, n_validation: int, 
     # evaluation (ids, and with grouping their twins) is removed afterwards.
     drawn = random.Random(BUILD_SEED).sample(build_pool, min(n_build, len(build_pool)))
     build = [t for t in drawn if group_of[t.task_id] not in eval_groups]
-    info["build_drawn"], info["build_removed_shared_with_eval"] = len(drawn), len(drawn) - len(build)
+    info["build_drawn"] = len(drawn)
+    info["build_removed_shared_with_eval"] = len(drawn) - len(build)
     rest = [t for t in build_pool if group_of[t.task_id] not in eval_groups]
     # Training may share identifiers with construction (Appendix C.3); validation shares no group
     # with training, and neither touches evaluation.

@@ -115,7 +115,7 @@ class JudgeSettings:
     temperature: float = 0.0
 
 
-Ask = Callable[[str], Awaitable[Any]]   # prompt -> reply (a str, or an object with .text/.reasoning)
+Ask = Callable[[str], Awaitable[Any]]   # prompt -> a str, or a reply with .text / .reasoning
 
 
 class LLMJudgeChecker:
@@ -123,8 +123,9 @@ class LLMJudgeChecker:
 
     ``judge(condition, task, ask)`` makes the call (``ask`` is the deciding decision's own,
     charged to it) and caches the verdict per (condition, task id, run scope); ``check`` only
-    reads that cache, so a frozen store is judged once per task and retrieval stays synchronous. Asking
-    ``check`` about a condition that was never judged is an error, not a silent "include".
+    reads that cache, so a frozen store is judged once per task run and retrieval stays
+    synchronous. Asking ``check`` about a condition that was never judged is an error, not a
+    silent "include".
     """
 
     PROMPT = ("You decide whether a stored correction applies to a new task.\n"

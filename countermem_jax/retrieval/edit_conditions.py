@@ -62,6 +62,15 @@ def _sql_names(node: exp.Expression, tables: dict[str, str], out: dict[str, set]
             out["names"].add(n.this.strip().lower())
 
 
+def _same_column(a: exp.Expression, ta: dict, b: exp.Expression, tb: dict) -> bool:
+    """Only the qualifier changed (``T1.country`` -> ``country``), on the same table."""
+    if not (isinstance(a, exp.Column) and isinstance(b, exp.Column)) or a.name != b.name:
+        return False
+    table = lambda col, tables: tables.get(col.table.lower()) if col.table else None
+    ta_name, tb_name = table(a, ta), table(b, tb)
+    return ta_name == tb_name or None in (ta_name, tb_name)
+
+
 def sql_touched(original: str, improved: str) -> dict[str, set] | None:
     """{"names": columns and string literals, "tables": tables} in the removed / inserted /
     updated parts of a SQL edit; None when either side does not parse."""
@@ -79,7 +88,7 @@ def sql_touched(original: str, improved: str) -> dict[str, set] | None:
             _sql_names(edit.expression, ta, touched)
         elif isinstance(edit, Insert):
             _sql_names(edit.expression, tb, touched)
-        elif isinstance(edit, Update):
+        elif isinstance(edit, Update) and not _same_column(edit.source, ta, edit.target, tb):
             _sql_names(edit.source, ta, touched)
             _sql_names(edit.target, tb, touched)
     return touched
