@@ -116,13 +116,15 @@ class CounterMemAugmentation(Augmentation):
     async def _judge_conditions(self, ctx, index: RetrievalIndex, query: CondTask) -> dict:
         """Judges (once per task run) the conditions of the records this decision could
         retrieve; returns the verdict counts with the judge's calls and tokens, {} if none."""
-        if not index.records or not index.use_conditions or not index.conditions:
+        conditions = [r.condition for r in index.records  # own-task records are never offered
+                      if r.condition.strip() and r.source_task_id != ctx.task.task_id]
+        if not index.use_conditions or not conditions:
             return {}
         checker, calls, tokens0 = index.checker, 0, ctx.tokens
         judge = checker.judge
         if judge is not None:
             backbone, s = self.agent.backbone, judge.settings
-            effort = s.reasoning_effort if getattr(backbone, "reasoning_effort", None) else None
+            effort = s.reasoning_effort if backbone.reasoning_effort else None
             params = SamplingParams(temperature=s.temperature, max_tokens=s.max_tokens,
                                     seed=self.agent.cfg.seed, reasoning_effort=effort or None)
             charge = dataclasses.replace(ctx.charge(), purpose="CONDITION_JUDGE")
@@ -133,7 +135,7 @@ class CounterMemAugmentation(Augmentation):
             calls += 1
             ctx.tokens += result.usage.total
             return result
-        counts = await checker.judge_pending(index.conditions, query, ask)
+        counts = await checker.judge_pending(conditions, query, ask)
         return counts.to_json() | {"judge_calls": calls, "judge_tokens": ctx.tokens - tokens0}
 
     async def observe(self, ctx, draft, info, outcome, previous_utility) -> dict:

@@ -10,6 +10,7 @@ import pytest
 from countermem_jax.agents import Agent, AgentConfig
 from countermem_jax.agents import TaskContext as AgentTaskContext
 from countermem_jax.backbones.base import TokenLedger
+from countermem_jax.backbones.cache import CachedBackbone
 from countermem_jax.backbones.local_server import LocalOpenAIServer
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 from countermem_jax.memory_use import CounterMemAugmentation
@@ -58,9 +59,11 @@ def _task(task_id: str, question: str) -> Task:
     return Task(task_id, "sql", "spider", question, "", "join / predicate", environment="db")
 
 
-def _setup(url, unknown="exclude", settings=JudgeSettings()):
-    backbone = OpenAICompatibleBackbone(url, "openai/gpt-oss-120b", reasoning_effort="medium",
+def _setup(url, unknown="exclude", settings=JudgeSettings(), cache_dir=None, effort="medium"):
+    backbone = OpenAICompatibleBackbone(url, "openai/gpt-oss-120b", reasoning_effort=effort,
                                         ledger=TokenLedger(), backoff_initial_s=0.01)
+    if cache_dir is not None:
+        backbone = CachedBackbone(backbone, cache_dir)
     agent = Agent(backbone, None, None, AgentConfig())
     record = make_record(source_task_id="src", condition=CONDITION,
                          situation="List the names of people older than a threshold")
@@ -158,3 +161,31 @@ def test_verdicts_are_judged_once_per_task_run():
 ])
 def test_parse_verdict(content, reasoning, expected):
     assert parse_verdict(content, reasoning) is expected
+
+
+def test_run_metrics_sum_the_verdicts_of_every_decision():
+    from countermem_jax import metrics
+    ends = [{"task_id": "a", "solved": True, "calls": 1, "failures": 0, "tokens": 90}]
+    decisions = [{"memory": {"covered": True, "conditions": {
+        "compatible": 1, "incompatible": 2, "undecided": 1, "judged_by_llm": 3, "judge_calls": 3,
+        "judge_tokens": 210}}}, {"memory": {"covered": False}}]
+    verdicts = metrics.run_metrics(ends, decisions)["condition_verdicts"]
+    assert verdicts == {"compatible": 1, "incompatible": 2, "undecided": 1, "judged_by_llm": 3,
+                        "judge_calls": 3, "judge_tokens": 210}
+
+
+def test_judge_effort_through_the_response_cache_and_only_where_the_server_takes_one(tmp_path):
+    with ReasoningServer("bold") as srv:
+        _, aug, _ = _setup(srv.base_url, cache_dir=tmp_path / "cache")
+        asyncio.run(_decide(aug, _task("q", "List people aged at least 30.")))
+        _, aug, _ = _setup(srv.base_url, effort=None)  # e.g. a llama.cpp server: no effort sent
+        asyncio.run(_decide(aug, _task("q", "List people aged at least 30.")))
+        assert [r.get("reasoning_effort") for r in srv.requests] == ["low", None]
+
+
+def test_own_task_records_are_not_judged():
+    with ReasoningServer("bold") as srv:
+        _, aug, record = _setup(srv.base_url)
+        _, (info,) = asyncio.run(_decide(aug, _task("src", "List people aged at least 30.")))
+        assert not srv.requests and "conditions" not in info.log
+        assert info.log["excluded_same_task"] == [record.record_id]

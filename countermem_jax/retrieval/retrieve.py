@@ -95,7 +95,6 @@ class RetrievalIndex:
         self._key_task = jnp.asarray(key_task)
         self._size = size
         self._conditions = [r.condition.strip() for r in self.records]
-        self.conditions = tuple(dict.fromkeys(c for c in self._conditions if c))
         self._conditioned = [i for i, c in enumerate(self._conditions) if c]
 
     def _code(self, task_id: str) -> int:
@@ -107,7 +106,10 @@ class RetrievalIndex:
         mask = np.ones((len(tasks), self._size), dtype=bool)
         for qi, task in enumerate(tasks):
             verdicts: dict[str, bool] = {}
+            own = self._task_codes.get(task.task_id, -2)
             for i in self._conditioned:
+                if self._key_task_np[i] == own:  # excluded as the task's own, never checked
+                    continue
                 c = self._conditions[i]
                 if c not in verdicts:
                     verdicts[c] = self.checker.compatible(c, task)
