@@ -17,7 +17,11 @@ def base_config() -> ml_collections.ConfigDict:
                        smt_max_timeout_ms=10_000, smt_max_rlimit=0))
     c.splits = ml_collections.ConfigDict(dict(
         n_build=60, n_train=200, n_validation=20, n_eval=40, separate_environments=False,
-        manifest=""))
+        # D.2's database-separated configuration: 35 construction and 34 evaluation databases
+        # (needs Spider train + dev; smaller pools must lower these explicitly).
+        n_build_envs=35, n_eval_envs=34,
+        # tasks sharing a normalized reference (paraphrase twins) stay inside one split
+        group_by_reference=True, manifest=""))
     c.agent = ml_collections.ConfigDict(dict(
         kind="react", max_attempts=3, token_budget=20_000, temperature=0.0, max_tokens=384, seed=0))
     c.backbone = ml_collections.ConfigDict(dict(
@@ -26,7 +30,19 @@ def base_config() -> ml_collections.ConfigDict:
     c.backbone.api_key_env = ""   # hosted APIs: the environment variable holding the key
     c.memory = ml_collections.ConfigDict(dict(
         capacity=200, retention="utility", seed=0, top_k=3, reuse_weight=0.2,
-        use_conditions=True, render_condition=True, unknown_condition="include"))
+        use_conditions=True, render_condition=True,
+        # An undecided condition (no checker decides; the judge's reply states no YES/NO) keeps
+        # the record out: applicability that cannot be established is not assumed.
+        unknown_condition="exclude",
+        # The judge's own sampling: room for a reasoning model to answer, low effort where the
+        # server takes reasoning_effort (gpt-oss); the agent's max_tokens does not apply.
+        judge=ml_collections.ConfigDict(dict(max_tokens=1024, reasoning_effort="low",
+                                             temperature=0.0)),
+        # Records without a condition of their own (distillation failed, or a free-text
+        # condition scoped for a weak backbone): "derive" = the condition derived from the
+        # verified edit (edit_conditions.py), "exclude" = kept out of retrieval. "exclude" broke
+        # nothing where "derive" broke 1 of 20 tasks and rescued none (README, CPU measurement).
+        fallback_condition="exclude"))
     c.construction = ml_collections.ConfigDict(dict(
         k=4, max_expanded_failures=2, verification_budget=8, epsilon=0.05,
         reuse_policy="always_top1", relevance_threshold=0.5, scope_free_text_conditions=False))

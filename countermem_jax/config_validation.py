@@ -136,6 +136,8 @@ def check_split_sizes(cfg, splits, num_tasks: int) -> None:
     short = []
     for name in ("build", "train", "validation", "eval"):
         wanted, got = cfg.splits[f"n_{name}"], len(getattr(splits, name))
+        if name == "build":  # D.2: drawn from the whole pool, then what evaluation shares removed
+            got = splits.info.get("build_drawn", got)
         if got < wanted:
             short.append(f"splits.n_{name}={wanted} but only {got} task(s) can be drawn")
     if short:

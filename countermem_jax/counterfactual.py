@@ -15,6 +15,7 @@ import datetime
 from countermem_jax.backbones import parsers, prompts
 from countermem_jax.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
 from countermem_jax.memory.record import edit_text, make_record_id, normalize_condition
+from countermem_jax.retrieval import edit_conditions
 from countermem_jax.retrieval.conditions import RuleChecker
 from countermem_jax.retrieval.conditions import TaskContext as CondTask
 from evaluators.base import Outcome, State
@@ -27,7 +28,8 @@ class ConstructionConfig:
     verification_budget: int = 8     # counterfactual checks per task
     epsilon: float = 0.05
     # For backbones too weak to judge free-text conditions: a condition outside the rule grammar
-    # becomes "environment == <source environment>" and its text moves into the situation.
+    # is replaced by the condition derived from the verified edit (as for a failed distillation)
+    # and its text moves into the situation.
     scope_free_text_conditions: bool = False
 
 
@@ -90,6 +92,11 @@ class CounterfactualBuilder:
                                   **entry)
         return results
 
+    @staticmethod
+    def _derived_condition(ctx, original: str, improved: str) -> str:
+        return edit_conditions.derived_condition(ctx.task.domain, original, improved,
+                                                 ctx.task.environment)
+
     async def _distil_and_admit(self, ctx, original: str, o: Outcome, improved: str,
                                 o2: Outcome) -> dict:
         parsed = await self.agent.llm(ctx, prompts.DISTIL_RECORD, {
@@ -101,11 +108,12 @@ class CounterfactualBuilder:
             distilled, fallback = parsed.value, False
         else:
             # A verified correction is not thrown away because a small model broke the format
-            # twice: the edit itself becomes the situation, and the condition restricts the record
-            # to its source environment (checkable, and false elsewhere). Logged as a fallback.
+            # twice: the edit itself becomes the situation, and the condition is derived from what
+            # the edit changed (edit_conditions.py; retrieval's memory.fallback_condition decides
+            # whether it is checked or the record kept out). Logged as a fallback.
             distilled = parsers.DistilledRecord(
                 f"the failed action needed this edit: {edit_text(original, improved)}",
-                f"environment == {ctx.task.environment}" if ctx.task.environment else "")
+                self._derived_condition(ctx, original, improved))
             fallback = True
         # q carries the source request too, so that retrieval can match later requests to it.
         situation = f"{distilled.situation} (source request: {ctx.task.prompt[:300]})"
@@ -113,7 +121,7 @@ class CounterfactualBuilder:
         if (self.cfg.scope_free_text_conditions and condition and ctx.task.environment
                 and RuleChecker().check(condition, CondTask("", "", {})) is None):
             situation = f"{situation} [stated condition: {condition}]"
-            condition = f"environment == {ctx.task.environment}"
+            condition = self._derived_condition(ctx, original, improved)
         record = MemoryRecord(
             record_id=make_record_id(ctx.task.task_id, situation, original, improved, condition),
             source_task_id=ctx.task.task_id, situation=situation, original_action=original,

@@ -32,7 +32,8 @@ from countermem_jax.counterfactual import ConstructionConfig, CounterfactualBuil
 from countermem_jax.memory import load_frozen, load_store, save_store, scoring
 from countermem_jax.memory.store import MemoryStore, StoreConfig
 from countermem_jax.memory_use import CounterMemAugmentation
-from countermem_jax.retrieval.conditions import CompositeChecker, LLMJudgeChecker, RuleChecker
+from countermem_jax.retrieval.conditions import (CompositeChecker, JudgeSettings, LLMJudgeChecker,
+                                                 RuleChecker)
 from countermem_jax.retrieval.retrieve import RetrievalIndex
 from countermem_jax.runlog import RunLog
 from countermem_jax.selector import checkpoint, dqn, policies, training
@@ -79,18 +80,21 @@ def _setup(cfg, workdir: Workdir, backbone=None, benchmark=None):
     """Loads tasks, splits and the backbone; ``backbone`` / ``benchmark`` (tasks, evaluator,
     domain) may be injected, which is how the pipeline tests run on a scripted backbone."""
     tasks, evaluator, domain = benchmark or domains.load_benchmark(cfg.data)
+    grouped = cfg.splits.get("group_by_reference", True)
     if cfg.splits.get("manifest"):
-        sp = splits_lib.from_manifest(tasks, json.loads(pathlib.Path(cfg.splits.manifest).read_text()))
+        manifest_file = pathlib.Path(cfg.splits.manifest)
+        sp = splits_lib.from_manifest(tasks, json.loads(manifest_file.read_text()), grouped)
     else:
         sp = splits_lib.make_splits(tasks, cfg.splits.n_build, cfg.splits.n_train,
                                     cfg.splits.n_validation, cfg.splits.n_eval,
-                                    cfg.splits.separate_environments)
+                                    cfg.splits.separate_environments,
+                                    cfg.splits.get("n_build_envs", 0),
+                                    cfg.splits.get("n_eval_envs", 0), grouped)
         config_validation.check_split_sizes(cfg, sp, len(tasks))  # before the backbone
-    manifest = {name: [t.task_id for t in getattr(sp, name)]
-                for name in ("build", "train", "validation", "eval")}
+    manifest = sp.manifest()
     if workdir.splits.exists():
         previous = json.loads(workdir.splits.read_text())
-        if previous != manifest:
+        if not splits_lib.same_assignment(previous, manifest):
             raise PhaseError(f"{workdir.splits}: the task splits differ from the ones this workdir "
                              "was built with (config changed?); use a new --workdir")
     else:
@@ -109,14 +113,12 @@ def _setup(cfg, workdir: Workdir, backbone=None, benchmark=None):
 
 
 def _checker(cfg, backbone, phase: str) -> CompositeChecker:
-    """Rule conditions first; free-text conditions judged by the backbone, charged to the phase."""
-    from countermem_jax.backbones.base import Charge, SamplingParams
-
-    def ask(prompt):
-        return backbone.chat_sync([{"role": "user", "content": prompt}],
-                                  SamplingParams(max_tokens=8),
-                                  Charge(phase, purpose="CONDITION_JUDGE")).text
-    return CompositeChecker([RuleChecker(), LLMJudgeChecker(ask)], cfg.memory.unknown_condition)
+    """Rule conditions first; free-text conditions judged by the backbone with the judge's own
+    sampling settings, asynchronously by the deciding decision (``memory_use``), charged to it."""
+    del backbone, phase  # the judge's calls go through the deciding agent's backbone and charge
+    return CompositeChecker([RuleChecker(cfg.memory.fallback_condition),
+                             LLMJudgeChecker(JudgeSettings(**cfg.memory.judge.to_dict()))],
+                            cfg.memory.unknown_condition)
 
 
 def _index(cfg, records, checker) -> RetrievalIndex:

@@ -7,7 +7,11 @@
   selector_training  frozen store, ε-greedy DQN (``OnlineLearner``), transitions with Eq. 10's
                      reward fed to the learner and kept for offline retraining;
   evaluation         frozen store and frozen selector, greedy, nothing updated.
-Retrieval always excludes the current task's own records.
+Retrieval always excludes the current task's own records. Free-text conditions of the records a
+decision could retrieve are judged by the backbone before retrieval (``_judge_conditions``), with
+the judge's own sampling settings, asynchronously, and charged to that decision: its ledger entry,
+the task-run tokens, and the decision log's ``memory.conditions`` (verdict counts, judge calls and
+tokens).
 """
 import dataclasses
 
@@ -15,6 +19,7 @@ import numpy as np
 
 from countermem_jax.agents import Augmentation, DecisionInfo
 from countermem_jax.backbones import prompts
+from countermem_jax.backbones.base import SamplingParams
 from countermem_jax.memory import reuse as reuse_lib
 from countermem_jax.retrieval import embedding
 from countermem_jax.retrieval.conditions import TaskContext as CondTask
@@ -65,7 +70,9 @@ class CounterMemAugmentation(Augmentation):
     async def decide(self, ctx, draft: str) -> DecisionInfo:
         index = self._current_index()
         query = CondTask(ctx.task.task_id, ctx.task.prompt,
-                         {"environment": ctx.task.environment, **ctx.task.features})
+                         {"environment": ctx.task.environment, **ctx.task.features},
+                         scope=ctx.run)
+        condition_log = await self._judge_conditions(ctx, index, query)
         s_text = state_text(ctx)
         s_emb, d_emb = embedding.embed_texts([s_text, draft])
         result = index.retrieve_embedded([query], s_emb[None])[0] if index.records else None
@@ -89,6 +96,8 @@ class CounterMemAugmentation(Augmentation):
                "covered": bool(candidates), "selector_action": int(action),
                "selector": getattr(self.selector, "name", "dqn-training"),
                "q_values": None if q_values is None else np.round(np.asarray(q_values), 4)}
+        if condition_log:
+            log["conditions"] = condition_log
         info = DecisionInfo(draft, None, log)
         if action > 0:
             record = candidates[action - 1].record
@@ -103,6 +112,31 @@ class CounterMemAugmentation(Augmentation):
         self._pending[ctx.task.task_id] = _Pending(obs, mask, int(action), 0.0)
         self._decision_cost[ctx.task.task_id] = (ctx.calls, ctx.failures)
         return info
+
+    async def _judge_conditions(self, ctx, index: RetrievalIndex, query: CondTask) -> dict:
+        """Judges (once per task run) the conditions of the records this decision could
+        retrieve; returns the verdict counts with the judge's calls and tokens, {} if none."""
+        conditions = [r.condition for r in index.records  # own-task records are never offered
+                      if r.condition.strip() and r.source_task_id != ctx.task.task_id]
+        if not index.use_conditions or not conditions:
+            return {}
+        checker, calls, tokens0 = index.checker, 0, ctx.tokens
+        judge = checker.judge
+        if judge is not None:
+            backbone, s = self.agent.backbone, judge.settings
+            effort = s.reasoning_effort if backbone.reasoning_effort else None
+            params = SamplingParams(temperature=s.temperature, max_tokens=s.max_tokens,
+                                    seed=self.agent.cfg.seed, reasoning_effort=effort or None)
+            charge = dataclasses.replace(ctx.charge(), purpose="CONDITION_JUDGE")
+
+        async def ask(prompt: str):
+            nonlocal calls
+            result = await backbone.chat([{"role": "user", "content": prompt}], params, charge)
+            calls += 1
+            ctx.tokens += result.usage.total
+            return result
+        counts = await checker.judge_pending(conditions, query, ask)
+        return counts.to_json() | {"judge_calls": calls, "judge_tokens": ctx.tokens - tokens0}
 
     async def observe(self, ctx, draft, info, outcome, previous_utility) -> dict:
         out = {}

@@ -1,18 +1,34 @@
 """Seeded, disjoint task splits (paper Appendix C.3 Eq. 13 and Appendix D.2).
 
-build ∪ train must not meet eval. The default follows the held-out SQL configuration: evaluation
-tasks are sampled with seed 12345, construction tasks with seed 12345 + 8675309 (identifiers shared
-with evaluation removed); selector-training and validation tasks come from what is left. With
-``separate_environments`` the environments (databases) are split first, so no evaluation database
-is seen during construction or training.
+build ∪ train ∪ validation must not meet eval, and neither may their *groups*: tasks that share a
+normalized reference (Spider's paraphrase twins with the same gold query on the same database, the
+same repository instance, statement or instance file; ``evaluators.grouping``) stay inside one
+split, so an evaluation question can never retrieve its twin's verified record, whose corrected
+action is its own gold answer. Grouping is on by default (``splits.group_by_reference``).
+
+Sampling follows Appendix D.2: the evaluation set is drawn from the whole pool with seed 12345,
+the construction set from the whole pool with seed 12345 + 8675309, and the construction tasks that
+share an identifier (or a group) with evaluation are removed, so construction may hold fewer than
+``n_build`` tasks; the overlap is checked before anything runs. Selector-training and validation
+tasks come from what evaluation leaves (training may share identifiers with construction,
+Appendix C.3; validation shares no group with training). With ``separate_environments`` the
+environments (databases) are split first into ``n_eval_envs`` evaluation and ``n_build_envs``
+construction/training environments (the paper's 35 / 34 needs Spider train + dev).
 """
+import collections
 import dataclasses
+import logging
 import random
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
+
+from evaluators.grouping import group_key as reference_group
+
+log = logging.getLogger(__name__)
 
 EVAL_SEED = 12345
 BUILD_SEED = 12345 + 8675309
 TRAIN_SEED = 12345 + 2 * 8675309
+PARTS = ("build", "train", "validation", "eval")
 
 
 class SplitError(ValueError):
@@ -25,64 +41,136 @@ class Splits:
     train: tuple
     validation: tuple
     eval: tuple
+    info: Mapping = dataclasses.field(default_factory=dict, compare=False)
 
-    def check(self) -> None:
-        ids = lambda ts: {t.task_id for t in ts}
-        leak = (ids(self.build) | ids(self.train) | ids(self.validation)) & ids(self.eval)
-        if leak:
-            raise SplitError(f"{len(leak)} evaluation task(s) also appear in construction or "
-                             f"training, e.g. {sorted(leak)[:3]}")
-        if ids(self.validation) & ids(self.train):
-            raise SplitError("selector-validation tasks overlap selector-training tasks")
+    def check(self, group_of: Mapping[str, str] | None = None) -> None:
+        """Refuses shared ids between evaluation and the rest, and between validation and
+        training; with ``group_of`` (task id -> group), shared groups too."""
+        for key, what in ((lambda t: t.task_id, "task"),) + (
+                ((lambda t: group_of[t.task_id], "reference group"),) if group_of else ()):
+            keys = lambda ts: {key(t) for t in ts}
+            leak = (keys(self.build) | keys(self.train) | keys(self.validation)) & keys(self.eval)
+            if leak:
+                if what == "task":
+                    raise SplitError(f"{len(leak)} evaluation task(s) also appear in construction "
+                                     f"or training, e.g. {sorted(leak)[:3]}")
+                raise SplitError(f"{len(leak)} {what}(s) of evaluation tasks also appear in "
+                                 f"construction or training, e.g. {sorted(leak)[:3]}")
+            if keys(self.validation) & keys(self.train):
+                raise SplitError(f"selector-validation tasks overlap selector-training tasks "
+                                 f"(by {what})")
 
     def summary(self) -> dict:
-        return {name: len(getattr(self, name)) for name in ("build", "train", "validation", "eval")}
+        return {name: len(getattr(self, name)) for name in PARTS}
+
+    def manifest(self) -> dict:
+        """What ``WORKDIR/splits.json`` records: the ids per split and how they were drawn."""
+        return {**{name: [t.task_id for t in getattr(self, name)] for name in PARTS},
+                **dict(self.info)}
+
+
+def same_assignment(previous: Mapping, manifest: Mapping) -> bool:
+    """Do two recorded manifests put the same tasks in the same splits? (Extra fields, and their
+    absence in manifests written before them, do not matter.)"""
+    return all(list(previous.get(n, [])) == list(manifest.get(n, [])) for n in PARTS)
+
+
+def _groups(tasks: Sequence, group_by_reference: bool,
+            key: Callable | None) -> dict[str, str]:
+    if not group_by_reference:
+        return {t.task_id: t.task_id for t in tasks}
+    key = key or reference_group
+    return {t.task_id: key(t) for t in tasks}
+
+
+def _group_info(tasks: Sequence, group_of: Mapping[str, str], group_by_reference: bool) -> dict:
+    sizes = collections.Counter(group_of[t.task_id] for t in tasks)
+    return {"grouping": "reference" if group_by_reference else "none", "pool_tasks": len(tasks),
+            "groups": len(sizes),
+            "tasks_sharing_a_group": sum(n for n in sizes.values() if n > 1)}
+
+
+def _environments(tasks: Sequence, n_build_envs: int, n_eval_envs: int):
+    envs = sorted({t.environment for t in tasks})
+    if n_eval_envs < 1 or n_build_envs < 1:
+        raise SplitError("separate_environments needs explicit environment counts: "
+                         "splits.n_eval_envs and splits.n_build_envs (≥ 1 each)")
+    if n_eval_envs + n_build_envs > len(envs):
+        raise SplitError(
+            f"asked for {n_build_envs} construction + {n_eval_envs} evaluation environments, but "
+            f"the loaded tasks have only {len(envs)}; lower splits.n_build_envs / "
+            f"splits.n_eval_envs (the paper's 35 / 34 Spider databases need the train and dev "
+            f"databases together)")
+    random.Random(EVAL_SEED).shuffle(envs)
+    return set(envs[:n_eval_envs]), set(envs[n_eval_envs: n_eval_envs + n_build_envs])
 
 
 def make_splits(tasks: Sequence, n_build: int, n_train: int, n_validation: int, n_eval: int,
-                separate_environments: bool = False, env_fraction_eval: float = 0.5) -> Splits:
+                separate_environments: bool = False, n_build_envs: int = 0,
+                n_eval_envs: int = 0, group_by_reference: bool = True,
+                group_key: Callable | None = None) -> Splits:
     tasks = sorted(tasks, key=lambda t: t.task_id)
+    group_of = _groups(tasks, group_by_reference, group_key)
+    info = _group_info(tasks, group_of, group_by_reference)
+    info["seeds"] = {"eval": EVAL_SEED, "build": BUILD_SEED, "train": TRAIN_SEED}
     if separate_environments:
-        envs = sorted({t.environment for t in tasks})
-        random.Random(EVAL_SEED).shuffle(envs)
-        n_env_eval = max(1, round(len(envs) * env_fraction_eval))
-        eval_envs = set(envs[:n_env_eval])
-        if len(eval_envs) == len(envs):
-            raise SplitError("need at least two environments to separate them")
+        eval_envs, build_envs = _environments(tasks, n_build_envs, n_eval_envs)
         eval_pool = [t for t in tasks if t.environment in eval_envs]
-        rest = [t for t in tasks if t.environment not in eval_envs]
+        build_pool = [t for t in tasks if t.environment in build_envs]
+        info["environments"] = {"eval": sorted(eval_envs), "build": sorted(build_envs)}
     else:
-        eval_pool, rest = tasks, tasks
+        eval_pool, build_pool = tasks, tasks
     if n_eval > len(eval_pool):
         raise SplitError(f"asked for {n_eval} evaluation tasks, only {len(eval_pool)} available")
     evaluation = random.Random(EVAL_SEED).sample(eval_pool, n_eval)
-    eval_ids = {t.task_id for t in evaluation}
-    rest = [t for t in rest if t.task_id not in eval_ids]
-    build = [t for t in random.Random(BUILD_SEED).sample(rest, min(n_build, len(rest)))]
-    # Training may share identifiers with construction (Appendix C.3); validation may not share
+    eval_groups = {group_of[t.task_id] for t in evaluation}
+    # D.2: construction is drawn from the whole pool with its own seed; what it shares with
+    # evaluation (ids, and with grouping their twins) is removed afterwards.
+    drawn = random.Random(BUILD_SEED).sample(build_pool, min(n_build, len(build_pool)))
+    build = [t for t in drawn if group_of[t.task_id] not in eval_groups]
+    info["build_drawn"] = len(drawn)
+    info["build_removed_shared_with_eval"] = len(drawn) - len(build)
+    rest = [t for t in build_pool if group_of[t.task_id] not in eval_groups]
+    # Training may share identifiers with construction (Appendix C.3); validation shares no group
     # with training, and neither touches evaluation.
     pool = random.Random(TRAIN_SEED).sample(rest, len(rest))
     validation = pool[:n_validation]
-    remaining = pool[n_validation:]
+    val_groups = {group_of[t.task_id] for t in validation}
+    remaining = [t for t in pool[n_validation:] if group_of[t.task_id] not in val_groups]
     build_ids = {t.task_id for t in build}
     train = [t for t in remaining if t.task_id not in build_ids][:n_train]
     if len(train) < n_train:
         train += [t for t in remaining if t.task_id in build_ids][: n_train - len(train)]
-    splits = Splits(tuple(build), tuple(train), tuple(validation), tuple(evaluation))
-    splits.check()
+    splits = Splits(tuple(build), tuple(train), tuple(validation), tuple(evaluation), info)
+    splits.check(group_of)
     return splits
 
 
-def from_manifest(tasks: Sequence, manifest: dict) -> Splits:
+def from_manifest(tasks: Sequence, manifest: dict, group_by_reference: bool = True,
+                  group_key: Callable | None = None) -> Splits:
     """Exact splits from a manifest {"build": [ids], "train": [...], "validation": [...],
-    "eval": [...]} (what ``WORKDIR/splits.json`` records), checked like sampled ones."""
+    "eval": [...]} (what ``WORKDIR/splits.json`` records), checked like sampled ones by task id.
+    Reference groups crossing evaluation and the rest are counted (``groups_across_splits``)
+    and warned about, not refused, so that manifests written before grouping still load."""
     by_id = {t.task_id: t for t in tasks}
     parts = {}
-    for name in ("build", "train", "validation", "eval"):
+    for name in PARTS:
         missing = [i for i in manifest.get(name, []) if i not in by_id]
         if missing:
             raise SplitError(f"manifest {name!r} names unknown task ids, e.g. {missing[:3]}")
         parts[name] = tuple(by_id[i] for i in manifest.get(name, []))
-    splits = Splits(**parts)
+    used = [t for name in PARTS for t in parts[name]]
+    group_of = _groups(used, group_by_reference, group_key)
+    info = _group_info(list({t.task_id: t for t in used}.values()), group_of, group_by_reference)
+    eval_ids = {t.task_id for t in parts["eval"]}
+    eval_groups = {group_of[i] for i in eval_ids}
+    crossing = {group_of[t.task_id] for name in ("build", "train", "validation")
+                for t in parts[name] if group_of[t.task_id] in eval_groups
+                and t.task_id not in eval_ids}
+    info["groups_across_splits"] = len(crossing)
+    if crossing:
+        log.warning("manifest: %d reference group(s) have tasks both in evaluation and in "
+                    "construction/training (paraphrase twins?)", len(crossing))
+    splits = Splits(**parts, info=info)
     splits.check()
     return splits

@@ -214,7 +214,8 @@ def test_sql_split_follows_the_paper_seeds():
     assert len(sp.eval) == 40 and not {t.task_id for t in sp.eval} & {t.task_id for t in sp.build}
     again = splits_lib.make_splits(tasks, 60, 50, 5, 40)
     assert [t.task_id for t in again.eval] == [t.task_id for t in sp.eval]
-    separated = splits_lib.make_splits(tasks, 30, 20, 5, 20, separate_environments=True)
+    separated = splits_lib.make_splits(tasks, 30, 20, 5, 20, separate_environments=True,
+                                       n_build_envs=3, n_eval_envs=2)
     assert not ({t.environment for t in separated.eval} &
                 {t.environment for t in separated.build + separated.train})
 
@@ -253,13 +254,14 @@ def test_verified_correction_survives_a_broken_distillation(tmp_path, people_ben
     experiment.build_memory(_config(tmp_path), tmp_path / "wd", backbone=fake,
                             benchmark=people_benchmark)
     record = load_frozen(tmp_path / "wd" / "store_frozen.jsonl").records[0]
-    assert record.condition == "environment == people"
+    # the condition comes from what the verified edit touched, not the whole database
+    assert record.condition == "environment == people AND edit touches [age]"
     assert "- > + >=" in record.situation
     cf = [e for e in RunLog(tmp_path / "wd" / "log.jsonl").events("counterfactual") if e.get("admitted")]
     assert cf and cf[0]["distil_fallback"] is True
 
 
-def test_free_text_conditions_can_be_scoped_to_the_source_environment(tmp_path, people_benchmark):
+def test_free_text_conditions_can_be_scoped_to_the_edit(tmp_path, people_benchmark):
     fake = scripted()
     fake.rules.insert(0, __import__("countermem_jax.backbones.fake", fromlist=["Rule"]).Rule(
         "SITUATION: strict comparison for an inclusive request\nCONDITION: the question says at least",
@@ -268,5 +270,5 @@ def test_free_text_conditions_can_be_scoped_to_the_source_environment(tmp_path, 
     cfg.construction.scope_free_text_conditions = True
     experiment.build_memory(cfg, tmp_path / "wd", backbone=fake, benchmark=people_benchmark)
     record = load_frozen(tmp_path / "wd" / "store_frozen.jsonl").records[0]
-    assert record.condition == "environment == people"
+    assert record.condition == "environment == people AND edit touches [age]"
     assert "[stated condition: the question says at least]" in record.situation

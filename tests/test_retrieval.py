@@ -1,4 +1,5 @@
 """Embedding, eligibility and ranking (paper Appendix B.4)."""
+import asyncio
 import subprocess
 import sys
 
@@ -141,16 +142,23 @@ def test_rule_checker_grammar():
 def test_llm_judge_for_free_text_conditions_with_fake_backbone():
     asked = []
 
-    def fake(prompt):
+    async def fake(prompt):
         asked.append(prompt)
         return "Sure! The answer is: NO." if "strictly" in prompt else "```\nYES\n```"
 
-    checker = CompositeChecker([RuleChecker(), LLMJudgeChecker(fake)])
+    checker = CompositeChecker([RuleChecker(), LLMJudgeChecker()])
     cond = "the request includes the boundary value"
-    assert checker.compatible(cond, _task("a", "at least 30")) is True
-    assert checker.compatible(cond, _task("b", "strictly above 30")) is False
-    assert checker.compatible(cond, _task("b", "strictly above 30")) is False
-    assert len(asked) == 2  # cached per (condition, task)
+    a, b = _task("a", "at least 30"), _task("b", "strictly above 30")
+    counts = asyncio.run(checker.judge_pending([cond, cond, "bound == strict"], a, fake))
+    assert (counts.compatible, counts.incompatible, counts.undecided, counts.judged_by_llm) == \
+        (1, 1, 0, 1)  # the rule condition is decided by the rule checker, no call
+    asyncio.run(checker.judge_pending([cond], b, fake))
+    asyncio.run(checker.judge_pending([cond], b, fake))
+    assert checker.compatible(cond, a) is True
+    assert checker.compatible(cond, b) is False
+    assert len(asked) == 2  # cached per (condition, task, run scope)
+    with pytest.raises(RuntimeError, match="not judged"):
+        checker.compatible(cond, _task("c", "never judged"))
     assert parse_yes_no("maybe") is None
 
 
@@ -160,3 +168,49 @@ def test_unknown_policy():
     assert not CompositeChecker([RuleChecker()], unknown="exclude").compatible("free text", task)
     with pytest.raises(ValueError, match="unknown-condition policy"):
         CompositeChecker(unknown="sometimes")
+
+
+# ----------------------------------------------------------------- conditions from verified edits
+from countermem_jax.retrieval import edit_conditions  # noqa: E402
+
+SWAP_BEFORE = ("SELECT T1.name FROM poker_player AS T1 JOIN people AS T2 "
+               "ON T1.people_id = T2.people_id")
+SWAP_AFTER = ("SELECT T2.name FROM poker_player AS T1 JOIN people AS T2 "
+              "ON T1.people_id = T2.people_id")
+
+
+def test_sql_edit_condition_names_what_the_edit_touched():
+    assert edit_conditions.derived_condition("sql", SWAP_BEFORE, SWAP_AFTER, "poker_player") == \
+        "environment == poker_player AND edit touches [name] AND edit touches any [people, poker_player]"
+    drop = edit_conditions.derived_condition(
+        "sql", "SELECT count(*) FROM singer AS T1 JOIN concert AS T2 ON T1.singer_id = T2.singer_id "
+        "WHERE T1.country = 'France'", "SELECT count(*) FROM singer WHERE country = 'France'", "cs")
+    assert drop == "environment == cs AND edit touches [singer_id] AND edit touches any [concert, singer]"
+    assert edit_conditions.derived_condition("sql", "SELECT 1", "SELECT 2", "") == \
+        "edit touches any []"  # nothing nameable: never holds
+    assert edit_conditions.derived_condition("python", "if x < n:", "if x <= n:", "") == \
+        "edit touches any []"
+    assert edit_conditions.mentions("song_release_year", "Which songs were released in which year?")
+    assert edit_conditions.mentions("singer", "How many singers are there?")
+    assert not edit_conditions.mentions("people", "List the earnings of poker players")
+
+
+def test_a_record_without_its_own_condition_is_not_offered_on_every_question_of_its_database():
+    condition = edit_conditions.derived_condition("sql", SWAP_BEFORE, SWAP_AFTER, "poker_player")
+    record = make_record(source_task_id="src", condition=condition,
+                         situation="poker players' names are stored in people")
+    features = {"environment": "poker_player"}
+    names = _task("q1", "What are the names of poker players?", **features)
+    earnings = _task("q2", "What is the average earnings of poker players?", **features)
+    elsewhere = TaskContext("q3", "What are the names of singers?", {"environment": "singer"})
+    derive = RetrievalIndex([record], checker=CompositeChecker([RuleChecker("derive")]))
+    results = derive.retrieve_batch([names, earnings, elsewhere])
+    assert [bool(r.candidates) for r in results] == [True, False, False]
+    exclude = RetrievalIndex([record], checker=CompositeChecker([RuleChecker("exclude")]))
+    assert not any(r.candidates for r in exclude.retrieve_batch([names, earnings, elsewhere]))
+    # rule conditions of records that have their own are unaffected by the fallback policy
+    own = make_record(source_task_id="src2", condition="environment == poker_player")
+    assert RetrievalIndex([own], checker=CompositeChecker([RuleChecker("exclude")])) \
+        .retrieve(earnings).candidates
+    with pytest.raises(ValueError, match="fallback-condition policy"):
+        RuleChecker("sometimes")

@@ -109,6 +109,7 @@ class TokenLedger:
 class Backbone(abc.ABC):
     """A frozen chat model. Subclasses implement ``_chat``; accounting happens here."""
     model_name: str = "backbone"
+    reasoning_effort: str | None = None   # set when the server takes one (gpt-oss on vLLM)
 
     def __init__(self, ledger: TokenLedger | None = None):
         self.ledger = ledger or TokenLedger()

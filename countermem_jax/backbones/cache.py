@@ -25,6 +25,7 @@ class CachedBackbone(Backbone):
         super().__init__(inner.ledger)
         self.inner = inner
         self.model_name = inner.model_name
+        self.reasoning_effort = inner.reasoning_effort
         self.directory = pathlib.Path(directory)
         self.hits = self.misses = 0
 

@@ -7,20 +7,35 @@ could judge. The empty condition is universal and never reaches a checker.
 Rule grammar (``RuleChecker``), case-insensitive, clauses joined by ``AND``:
   feature == value      feature != value      feature in [v1, v2, ...]
   has feature           not feature           text contains "phrase"
+  edit touches [a, b]   edit touches any [a, b]     (derived from a verified edit, see
+                                                     ``edit_conditions``)
 Features come from the task (each domain computes its own, e.g. SQL's ``bound`` = inclusive/strict
 from the question's wording); values compare as lower-case strings.
+
+Free-text conditions go to ``LLMJudgeChecker``, whose backbone calls are asynchronous and made by
+the decision that needs them (``CompositeChecker.judge_pending`` before retrieval, with the
+decision's own ``ask``), so judging never blocks the event loop and its tokens are charged to that
+decision. A verdict the judge's reply does not state is *undecided*; ``CompositeChecker`` applies
+the ``unknown`` policy to it (``memory.unknown_condition``, default "exclude": a record whose
+applicability cannot be established is not offered).
 """
+import collections
 import dataclasses
 import re
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
+
+from countermem_jax.retrieval import edit_conditions
 
 
 @dataclasses.dataclass(frozen=True)
 class TaskContext:
-    """What a condition may look at: the task's id, its visible text, and its features."""
+    """What a condition may look at: the task's id, its visible text, and its features.
+    ``scope`` (the run) keys the judge's verdict cache, so each task run judges, and pays for,
+    its own conditions."""
     task_id: str
     text: str
     features: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    scope: str = ""
 
 
 class ConditionChecker(Protocol):
@@ -38,8 +53,23 @@ def _norm(value: Any) -> str:
     return str(value).strip().strip("'\"").strip().lower()
 
 
+_EDIT = re.compile(r"^edit\s+touches\s+(any\s+)?\[(.*)\]$", re.IGNORECASE)
+FALLBACK_POLICIES = ("derive", "exclude")
+
+
 class RuleChecker:
-    """Checks conditions written in the rule grammar above against task features."""
+    """Checks conditions written in the rule grammar above against task features.
+
+    ``fallback`` decides conditions derived from a verified edit (records without a condition of
+    their own): "derive" checks their ``edit touches`` clauses against the request, "exclude"
+    keeps such records out of retrieval.
+    """
+
+    def __init__(self, fallback: str = "derive"):
+        if fallback not in FALLBACK_POLICIES:
+            raise ValueError(f"fallback-condition policy must be one of {FALLBACK_POLICIES}, "
+                             f"got {fallback!r}")
+        self.fallback = fallback
 
     def check(self, condition: str, task: TaskContext) -> bool | None:
         results = [self._clause(c.strip(), task) for c in _CLAUSE_SPLIT.split(condition.strip())]
@@ -47,9 +77,14 @@ class RuleChecker:
             return None
         return all(results)
 
-    @staticmethod
-    def _clause(clause: str, task: TaskContext) -> bool | None:
+    def _clause(self, clause: str, task: TaskContext) -> bool | None:
         features = {k.lower(): v for k, v in task.features.items()}
+        if m := _EDIT.match(clause):
+            if self.fallback == "exclude":
+                return False
+            names = [n.strip() for n in m.group(2).split(",") if n.strip()]
+            found = [edit_conditions.mentions(n, task.text) for n in names]
+            return any(found) if m.group(1) else all(found)
         if m := _CONTAINS.match(clause):
             return m.group(2).lower() in task.text.lower()
         if m := _IN.match(clause):
@@ -69,50 +104,157 @@ class RuleChecker:
         return None
 
 
-class LLMJudgeChecker:
-    """Free-text conditions judged by the backbone (injected as ``ask(prompt) -> reply``).
+@dataclasses.dataclass(frozen=True)
+class JudgeSettings:
+    """The judge's own sampling (``memory.judge``): a reasoning model needs room to think before
+    it answers (gpt-oss at ``reasoning_effort=medium`` spends 8 tokens thinking and says
+    nothing), so the judge asks for ``max_tokens`` with ``reasoning_effort`` (sent only to
+    servers that take it; empty = the backbone's own)."""
+    max_tokens: int = 1024
+    reasoning_effort: str = "low"
+    temperature: float = 0.0
 
-    Verdicts are cached per (condition, task id): a frozen store is judged once per task.
+
+Ask = Callable[[str], Awaitable[Any]]   # prompt -> a str, or a reply with .text / .reasoning
+
+
+class LLMJudgeChecker:
+    """Free-text conditions judged by the backbone.
+
+    ``judge(condition, task, ask)`` makes the call (``ask`` is the deciding decision's own,
+    charged to it) and caches the verdict per (condition, task id, run scope); ``check`` only
+    reads that cache, so a frozen store is judged once per task run and retrieval stays
+    synchronous. Asking ``check`` about a condition that was never judged is an error, not a
+    silent "include".
     """
 
     PROMPT = ("You decide whether a stored correction applies to a new task.\n"
               "<condition>\n{condition}\n</condition>\n<task>\n{task}\n</task>\n"
               "Does the condition hold for this task? Answer with exactly one word: YES or NO.")
 
-    def __init__(self, ask: Callable[[str], str], max_task_chars: int = 3000):
-        self._ask = ask
+    def __init__(self, settings: JudgeSettings = JudgeSettings(), max_task_chars: int = 3000):
+        self.settings = settings
         self._max = max_task_chars
-        self._cache: dict[tuple[str, str], bool | None] = {}
+        self._cache: dict[tuple[str, str, str], bool | None] = {}
+
+    async def judge(self, condition: str, task: TaskContext, ask: Ask) -> bool | None:
+        key = (condition, task.task_id, task.scope)
+        if key not in self._cache:
+            reply = await ask(self.PROMPT.format(condition=condition, task=task.text[: self._max]))
+            text, reasoning = (reply, "") if isinstance(reply, str) else (
+                reply.text, getattr(reply, "reasoning", ""))
+            self._cache[key] = parse_verdict(text, reasoning)
+        return self._cache[key]
 
     def check(self, condition: str, task: TaskContext) -> bool | None:
-        key = (condition, task.task_id)
+        key = (condition, task.task_id, task.scope)
         if key not in self._cache:
-            reply = self._ask(self.PROMPT.format(condition=condition, task=task.text[: self._max]))
-            self._cache[key] = parse_yes_no(reply)
+            raise RuntimeError(f"condition {condition[:60]!r} was not judged for task "
+                               f"{task.task_id!r}; call CompositeChecker.judge_pending first")
         return self._cache[key]
 
 
+_MARKUP = re.compile(r"[*_`#>\[\]()\"'“”]")
+_ANSWER = re.compile(r"\b(?:final\s+)?(?:answer|verdict|response)\s*(?:is|:|=|-)?\s*(yes|no)\b"
+                     r"|\b(?:answer|respond|reply|say|output)(?:\s+with)?\s+(yes|no)\b",
+                     re.IGNORECASE)
+_LEADING = re.compile(r"^\W*(yes|no)\b", re.IGNORECASE)
+_WORDS = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
+
+
+def _verdict_in(text: str, reasoning: bool) -> bool | None:
+    plain = _MARKUP.sub(" ", text).strip()
+    if not plain:
+        return None
+    if not reasoning and (m := _LEADING.match(plain)):
+        return m.group(1).lower() == "yes"
+    stated = [next(g for g in m.groups() if g) for m in _ANSWER.finditer(plain)]
+    if stated:
+        return stated[-1].lower() == "yes"
+    if reasoning:   # thinking mentions YES and NO as options; only a stated answer counts
+        last_line = plain.splitlines()[-1].strip()
+        m = re.fullmatch(r"\W*(yes|no)\W*", last_line, re.IGNORECASE)
+        return None if m is None else m.group(1).lower() == "yes"
+    words = {w.lower() for w in _WORDS.findall(plain)}
+    return (words == {"yes"}) if len(words) == 1 else None
+
+
+def parse_verdict(content: str, reasoning: str = "") -> bool | None:
+    """YES/NO from a judge reply; None (undecided) when it states neither or both.
+
+    The content decides first ("YES", "**No**", "Answer: no", "The answer is YES."); when it is
+    empty or says nothing, the reasoning field counts only for an explicitly stated answer
+    ("so the answer is NO", or a last line that is just YES/NO), never for the word appearing
+    while the model weighs its options.
+    """
+    verdict = _verdict_in(content or "", reasoning=False)
+    if verdict is None and reasoning:
+        verdict = _verdict_in(reasoning, reasoning=True)
+    return verdict
+
+
 def parse_yes_no(reply: str) -> bool | None:
-    """First YES/NO word in a reply (small models wrap it in chatter); None if neither appears."""
-    m = re.search(r"\b(yes|no)\b", reply, re.IGNORECASE)
-    return None if m is None else m.group(1).lower() == "yes"
+    """The verdict stated in a plain reply (see ``parse_verdict``)."""
+    return parse_verdict(reply)
+
+
+@dataclasses.dataclass(frozen=True)
+class VerdictCounts:
+    """What one decision's condition checks found, over the distinct non-empty conditions of
+    the records it could retrieve (logged per decision as ``memory.conditions``)."""
+    compatible: int = 0
+    incompatible: int = 0
+    undecided: int = 0
+    judged_by_llm: int = 0
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
 
 
 class CompositeChecker:
-    """Asks each checker in turn; ``unknown`` ("include" or "exclude") decides the rest."""
+    """Asks each checker in turn; ``unknown`` ("include" or "exclude") decides conditions no
+    checker could decide, an undecided LLM verdict included."""
 
-    def __init__(self, checkers: Sequence[ConditionChecker] = (), unknown: str = "include"):
+    def __init__(self, checkers: Sequence[ConditionChecker] = (), unknown: str = "exclude"):
         if unknown not in ("include", "exclude"):
             raise ValueError(f"unknown-condition policy must be 'include' or 'exclude', "
                              f"got {unknown!r}")
         self._checkers = list(checkers) or [RuleChecker()]
         self._unknown = unknown
 
-    def compatible(self, condition: str, task: TaskContext) -> bool:
+    @property
+    def judge(self) -> LLMJudgeChecker | None:
+        return next((c for c in self._checkers if isinstance(c, LLMJudgeChecker)), None)
+
+    def verdict(self, condition: str, task: TaskContext) -> bool | None:
+        """True / False, or None when no checker could decide."""
         if not condition.strip():
             return True
         for checker in self._checkers:
             verdict = checker.check(condition, task)
             if verdict is not None:
                 return verdict
-        return self._unknown == "include"
+        return None
+
+    def compatible(self, condition: str, task: TaskContext) -> bool:
+        verdict = self.verdict(condition, task)
+        return (self._unknown == "include") if verdict is None else verdict
+
+    async def judge_pending(self, conditions: Sequence[str], task: TaskContext,
+                            ask: Ask) -> VerdictCounts:
+        """Has the LLM judge decide, with ``ask``, the conditions the checkers before it cannot;
+        returns the verdict counts over ``conditions`` (distinct, non-empty) for this task."""
+        judge, counts, by_llm = self.judge, collections.Counter(), 0
+        for condition in dict.fromkeys(c.strip() for c in conditions if c.strip()):
+            verdict = None
+            for checker in self._checkers:
+                if checker is judge:
+                    by_llm += 1
+                    verdict = await judge.judge(condition, task, ask)
+                else:
+                    verdict = checker.check(condition, task)
+                if verdict is not None:
+                    break
+            counts[{True: "compatible", False: "incompatible", None: "undecided"}[verdict]] += 1
+        return VerdictCounts(counts["compatible"], counts["incompatible"], counts["undecided"],
+                             by_llm)

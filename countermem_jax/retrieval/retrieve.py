@@ -106,7 +106,10 @@ class RetrievalIndex:
         mask = np.ones((len(tasks), self._size), dtype=bool)
         for qi, task in enumerate(tasks):
             verdicts: dict[str, bool] = {}
+            own = self._task_codes.get(task.task_id, -2)
             for i in self._conditioned:
+                if self._key_task_np[i] == own:  # excluded as the task's own, never checked
+                    continue
                 c = self._conditions[i]
                 if c not in verdicts:
                     verdicts[c] = self.checker.compatible(c, task)

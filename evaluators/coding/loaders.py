@@ -25,6 +25,7 @@ import re
 from evaluators.base import Task
 from evaluators.coding import checker, sandbox, snapshot, verdict
 from evaluators.coding import edits as edits_lib
+from evaluators.grouping import digest
 
 TIMEOUT_ARGS = ("--timeout=2",)  # per test; buggy programs may loop forever
 QUIXBUGS_HIDDEN = ("correct_python_programs",)  # the reference fixes never enter the sandbox
@@ -288,3 +289,9 @@ def load_bugsinpy(bugsinpy_root: str | pathlib.Path, checkouts: str | pathlib.Pa
                                             (), python),
             features={"project": project, "python_version": info.get("python_version", "")}))
     return _keep_collectable(tasks, check_tests)
+
+
+def group_key(task: Task) -> str:
+    """Same repository snapshot and the same editable files (and test patch): one instance."""
+    ref = task.reference
+    return digest(ref.repo_dir, *ref.editable, ref.setup_patch)

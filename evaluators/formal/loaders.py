@@ -13,6 +13,7 @@ import pathlib
 import re
 
 from evaluators.base import Task
+from evaluators.grouping import digest
 from evaluators.formal.checkers import LeanReference, ProgramReference
 
 
@@ -81,15 +82,15 @@ def load_dafnybench(root: str | pathlib.Path, limit: int | None = None) -> list[
     tasks = []
     for f in sorted(hints_removed.glob("*_no_hints.dfy"))[:limit]:
         base = f.name[: -len("_no_hints.dfy")]
-        gt = truth / f"{base}.dfy"
+        # The ground-truth program is not referenced by the task at all: no feature, prompt or
+        # condition may see its path (tests use it directly to validate the checker).
         tasks.append(Task(
             task_id=f"dafnybench/{base}", domain="formal", benchmark="dafnybench",
             prompt="Add the loop invariants, assertions and other annotations this Dafny program "
                    "needs to verify. Do not change its specification. Answer with the whole program.",
             context=f.read_text(encoding="utf-8"), decision_unit="invariant / annotation",
             environment="dafnybench",
-            reference=ProgramReference(f.read_text(encoding="utf-8"), "whole", "dafny"),
-            features={"ground_truth": str(gt) if gt.exists() else ""}))
+            reference=ProgramReference(f.read_text(encoding="utf-8"), "whole", "dafny")))
     return tasks
 
 
@@ -118,3 +119,11 @@ def load_vericoding(root: str | pathlib.Path, language: str, sources=None,
                 reference=ProgramReference(text, "vc-code", language),
                 features={"source": source.name, "spec": spec.group(1).strip() if spec else ""}))
     return tasks
+
+
+def group_key(task: Task) -> str:
+    """Same statement: the Lean header and theorem, or the program text, spacing normalized."""
+    ref = task.reference
+    if isinstance(ref, LeanReference):
+        return digest(ref.header, ref.statement)
+    return digest(ref.language, ref.task_program)

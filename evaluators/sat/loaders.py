@@ -11,6 +11,7 @@ import logging
 import pathlib
 
 from evaluators.base import Task
+from evaluators.grouping import digest
 from evaluators.sat import dimacs, problems
 from evaluators.sat.checker import EncodingReference, StrategyReference
 
@@ -93,3 +94,11 @@ def encoding_tasks(root: str | pathlib.Path | None = None, generated_per_family:
                  decision_unit="encoding", environment=family,
                  reference=EncodingReference(p), features={"family": family, "problem": p.name})
             for tid, family, p in items]
+
+
+def group_key(task: Task) -> str:
+    """Same instance (its clauses) or, for encodings, the same generated problem statement."""
+    ref = task.reference
+    if isinstance(ref, StrategyReference):
+        return digest(ref.num_vars, sorted(tuple(sorted(c)) for c in ref.clauses))
+    return digest(ref.problem.describe())

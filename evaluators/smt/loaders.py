@@ -9,6 +9,7 @@ import pathlib
 import re
 
 from evaluators.base import Task
+from evaluators.grouping import digest
 from evaluators.smt import problems
 from evaluators.smt.checker import EncodingReference, FileReference
 
@@ -72,3 +73,11 @@ def encoding_tasks(per_family: int = 5, seed: int = 0) -> list[Task]:
                               environment=family, reference=EncodingReference(p),
                               features={"family": family, "problem": p.name}))
     return tasks
+
+
+def group_key(task: Task) -> str:
+    """Same script (the instance file's content) or the same generated problem statement."""
+    ref = task.reference
+    if isinstance(ref, FileReference):
+        return digest(ref.script)
+    return digest(ref.problem.describe())

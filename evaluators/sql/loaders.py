@@ -12,6 +12,8 @@ import logging
 import pathlib
 import sqlite3
 
+import sqlglot
+
 from evaluators.base import Task
 from evaluators.sql.checker import SQLReference
 from evaluators.sql.features import question_features
@@ -131,3 +133,18 @@ def build_schema_only_db(ddl_path: str | pathlib.Path, out_path: str | pathlib.P
     finally:
         conn.close()
     return out_path
+
+
+def normalized_query(sql: str) -> str:
+    """The query as sqlglot prints it (keywords, identifiers, spacing, quoting normalized),
+    lower-cased; whitespace-normalized text when sqlglot cannot parse it."""
+    try:
+        tree = sqlglot.parse_one(sql, read="sqlite")
+        return tree.sql(dialect="sqlite", normalize=True).lower()
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError, ValueError):
+        return " ".join(sql.lower().split())
+
+
+def group_key(task: Task) -> str:
+    """Same database and same normalized gold query: one group (Spider's paraphrase twins)."""
+    return f"{task.environment}:{normalized_query(task.reference.gold_sql)}"

@@ -1,0 +1,159 @@
+"""Checkable conditions derived from a verified edit, for records that have none of their own.
+
+A record whose distillation failed (or whose free-text condition a weak backbone cannot judge) has
+no applicability condition of its own. Scoping it to its source environment
+(``environment == <db>``) offers it on every question about that database, which is how such
+records broke tasks they had nothing to do with (issue 12 §4). Instead, the condition is derived
+from what the checked edit itself changed:
+
+  SQL      the tables, columns and string literals inside the parts of the query that
+           ``sqlglot.diff`` reports as removed, inserted or updated (table aliases resolved);
+  others   the identifiers on the lines the edit changed (language keywords dropped).
+
+The derived clause ``edit touches [a, b, ...]`` holds when the new request names or implies every
+listed identifier, ``edit touches any [...]`` when it names at least one (``mentions``:
+snake/camel-case parts, plural and prefix forms). For SQL every touched column and literal must be
+named and one touched table (tables are often implied: "poker players" for ``people`` joined
+through ``poker_player``). An edit that touches nothing nameable yields ``edit touches any []``,
+which never holds. Whether such records are
+offered under their derived condition or kept out of retrieval altogether is the retrieval-time
+choice ``memory.fallback_condition`` ("derive" or "exclude"), applied by ``RuleChecker``.
+"""
+import difflib
+import re
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.diff import Insert, Remove, Update, diff
+
+EDIT_CLAUSE = "edit touches"
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WORD = re.compile(r"[a-z0-9]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_KEYWORDS = frozenset("""
+    and or not if else elif for while return def class in is none true false null let var fn mut
+    pub use import from as with lambda pass break continue try except finally raise yield assert
+    int bool str float nat real requires ensures invariant decreases assert method function
+    lemma theorem by have show exact intro apply simp solver assumptions phases conflict_budget
+    select where group order limit distinct join on having count sum avg min max asc desc
+""".split())
+
+
+def _sql_tables(tree: exp.Expression) -> dict[str, str]:
+    """alias (or name) -> table name, lower-cased, for every table the query reads."""
+    out = {}
+    for table in tree.find_all(exp.Table):
+        name = table.name.lower()
+        out[name] = name
+        if table.alias:
+            out[table.alias.lower()] = name
+    return out
+
+
+def _sql_names(node: exp.Expression, tables: dict[str, str], out: dict[str, set]) -> None:
+    for n in node.walk():
+        if isinstance(n, exp.Table):
+            out["tables"].add(n.name.lower())
+        elif isinstance(n, exp.Column) and n.name and n.name != "*":
+            out["names"].add(n.name.lower())
+            if n.table:
+                out["tables"].add(tables.get(n.table.lower(), n.table.lower()))
+        elif isinstance(n, exp.Literal) and n.is_string and n.this.strip():
+            out["names"].add(n.this.strip().lower())
+
+
+def _same_column(a: exp.Expression, ta: dict, b: exp.Expression, tb: dict) -> bool:
+    """Only the qualifier changed (``T1.country`` -> ``country``), on the same table."""
+    if not (isinstance(a, exp.Column) and isinstance(b, exp.Column)) or a.name != b.name:
+        return False
+    table = lambda col, tables: tables.get(col.table.lower()) if col.table else None
+    ta_name, tb_name = table(a, ta), table(b, tb)
+    return ta_name == tb_name or None in (ta_name, tb_name)
+
+
+def sql_touched(original: str, improved: str) -> dict[str, set] | None:
+    """{"names": columns and string literals, "tables": tables} in the removed / inserted /
+    updated parts of a SQL edit; None when either side does not parse."""
+    try:
+        a = sqlglot.parse_one(original, read="sqlite")
+        b = sqlglot.parse_one(improved, read="sqlite")
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError, ValueError):
+        return None
+    if a is None or b is None:
+        return None
+    ta, tb = _sql_tables(a), _sql_tables(b)
+    touched: dict[str, set] = {"names": set(), "tables": set()}
+    for edit in diff(a, b):
+        if isinstance(edit, Remove):
+            _sql_names(edit.expression, ta, touched)
+        elif isinstance(edit, Insert):
+            _sql_names(edit.expression, tb, touched)
+        elif isinstance(edit, Update) and not _same_column(edit.source, ta, edit.target, tb):
+            _sql_names(edit.source, ta, touched)
+            _sql_names(edit.target, tb, touched)
+    return touched
+
+
+def text_touched(original: str, improved: str) -> set[str]:
+    """Identifiers (keywords dropped) on the lines a textual edit changed."""
+    a, b = original.splitlines(), improved.splitlines()
+    changed = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if op != "equal":
+            changed += a[i1:i2] + b[j1:j2]
+    return {w.lower() for line in changed for w in _IDENT.findall(line)
+            if len(w) > 1 and w.lower() not in _KEYWORDS}
+
+
+def _listed(names) -> str:
+    return ", ".join(sorted(n for n in names if n and not re.search(r",|\]|\[|\s(and|&&)\s", n)))
+
+
+def derived_condition(domain: str, original: str, improved: str, environment: str) -> str:
+    """The condition a record without its own gets from its verified edit.
+
+    SQL: ``edit touches [columns and literals]`` (all named or implied) ``AND edit touches any
+    [tables]`` (one of them named or implied); other domains: ``edit touches any [identifiers]``.
+    Prefixed by ``environment == <env>`` when the task has one. An edit with nothing nameable
+    gets ``edit touches any []``, which never holds.
+    """
+    touched = sql_touched(original, improved) if domain == "sql" else None
+    clauses = [f"environment == {environment}"] if environment else []
+    if touched is not None:
+        if touched["names"]:
+            clauses.append(f"{EDIT_CLAUSE} [{_listed(touched['names'])}]")
+        if touched["tables"] or not touched["names"]:
+            clauses.append(f"{EDIT_CLAUSE} any [{_listed(touched['tables'])}]")
+    else:
+        clauses.append(f"{EDIT_CLAUSE} any [{_listed(text_touched(original, improved))}]")
+    return " AND ".join(clauses)
+
+
+def _stem(word: str) -> str:
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith("es") and word[-3] in "sxz":
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def _word_matches(part: str, words: set[str]) -> bool:
+    if part in words:
+        return True
+    for w in words:
+        short, long_ = sorted((part, w), key=len)
+        if len(short) >= 4 and long_.startswith(short):
+            return True
+    return False
+
+
+def mentions(identifier: str, text: str) -> bool:
+    """Does the text name or imply the identifier? Every part of it of three or more letters
+    (split at ``_``, spaces and camelCase) must appear as a word, up to plural / prefix forms
+    ("song_release_year" ~ "songs released in which year"); an identifier with no such part
+    (``id``) is implied by any request."""
+    words = {_stem(w) for w in _WORD.findall(text.lower())}
+    parts = [_stem(p) for p in _WORD.findall(_CAMEL.sub(" ", identifier).lower()) if len(p) >= 3]
+    return all(_word_matches(p, words) for p in parts)
