@@ -67,7 +67,9 @@ def _no_backbone(*args, **kwargs):
 
 
 @pytest.mark.parametrize("sizes, message", [
-    (dict(n_build=6), "splits.n_build=6 but only 5 task(s) can be drawn from the 7 tasks of "
+    # D.2: construction is drawn from the whole pool (evaluation's share removed afterwards), so
+    # only more construction tasks than the benchmark has are refused.
+    (dict(n_build=8), "splits.n_build=8 but only 7 task(s) can be drawn from the 7 tasks of "
                       "spider"),
     (dict(n_train=5), "splits.n_train=5 but only 4 task(s) can be drawn"),
 ])
