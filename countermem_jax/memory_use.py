@@ -123,17 +123,18 @@ class CounterMemAugmentation(Augmentation):
         checker, calls, tokens0 = index.checker, 0, ctx.tokens
         judge = checker.judge
         if judge is not None:
-            backbone, s = self.agent.backbone, judge.settings
-            effort = s.reasoning_effort if backbone.reasoning_effort else None
+            s = judge.settings
+            effort = s.reasoning_effort if self.agent.backbone.reasoning_effort else None
             params = SamplingParams(temperature=s.temperature, max_tokens=s.max_tokens,
                                     seed=self.agent.cfg.seed, reasoning_effort=effort or None)
-            charge = dataclasses.replace(ctx.charge(), purpose="CONDITION_JUDGE")
 
         async def ask(prompt: str):
+            # Agent.chat charges the decision in the ledger and books tokens and the call on
+            # the task run (task-run tokens, llm_calls, the decision's reward cost).
             nonlocal calls
-            result = await backbone.chat([{"role": "user", "content": prompt}], params, charge)
+            result = await self.agent.chat(ctx, [{"role": "user", "content": prompt}], params,
+                                           "CONDITION_JUDGE")
             calls += 1
-            ctx.tokens += result.usage.total
             return result
         counts = await checker.judge_pending(conditions, query, ask)
         return counts.to_json() | {"judge_calls": calls, "judge_tokens": ctx.tokens - tokens0}

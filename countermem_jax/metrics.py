@@ -207,6 +207,11 @@ def comparison_table(result: dict, agent: str) -> str:
         lines.append(f"  {label}: score {agg['per_seed'][s]['score']:.1f}, paired tasks "
                      f"{p['paired_tasks']}: rescued {p['rescued']}, broken {p['broken']}, "
                      f"net {p['net']:+d}")
+        v = agg["per_seed"][s].get("condition_verdicts")
+        if v:  # §4 / Appendix B.4: how the applicability conditions of offered records were judged
+            lines.append(f"    conditions: {v['compatible']} compatible, {v['incompatible']} "
+                         f"incompatible, {v['undecided']} undecided ({v['judge_calls']} judge "
+                         f"calls, {v['judge_tokens']} tokens)")
     lines += ["", building_table(result["cost_of_building"], result.get("evaluation_cost"))]
     return "\n".join(lines)
 

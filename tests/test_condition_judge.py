@@ -103,6 +103,7 @@ def test_a_false_condition_filters_the_record_on_a_reasoning_model(style):
         assert {(r["max_tokens"], r["reasoning_effort"]) for r in judge_requests} == {(1024, "low")}
         # charged to the deciding decision and the task run
         assert ctx_false.tokens == 70 and ctx_true.tokens == 70
+        assert ctx_false.llm_calls == 1 and ctx_true.llm_calls == 1  # booked via Agent.chat
         assert backbone.ledger.by_decision["countermem/q1#0"].total == 70
         assert backbone.ledger.by_purpose["CONDITION_JUDGE"].total == 140
 
