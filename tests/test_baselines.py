@@ -81,6 +81,13 @@ def _tasks(bench, ids):
     return [by_id[i] for i in ids]
 
 
+def _build(method, cfg, fake, bench, wd, ids=BUILD):
+    """Construction through the entry point; returns the frozen memory it wrote."""
+    baselines.build_baseline_memory(method, cfg, _agent(fake, bench, wd), _tasks(bench, ids), wd,
+                                    progress=False)
+    return load_frozen_memory(baselines.memory_paths(wd, method).frozen, method)
+
+
 def _evaluate(method, cfg, fake, bench, wd):
     agent = _agent(fake, bench, wd)
     aug = baselines.make_baseline_augmentation(method, cfg, agent, wd)
@@ -131,8 +138,7 @@ def test_build_then_evaluate_through_the_entry_points(tmp_path, people_benchmark
 @pytest.mark.parametrize("method", MEMORY_METHODS)
 def test_same_task_exclusion_and_freeze(tmp_path, people_benchmark, method):
     cfg = _cfg(generative_agents={"reflection_threshold": 30})
-    baselines.build_baseline_memory(method, cfg, _agent(scripted(), people_benchmark, tmp_path),
-                                    _tasks(people_benchmark, BUILD), tmp_path, progress=False)
+    _build(method, cfg, scripted(), people_benchmark, tmp_path, BUILD)
     agent = _agent(scripted(), people_benchmark, tmp_path)
     aug = baselines.make_baseline_augmentation(method, cfg, agent, tmp_path)
     memory = aug.memory
@@ -242,8 +248,7 @@ def test_expel_agree_raises_a_count_and_remove_frees_the_cap():
 def test_expel_compares_pairs_and_success_batches(tmp_path, people_benchmark):
     cfg = _cfg(expel={"success_batch": 2})
     fake = scripted()
-    baselines.build_baseline_memory("expel", cfg, _agent(fake, people_benchmark, tmp_path),
-                                    _tasks(people_benchmark, BUILD), tmp_path, progress=False)
+    mem = _build("expel", cfg, fake, people_benchmark, tmp_path, BUILD)
     updates = [m[-1]["content"] for c, m in fake.calls if c.purpose == "EXPEL_UPDATE"]
     # b1 and b2 failed then succeeded (pairs); t2 never succeeded (not compared); v1 was solved at
     # once and is compared in the last, partial success batch after construction.
@@ -252,7 +257,6 @@ def test_expel_compares_pairs_and_success_batches(tmp_path, people_benchmark):
     assert "Successful attempts at different tasks" in updates[2]
     assert not any(c.purpose == "DRAFT_ACTION" and "Insights" in m[-1]["content"]
                    for c, m in fake.calls)  # gathering never reads insights
-    mem = load_frozen_memory(baselines.memory_paths(tmp_path, "expel").frozen, "expel")
     assert len(mem.of_kind("success")) == 3
     assert [i["importance"] for i in mem.of_kind("insight")] == [2, 2, 2]
 
@@ -261,11 +265,7 @@ def test_expel_compares_pairs_and_success_batches(tmp_path, people_benchmark):
 def test_generative_agents_reflect_at_the_importance_threshold(tmp_path, people_benchmark):
     cfg = _cfg(generative_agents={"reflection_threshold": 16})
     fake = scripted()
-    baselines.build_baseline_memory("generative_agents", cfg,
-                                    _agent(fake, people_benchmark, tmp_path),
-                                    _tasks(people_benchmark, ["b1", "v1"]), tmp_path, progress=False)
-    mem = load_frozen_memory(baselines.memory_paths(tmp_path, "generative_agents").frozen,
-                             "generative_agents")
+    mem = _build("generative_agents", cfg, fake, people_benchmark, tmp_path, ["b1", "v1"])
     kinds = [i["kind"] for i in mem.items]
     # b1: two attempts, 8 + 8 = 16 reaches the threshold -> one reflection; v1: one attempt, 8.
     assert kinds == ["observation", "observation", "reflection", "observation"]
@@ -291,8 +291,7 @@ def test_voyager_refuses_an_unverified_skill(tmp_path, people_benchmark):
     voyager.admit_skill(mem, skill, "SELECT 2", Outcome(1.0, True, True, "ok"), "u")
     assert [i["name"] for i in mem.items] == ["s", "sV2"]
     fake = scripted()
-    baselines.build_baseline_memory("voyager", _cfg(), _agent(fake, people_benchmark, tmp_path),
-                                    _tasks(people_benchmark, ["t2"]), tmp_path, progress=False)
+    _build("voyager", _cfg(), fake, people_benchmark, tmp_path, ["t2"])
     assert not any(c.purpose == "VOYAGER_SKILL" for c, _ in fake.calls)  # t2 was never solved
 
 
@@ -303,9 +302,7 @@ def test_memgpt_core_memory_never_exceeds_its_budget(tmp_path, people_benchmark)
     fake.rules.insert(0, type(fake.rules[0])(
         'CALL: {"name": "core_memory_append", "arguments": {"block": "task", "content": '
         '"a note of about thirty chars."}}\nDONE', template="MEMGPT_MANAGE"))
-    baselines.build_baseline_memory("memgpt", cfg, _agent(fake, people_benchmark, tmp_path),
-                                    _tasks(people_benchmark, BUILD), tmp_path, progress=False)
-    mem = load_frozen_memory(baselines.memory_paths(tmp_path, "memgpt").frozen, "memgpt")
+    mem = _build("memgpt", cfg, fake, people_benchmark, tmp_path, BUILD)
     task_block = next(b for b in mem.of_kind("core") if b["block"] == "task")
     assert len(task_block["text"]) <= 60 and task_block["text"].count("note") == 2
     results = [c["result"] for e in RunLog(tmp_path / "log.jsonl").events("baseline_memory")
@@ -323,8 +320,7 @@ def test_memgpt_search_results_then_a_next_step(tmp_path, people_benchmark):
     fake.rules.insert(0, type(fake.rules[0])(
         'CALL: {"name": "archival_memory_search", "arguments": {"query": "ages"}}\nDONE',
         template="MEMGPT_MANAGE", times=1))
-    baselines.build_baseline_memory("memgpt", _cfg(), _agent(fake, people_benchmark, tmp_path),
-                                    _tasks(people_benchmark, ["b1"]), tmp_path, progress=False)
+    _build("memgpt", _cfg(), fake, people_benchmark, tmp_path, ["b1"])
     manage = [m[-1]["content"] for c, m in fake.calls if c.purpose == "MEMGPT_MANAGE"]
     assert len(manage) == 2 and "Function results from your last step" in manage[1]
 
@@ -333,17 +329,13 @@ def test_memgpt_search_results_then_a_next_step(tmp_path, people_benchmark):
 def test_matts_makes_k_rollouts_and_contrasts_them(tmp_path, people_benchmark):
     cfg = _cfg(reasoningbank={"matts_k": 3})
     fake = scripted()
-    baselines.build_baseline_memory("reasoningbank_matts", cfg,
-                                    _agent(fake, people_benchmark, tmp_path),
-                                    _tasks(people_benchmark, ["b1", "v1"]), tmp_path, progress=False)
+    mem = _build("reasoningbank_matts", cfg, fake, people_benchmark, tmp_path, ["b1", "v1"])
     ends = RunLog(tmp_path / "log.jsonl").events("task_end")
     assert sorted((e["task_id"], e["run"]) for e in ends) == sorted(
         (t, f"build-reasoningbank_matts/rollout{i}") for t in ("b1", "v1") for i in range(3))
     contrasts = [m[-1]["content"] for c, m in fake.calls if c.purpose == "MATTS_SELF_CONTRAST"]
     assert len(contrasts) == 2 and all(c.count("Rollout ") == 3 for c in contrasts)
     assert [c.purpose for c, _ in fake.calls].count("REASONINGBANK_JUDGE") == 6
-    mem = load_frozen_memory(baselines.memory_paths(tmp_path, "reasoningbank_matts").frozen,
-                             "reasoningbank_matts")
     assert [i["title"] for i in mem.items] == ["inclusive bounds"] * 2
 
 
@@ -351,21 +343,18 @@ def test_verified_variant_sees_checked_outcomes_and_plain_does_not(tmp_path, peo
     for method, template in (("reasoningbank", "REASONINGBANK_EXTRACT"),
                              ("reasoningbank_verified", "REASONINGBANK_VERIFIED")):
         fake = scripted()
-        baselines.build_baseline_memory(method, _cfg(), _agent(fake, people_benchmark, tmp_path),
-                                        _tasks(people_benchmark, ["t2"]), tmp_path, progress=False)
+        mem = _build(method, _cfg(), fake, people_benchmark, tmp_path, ["t2"])
         prompt = next(m[-1]["content"] for c, m in fake.calls if c.purpose == template)
         judged = any(c.purpose == "REASONINGBANK_JUDGE" for c, _ in fake.calls)
         assert ("Checked outcome: utility 0.00, failure" in prompt) == (method != "reasoningbank")
         assert judged == (method == "reasoningbank")
-        mem = load_frozen_memory(baselines.memory_paths(tmp_path, method).frozen, method)
         # t2 failed: the self-judge said success, the checker says failure.
         assert mem.items[0]["verdict"] == ("success" if method == "reasoningbank" else "failure")
 
 
 # ----------------------------------------------------------------------------- inspection
 def test_inspect_memory_prints_what_was_stored(tmp_path, people_benchmark):
-    baselines.build_baseline_memory("voyager", _cfg(), _agent(scripted(), people_benchmark, tmp_path),
-                                    _tasks(people_benchmark, ["b1"]), tmp_path, progress=False)
+    _build("voyager", _cfg(), scripted(), people_benchmark, tmp_path, ["b1"])
     out = subprocess.run([sys.executable, "-m", "countermem_jax.baselines.inspect_memory",
                           "--method=voyager", f"--workdir={tmp_path}"], capture_output=True,
                          text=True, check=True).stdout

@@ -118,6 +118,21 @@ class MemoryAugmentation(Augmentation):
             self.memory.verify()  # evaluation never changes the memory; refuse if it did
 
 
+class SimilarityAugmentation(MemoryAugmentation):
+    """Retrieval by one field's similarity to the task's state: the ``top_k`` items whose
+    ``match_field`` is most similar, each shown as ``render(item)``."""
+    match_field = "text"
+
+    def render(self, item) -> str:
+        raise NotImplementedError
+
+    async def retrieve(self, ctx, draft, items):
+        chosen = top_k(query_text(ctx), items, lambda i: i[self.match_field],
+                       int(self.settings["top_k"]))
+        return [self.render(i) for i, _ in chosen], [i["item_id"] for i, _ in chosen], {
+            "similarities": [round(s, 4) for _, s in chosen]}
+
+
 def query_text(ctx) -> str:
     """What a task's retrieval matches memory against (the same text CounterMem retrieves with)."""
     return state_text(ctx)

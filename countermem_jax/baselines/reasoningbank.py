@@ -28,16 +28,13 @@ from countermem_jax.backbones import prompts
 from countermem_jax.baselines import common
 
 
-class ReasoningBankAugmentation(common.MemoryAugmentation):
+class ReasoningBankAugmentation(common.SimilarityAugmentation):
     kind = "reasoning strategies from earlier tasks"
+    match_field = "query"
 
-    async def retrieve(self, ctx, draft, items):
-        chosen = common.top_k(common.query_text(ctx), items, lambda i: i["query"],
-                              int(self.settings["top_k"]))
-        entries = [f"Title: {i['title']}\nDescription: {i['description']}\nContent: {i['content']}"
-                   for i, _ in chosen]
-        return entries, [i["item_id"] for i, _ in chosen], {
-            "similarities": [round(s, 4) for _, s in chosen]}
+    def render(self, item) -> str:
+        return (f"Title: {item['title']}\nDescription: {item['description']}\n"
+                f"Content: {item['content']}")
 
 
 class ReasoningBankBuilder(common.Builder):

@@ -34,16 +34,13 @@ def admit_skill(memory, skill: dict, action: str, outcome, task_id: str) -> dict
                       verified={"utility": outcome.utility, "success": outcome.success})
 
 
-class VoyagerAugmentation(common.MemoryAugmentation):
+class VoyagerAugmentation(common.SimilarityAugmentation):
     kind = "skills verified on earlier tasks"
+    match_field = "description"
 
-    async def retrieve(self, ctx, draft, items):
-        chosen = common.top_k(common.query_text(ctx), items, lambda i: i["description"],
-                              int(self.settings["top_k"]))
-        entries = [f"Skill {i['name']} (use when: {i['description']})\nSteps: "
-                   + "; ".join(i["steps"]) + f"\nVerified action:\n{i['action']}" for i, _ in chosen]
-        return entries, [i["item_id"] for i, _ in chosen], {
-            "similarities": [round(s, 4) for _, s in chosen]}
+    def render(self, item) -> str:
+        return (f"Skill {item['name']} (use when: {item['description']})\nSteps: "
+                + "; ".join(item["steps"]) + f"\nVerified action:\n{item['action']}")
 
 
 class VoyagerBuilder(common.Builder):
