@@ -106,13 +106,13 @@ class ExpelBuilder(common.Builder):
                         action=attempts[-1].action)
         trajectory = common.trajectory_text(ctx.task, attempts)
         if len(attempts) > 1:
-            return await self._update(ctx, "A failed and then a successful attempt at the same task:\n"
-                                      + trajectory, [task_id])
+            return (await self._update(ctx, "A failed and then a successful attempt at the same "
+                                       "task:\n" + trajectory, [task_id]))[0]
         pending = self.memory.state.setdefault("success_batch", [])
         pending.append({"task_id": task_id, "trajectory": trajectory})
         if len(pending) < int(self.settings["success_batch"]):
             return {"compared": None, "batched": len(pending)}
-        return await self._update(ctx, *self._take_batch())
+        return (await self._update(ctx, *self._take_batch()))[0]
 
     def _take_batch(self) -> tuple[str, list[str]]:
         batch = self.memory.state.pop("success_batch", [])
@@ -120,7 +120,8 @@ class ExpelBuilder(common.Builder):
             b["trajectory"] for b in batch)
         return text, [b["task_id"] for b in batch]
 
-    async def _update(self, ctx, experience: str, task_ids: list[str], charge=None) -> dict:
+    async def _update(self, ctx, experience: str, task_ids: list[str],
+                      charge=None) -> tuple[dict, int]:
         insights = self.memory.of_kind("insight")
         cap = int(self.settings["max_insights"])
         fields = {"room": room_text(len(insights), cap),
@@ -138,13 +139,13 @@ class ExpelBuilder(common.Builder):
         for r in results:
             if not r["applied"]:
                 log.info("expel: %s refused (%s)", r["op"], r["reason"])
-        return {"compared": task_ids, "operations": results, "tokens_used": parsed.tokens}
+        return {"compared": task_ids, "operations": results}, parsed.tokens
 
     async def finalize(self, save) -> None:
         if not self.memory.state.get("success_batch"):
             return
         experience, task_ids = self._take_batch()
         charge = Charge("construction", f"build-{self.method}/insights-tail")
-        out = await self._update(None, experience, task_ids, charge=charge)
-        self.log(f"build-{self.method}", "", tokens=out.pop("tokens_used"), **out)
+        out, tokens = await self._update(None, experience, task_ids, charge=charge)
+        self.log(f"build-{self.method}", "", tokens=tokens, **out)
         save()
