@@ -107,7 +107,9 @@ async def abuild_baseline_memory(method: str, cfg, agent, construction_tasks, wo
     """Phase 1 for a baseline: runs ``agent`` on the construction tasks with the mechanism's
     builder, saving the memory after every task (resumes from its processed task ids), then
     freezes it. Every LLM call is charged to the construction phase. Returns a summary."""
-    if not needs_construction(method) or method == "countermem":
+    if method == "countermem":
+        raise UnknownMethod("countermem's memory is built by experiment.build_memory")
+    if not needs_construction(method):
         print(skip_message(method, "build_memory"))
         return {"method": method, "skipped": True}
     paths = memory_paths(workdir, _memory_method(method))
