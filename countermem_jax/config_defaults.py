@@ -52,6 +52,8 @@ def base_config() -> ml_collections.ConfigDict:
     # eval.seeds: the DQN seeds evaluated, one run each; () = every seed in selector.seeds.
     c.eval = ml_collections.ConfigDict(dict(
         selector="dqn", seeds=(), relevance_threshold=0.5, concurrency=1))
+    c.method = "countermem"   # none | countermem | best_of_n | expel | ... (countermem_jax.baselines)
+    c.baselines = baseline_defaults()
     return c
 
 
@@ -135,3 +137,33 @@ def spider_cpu_config(agent: str = "react") -> ml_collections.ConfigDict:
     c.selector.update(total_decisions=30, learning_starts=6, train_every=1, target_sync_every=10,
                       checkpoint_every=15, batch_size=16, seeds=(0,))
     return c
+
+
+def baseline_defaults() -> ml_collections.ConfigDict:
+    """Settings of the baseline rows (``countermem_jax.baselines``; issue 15). The paper fixes only
+    Best-of-N's N = 1 + K = 5 (Appendix D.5); the rest follow each original where it states a
+    value and are our choice otherwise, as said here."""
+    return ml_collections.ConfigDict(dict(
+        # Appendix D.5: N = 1 + K candidates, K = 4 (the counterfactual K); extra candidates are
+        # sampled at this temperature (our choice: at temperature 0 all candidates would be equal).
+        best_of_n=dict(k=4, temperature=0.7),
+        # ExpeL (Zhao et al. 2024): ADD starts an insight at importance 2, AGREE/EDIT +1, REMOVE -1,
+        # an insight at 0 is dropped; successes are compared in batches. Cap, batch size and the
+        # number of few-shot trajectories are our choice (the paper gives none).
+        expel=dict(max_insights=20, success_batch=4, fewshot_k=2),
+        # Generative Agents (Park et al. 2023): reflect when summed importance passes 150, over
+        # the last 100 memories; recency decays by 0.995 per step; score = sum of the min-max
+        # normalised recency, importance and relevance with weights 1; top 3 (our choice).
+        generative_agents=dict(reflection_threshold=150, reflection_window=100,
+                               recency_decay=0.995, weights=(1.0, 1.0, 1.0), top_k=3),
+        # Voyager (Wang et al. 2023): top-5 skills by description similarity.
+        voyager=dict(top_k=5),
+        # MemGPT (Packer et al. 2023): core blocks of 1,200 characters (MemGPT: 2,000; smaller so
+        # both blocks and a page of results fit the 4,000-character memory field), archival
+        # search pages of 5 passages, up to 3 function steps per memory event (our choice), and
+        # the memory context shown to the agent bounded by context_chars.
+        memgpt=dict(block_chars=1200, page_size=5, max_steps=3, context_chars=4000),
+        # ReasoningBank (Ouyang et al.): top-1 retrieval; MaTTS parallel scaling with k = 3
+        # rollouts per task sampled at temperature 0.7 (our choice within the paper's k range).
+        reasoningbank=dict(top_k=1, matts_k=3, matts_temperature=0.7),
+    ))

@@ -14,7 +14,7 @@ retention rules); adding an agent or selector means adding its name here too.
 import math
 import numbers
 
-from countermem_jax import domains
+from countermem_jax import baselines, domains
 from countermem_jax.memory import retention
 from countermem_jax.selector import features
 
@@ -30,6 +30,7 @@ FIXED_SELECTORS = ("always_skip", "always_top1", "relevance_threshold")
 
 # dotted field -> allowed values
 CHOICES = {
+    "method": tuple(baselines.METHODS),  # paper Table 1 rows (countermem_jax/baselines)
     "data.benchmark": BENCHMARKS,
     "agent.kind": AGENTS,
     "backbone.kind": BACKBONES,

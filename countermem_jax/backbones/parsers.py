@@ -6,6 +6,7 @@ contract is not met; the caller then asks once more with that reason (the repair
 """
 import dataclasses
 import difflib
+import json
 import re
 
 from countermem_jax.memory.record import normalize_condition
@@ -192,3 +193,95 @@ def parse_skill(text: str) -> dict:
 
 def parse_look_alike(text: str) -> str:
     return require_fields(text, ("TASK",))["TASK"]
+
+
+# ----------------------------------------------------------------------------- baselines (issue 15)
+INSIGHT_OPERATIONS = ("ADD", "AGREE", "EDIT", "REMOVE")
+
+
+def parse_insight_operations(text: str, n_insights: int) -> list[tuple[str, int | None, str]]:
+    """EXPEL_UPDATE: lines 'ADD: <insight>', 'AGREE <n>: …', 'EDIT <n>: <new text>',
+    'REMOVE <n>: …' (n numbers the current list, 1-based), or 'NONE'. Returns
+    (operation, 0-based index or None for ADD, text) in the order written."""
+    ops, problems = [], []
+    clean = strip_markup(text)
+    for line in clean.splitlines():
+        m = re.match(r"^[ \t>*-]*(ADD|AGREE|EDIT|REMOVE)\b[ \t]*(?:#|RULE[ \t]*)?(\d+)?[ \t]*[:.)-]?"
+                     r"[ \t]*(.*)$", line.strip(), re.I)
+        if not m:
+            continue
+        op, number, body = m.group(1).upper(), m.group(2), " ".join(m.group(3).split())
+        if op == "ADD":
+            if body:
+                ops.append((op, None, body))
+            else:
+                problems.append("ADD needs the new insight after ':'")
+            continue
+        if number is None or not 1 <= int(number) <= n_insights:
+            problems.append(f"{op} needs the number of an existing insight (1..{n_insights})")
+            continue
+        if op == "EDIT" and not body:
+            problems.append("EDIT needs the new text after ':'")
+            continue
+        ops.append((op, int(number) - 1, body))
+    if not ops and re.search(r"^\s*NONE\b", clean, re.I | re.M):
+        return []
+    if not ops:
+        raise ParseError("no operation: write lines 'ADD: <insight>', 'AGREE <n>: …', "
+                         "'EDIT <n>: <text>', 'REMOVE <n>: …', or NONE"
+                         + (f" ({problems[0]})" if problems else ""))
+    return ops
+
+
+def parse_importance(text: str) -> int:
+    """GENERATIVE_AGENTS_IMPORTANCE: 'IMPORTANCE: <1-10>'."""
+    m = re.search(r"IMPORTANCE\s*[:=]\s*(\d+)", strip_markup(text), re.I)
+    if not m:
+        raise ParseError("reply with 'IMPORTANCE: <integer from 1 to 10>'")
+    value = int(m.group(1))
+    if not 1 <= value <= 10:
+        raise ParseError("IMPORTANCE must be an integer from 1 to 10")
+    return value
+
+
+def parse_verdict(text: str) -> str:
+    """REASONINGBANK_JUDGE: 'VERDICT: success' or 'VERDICT: failure'."""
+    m = re.search(r"VERDICT\s*[:=]\s*(success|failure)\b", strip_markup(text), re.I)
+    if not m:
+        raise ParseError("reply with 'VERDICT: success' or 'VERDICT: failure'")
+    return m.group(1).lower()
+
+
+MEMORY_TOOLS = {  # MemGPT-style memory functions and their required string arguments
+    "core_memory_append": ("block", "content"),
+    "core_memory_replace": ("block", "old_content", "new_content"),
+    "archival_memory_insert": ("content",),
+    "archival_memory_search": ("query",),
+}
+
+
+def parse_function_calls(text: str, allowed: tuple[str, ...]) -> list[dict]:
+    """MEMGPT_MANAGE / MEMGPT_RECALL: lines 'CALL: {"name": …, "arguments": {…}}' ending with
+    'DONE'; only ``allowed`` functions, each with its string arguments. 'DONE' alone = no call."""
+    clean = text.replace("**", "")
+    decoder = json.JSONDecoder()
+    calls = []
+    for m in re.finditer(r"CALL\s*:\s*", clean, re.I):
+        try:
+            obj, _ = decoder.raw_decode(clean[m.end():])
+        except json.JSONDecodeError:
+            raise ParseError("a CALL is not followed by one JSON object") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("arguments", {}), dict):
+            raise ParseError('write CALL: {"name": "<function>", "arguments": {...}}')
+        name, args = obj.get("name"), obj.get("arguments", {})
+        if name not in allowed:
+            raise ParseError(f"unknown or unavailable function {name!r}; available: "
+                             f"{', '.join(allowed)}")
+        missing = [a for a in MEMORY_TOOLS[name] if not isinstance(args.get(a), str)]
+        if missing:
+            raise ParseError(f"{name} needs string argument(s) {', '.join(missing)}")
+        calls.append({"name": name, "arguments": {a: args[a] for a in MEMORY_TOOLS[name]}})
+    if not calls and not re.search(r"^\s*DONE\b", clean, re.I | re.M):
+        raise ParseError('write one line per call, CALL: {"name": ..., "arguments": {...}}, '
+                         "then DONE (or only DONE)")
+    return calls

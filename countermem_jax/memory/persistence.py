@@ -53,13 +53,13 @@ def _write_lines(handle, lines: Iterator[str]) -> None:
         handle.write("\n")
 
 
-def save_store(store: MemoryStore | FrozenStore, path: str | os.PathLike) -> pathlib.Path:
-    """Atomically writes ``store`` to ``path``; returns the path."""
+def write_jsonl_atomic(path: str | os.PathLike, objects) -> pathlib.Path:
+    """Writes JSON objects, one per line, to a temporary file in ``path``'s folder, fsyncs it and
+    renames it over ``path``: a crash at any point leaves the previous file intact. Also used by
+    the baseline memories (``countermem_jax.baselines.memory``)."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    frozen = isinstance(store, FrozenStore)
-    lines = (json.dumps(obj, ensure_ascii=False, sort_keys=True) for obj in
-             [_header(store, frozen)] + [r.to_json() for r in store.records])
+    lines = (json.dumps(obj, ensure_ascii=False, sort_keys=True) for obj in objects)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -79,13 +79,13 @@ def save_store(store: MemoryStore | FrozenStore, path: str | os.PathLike) -> pat
     return path
 
 
-def _read_lines(path: pathlib.Path) -> list[str]:
+def _read_lines(path: pathlib.Path, what: str = "store") -> list[str]:
     """The file's lines as text; a directory, an unreadable file or bytes that are not UTF-8 are a
     ``StoreFormatError`` naming the file (and the line and column for bad bytes)."""
     if path.is_dir():
-        raise StoreFormatError(f"{path}: is a directory, not a store file")
+        raise StoreFormatError(f"{path}: is a directory, not a {what} file")
     if not path.exists():
-        raise StoreFormatError(f"{path}: no such store file")
+        raise StoreFormatError(f"{path}: no such {what} file")
     try:
         raw = path.read_bytes()
     except OSError as err:
@@ -103,17 +103,28 @@ def _read_lines(path: pathlib.Path) -> list[str]:
     return text
 
 
+def read_jsonl(path: pathlib.Path, what: str = FORMAT) -> list[tuple[int, dict]]:
+    """(line number, object) for every line of a JSON Lines file (the store, the baselines'
+    memories); every malformed input is a ``StoreFormatError`` naming file and line."""
+    raw_lines = _read_lines(path, what)
+    if not raw_lines:
+        raise StoreFormatError(f"{path}: empty file (expected a {what} header on line 1)")
+    return [(lineno, _parse_json(path, lineno, line)) for lineno, line in enumerate(raw_lines, 1)]
+
+
+def save_store(store: MemoryStore | FrozenStore, path: str | os.PathLike) -> pathlib.Path:
+    """Atomically writes ``store`` to ``path``; returns the path."""
+    frozen = isinstance(store, FrozenStore)
+    return write_jsonl_atomic(path, [_header(store, frozen)] + [r.to_json() for r in store.records])
+
+
 def load_store(path: str | os.PathLike) -> MemoryStore | FrozenStore:
     """Loads and validates a store file; a frozen file comes back as a ``FrozenStore``."""
     path = pathlib.Path(path)
-    raw_lines = _read_lines(path)
-    if not raw_lines:
-        raise StoreFormatError(f"{path}: empty file (expected a {FORMAT} header on line 1)")
-    header = _parse_json(path, 1, raw_lines[0])
+    (_, header), *lines = read_jsonl(path, "store")
     config = _check_header(path, header)
     records, seen = [], set()
-    for lineno, line in enumerate(raw_lines[1:], start=2):
-        obj = _parse_json(path, lineno, line)
+    for lineno, obj in lines:
         try:
             record = MemoryRecord.from_json(obj)
         except RecordFieldError as err:

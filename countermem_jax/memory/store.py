@@ -48,11 +48,15 @@ class StoreConfig:
         return StoreConfig(**obj)
 
 
+def sha256_json(obj) -> str:
+    """sha256 hex of the canonical JSON (sorted keys, no spaces, UTF-8) of ``obj``."""
+    payload = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
 def content_hash(config: StoreConfig, records: Sequence[MemoryRecord]) -> str:
     """sha256 over the canonical JSON of the config and the records in order."""
-    payload = json.dumps({"config": config.to_json(), "records": [r.to_json() for r in records]},
-                         sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    return sha256_json({"config": config.to_json(), "records": [r.to_json() for r in records]})
 
 
 class _StoreView:

@@ -1,0 +1,53 @@
+"""Best-of-N compute control (paper §4.1, Appendix D.5, template ``BEST_OF_N_JUDGE``).
+
+At every decision the agent's memory-free draft is candidate 1 and K = 4 more candidates are drawn
+with the same ``DRAFT_ACTION`` prompt (N = 1 + K = 5); the backbone, not the checker, judges them
+without running them and answers ``CHOICE: <n>``; the chosen candidate is executed. A reply that
+breaks the contract twice falls back to candidate 1 (logged as ``judge_fallback`` in the decision
+and in ``parse_failures.jsonl``). Nothing persists between tasks: no construction, no selector.
+
+Adaptation choices: the extra candidates are sampled at ``best_of_n.temperature`` (0.7) with seeds
+``agent seed + 1000·(decision+1) + i`` — at the agents' temperature 0 all five would be the same
+text; every candidate and the judgement are charged to the task like the agent's own calls.
+"""
+import asyncio
+import dataclasses
+import logging
+
+from countermem_jax.agents import Augmentation, DecisionInfo
+from countermem_jax.backbones import prompts
+
+log = logging.getLogger(__name__)
+
+
+class BestOfNAugmentation(Augmentation):
+    name = "best_of_n"
+
+    def __init__(self, agent, settings: dict):
+        self.agent, self.k, self.temperature = agent, int(settings["k"]), settings["temperature"]
+
+    async def _candidate(self, ctx, i: int) -> str:
+        params = dataclasses.replace(self.agent.params, temperature=self.temperature,
+                                     seed=(self.agent.params.seed or 0) + 1000 * (ctx.decision + 1) + i)
+        parsed = await self.agent.llm(ctx, prompts.DRAFT_ACTION, {
+            "task": ctx.task.visible_text(), "unit": ctx.task.decision_unit,
+            "instructions": self.agent.domain.instructions,
+            "history": self.agent._history(ctx)},
+            parse_args={"domain": self.agent.domain.name}, params=params)
+        return parsed.value if parsed.ok else (parsed.raw.strip() or "")
+
+    async def decide(self, ctx, draft: str) -> DecisionInfo:
+        candidates = [draft] + list(await asyncio.gather(
+            *(self._candidate(ctx, i) for i in range(1, self.k + 1))))
+        listing = "\n\n".join(f"Candidate {n}:\n```\n{prompts.clip(c, 'action')}\n```"
+                              for n, c in enumerate(candidates, 1))
+        parsed = await self.agent.llm(ctx, prompts.BEST_OF_N_JUDGE, {
+            "task": ctx.task.visible_text(), "candidates": listing},
+            parse_args={"n": len(candidates)})
+        choice = int(parsed.value)
+        if parsed.used_fallback:
+            log.warning("best_of_n: judge broke the CHOICE contract on %s; executing candidate 1",
+                        ctx.charge().decision)
+        return DecisionInfo(candidates[choice - 1], None, {
+            "method": self.name, "candidates": candidates, "choice": choice,
+            "judge_fallback": parsed.used_fallback, "judge_reply": parsed.raw[:200]})

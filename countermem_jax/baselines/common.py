@@ -1,0 +1,192 @@
+"""What every baseline mechanism shares: retrieval helpers, the use-time augmentation and the
+construction-time builder on the agents' common interface (issue 15; paper §4.1, App. D.5).
+
+Adaptation to the common interface (the same for every row, so rows differ only in mechanism):
+  * The agent drafts without memory (``DRAFT_ACTION``) exactly as in the "None" row; at the
+    decision point the mechanism retrieves from its memory and the backbone revises the draft with
+    what was retrieved shown as one delimited data block (``REVISE_WITH_MEMORY``), the way CounterMem
+    revises with one record. The original systems put memory into the acting prompt instead; doing
+    it after the draft keeps the draft shared with the base run and lets the same reuse label
+    (unchanged / helped / harmed against the draft) be computed for every row.
+  * Construction runs the same agent, backbone, budgets and checker on the construction split;
+    after each task run (``end_task``, before the agent logs the task's end) the builder writes the
+    mechanism's memory from the trajectory, with every LLM call charged to that task in the
+    construction phase and added to its token count.
+  * At evaluation the memory is a ``FrozenBaselineMemory`` (hash checked on load and after every
+    task); the augmentation has no write path, and items whose ``source_task_ids`` contain the
+    current task are never retrieved.
+"""
+import numpy as np
+
+from countermem_jax.agents import Augmentation, DecisionInfo
+from countermem_jax.backbones import prompts
+from countermem_jax.memory import reuse as reuse_lib
+from countermem_jax.memory_use import state_text
+from countermem_jax.retrieval import embedding
+
+
+def eligible(items, task_id: str) -> tuple[list, list[str]]:
+    """Items the current task may see, and the ids excluded because the task wrote them."""
+    keep, excluded = [], []
+    for item in items:
+        (excluded.append(item["item_id"]) if task_id in item["source_task_ids"]
+         else keep.append(item))
+    return keep, excluded
+
+
+def similarities(query: str, texts: list[str]) -> np.ndarray:
+    """Cosine similarity of the query to each text (the shared 512-dim embedding φ)."""
+    if not texts:
+        return np.zeros(0, np.float32)
+    emb = embedding.embed_texts([query] + list(texts))
+    return emb[1:] @ emb[0]
+
+
+def top_k(query: str, items: list, text_of, k: int) -> list[tuple[object, float]]:
+    """The k items most similar to the query (ties keep memory order)."""
+    sims = similarities(query, [text_of(i) for i in items])
+    order = np.argsort(-sims, kind="stable")[:k]
+    return [(items[i], float(sims[i])) for i in order]
+
+
+def trajectory_text(task, attempts, *, checked: bool = False, verdict: str | None = None) -> str:
+    """A task run as the extraction prompts see it: the task, each action and the feedback the
+    agent saw; with ``checked``, each step's checked outcome (utility, success, completed)."""
+    lines = [f"Task: {task.visible_text()}"]
+    for i, a in enumerate(attempts, 1):
+        step = f"Attempt {i}:\n```\n{prompts.clip(a.action, 'action')}\n```\nFeedback: " \
+               f"{prompts.clip(a.outcome.feedback, 'feedback')}"
+        if checked:
+            o = a.outcome
+            step += (f"\nChecked outcome: utility {o.utility:.2f}, "
+                     f"{'success' if o.success else 'failure'}"
+                     f"{'' if o.completed else ' (check did not complete)'}")
+        lines.append(step)
+    if verdict:
+        lines.append(f"Final verdict: {verdict}")
+    return "\n\n".join(lines)
+
+
+def verified_success(attempt) -> bool:
+    """The checker completed and confirmed success (the only evidence of success we accept)."""
+    return attempt is not None and attempt.outcome.completed and attempt.outcome.success
+
+
+class MemoryAugmentation(Augmentation):
+    """Use-time side of a memory mechanism: retrieve → revise the draft with it. Never writes.
+
+    Subclasses implement ``retrieve(ctx, draft, items) -> (entries, used_ids, log)`` over the
+    items the task may see; ``kind`` names the memory in the prompt.
+    """
+    kind = "memory"
+
+    def __init__(self, agent, memory, settings: dict):
+        self.agent, self.memory, self.settings = agent, memory, settings
+        self.name = memory.method
+        if memory.frozen:
+            memory.verify()
+
+    async def retrieve(self, ctx, draft: str, items: list) -> tuple[list[str], list[str], dict]:
+        raise NotImplementedError
+
+    async def decide(self, ctx, draft: str) -> DecisionInfo:
+        items, excluded = eligible(self.memory.items, ctx.task.task_id)
+        entries, used, log = await self.retrieve(ctx, draft, items)
+        log = {"method": self.name, "memory_items": len(self.memory.items),
+               "excluded_same_task": excluded, "covered": bool(entries), "retrieved": used, **log}
+        info = DecisionInfo(draft, None, log)
+        if entries:
+            parsed = await self.agent.llm(ctx, prompts.REVISE_WITH_MEMORY, {
+                "task": ctx.task.visible_text(), "draft": draft,
+                "memory": prompts.render_memory_block(self.kind, entries),
+                "instructions": self.agent.domain.instructions},
+                parse_args={"domain": self.agent.domain.name})
+            info.action = parsed.value if parsed.ok else draft
+            info.record_id = ",".join(used)   # the items shown, for the reuse metrics
+            log["record_id"] = info.record_id
+        return info
+
+    async def observe(self, ctx, draft, info, outcome, previous_utility) -> dict:
+        if info.record_id is None:
+            return {}
+        return {"record_id": info.record_id,
+                "label": reuse_lib.reuse_label(draft, info.action, outcome.success,
+                                               outcome.utility, previous_utility)}
+
+    async def end_task(self, ctx) -> None:
+        if self.memory.frozen:
+            self.memory.verify()  # evaluation never changes the memory; refuse if it did
+
+
+class SimilarityAugmentation(MemoryAugmentation):
+    """Retrieval by one field's similarity to the task's state: the ``top_k`` items whose
+    ``match_field`` is most similar, each shown as ``render(item)``."""
+    match_field = "text"
+
+    def render(self, item) -> str:
+        raise NotImplementedError
+
+    async def retrieve(self, ctx, draft, items):
+        chosen = top_k(query_text(ctx), items, lambda i: i[self.match_field],
+                       int(self.settings["top_k"]))
+        return [self.render(i) for i, _ in chosen], [i["item_id"] for i, _ in chosen], {
+            "similarities": [round(s, 4) for _, s in chosen]}
+
+
+def query_text(ctx) -> str:
+    """What a task's retrieval matches memory against (the same text CounterMem retrieves with)."""
+    return state_text(ctx)
+
+
+class _Learning(Augmentation):
+    """Construction: the mechanism's use-time behaviour plus the builder's write after the run."""
+
+    def __init__(self, inner: Augmentation, builder: "Builder"):
+        self.inner, self.builder, self.name = inner, builder, builder.method
+
+    async def decide(self, ctx, draft):
+        return await self.inner.decide(ctx, draft)
+
+    async def observe(self, ctx, draft, info, outcome, previous_utility):
+        return await self.inner.observe(ctx, draft, info, outcome, previous_utility)
+
+    async def end_task(self, ctx) -> None:
+        await self.inner.end_task(ctx)
+        before = ctx.tokens
+        written = await self.builder.learn(ctx) or {}
+        self.builder.log(ctx.run, ctx.task.task_id, tokens=ctx.tokens - before, **written)
+
+
+class Builder:
+    """Construction-time side of a mechanism: the only code that writes its memory.
+
+    ``learn(ctx)`` reads a finished construction-task run (trajectory with checked outcomes) and
+    writes memory, making its LLM calls with ``self.agent.llm(ctx, ...)`` — charged to the task in
+    the construction phase and added to ``ctx.tokens``.
+    """
+    augmentation_cls = MemoryAugmentation
+    use_during_construction = True   # the original consults its memory while gathering experience
+
+    def __init__(self, agent, memory, settings: dict):
+        self.agent, self.memory, self.settings = agent, memory, settings
+        self.method = memory.method
+
+    def construction_augmentation(self) -> Augmentation:
+        inner = (self.augmentation_cls(self.agent, self.memory, self.settings)
+                 if self.use_during_construction else Augmentation())
+        return _Learning(inner, self)
+
+    async def run_task(self, task, run: str) -> list:
+        return [await self.agent.run(task, self.construction_augmentation(), phase="construction",
+                                     run=run)]
+
+    async def learn(self, ctx) -> dict:
+        raise NotImplementedError
+
+    async def finalize(self, save) -> None:
+        """After the last construction task (``save()`` persists progress)."""
+
+    def log(self, run: str, task_id: str, **fields) -> None:
+        if self.agent.runlog:
+            self.agent.runlog.write("baseline_memory", method=self.method, run=run, phase="construction",
+                                    task_id=task_id, items=len(self.memory.items), **fields)

@@ -1,0 +1,151 @@
+"""ExpeL baseline (Zhao et al. 2024, "ExpeL: LLM Agents Are Experiential Learners"; issue 15).
+
+Construction. The agent gathers experience on the construction split *without* insights (as in
+ExpeL, whose gathering phase runs the base agent). Each solved task's trajectory is kept as a
+``success`` item (the few-shot pool). Insights are then maintained as ExpeL does, by the backbone
+issuing operations on the current list (``EXPEL_UPDATE``): ``ADD`` (new insight, importance 2),
+``AGREE n`` (+1), ``EDIT n`` (new text, +1), ``REMOVE n`` (−1; an insight at 0 is dropped). Two
+kinds of comparison feed it, in construction order:
+  * a task with both failed and successful attempts (a failure then a success under the agent's
+    retries): its trajectory is shown as a failure/success pair of the same task;
+  * tasks solved at once: their trajectories are compared in batches of ``success_batch``; the last,
+    partial batch is compared after the final task.
+Tasks that were never solved are not compared (ExpeL compares only pairs and successes). The list is
+capped at ``max_insights``: at the cap the prompt says the list is full and an ``ADD`` is refused
+(logged) until an insight is removed — our reading of ExpeL's size limit.
+
+Because gathering never reads the insights, updating them as soon as a pair or a full batch exists
+applies exactly ExpeL's offline sequence of operations; it lets each update be charged to the
+construction task that completed it (the tail batch is charged to the construction phase as
+``build-expel/insights-tail``).
+
+Use. All insights the task may see, ordered by importance, plus the ``fewshot_k`` successful
+trajectories most similar to the task (embedding φ) as examples, shown to ``REVISE_WITH_MEMORY``.
+An insight's ``source_task_ids`` are the tasks whose comparisons added, agreed with or edited it.
+"""
+import logging
+
+from countermem_jax.backbones import prompts
+from countermem_jax.backbones.base import Charge
+from countermem_jax.baselines import common
+
+log = logging.getLogger(__name__)
+
+START_IMPORTANCE = 2
+
+
+def room_text(n: int, cap: int) -> str:
+    if n >= cap:
+        return f"{n} of at most {cap}: the list is full, so ADD is refused; REMOVE or EDIT instead"
+    return f"{n} of at most {cap}"
+
+
+def apply_operations(memory, ops, cap: int, task_ids) -> list[dict]:
+    """Applies parsed EXPEL_UPDATE operations to the memory's insights; returns what happened.
+
+    Indices refer to the list the backbone was shown, so removals never shift later operations.
+    """
+    shown = memory.of_kind("insight")
+    results = []
+    for op, index, text in ops:
+        if op == "ADD":
+            if len(memory.of_kind("insight")) >= cap:
+                results.append({"op": op, "applied": False, "reason": "cap", "text": text})
+                continue
+            item = memory.add("insight", task_ids, text=text, importance=START_IMPORTANCE)
+            results.append({"op": op, "applied": True, "item_id": item["item_id"]})
+            continue
+        item = shown[index]
+        if item not in memory.items:
+            results.append({"op": op, "applied": False, "reason": "already removed"})
+            continue
+        if op == "REMOVE":
+            item["importance"] -= 1
+            if item["importance"] <= 0:
+                memory.items.remove(item)
+        else:  # AGREE / EDIT
+            item["importance"] += 1
+            if op == "EDIT":
+                item["text"] = text
+            item["source_task_ids"] = sorted(set(item["source_task_ids"]) | set(task_ids))
+        results.append({"op": op, "applied": True, "item_id": item["item_id"],
+                        "importance": item["importance"]})
+    return results
+
+
+class ExpelAugmentation(common.MemoryAugmentation):
+    kind = "insights from earlier tasks and examples of solved tasks"
+
+    async def retrieve(self, ctx, draft, items):
+        insights = sorted((i for i in items if i["kind"] == "insight"),
+                          key=lambda i: -i["importance"])
+        successes = [i for i in items if i["kind"] == "success"]
+        examples = common.top_k(common.query_text(ctx), successes, lambda i: i["task"],
+                                int(self.settings["fewshot_k"]))
+        entries = []
+        if insights:
+            entries.append("Insights:\n" + "\n".join(f"{n}. {i['text']}"
+                                                     for n, i in enumerate(insights, 1)))
+        entries += [f"Example of a solved earlier task:\nTask: {i['task']}\nSolution:\n{i['action']}"
+                    for i, _ in examples]
+        used = [i["item_id"] for i in insights] + [i["item_id"] for i, _ in examples]
+        return entries, used, {"examples": [{"item_id": i["item_id"], "similarity": round(s, 4)}
+                                            for i, s in examples]}
+
+
+class ExpelBuilder(common.Builder):
+    augmentation_cls = ExpelAugmentation
+    use_during_construction = False
+
+    async def learn(self, ctx) -> dict:
+        attempts = ctx.state.attempts
+        task_id = ctx.task.task_id
+        if not common.verified_success(attempts[-1] if attempts else None):
+            return {"compared": None}
+        self.memory.add("success", [task_id], task=ctx.task.visible_text(),
+                        action=attempts[-1].action)
+        trajectory = common.trajectory_text(ctx.task, attempts)
+        if len(attempts) > 1:
+            return (await self._update(ctx, "A failed and then a successful attempt at the same "
+                                       "task:\n" + trajectory, [task_id]))[0]
+        pending = self.memory.state.setdefault("success_batch", [])
+        pending.append({"task_id": task_id, "trajectory": trajectory})
+        if len(pending) < int(self.settings["success_batch"]):
+            return {"compared": None, "batched": len(pending)}
+        return (await self._update(ctx, *self._take_batch()))[0]
+
+    def _take_batch(self) -> tuple[str, list[str]]:
+        batch = self.memory.state.pop("success_batch", [])
+        text = "Successful attempts at different tasks:\n\n" + "\n\n---\n\n".join(
+            b["trajectory"] for b in batch)
+        return text, [b["task_id"] for b in batch]
+
+    async def _update(self, ctx, experience: str, task_ids: list[str],
+                      charge=None) -> tuple[dict, int]:
+        insights = self.memory.of_kind("insight")
+        cap = int(self.settings["max_insights"])
+        fields = {"room": room_text(len(insights), cap),
+                  "insights": "\n".join(f"{n}. {i['text']}" for n, i in enumerate(insights, 1))
+                  or "(none yet)", "experience": experience}
+        parse_args = {"n": len(insights)}
+        if ctx is not None:
+            parsed = await self.agent.llm(ctx, prompts.EXPEL_UPDATE, fields, parse_args=parse_args)
+        else:
+            parsed = await prompts.call_template(self.agent.backbone, prompts.EXPEL_UPDATE, fields,
+                                                 charge=charge, params=self.agent.params,
+                                                 parse_args=parse_args)
+        ops = parsed.value if parsed.ok else []
+        results = apply_operations(self.memory, ops, cap, task_ids)
+        for r in results:
+            if not r["applied"]:
+                log.info("expel: %s refused (%s)", r["op"], r["reason"])
+        return {"compared": task_ids, "operations": results}, parsed.tokens
+
+    async def finalize(self, save) -> None:
+        if not self.memory.state.get("success_batch"):
+            return
+        experience, task_ids = self._take_batch()
+        charge = Charge("construction", f"build-{self.method}/insights-tail")
+        out, tokens = await self._update(None, experience, task_ids, charge=charge)
+        self.log(f"build-{self.method}", "", tokens=tokens, **out)
+        save()

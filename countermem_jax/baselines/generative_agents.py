@@ -1,0 +1,98 @@
+"""Generative Agents baseline (Park et al. 2023, "Generative Agents"; issue 15).
+
+Memory stream. Every evaluated attempt of a construction task becomes an ``observation`` (the task,
+the action and the feedback the agent saw), with an importance from 1 to 10 scored by the backbone
+(``GENERATIVE_AGENTS_IMPORTANCE``, Park et al.'s poignancy question recast for task solving; a reply
+that breaks the contract twice scores 5, logged) and a creation step (a counter over construction
+steps: observations and reflections, in order).
+
+Reflection. When the importance summed since the last reflection reaches
+``reflection_threshold`` (150, as in the paper), the backbone writes one generalized reflection
+(``GENERATIVE_AGENTS_REFLECT``) over the ``reflection_window`` (100) most recent memories; it is
+scored for importance and stored back into the stream, its ``source_task_ids`` being those of the
+memories it reflects on, and the sum restarts at 0. Park et al. first generate questions and
+retrieve for them; the template contract asks for one reflection directly (our simplification).
+
+Retrieval. score = w_rec·recency + w_imp·importance + w_rel·relevance, each min-max normalised over
+the memories the task may see (as in the paper), with recency = decay^(last step − creation step),
+decay 0.995 per step; relevance is the cosine of the shared embedding φ between the task's state
+and the memory text; the top 3 are shown. Adaptation: recency counts construction steps, not game
+hours, and is measured from creation — the original refreshes a memory's time on access, which
+would be a write at evaluation.
+"""
+import numpy as np
+
+from countermem_jax.backbones import prompts
+from countermem_jax.baselines import common
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    span = x.max() - x.min() if x.size else 0.0
+    return (x - x.min()) / span if span > 0 else np.full_like(x, 0.5)
+
+
+def retrieval_scores(query: str, items: list, now: int, settings: dict) -> np.ndarray:
+    recency = np.array([settings["recency_decay"] ** (now - i["step"]) for i in items], np.float64)
+    importance = np.array([i["importance"] for i in items], np.float64)
+    relevance = common.similarities(query, [i["text"] for i in items]).astype(np.float64)
+    w_rec, w_imp, w_rel = settings["weights"]
+    return (w_rec * _normalise(recency) + w_imp * _normalise(importance)
+            + w_rel * _normalise(relevance))
+
+
+class GenerativeAgentsAugmentation(common.MemoryAugmentation):
+    kind = "observations and reflections from earlier tasks"
+
+    async def retrieve(self, ctx, draft, items):
+        if not items:
+            return [], [], {}
+        scores = retrieval_scores(common.query_text(ctx), items, self.memory.state.get("step", 0),
+                                  self.settings)
+        order = np.argsort(-scores, kind="stable")[: int(self.settings["top_k"])]
+        chosen = [items[i] for i in order]
+        return ([f"{i['kind']} (importance {i['importance']}): {i['text']}" for i in chosen],
+                [i["item_id"] for i in chosen],
+                {"scores": [round(float(scores[i]), 4) for i in order]})
+
+
+class GenerativeAgentsBuilder(common.Builder):
+    augmentation_cls = GenerativeAgentsAugmentation
+
+    async def _importance(self, ctx, text: str) -> int:
+        return int((await self.agent.llm(ctx, prompts.GENERATIVE_AGENTS_IMPORTANCE,
+                                         {"memory": text})).value)
+
+    def _remember(self, kind: str, text: str, importance: int, sources) -> dict:
+        state = self.memory.state
+        item = self.memory.add(kind, sources, text=text, importance=importance,
+                               step=state.get("step", 0))
+        state["step"] = state.get("step", 0) + 1
+        return item
+
+    async def learn(self, ctx) -> dict:
+        written, reflections = [], []
+        for attempt in ctx.state.attempts:
+            text = (f"On task '{prompts.clip(ctx.task.prompt, 'feedback')[:300]}' I tried "
+                    f"{attempt.action!r}; feedback: {attempt.outcome.feedback}")
+            item = self._remember("observation", text, await self._importance(ctx, text),
+                                  [ctx.task.task_id])
+            written.append(item["item_id"])
+            state = self.memory.state
+            state["importance_since_reflection"] = \
+                state.get("importance_since_reflection", 0) + item["importance"]
+            if state["importance_since_reflection"] >= self.settings["reflection_threshold"]:
+                reflections.append(await self._reflect(ctx))
+        return {"observations": written, "reflections": reflections}
+
+    async def _reflect(self, ctx) -> str | None:
+        recent = self.memory.items[-int(self.settings["reflection_window"]):]
+        self.memory.state["importance_since_reflection"] = 0
+        parsed = await self.agent.llm(ctx, prompts.GENERATIVE_AGENTS_REFLECT, {
+            "trajectory": "\n".join(f"{n}. {i['text']}" for n, i in enumerate(recent, 1))})
+        if not parsed.ok:
+            return None
+        sources = {t for i in recent for t in i["source_task_ids"]}
+        item = self._remember("reflection", parsed.value, await self._importance(ctx, parsed.value),
+                              sources)
+        item["evidence"] = [i["item_id"] for i in recent]
+        return item["item_id"]

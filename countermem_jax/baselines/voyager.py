@@ -1,0 +1,58 @@
+"""Voyager baseline (Wang et al. 2023, "Voyager"; issue 15): a library of verified skills.
+
+Construction. When a construction task ends in an action the checker confirmed (completed and
+successful), the backbone describes it as a skill (``VOYAGER_SKILL``: a name, when it applies, and
+its steps); the skill is stored with the verified action itself (Voyager stores the program). A
+skill is admitted only with that confirmation (``admit_skill`` refuses anything else, so a failed or
+unchecked run never adds a skill) — Voyager's self-verification by the LLM is replaced by the
+checker, the one verifier every row shares. A name already in the library gets a version suffix
+(``V2``, ``V3``…), as Voyager does.
+
+Use. The ``top_k`` (5, Voyager's value) skills whose applicability description is most similar to
+the task's state (shared embedding φ; Voyager embeds the description too) are shown to
+``REVISE_WITH_MEMORY``.
+"""
+from countermem_jax.backbones import prompts
+from countermem_jax.baselines import common
+
+
+class UnverifiedSkill(ValueError):
+    """A skill offered without a checker-confirmed success."""
+
+
+def admit_skill(memory, skill: dict, action: str, outcome, task_id: str) -> dict:
+    """Stores a skill only when ``outcome`` is a completed, successful check of ``action``."""
+    if outcome is None or not (outcome.completed and outcome.success):
+        raise UnverifiedSkill(f"skill {skill.get('name')!r} from task {task_id} was not confirmed "
+                              "by the checker; only verified successes enter the library")
+    names = {i["name"] for i in memory.of_kind("skill")}
+    name, version = skill["name"], 2
+    while name in names:
+        name, version = f"{skill['name']}V{version}", version + 1
+    return memory.add("skill", [task_id], name=name, description=skill["applies_when"],
+                      steps=list(skill["steps"]), action=action,
+                      verified={"utility": outcome.utility, "success": outcome.success})
+
+
+class VoyagerAugmentation(common.SimilarityAugmentation):
+    kind = "skills verified on earlier tasks"
+    match_field = "description"
+
+    def render(self, item) -> str:
+        return (f"Skill {item['name']} (use when: {item['description']})\nSteps: "
+                + "; ".join(item["steps"]) + f"\nVerified action:\n{item['action']}")
+
+
+class VoyagerBuilder(common.Builder):
+    augmentation_cls = VoyagerAugmentation
+
+    async def learn(self, ctx) -> dict:
+        last = ctx.state.last
+        if not common.verified_success(last):
+            return {"skill": None, "reason": "not verified by the checker"}
+        parsed = await self.agent.llm(ctx, prompts.VOYAGER_SKILL, {
+            "trajectory": common.trajectory_text(ctx.task, [last])})
+        if not parsed.ok:
+            return {"skill": None, "reason": "VOYAGER_SKILL contract broken"}
+        item = admit_skill(self.memory, parsed.value, last.action, last.outcome, ctx.task.task_id)
+        return {"skill": item["item_id"], "name": item["name"]}
