@@ -22,7 +22,8 @@ import ml_collections
 import numpy as np
 import tqdm
 
-from countermem_jax import config_validation, domains, intervals, metrics, workdir_guard
+from countermem_jax import baselines, config_validation, domains, intervals, metrics
+from countermem_jax import workdir_guard
 from countermem_jax import splits as splits_lib
 from countermem_jax.agents import Agent, AgentConfig, Augmentation
 from countermem_jax.backbones import prompts
@@ -146,8 +147,18 @@ def _store_config(cfg) -> StoreConfig:
 # ----------------------------------------------------------------------------- phase 1
 @workdir_guard.guarded_phase("build_memory")  # config checked, phase locked, fingerprint
 def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
+    """Phase 1 on the construction split: CounterMem's Modules I–II (§3.2–3.3), or the memory of
+    the baseline named by ``cfg.method`` (``countermem_jax.baselines``; a no-op for methods
+    without memory). Resumable after a kill; the store is frozen at the end."""
+    method = cfg.get("method", "countermem")
+    if method != "countermem" and not baselines.needs_construction(method):
+        print(baselines.skip_message(method, "build_memory"))
+        return {"method": method, "skipped": True}
     wd = Workdir(workdir_path)
     sp, evaluator, domain, backbone, ledger, agent_cfg = _setup(cfg, wd, backbone, benchmark)
+    if method != "countermem":
+        agent = Agent(backbone, evaluator, domain, agent_cfg, wd.log)
+        return baselines.build_baseline_memory(method, cfg, agent, sp.build, wd.root)
     if wd.frozen.exists():
         frozen = load_frozen(wd.frozen)
         print(f"memory already built and frozen: {len(frozen)} records, hash "
@@ -212,7 +223,12 @@ def _load_frozen_checked(wd: Workdir):
 # ----------------------------------------------------------------------------- phase 2
 @workdir_guard.guarded_phase("train_selector")  # config checked, phase locked, fingerprint
 def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
-    """Trains one selector per seed in ``selector.seeds``, each a real run (Appendix C.2)."""
+    """Trains one selector per seed in ``selector.seeds``, each a real run (Appendix C.2); a
+    no-op that says so for a baseline method (it has no selector)."""
+    method = cfg.get("method", "countermem")
+    if not baselines.needs_selector(method):
+        print(baselines.skip_message(method, "train_selector"))
+        return {"method": method, "skipped": True}
     seeds = tuple(int(s) for s in cfg.selector.seeds)
     if not seeds or len(set(seeds)) != len(seeds):
         raise PhaseError(f"selector.seeds={seeds}: give one or more distinct seeds")
@@ -429,20 +445,32 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     """The base agent once and one CounterMem run per selector seed, each in its own run
     directory ``WORKDIR/eval/<run>/`` (log.jsonl, metrics.json); the aggregate over seeds, with
     95% bootstrap CIs and the cost of building, in ``WORKDIR/metrics.json``."""
+    method = cfg.get("method", "countermem")
     wd = Workdir(workdir_path)
     sp, evaluator, domain, backbone, ledger, agent_cfg = _setup(cfg, wd, backbone, benchmark)
-    frozen = _load_frozen_checked(wd)
-    memory_runs = _memory_runs(cfg, wd)
-    before = _artefacts(wd, frozen, memory_runs)
-    index = _index(cfg, frozen.records, _checker(cfg, backbone, "evaluation"))
     runs = {}  # run name -> (seed, agent, augmentation); the memory-free "base" run is shared
     base_agent = Agent(backbone, evaluator, domain, agent_cfg, wd.run_log("base"))
     runs["base"] = (None, base_agent, Augmentation())
-    for name, seed, selector, _ in memory_runs:
-        agent = Agent(backbone, evaluator, domain, agent_cfg, wd.run_log(name))
-        runs[name] = (seed, agent, CounterMemAugmentation(
-            agent, phase="evaluation", index=index, selector=selector,
-            render_condition=cfg.memory.render_condition))
+    if method == "countermem":
+        frozen = _load_frozen_checked(wd)
+        memory_runs = _memory_runs(cfg, wd)
+        check_artefacts = lambda: _artefacts(wd, frozen, memory_runs)  # noqa: E731
+        index = _index(cfg, frozen.records, _checker(cfg, backbone, "evaluation"))
+        for name, seed, selector, _ in memory_runs:
+            agent = Agent(backbone, evaluator, domain, agent_cfg, wd.run_log(name))
+            runs[name] = (seed, agent, CounterMemAugmentation(
+                agent, phase="evaluation", index=index, selector=selector,
+                render_condition=cfg.memory.render_condition))
+        store_line = (f"store {frozen.content_hash()[:12]} ({len(frozen)} records), selector "
+                      f"{cfg.eval.selector}")
+    else:  # a baseline row: the same agent, backbone, budgets and tasks; its frozen memory
+        check_artefacts = lambda: baselines.memory_fingerprint(method, wd.root)  # noqa: E731
+        if method != "none":
+            agent = Agent(backbone, evaluator, domain, agent_cfg, wd.run_log(method))
+            runs[method] = (None, agent,
+                            baselines.make_baseline_augmentation(method, cfg, agent, wd.root))
+        store_line = f"method {method}"
+    before = check_artefacts()
     wd.log.write("phase_start", phase="evaluation", verified=before, runs=list(runs))
 
     async def run_all():
@@ -467,23 +495,34 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
         finally:
             await backbone.aclose()
     asyncio.run(run_all())
-    after = _artefacts(wd, frozen, memory_runs)
+    after = check_artefacts()
     if after != before:
         raise PhaseError(f"frozen artefacts changed during evaluation: {before} -> {after}")
     result = _evaluation_metrics(cfg, wd, sp, runs)
+    result["method"] = method
     result["verified_unchanged"] = after
-    result["store"] = {"hash": frozen.content_hash(), "records": len(frozen)}
-    metrics_path = wd.metrics if cfg.eval.selector == "dqn" else \
-        wd.root / f"metrics_{memory_runs[0][2].name}.json"
+    if method == "countermem":
+        result["store"] = {"hash": frozen.content_hash(), "records": len(frozen)}
+        metrics_path = wd.metrics if cfg.eval.selector == "dqn" else \
+            wd.root / f"metrics_{memory_runs[0][2].name}.json"
+    else:
+        metrics_path = wd.metrics
     metrics_path.write_text(json.dumps(result, indent=1, default=str))
     agent_name = "ReAct" if cfg.agent.kind == "react" else "Reflexion"
-    table = metrics.comparison_table(result, agent_name)
-    print(f"\n{cfg.data.benchmark}: {len(sp.eval)} held-out tasks, store {frozen.content_hash()[:12]} "
-          f"({len(frozen)} records), selector {cfg.eval.selector}\n{table}\n"
-          f"store and selector verified unchanged; metrics in {metrics_path}, per run in "
+    table = metrics.comparison_table(result, agent_name, METHOD_LABELS.get(method, method))
+    print(f"\n{cfg.data.benchmark}: {len(sp.eval)} held-out tasks, {store_line}\n{table}\n"
+          f"frozen memory verified unchanged; metrics in {metrics_path}, per run in "
           f"{wd.eval_runs}/<run>/")
     wd.log.write("phase_end", phase="evaluation", metrics_file=str(metrics_path))
     return result
+
+
+# How a method's row is labelled in evaluate's table (paper Table 1 names).
+METHOD_LABELS = {"countermem": "CounterMem", "none": "None", "best_of_n": "Best-of-N",
+                 "expel": "ExpeL", "generative_agents": "GenerativeAgents", "voyager": "Voyager",
+                 "memgpt": "MemGPT", "reasoningbank": "ReasoningBank",
+                 "reasoningbank_matts": "ReasoningBank+MaTTS",
+                 "reasoningbank_verified": "ReasoningBank+verified"}
 
 
 def _evaluation_metrics(cfg, wd: Workdir, sp, runs: dict) -> dict:
@@ -492,7 +531,8 @@ def _evaluation_metrics(cfg, wd: Workdir, sp, runs: dict) -> dict:
     ends, decisions = {}, {}
     for run, (_, agent, _) in runs.items():
         ends[run], decisions[run] = _run_ends(agent.runlog, run, eval_ids)
-    seeds = {run: seed for run, (seed, _, _) in runs.items() if run != "base"}
+    # The compared rows; method "none" has no row of its own: it is the base agent (Table 1).
+    seeds = {run: seed for run, (seed, _, _) in runs.items() if run != "base"} or {"base": None}
     key = {run: ("fixed" if seed is None else str(seed)) for run, seed in seeds.items()}
     aggregate = metrics.seed_aggregate(ends["base"], {key[r]: ends[r] for r in seeds},
                                        {key[r]: decisions[r] for r in seeds})
@@ -521,4 +561,6 @@ def _evaluation_metrics(cfg, wd: Workdir, sp, runs: dict) -> dict:
 def _cost_label(run: str, key: str | None) -> str:
     if run == "base":
         return "base"
+    if not run.startswith("countermem"):
+        return METHOD_LABELS.get(run, run)
     return "CounterMem, fixed selector" if key == "fixed" else f"CounterMem, seed {key}"

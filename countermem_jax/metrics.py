@@ -171,12 +171,12 @@ def _interval(summary: dict, signed: bool = False) -> str:
     return f"{summary['mean']:{sign}.1f} [{lo:{sign}.1f}, {hi:{sign}.1f}]"
 
 
-def comparison_table(result: dict, agent: str) -> str:
+def comparison_table(result: dict, agent: str, method: str = "CounterMem") -> str:
     """Base agent vs CounterMem: means over seeds with 95% CIs, per-seed scores and
     rescued/broken, then the cost of building (see ``building_cost``)."""
     base, agg = result["base"], result["aggregate"]
     mem, seeds = agg["mean"], list(agg["per_seed"])
-    mem_head = f"{agent}+CounterMem"
+    mem_head = f"{agent}+{method}"
     head = f"{'metric':<30}{agent:>20}{mem_head:>26}"
     lines = [head, "-" * len(head)]
     base_ci = result["base_score"]
@@ -198,9 +198,10 @@ def comparison_table(result: dict, agent: str) -> str:
         else:
             b, m = _fmt(base.get(key)), _fmt(mem.get(key))
         lines.append(f"{label:<30}{b:>20}{m:>26}")
-    runs = ("one run of the fixed selector" if seeds == ["fixed"] else
+    runs = ("one run (no selector)" if method != "CounterMem" else
+            "one run of the fixed selector" if seeds == ["fixed"] else
             f"mean over {len(seeds)} selector seed(s) ({', '.join(seeds)})")
-    lines.append(f"CounterMem: {runs}; CI: {agg['score']['method']}")
+    lines.append(f"{method}: {runs}; CI: {agg['score']['method']}")
     for s in seeds:
         p = agg["paired"][s]
         label = "fixed selector" if s == "fixed" else f"seed {s}"
