@@ -553,7 +553,9 @@ def _evaluation_metrics(cfg, wd: Workdir, sp, runs: dict) -> dict:
         "countermem": aggregate["mean"],
         "aggregate": aggregate,
         "paired": aggregate["paired"],
-        "cost_of_building": metrics.building_cost(wd.log.events("task_end")),
+        "cost_of_building": metrics.building_cost(
+            wd.log.events("task_end"),
+            [e for e in wd.log.events("baseline_memory") if not e.get("task_id")]),
         "evaluation_cost": {_cost_label(r, key.get(r)): metrics.cost(ends[r]) for r in runs},
     }
 

@@ -122,7 +122,7 @@ def cost(ends: list[dict]) -> dict:
             for name, key in _COST_KEYS}
 
 
-def building_cost(task_ends: list[dict]) -> dict:
+def building_cost(task_ends: list[dict], untasked: list[dict] = ()) -> dict:
     """What building CounterMem cost, per phase, from the main log's task ends (paper §4.4 and
     Appendix D.6 leave these out of the task-run figures; Appendix B.4 bounds construction).
 
@@ -133,7 +133,10 @@ def building_cost(task_ends: list[dict]) -> dict:
     selector_training   the ε-greedy training episodes and the validation episodes of every
                         seed, per seed and in total.
     A task is counted once per run (its last finished attempt: a task redone after a kill is
-    not counted twice, the unfinished attempt's spending is not in the log).
+    not counted twice, the unfinished attempt's spending is not in the log). ``untasked``: LLM
+    spending of construction that belongs to no task (a baseline's work after the last task,
+    e.g. ExpeL's final insight update: ``baseline_memory`` events without a task id), added to
+    construction's calls and tokens.
     """
     last = {}
     for e in task_ends:
@@ -147,9 +150,16 @@ def building_cost(task_ends: list[dict]) -> dict:
                          "validation": cost([e for e in training if e.get("seed") == s and
                                               str(e.get("run")).startswith(VALIDATION)])}
                 for s in seeds}
-    return {"construction": cost(construction),
+    built, total = cost(construction), cost(construction + training)
+    for e in untasked:
+        tokens = int(e.get("tokens") or 0)
+        calls = int(e.get("llm_calls", 1 if tokens else 0) or 0)
+        for block in (built, total):
+            block["tokens"] += tokens
+            block["llm_calls"] += calls
+    return {"construction": built,
             "selector_training": {"total": cost(training), "per_seed": per_seed},
-            "total": cost(construction + training)}
+            "total": total}
 
 
 VALIDATION = "validation"  # run-name prefix of selector validation episodes

@@ -402,8 +402,10 @@ def test_every_method_runs_through_the_three_phases(tmp_path, people_benchmark, 
     cfg = _config(tmp_path)
     cfg.method = method
     cfg.baselines = baselines.default_config()
+
     wd = tmp_path / "wd"
-    built = experiment.build_memory(cfg, wd, backbone=scripted(), benchmark=people_benchmark)
+    builder_backbone = scripted()
+    built = experiment.build_memory(cfg, wd, backbone=builder_backbone, benchmark=people_benchmark)
     assert built.get("skipped", False) == (not baselines.needs_construction(method))
     trained = experiment.train_selector(cfg, wd, backbone=scripted(), benchmark=people_benchmark)
     assert trained == {"method": method, "skipped": True}
@@ -418,6 +420,9 @@ def test_every_method_runs_through_the_three_phases(tmp_path, people_benchmark, 
     assert compared == ([] if method == "none" else [method])
     if baselines.needs_construction(method):  # the frozen memory is proven unchanged
         assert result["verified_unchanged"] == baselines.memory_fingerprint(method, wd)
+    # the cost of building is every construction token the ledger saw (ExpeL's tail included)
+    assert result["cost_of_building"]["construction"]["tokens"] == \
+        builder_backbone.ledger.total("construction").total
     from countermem_jax import workdir_guard
     other = _config(tmp_path)  # another method on this workdir is refused by its fingerprint
     other.method = "countermem"

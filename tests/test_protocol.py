@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from countermem_jax import experiment, intervals
+from countermem_jax import experiment, intervals, metrics
 from countermem_jax.agents import Agent, AgentConfig, Augmentation
 from countermem_jax.analysis import load_selector
 from countermem_jax.backbones.base import SamplingParams
@@ -240,3 +240,15 @@ def test_bootstrap_interval_is_seeded_and_two_level():
     assert intervals.summarize(split)["ci95"] == [0.0, 100.0]
     twice = intervals.summarize(np.concatenate([values[:1], values[:1]]))
     assert twice["ci95"] == pytest.approx(one["ci95"], abs=2.5)
+
+
+def test_construction_spending_outside_any_task_is_in_the_cost_of_building():
+    """A baseline's work after its last construction task (ExpeL's final insight update) is
+    logged as a ``baseline_memory`` event without a task id; it is part of building's cost."""
+    ends = [{"phase": "construction", "run": "build", "task_id": "b1", "tokens": 100,
+             "llm_calls": 2, "calls": 1, "failures": 0}]
+    tail = [{"phase": "construction", "run": "build-expel", "task_id": "", "tokens": 40}]
+    cost = metrics.building_cost(ends, tail)
+    assert cost["construction"]["tokens"] == 140 and cost["construction"]["llm_calls"] == 3
+    assert cost["construction"]["tasks"] == 1 and cost["total"]["tokens"] == 140
+    assert metrics.building_cost(ends)["construction"]["tokens"] == 100
