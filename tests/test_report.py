@@ -119,6 +119,32 @@ def test_paired_test_and_few_task_marker(tmp_path):
     assert tables.cell(tables.scores(arms)[0]).endswith(tables.FEW_TASKS_MARK)
 
 
+def test_domain_table_averages_benchmarks_and_keeps_backbones_apart(tmp_path):
+    """Table 1's domain column is the equal-weight mean of its benchmarks (spider 40, bird 80 ->
+    Text-to-SQL 60) with a CI around it; another backbone is its own group, not a mixed split."""
+    spider, bird = _ids(20, "s"), _ids(40, "b")
+    dirs = [_workdir(tmp_path / name, "expel", {"base": _outcomes(ids, [0] * len(ids)),
+                                               "expel": _outcomes(ids, solved)}, ids,
+                     benchmark=name)
+            for name, ids, solved in (("spider", spider, [1] * 8 + [0] * 12),
+                                      ("bird", bird, [1] * 32 + [0] * 8))]
+    other = _workdir(tmp_path / "other", "expel", {"base": _outcomes(bird[:30], [0] * 30),
+                                                   "expel": _outcomes(bird[:30], [0] * 30)},
+                     bird[:30], benchmark="bird")
+    fp = json.loads((other / "fingerprint.json").read_text())
+    fp["build_memory"]["fields"]["backbone.model"] = "another-model"
+    (other / "fingerprint.json").write_text(json.dumps(fp))
+    arms, _ = load.load_all(dirs + [other])
+    header, rows = tables.domain_table(arms)
+    assert header == ["backbone", "agent", "method", "Text-to-SQL", "tokens (M)"]
+    cells = {("another-model" if "another-model" in r[0] else "gpt-oss", r[2]): r[3] for r in rows}
+    assert len(rows) == 4 and cells[("another-model", "ExpeL")].startswith("0.0 [0.0, 0.0]")
+    mean, ci = cells[("gpt-oss", "ExpeL")].split(" [")
+    low, high = (float(v) for v in ci.rstrip("]").split(", "))
+    assert float(mean) == pytest.approx(60.0) and low < 60.0 < high and high - low < 40
+    assert all("†" not in r[3] for r in rows)  # 20, 40 and 30 tasks
+
+
 # ----------------------------------------------------------------------------- refusals
 def _refused(capsys, dirs, out):
     assert report.main([str(d) for d in dirs] + ["--out", str(out)]) == 1
@@ -184,6 +210,7 @@ def test_a_figure_and_csv_for_each_kind_of_data(tmp_path):
     assert float(rb["ExpeL"]["rescued_mean"]) == 12.0
     main = _csv(written["main_table.csv"])
     assert [r["method"] for r in main] == ["None", "ExpeL", "CounterMem"]
+    assert [r["method"] for r in _csv(written["domain_table.csv"])] == [r["method"] for r in main]
     md = written["report.md"].read_text()
     for name in ("scores.png", "differences.png", "rescued_broken.png", "cost.png"):
         assert f"]({name})" in md

@@ -57,6 +57,13 @@ def write_report(run_dirs, out) -> dict:
     header, main_rows = tables.main_table(score_rows)
     written["main_table.csv"] = out / "main_table.csv"
     tables.write_rows_csv(header, main_rows, written["main_table.csv"])
+    domain_header, domain_rows = tables.domain_table(arms)
+    written["domain_table.csv"] = out / "domain_table.csv"
+    tables.write_rows_csv(domain_header, domain_rows, written["domain_table.csv"])
+    several_backbones = len({a.backbone for a in arms}) > 1
+
+    def columns(names):  # the backbone column only where it tells rows apart
+        return (["backbone"] if several_backbones else []) + names
     csv_of("scores.csv", score_rows)
     png_of("scores.png", figures.scores, score_rows)
     diff_rows, rb_rows, cost_rows = (tables.differences(arms), tables.rescued_broken(arms),
@@ -78,6 +85,11 @@ def write_report(run_dirs, out) -> dict:
         f" by code version `{now}` (git describe --always --dirty) from {len(provenances)} run "
         "director" + ("y" if len(provenances) == 1 else "ies") + ".", "",
         "## Main table (Table 1 layout)", "",
+        tables.markdown(domain_header, domain_rows), "",
+        "Per paper domain (benchmark registry), the equal-weight mean of its benchmarks' scores; "
+        "task-run tokens in millions (mean over runs of the total). 95% CIs from a stratified "
+        "bootstrap (each benchmark resampled on its own). Numbers: `domain_table.csv`.", "",
+        "## Scores per benchmark", "",
         tables.markdown(header, main_rows), "",
         f"Score (0-100) with 95% bootstrap CI: {intervals.N_RESAMPLES} resamples, numpy seed "
         f"{intervals.BOOTSTRAP_SEED}; over runs (selector seeds, pooled workdirs) and tasks where "
@@ -87,7 +99,7 @@ def write_report(run_dirs, out) -> dict:
         "## Paired differences between methods", "",
     ]
     if diff_rows:
-        md += [tables.markdown_dicts(diff_rows, _DIFF_COLUMNS), "",
+        md += [tables.markdown_dicts(diff_rows, columns(_DIFF_COLUMNS)), "",
                "B − A in percentage points over the same held-out tasks (each method's per-task "
                "outcome averaged over its runs); 95% paired-bootstrap CI and two-sided p-value; "
                "exact sign test (scipy.stats.binomtest) over the tasks where the two differ. "
@@ -96,13 +108,13 @@ def write_report(run_dirs, out) -> dict:
         md += ["Only one method per agent and benchmark: nothing to compare.", ""]
     md += ["## Rescued and broken tasks (vs the base agent, Appendix E.3)", ""]
     if rb_rows:
-        md += [tables.markdown_dicts(rb_rows, _RB_COLUMNS), "",
+        md += [tables.markdown_dicts(rb_rows, columns(_RB_COLUMNS)), "",
                "Per method against its own workdir's base run on the same tasks; mean over runs, "
                "95% bootstrap CI. Numbers: `rescued_broken.csv`.", "",
                "![rescued and broken](rescued_broken.png)", ""]
     else:
         md += ["Only the base agent was given: nothing to pair.", ""]
-    md += ["## Cost of the task runs", "", tables.markdown_dicts(cost_rows, _COST_COLUMNS), "",
+    md += ["## Cost of the task runs", "", tables.markdown_dicts(cost_rows, columns(_COST_COLUMNS)), "",
            "Numbers: `cost.csv`.", "", "![cost](cost.png)", "",
            "## Provenance", "",
            tables.markdown(list(_PROVENANCE_COLUMNS),

@@ -1,8 +1,8 @@
 """One PNG per kind of data (matplotlib, Agg backend), each drawn from the rows ``tables`` writes
 as CSV, so every plotted number is in a CSV next to it; every bar or point has its 95% CI.
 
-  scores.png          score per method with CI error bars, one panel per agent, bars grouped by
-                      benchmark (the Table 1 numbers)
+  scores.png          score per method with CI error bars, one panel per backbone and agent,
+                      bars grouped by benchmark (the Table 1 numbers)
   differences.png     every paired method-vs-method difference with its CI and p-values
   rescued_broken.png  rescued (up) and broken (down) held-out tasks per method vs the base agent
   cost.png            task-run tokens and world-model calls per task per method
@@ -38,10 +38,10 @@ def _save(fig, path) -> None:
 
 
 def scores(rows: list, path) -> None:
-    agents = list(dict.fromkeys(r["agent"] for r in rows))
-    fig, axes = plt.subplots(1, len(agents), figsize=(max(5, 4 * len(agents)), 4), squeeze=False)
-    for ax, agent in zip(axes[0], agents):
-        mine = [r for r in rows if r["agent"] == agent]
+    groups = list(dict.fromkeys((r["backbone"], r["agent"]) for r in rows))
+    fig, axes = plt.subplots(1, len(groups), figsize=(max(5, 4 * len(groups)), 4), squeeze=False)
+    for ax, (backbone, agent) in zip(axes[0], groups):
+        mine = [r for r in rows if (r["backbone"], r["agent"]) == (backbone, agent)]
         benches = list(dict.fromkeys(r["benchmark"] for r in mine))
         methods = list(dict.fromkeys(r["method"] for r in mine))
         width = 0.8 / len(methods)
@@ -55,7 +55,7 @@ def scores(rows: list, path) -> None:
             r["few_tasks"] for r in mine if r["benchmark"] == b) else "") for b in benches])
         ax.set_ylim(0, 105)
         ax.set_ylabel("score (0-100), 95% bootstrap CI")
-        ax.set_title(agent)
+        ax.set_title(agent if len(groups) == 1 else f"{agent}\n{backbone}", fontsize=9)
         ax.legend(fontsize=8)
     _save(fig, path)
 

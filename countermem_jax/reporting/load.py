@@ -11,7 +11,8 @@ pooled as further runs). Each run keeps its own workdir's base run, so rescued/b
 difference to the base agent are always paired on the same workdir's tasks.
 
 ``check_comparable`` refuses (``ReportError``, one line naming the workdirs and what differs) to
-put runs side by side whose held-out task ids differ for the same agent and benchmark, whose
+put runs side by side whose held-out task ids differ for the same backbone, agent and benchmark
+(runs of different backbones are separate comparisons, as in Table 1's backbone groups), whose
 store hash differs for the same arm, or whose recorded code versions differ.
 """
 import dataclasses
@@ -45,11 +46,14 @@ class Run:
 
 @dataclasses.dataclass
 class Arm:
-    """A Table 1 row for one agent: a method and its runs (seeds, pooled workdirs)."""
+    """A Table 1 row for one backbone and agent on one configured benchmark: a method and its
+    runs (seeds, pooled workdirs)."""
     agent: str
     label: str
     method: str
     runs: list
+    backbone: str = NOT_RECORDED
+    benchmark: str = "?"
 
 
 @dataclasses.dataclass
@@ -172,18 +176,18 @@ def load_workdir(path) -> tuple[list, Provenance]:
             ends[run] = _task_ends(root / "eval" / run / "log.jsonl", run, eval_ids)
     if "base" not in ends:
         raise ReportError(f"{root}: no base run among {sorted(ends)}")
-    arms = {BASE_LABEL: Arm(agent, BASE_LABEL, "none", [Run(str(root), "base", None,
-                                                             ends["base"], None)])}
+    build_fields = fingerprint.get("build_memory", {}).get("fields", {})
+    backbone = _backbone(build_fields)
+    arms = {}
     for run, run_ends in ends.items():
-        if run == "base":
-            continue
-        label = _arm_label(method, run)
-        arm = arms.setdefault(label, Arm(agent, label, method, []))
-        arm.runs.append(Run(str(root), run, _seed(run_ends), run_ends, ends["base"]))
+        label = BASE_LABEL if run == "base" else _arm_label(method, run)
+        arm = arms.setdefault(label, Arm(agent, label, "none" if run == "base" else method, [],
+                                         backbone, str(benchmark)))
+        arm.runs.append(Run(str(root), run, _seed(run_ends), run_ends,
+                            None if run == "base" else ends["base"]))
     assignment = {n: list(manifest.get(n, [])) for n in splits_lib.PARTS}
     selector_file = root / "selector" / "fingerprints.json"
     selector = _read_json(selector_file, "selector fingerprints") if selector_file.exists() else {}
-    build_fields = fingerprint.get("build_memory", {}).get("fields", {})
     provenance = Provenance(
         workdir=str(root), method=method, agent=agent, benchmark=str(benchmark),
         eval_ids=eval_ids,
@@ -195,7 +199,7 @@ def load_workdir(path) -> tuple[list, Provenance]:
         selector_fingerprints={s: f"step {v.get('step')}: {v.get('fingerprint')}"
                                for s, v in selector.items()},
         code_version=_recorded_code_version(root, metrics, fingerprint),
-        backbone=_backbone(build_fields), metrics_files=[f.name for f in files])
+        backbone=backbone, metrics_files=[f.name for f in files])
     return list(arms.values()), provenance
 
 
@@ -211,7 +215,7 @@ def check_comparable(provenances: list) -> None:
     """Refuses runs that would be compared or pooled on different tasks, stores or code."""
     by_comparison, by_arm = {}, {}
     for p in provenances:
-        first = by_comparison.setdefault((p.agent, p.benchmark), p)
+        first = by_comparison.setdefault((p.backbone, p.agent, p.benchmark), p)
         if first.eval_ids != p.eval_ids:
             raise ReportError(
                 f"refusing to compare {first.workdir} and {p.workdir} ({p.agent}, {p.benchmark}): "
@@ -220,7 +224,7 @@ def check_comparable(provenances: list) -> None:
                 first.code_version != p.code_version:
             raise ReportError(f"refusing to compare {first.workdir} and {p.workdir}: code versions "
                               f"differ ({first.code_version} vs {p.code_version})")
-        same = by_arm.setdefault((p.agent, p.benchmark, p.method), p)
+        same = by_arm.setdefault((p.backbone, p.agent, p.benchmark, p.method), p)
         if same.store_hash != p.store_hash:
             raise ReportError(f"refusing to pool {same.workdir} and {p.workdir} ({p.method}, "
                               f"{p.agent}, {p.benchmark}): store hashes differ "
@@ -228,13 +232,14 @@ def check_comparable(provenances: list) -> None:
 
 
 def load_all(paths) -> tuple[list, list]:
-    """Arms pooled over workdirs (same agent and row label), and every workdir's provenance."""
+    """Arms pooled over workdirs (same backbone, agent, benchmark and row label), and every
+    workdir's provenance."""
     arms, provenances = {}, []
     for path in paths:
         workdir_arms, provenance = load_workdir(path)
         provenances.append(provenance)
         for arm in workdir_arms:
-            key = (arm.agent, provenance.benchmark, arm.label)
+            key = (arm.backbone, arm.agent, arm.benchmark, arm.label)
             if key in arms:
                 arms[key].runs.extend(arm.runs)
             else:

@@ -18,9 +18,9 @@ from countermem_jax import intervals
 MIN_TASKS = 20  # a cell resting on fewer held-out tasks is marked
 
 
-def summarize(matrix) -> dict:
+def summarize(matrix, seed: int = intervals.BOOTSTRAP_SEED) -> dict:
     """Mean and 95% bootstrap CI of a [runs, tasks] matrix (``intervals.summarize``)."""
-    return intervals.summarize(np.asarray(matrix, np.float64))
+    return intervals.summarize(np.asarray(matrix, np.float64), seed=seed)
 
 
 def paired_test(a_per_task, b_per_task) -> dict:
