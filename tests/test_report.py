@@ -177,6 +177,10 @@ def test_runs_that_cannot_be_compared_are_refused(tmp_path, capsys):
                                            "expel": _outcomes(other_split, [1] * 25)},
                  other_split, agent="reflexion")
     assert report.main([str(a), str(f), "--out", str(tmp_path / "ok")]) == 0
+    shuffled = _workdir(tmp_path / "shuffled", "countermem", {  # the same ids in another order
+        "base": _outcomes(ids[::-1], [1] * 25),
+        "countermem-dqn-seed0": (0, _outcomes(ids[::-1], [1] * 25))}, ids[::-1])
+    assert report.main([str(a), str(shuffled), "--out", str(tmp_path / "ok2")]) == 0
     # An unfinished evaluation and a directory that is not a workdir say so.
     g = _workdir(tmp_path / "g", "expel", {"base": _outcomes(ids[:5], [1] * 5),
                                            "expel": _outcomes(ids, [1] * 25)}, ids)

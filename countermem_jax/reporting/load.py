@@ -205,8 +205,6 @@ def load_workdir(path) -> tuple[list, Provenance]:
 
 def _first_differences(a: tuple, b: tuple, limit: int = 3) -> str:
     only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
-    if not only_a and not only_b:
-        return "same ids in another order"
     return (f"{len(only_a)} only in the first (e.g. {only_a[:limit]}), {len(only_b)} only in "
             f"the second (e.g. {only_b[:limit]})")
 
@@ -216,7 +214,7 @@ def check_comparable(provenances: list) -> None:
     by_comparison, by_arm = {}, {}
     for p in provenances:
         first = by_comparison.setdefault((p.backbone, p.agent, p.benchmark), p)
-        if first.eval_ids != p.eval_ids:
+        if set(first.eval_ids) != set(p.eval_ids):  # outcomes are paired by task id
             raise ReportError(
                 f"refusing to compare {first.workdir} and {p.workdir} ({p.agent}, {p.benchmark}): "
                 f"their held-out splits differ ({_first_differences(first.eval_ids, p.eval_ids)})")
