@@ -28,7 +28,7 @@ _EXTRAS = {
     "serve": ["vllm>=0.10"],
     "bench": ["torch>=2.2"],
     "test": ["pytest>=8.0", "pytest-timeout>=2.3"],
-    "plots": ["matplotlib>=3.8"],
+    "plots": ["matplotlib>=3.8", "scipy>=1.10"],  # countermem_jax.report
 }
 _EXTRAS["all"] = sorted({d for k, v in _EXTRAS.items() if k not in ("serve", "cpu") for d in v})
 

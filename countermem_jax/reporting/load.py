@@ -1,0 +1,246 @@
+"""Reads evaluated workdirs (the three phases' files, nothing else) into comparable arms.
+
+A workdir after ``evaluate`` holds ``splits.json``, ``fingerprint.json`` (workdir_guard),
+the frozen store and its hash (``store_frozen.sha256``, or ``baselines/<method>_frozen.jsonl``
+for a baseline), ``selector/fingerprints.json`` (DQN seeds), ``metrics.json`` (or
+``metrics_<selector>.json`` for a fixed selector) naming the method, agent, benchmark and runs,
+and per run ``eval/<run>/log.jsonl`` whose ``task_end`` events carry each held-out task's solved
+flag. An *arm* is one row of the paper's Table 1 for one agent: the base agent ("None"), a
+baseline, or CounterMem; its runs are its selector seeds (several workdirs of the same arm are
+pooled as further runs). Each run keeps its own workdir's base run, so rescued/broken and the
+difference to the base agent are always paired on the same workdir's tasks.
+
+``check_comparable`` refuses (``ReportError``, one line naming the workdirs and what differs) to
+put runs side by side whose held-out task ids differ for the same backbone, agent and benchmark
+(runs of different backbones are separate comparisons, as in Table 1's backbone groups), whose
+store hash differs for the same arm, or whose recorded code versions differ.
+"""
+import dataclasses
+import hashlib
+import json
+import pathlib
+import subprocess
+
+from countermem_jax import splits as splits_lib
+from countermem_jax.experiment import METHOD_LABELS
+
+NOT_RECORDED = "not recorded"
+AGENT_LABELS = {"react": "ReAct", "reflexion": "Reflexion"}
+BASE_LABEL = "None"  # Table 1's row for the base agent without memory
+CODE_VERSION_FILE = "code_version.txt"
+
+
+class ReportError(ValueError):
+    """The given run directories cannot be reported (together)."""
+
+
+@dataclasses.dataclass
+class Run:
+    """One evaluation run: its per-task outcomes and those of its own workdir's base run."""
+    workdir: str
+    name: str
+    seed: str | None
+    tasks: dict            # task_id -> task_end event (solved, benchmark, tokens, calls, ...)
+    base: dict | None      # the same workdir's base run (None for a base run itself)
+
+
+@dataclasses.dataclass
+class Arm:
+    """A Table 1 row for one backbone and agent on one configured benchmark: a method and its
+    runs (seeds, pooled workdirs)."""
+    agent: str
+    label: str
+    method: str
+    runs: list
+    backbone: str = NOT_RECORDED
+    benchmark: str = "?"
+
+
+@dataclasses.dataclass
+class Provenance:
+    """What the report lists per workdir so a reader can tell exactly what was compared."""
+    workdir: str
+    method: str
+    agent: str
+    benchmark: str
+    eval_ids: tuple
+    splits_hash: str
+    config_fingerprints: dict
+    seeds: list
+    store_hash: str
+    selector_fingerprints: dict
+    code_version: str
+    backbone: str
+    metrics_files: list
+
+
+def code_version_now() -> str:
+    """``git describe --always --dirty`` of the repository this package is imported from."""
+    root = pathlib.Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=root,
+                             capture_output=True, text=True, timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return NOT_RECORDED
+    return out.stdout.strip() or NOT_RECORDED
+
+
+def _read_json(path: pathlib.Path, what: str):
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no {what}; is this an evaluated workdir?") from None
+    except (OSError, ValueError) as err:
+        raise ReportError(f"{path}: unreadable {what} ({err})") from None
+
+
+def _task_ends(path: pathlib.Path, run: str, eval_ids: tuple) -> dict:
+    """The last finished attempt of every held-out task of ``run`` (a redone task counts once)."""
+    wanted, ends = set(eval_ids), {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue  # a line cut by a crash; its task was redone
+            if e.get("event") == "task_end" and e.get("run") == run and e.get("task_id") in wanted:
+                ends[e["task_id"]] = e
+    missing = len(wanted) - len(ends)
+    if missing:
+        raise ReportError(f"{path}: run {run} has no result for {missing} of {len(wanted)} "
+                          "held-out tasks (evaluation unfinished?)")
+    return ends
+
+
+def _recorded_code_version(root: pathlib.Path, metrics: list, fingerprint: dict) -> str:
+    """A code version the run dir recorded, if any: ``code_version`` in a metrics file or a
+    fingerprint entry, or ``code_version.txt``; the phases record none today."""
+    versions = {m["code_version"] for m in metrics if m.get("code_version")}
+    versions |= {v["code_version"] for v in fingerprint.values()
+                 if isinstance(v, dict) and v.get("code_version")}
+    if (root / CODE_VERSION_FILE).exists():
+        versions.add((root / CODE_VERSION_FILE).read_text().strip())
+    return " / ".join(sorted(versions)) if versions else NOT_RECORDED
+
+
+def _store_hash(root: pathlib.Path, method: str) -> str:
+    if method == "countermem":
+        path = root / "store_frozen.sha256"
+    else:
+        path = root / "baselines" / f"{method}_frozen.jsonl.sha256"
+    return path.read_text().strip() if path.exists() else "none (no memory)"
+
+
+def _backbone(fields: dict) -> str:
+    keys = ("kind", "model", "model_path", "reasoning_effort", "n_ctx")
+    parts = [f"{k}={fields[f'backbone.{k}']}" for k in keys if fields.get(f"backbone.{k}")]
+    return ", ".join(parts) + " (as configured)" if parts else NOT_RECORDED
+
+
+def _arm_label(method: str, run: str) -> str:
+    if method != "countermem":
+        return METHOD_LABELS.get(method, method)
+    if run.startswith("countermem-dqn-"):
+        return "CounterMem"
+    return f"CounterMem ({run.removeprefix('countermem-')})"
+
+
+def _seed(ends: dict) -> str | None:
+    seeds = {e.get("seed") for e in ends.values()}
+    return None if seeds == {None} else ",".join(sorted(str(s) for s in seeds))
+
+
+def load_workdir(path) -> tuple[list, Provenance]:
+    """One workdir's arms (its base run included) and its provenance."""
+    root = pathlib.Path(path)
+    if not root.is_dir():
+        raise ReportError(f"{root}: not a directory")
+    manifest = _read_json(root / "splits.json", "splits.json")
+    fingerprint = _read_json(root / "fingerprint.json", "fingerprint.json") \
+        if (root / "fingerprint.json").exists() else {}
+    files = sorted(root.glob("metrics*.json"))
+    if not files:
+        raise ReportError(f"{root}: no metrics.json; run evaluate on this workdir first")
+    metrics = [_read_json(f, "metrics file") for f in files]
+    eval_ids = tuple(manifest.get("eval", []))
+    if not eval_ids:
+        raise ReportError(f"{root / 'splits.json'}: no held-out (eval) task ids")
+    kinds = {(m.get("method", "countermem"), m.get("agent"), m.get("benchmark")) for m in metrics}
+    if len(kinds) != 1:
+        raise ReportError(f"{root}: its metrics files disagree on method/agent/benchmark {kinds}")
+    method, agent_kind, benchmark = kinds.pop()
+    agent = AGENT_LABELS.get(agent_kind, str(agent_kind))
+    ends = {}
+    for m in metrics:
+        for run in m.get("runs", {}):
+            ends[run] = _task_ends(root / "eval" / run / "log.jsonl", run, eval_ids)
+    if "base" not in ends:
+        raise ReportError(f"{root}: no base run among {sorted(ends)}")
+    build_fields = fingerprint.get("build_memory", {}).get("fields", {})
+    backbone = _backbone(build_fields)
+    arms = {}
+    for run, run_ends in ends.items():
+        label = BASE_LABEL if run == "base" else _arm_label(method, run)
+        arm = arms.setdefault(label, Arm(agent, label, "none" if run == "base" else method, [],
+                                         backbone, str(benchmark)))
+        arm.runs.append(Run(str(root), run, _seed(run_ends), run_ends,
+                            None if run == "base" else ends["base"]))
+    assignment = {n: list(manifest.get(n, [])) for n in splits_lib.PARTS}
+    selector_file = root / "selector" / "fingerprints.json"
+    selector = _read_json(selector_file, "selector fingerprints") if selector_file.exists() else {}
+    provenance = Provenance(
+        workdir=str(root), method=method, agent=agent, benchmark=str(benchmark),
+        eval_ids=eval_ids,
+        splits_hash=hashlib.sha256(json.dumps(assignment, sort_keys=True).encode()).hexdigest(),
+        config_fingerprints={p: v.get("sha256", NOT_RECORDED) for p, v in fingerprint.items()
+                             if isinstance(v, dict)},
+        seeds=sorted({str(s) for m in metrics for s in m.get("seeds", [])}),
+        store_hash=_store_hash(root, method),
+        selector_fingerprints={s: f"step {v.get('step')}: {v.get('fingerprint')}"
+                               for s, v in selector.items()},
+        code_version=_recorded_code_version(root, metrics, fingerprint),
+        backbone=backbone, metrics_files=[f.name for f in files])
+    return list(arms.values()), provenance
+
+
+def _first_differences(a: tuple, b: tuple, limit: int = 3) -> str:
+    only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+    return (f"{len(only_a)} only in the first (e.g. {only_a[:limit]}), {len(only_b)} only in "
+            f"the second (e.g. {only_b[:limit]})")
+
+
+def check_comparable(provenances: list) -> None:
+    """Refuses runs that would be compared or pooled on different tasks, stores or code."""
+    by_comparison, by_arm = {}, {}
+    for p in provenances:
+        first = by_comparison.setdefault((p.backbone, p.agent, p.benchmark), p)
+        if set(first.eval_ids) != set(p.eval_ids):  # outcomes are paired by task id
+            raise ReportError(
+                f"refusing to compare {first.workdir} and {p.workdir} ({p.agent}, {p.benchmark}): "
+                f"their held-out splits differ ({_first_differences(first.eval_ids, p.eval_ids)})")
+        if NOT_RECORDED not in (first.code_version, p.code_version) and \
+                first.code_version != p.code_version:
+            raise ReportError(f"refusing to compare {first.workdir} and {p.workdir}: code versions "
+                              f"differ ({first.code_version} vs {p.code_version})")
+        same = by_arm.setdefault((p.backbone, p.agent, p.benchmark, p.method), p)
+        if same.store_hash != p.store_hash:
+            raise ReportError(f"refusing to pool {same.workdir} and {p.workdir} ({p.method}, "
+                              f"{p.agent}, {p.benchmark}): store hashes differ "
+                              f"({same.store_hash[:16]} vs {p.store_hash[:16]})")
+
+
+def load_all(paths) -> tuple[list, list]:
+    """Arms pooled over workdirs (same backbone, agent, benchmark and row label), and every
+    workdir's provenance."""
+    arms, provenances = {}, []
+    for path in paths:
+        workdir_arms, provenance = load_workdir(path)
+        provenances.append(provenance)
+        for arm in workdir_arms:
+            key = (arm.backbone, arm.agent, arm.benchmark, arm.label)
+            if key in arms:
+                arms[key].runs.extend(arm.runs)
+            else:
+                arms[key] = arm
+    check_comparable(provenances)
+    return list(arms.values()), provenances

@@ -1,0 +1,251 @@
+"""The numbers behind every table and figure, computed once from the loaded arms.
+
+  scores          per backbone, agent, method and benchmark: score (0–100) with 95% bootstrap CI
+  main_table      rows = methods per backbone and agent, columns = benchmarks, cells = score
+                  [95% CI], marked † when the cell rests on fewer than ``stats.MIN_TASKS`` tasks
+  domain_table    the paper's Table 1 layout: columns = paper domains (Math, Coding, Text-to-SQL,
+                  SAT, then any other), each the equal-weight mean of its benchmarks with a
+                  stratified bootstrap CI (each benchmark resampled on its own), and task-run
+                  tokens in millions
+  differences     every pair of methods on the same agent, benchmark and tasks: B − A with CI,
+                  paired-bootstrap and sign-test p-values
+  rescued_broken  per method (not the base agent) against its own workdir's base run: rescued
+                  (failed without memory, solved with it) and broken (the reverse) held-out tasks,
+                  mean over runs with a 95% bootstrap CI (paper Appendix E.3)
+  cost            task-run tokens and world-model calls per task, with 95% bootstrap CIs
+Each is a list of flat dicts, written as CSV and rendered as markdown.
+"""
+import csv
+import itertools
+import pathlib
+
+import numpy as np
+
+from countermem_jax import intervals
+from countermem_jax.domains import registry
+from countermem_jax.experiment import METHOD_LABELS
+from countermem_jax.reporting import stats
+from countermem_jax.reporting.load import AGENT_LABELS, BASE_LABEL
+
+FEW_TASKS_MARK = "†"
+
+
+def _label_order(label: str) -> tuple:
+    order = [BASE_LABEL] + [v for k, v in METHOD_LABELS.items() if k not in ("none", "countermem")]
+    if label in order:
+        return (order.index(label), label)
+    return (len(order) + (0 if label.startswith("CounterMem") else 1), label)
+
+
+def _agent_order(agent: str) -> tuple:
+    agents = list(AGENT_LABELS.values())
+    return (agents.index(agent) if agent in agents else len(agents), agent)
+
+
+def sorted_arms(arms: list) -> list:
+    return sorted(arms, key=lambda a: (a.backbone, _agent_order(a.agent), _label_order(a.label),
+                                       a.benchmark))
+
+
+def paper_domain(benchmark: str, configured: str) -> str:
+    """The paper domain (registry) of a task's benchmark, else of the configured benchmark."""
+    for name in (benchmark, configured):
+        if name in registry.BENCHMARKS:
+            return registry.BENCHMARKS[name].paper_domain
+    return "other"
+
+
+def _columns(arm) -> dict:
+    """Task ids per benchmark (the task_end's benchmark field) of an arm's held-out tasks."""
+    out = {}
+    for task_id, end in sorted(arm.runs[0].tasks.items()):
+        out.setdefault(str(end.get("benchmark", "?")), []).append(task_id)
+    return out
+
+
+def _bootstrap_seeds(arms: list) -> dict:
+    """One bootstrap seed per (configured, task) benchmark, the same in every table: the first
+    gets ``intervals.BOOTSTRAP_SEED`` (a single benchmark's CI is the one evaluate prints), and
+    different benchmarks are resampled independently when a domain combines them."""
+    benches = sorted({(a.benchmark, b) for a in arms for b in _columns(a)})
+    return {key: intervals.BOOTSTRAP_SEED + i for i, key in enumerate(benches)}
+
+
+def _matrix(runs: list, ids: list, value) -> np.ndarray:
+    return np.array([[float(value(run, t)) for t in ids] for run in runs])
+
+
+def _solved(run, task_id) -> float:
+    return 100.0 * bool(run.tasks[task_id]["solved"])
+
+
+def _interval_fields(summary: dict, prefix: str = "") -> dict:
+    return {f"{prefix}mean": summary["mean"], f"{prefix}ci95_low": summary["ci95"][0],
+            f"{prefix}ci95_high": summary["ci95"][1]}
+
+
+def scores(arms: list) -> list:
+    rows, seeds = [], _bootstrap_seeds(arms)
+    for arm in sorted_arms(arms):
+        for bench, ids in sorted(_columns(arm).items()):
+            s = stats.summarize(_matrix(arm.runs, ids, _solved), seeds[(arm.benchmark, bench)])
+            rows.append({"backbone": arm.backbone, "agent": arm.agent, "method": arm.label,
+                         "benchmark": bench, "domain": paper_domain(bench, arm.benchmark),
+                         "runs": len(arm.runs), "tasks": len(ids), **_interval_fields(s),
+                         "std_over_runs": s["std"], "few_tasks": len(ids) < stats.MIN_TASKS,
+                         "workdirs": " ".join(sorted({r.workdir for r in arm.runs}))})
+    return rows
+
+
+def cell(row: dict) -> str:
+    mark = FEW_TASKS_MARK if row["few_tasks"] else ""
+    return f"{row['mean']:.1f} [{row['ci95_low']:.1f}, {row['ci95_high']:.1f}]{mark}"
+
+
+def main_table(score_rows: list) -> tuple[list, list]:
+    """(header, rows): one row per backbone, agent and method, one column per benchmark."""
+    benches = sorted({r["benchmark"] for r in score_rows})
+    cells = {}
+    for r in score_rows:
+        cells.setdefault((r["backbone"], r["agent"], r["method"]), {})[r["benchmark"]] = cell(r)
+    header = ["backbone", "agent", "method"] + benches
+    return header, [[*key] + [row.get(b, "—") for b in benches] for key, row in cells.items()]
+
+
+def _domain_order(domain: str) -> tuple:
+    known = list(registry.FOUR_DOMAINS) + [d for d in registry.PAPER_DOMAINS
+                                           if d not in registry.FOUR_DOMAINS]
+    return (known.index(domain) if domain in known else len(known), domain)
+
+
+def domain_table(arms: list) -> tuple[list, list]:
+    """(header, rows) in the paper's Table 1 layout: per backbone, agent and method, each paper
+    domain's score (equal-weight mean of its benchmarks) and the task-run tokens (M), with 95%
+    CIs from a stratified bootstrap: every benchmark is resampled on its own (its own seed, runs
+    and tasks as in ``intervals``) and the replicates are combined like the point estimate."""
+    cells = {}  # (backbone, agent, method) -> [(domain, benchmark, score replicates, score,
+    #             token replicates, tokens, few tasks)]
+    seeds = _bootstrap_seeds(arms)
+    for arm in sorted_arms(arms):
+        for bench, ids in sorted(_columns(arm).items()):
+            seed = seeds[(arm.benchmark, bench)]
+            solved = _matrix(arm.runs, ids, _solved)
+            tokens = _matrix(arm.runs, ids, lambda run, t: int(run.tasks[t].get("tokens") or 0))
+            scale = len(ids) / 1e6  # mean tokens per task -> the benchmark's total, in millions
+            cells.setdefault((arm.backbone, arm.agent, arm.label), []).append((
+                paper_domain(bench, arm.benchmark), intervals.bootstrap_means(solved, seed=seed),
+                solved.mean(), intervals.bootstrap_means(tokens, seed=seed) * scale,
+                tokens.mean() * scale, len(ids) < stats.MIN_TASKS))
+    domains = sorted({c[0] for parts in cells.values() for c in parts}, key=_domain_order)
+    alpha = (1 - intervals.CONFIDENCE) / 2
+
+    def text(value, replicates, few, digits=1):
+        lo, hi = np.quantile(replicates, [alpha, 1 - alpha])
+        mark = FEW_TASKS_MARK if few else ""
+        return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]{mark}"
+    rows = []
+    for key, parts in cells.items():
+        row = [*key]
+        for domain in domains:
+            mine = [c for c in parts if c[0] == domain]
+            row.append(text(np.mean([c[2] for c in mine]), np.mean([c[1] for c in mine], axis=0),
+                            any(c[5] for c in mine)) if mine else "—")
+        row.append(text(sum(c[4] for c in parts), np.sum([c[3] for c in parts], axis=0),
+                        any(c[5] for c in parts), digits=4))
+        rows.append(row)
+    return ["backbone", "agent", "method"] + domains + ["tokens (M)"], rows
+
+
+def differences(arms: list) -> list:
+    rows = []
+    groups = itertools.groupby(sorted_arms(arms), key=lambda a: (a.backbone, a.agent))
+    for (backbone, agent), members in groups:
+        members = list(members)
+        for a, b in itertools.combinations(members, 2):
+            if a.benchmark != b.benchmark:  # checked comparable per configured benchmark
+                continue
+            cols_a, cols_b = _columns(a), _columns(b)
+            for bench in sorted(set(cols_a) & set(cols_b)):
+                ids = sorted(set(cols_a[bench]) & set(cols_b[bench]))
+                test = stats.paired_test(_matrix(a.runs, ids, _solved).mean(axis=0),
+                                         _matrix(b.runs, ids, _solved).mean(axis=0))
+                rows.append({"backbone": backbone, "agent": agent, "benchmark": bench,
+                             "method_a": a.label,
+                             "method_b": b.label, "tasks": test["tasks"],
+                             "difference_b_minus_a": test["difference"],
+                             "ci95_low": test["ci95"][0], "ci95_high": test["ci95"][1],
+                             "tasks_b_better": test["b_better"],
+                             "tasks_a_better": test["a_better"],
+                             "p_bootstrap": test["p_bootstrap"],
+                             "p_sign_test": test["p_sign_test"],
+                             "few_tasks": test["tasks"] < stats.MIN_TASKS})
+    return rows
+
+
+def rescued_broken(arms: list) -> list:
+    rows = []
+    for arm in sorted_arms(arms):
+        if arm.label == BASE_LABEL:
+            continue
+        for bench, ids in sorted(_columns(arm).items()):
+            fields = {}
+            for name, changed in (("rescued", lambda base, mem: mem and not base),
+                                  ("broken", lambda base, mem: base and not mem)):
+                flags = _matrix(arm.runs, ids, lambda run, t, changed=changed: changed(
+                    bool(run.base[t]["solved"]), bool(run.tasks[t]["solved"])))
+                s = stats.summarize(flags * len(ids))  # counts: mean over runs, CI over tasks
+                fields.update(_interval_fields(s, f"{name}_"))
+            rows.append({"backbone": arm.backbone, "agent": arm.agent, "method": arm.label,
+                         "benchmark": bench, "runs": len(arm.runs), "paired_tasks": len(ids),
+                         **fields,
+                         "net_mean": fields["rescued_mean"] - fields["broken_mean"],
+                         "few_tasks": len(ids) < stats.MIN_TASKS})
+    return rows
+
+
+def cost(arms: list) -> list:
+    rows = []
+    for arm in sorted_arms(arms):
+        for bench, ids in sorted(_columns(arm).items()):
+            fields = {}
+            for name, key in (("tokens_per_task", "tokens"), ("wm_calls_per_task", "calls")):
+                s = stats.summarize(_matrix(arm.runs, ids, lambda run, t, key=key: int(
+                    run.tasks[t].get(key) or 0)))
+                fields.update(_interval_fields(s, f"{name}_"))
+            rows.append({"backbone": arm.backbone, "agent": arm.agent, "method": arm.label,
+                         "benchmark": bench, "runs": len(arm.runs), "tasks": len(ids), **fields})
+    return rows
+
+
+def write_csv(rows: list, path: pathlib.Path) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        if not rows:
+            return
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write_rows_csv(header: list, rows: list, path: pathlib.Path) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def _fmt(value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else ""
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1 and value != 0 else f"{value:.1f}"
+    return "—" if value is None else str(value)
+
+
+def markdown(header: list, rows: list) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def markdown_dicts(rows: list, columns: list) -> str:
+    return markdown(columns, [[r[c] for c in columns] for r in rows])
