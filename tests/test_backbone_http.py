@@ -101,3 +101,45 @@ def test_concurrency_limit_is_held_and_usage_summed():
         assert abs(len(a.requests) - len(b.requests)) <= 4  # balanced
         assert ledger.total("construction").total == 24 * 18
         assert ledger.calls["construction"] == 24
+
+
+def test_limit_holds_across_loops_and_survives_aclose():
+    """Threads running their own loops (and loops closed one after another) share one cap, and
+    one loop's aclose leaves the other loops' sessions open."""
+    import threading
+    with LocalOpenAIServer(latency_s=0.1) as srv:
+        client = _client(srv.base_url, max_concurrency=3)
+
+        async def burst(n, close):
+            await asyncio.gather(*[client.chat([{"role": "user", "content": f"q{i}"}])
+                                   for i in range(n)])
+            if close:
+                await client.aclose()
+
+        async def main_loop():
+            first = asyncio.create_task(burst(6, close=False))
+            await asyncio.sleep(0.05)
+            session = client._sessions[asyncio.get_running_loop()]
+            threads = [threading.Thread(target=lambda: [asyncio.run(burst(4, close=True))
+                                                        for _ in range(2)]) for _ in range(3)]
+            for t in threads:
+                t.start()
+            await asyncio.to_thread(lambda: [t.join() for t in threads])
+            await first
+            assert client._sessions[asyncio.get_running_loop()] is session and not session.closed
+            await burst(6, close=True)
+        asyncio.run(main_loop())
+        assert len(srv.requests) == 6 + 3 * 2 * 4 + 6
+        assert srv.peak_in_flight == 3 and client.peak_in_flight == 3
+        assert not client._sessions
+
+
+def test_sequential_runs_keep_the_cap():
+    with LocalOpenAIServer(latency_s=0.05) as srv:
+        client = _client(srv.base_url, max_concurrency=2)
+        for _ in range(3):
+            async def run():
+                await asyncio.gather(*[client.chat(MSG) for _ in range(6)])
+                await client.aclose()
+            asyncio.run(run())
+        assert len(srv.requests) == 18 and srv.peak_in_flight == 2

@@ -5,7 +5,9 @@ server at ~100 requests/s whatever the concurrency; aiohttp keeps ≥ 0.8 of ide
 
 * several base URLs (data-parallel replicas): each request goes to the replica with the fewest
   requests in flight, skipping replicas that just failed; a retry goes to another replica;
-* a concurrency limit across all replicas;
+* a concurrency limit across all replicas, held process-wide: every event loop (``asyncio.run``
+  calls one after another, threads running their own loops) has its own session, but all draw on
+  one shared limit, and ``aclose`` closes only the calling loop's session;
 * retries with exponential backoff and full jitter (tenacity) on 429, 5xx, timeouts, dropped
   connections and malformed responses; never on other 4xx (the request itself is wrong);
 * when retries run out, ``BackboneError`` says which server failed and why;
@@ -13,8 +15,10 @@ server at ~100 requests/s whatever the concurrency; aiohttp keeps ≥ 0.8 of ide
   ``reasoning``; when a server reports no usage the gpt-oss tokenizer counts it.
 """
 import asyncio
+import collections
 import dataclasses
 import json
+import threading
 import time
 from typing import Sequence
 
@@ -33,6 +37,54 @@ class _Retryable(Exception):
     def __init__(self, server: str, reason: str):
         super().__init__(f"{server}: {reason}")
         self.server, self.reason = server, reason
+
+
+class _SharedLimit:
+    """A counting semaphore shared by every event loop of the process (asyncio's own semaphore is
+    bound to one loop): a released slot goes to the oldest waiter, whatever loop it waits on."""
+
+    def __init__(self, slots: int):
+        self._lock = threading.Lock()
+        self._free = slots
+        self._waiters: collections.deque[asyncio.Future] = collections.deque()
+
+    async def __aenter__(self):
+        with self._lock:
+            if self._free > 0 and not self._waiters:
+                self._free -= 1
+                return
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            with self._lock:
+                queued = waiter in self._waiters
+                if queued:
+                    self._waiters.remove(waiter)
+            if not queued and waiter.done() and not waiter.cancelled():
+                self._release()  # granted just before the cancellation: pass the slot on
+            raise
+
+    async def __aexit__(self, *exc):
+        self._release()
+
+    def _release(self) -> None:
+        with self._lock:
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                try:
+                    waiter.get_loop().call_soon_threadsafe(self._grant, waiter)
+                    return
+                except RuntimeError:  # its loop is closed: nobody waits there any more
+                    continue
+            self._free += 1
+
+    def _grant(self, waiter: asyncio.Future) -> None:
+        if waiter.cancelled():
+            self._release()
+        else:
+            waiter.set_result(None)
 
 
 @dataclasses.dataclass
@@ -60,22 +112,25 @@ class OpenAICompatibleBackbone(Backbone):
         self.max_attempts = max_attempts
         self.backoff = (backoff_initial_s, backoff_max_s)
         self.reasoning_effort = reasoning_effort
-        self._per_loop: dict[int, tuple[aiohttp.ClientSession, asyncio.Semaphore]] = {}
+        self._limit = _SharedLimit(max_concurrency)
+        self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
+        self._sessions_lock = threading.Lock()
         self.peak_in_flight = 0
 
-    def _client(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
-        """One session and semaphore per event loop (sessions cannot cross loops)."""
+    def _client(self) -> aiohttp.ClientSession:
+        """The running loop's session (sessions cannot cross loops); the limit is shared."""
         loop = asyncio.get_running_loop()
-        key = id(loop)
-        entry = self._per_loop.get(key)
-        if entry is None or entry[0].closed or entry[2] is not loop:
-            session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=self.timeout_s,
-                                              sock_connect=min(10.0, self.timeout_s)),
-                connector=aiohttp.TCPConnector(limit=self.max_concurrency),
-                headers={"Authorization": f"Bearer {self.api_key}"}, trust_env=False)
-            entry = self._per_loop[key] = (session, asyncio.Semaphore(self.max_concurrency), loop)
-        return entry[0], entry[1]
+        with self._sessions_lock:
+            for other in [other for other in self._sessions if other.is_closed()]:
+                del self._sessions[other]  # a loop that ended without aclose
+            session = self._sessions.get(loop)
+            if session is None or session.closed:
+                session = self._sessions[loop] = aiohttp.ClientSession(
+                    timeout=aiohttp.ClientTimeout(total=self.timeout_s,
+                                                  sock_connect=min(10.0, self.timeout_s)),
+                    connector=aiohttp.TCPConnector(limit=self.max_concurrency),
+                    headers={"Authorization": f"Bearer {self.api_key}"}, trust_env=False)
+        return session
 
     def _pick(self, avoid: str | None) -> _Replica:
         now = time.monotonic()
@@ -96,7 +151,7 @@ class OpenAICompatibleBackbone(Backbone):
         return body
 
     async def _chat(self, messages: list[Message], params: SamplingParams) -> ChatResult:
-        client, semaphore = self._client()
+        client = self._client()
         body = self._body(messages, params)
         last = {"server": None}
         retrying = tenacity.AsyncRetrying(
@@ -106,7 +161,7 @@ class OpenAICompatibleBackbone(Backbone):
         try:
             async for attempt in retrying:
                 with attempt:
-                    async with semaphore:  # pick after the wait, when the load is known
+                    async with self._limit:  # pick after the wait, when the load is known
                         replica = self._pick(last["server"])
                         last["server"] = replica.url
                         return await self._post(client, replica, body, messages)
@@ -171,9 +226,9 @@ class OpenAICompatibleBackbone(Backbone):
         return run_sync(once())
 
     async def aclose(self) -> None:
-        """Closes the session of the running loop (sessions of finished loops are dropped)."""
-        loop = asyncio.get_running_loop()
-        for key, (session, _, owner) in list(self._per_loop.items()):
-            if owner is loop:
-                await session.close()
-            del self._per_loop[key]
+        """Closes the running loop's session only; other loops' sessions and the shared limit
+        stay (a later call on this loop opens a new session)."""
+        with self._sessions_lock:
+            session = self._sessions.pop(asyncio.get_running_loop(), None)
+        if session is not None:
+            await session.close()
