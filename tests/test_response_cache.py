@@ -52,3 +52,80 @@ def test_concurrent_writers_share_one_cache(tmp_path):
         before = len(srv.requests)
         _worker(srv.base_url, str(tmp_path), 10)
         assert len(srv.requests) == before
+
+
+def _concurrently(cached, requests):
+    import asyncio
+
+    async def run():
+        try:
+            return await asyncio.gather(*[cached.chat(m) for m in requests],
+                                        return_exceptions=True)
+        finally:
+            await cached.aclose()
+    return asyncio.run(run())
+
+
+def test_identical_requests_in_flight_are_computed_once(tmp_path):
+    with LocalOpenAIServer(latency_s=0.3) as srv:
+        ledger = TokenLedger()
+        cached = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m", ledger=ledger),
+                                tmp_path)
+        results = _concurrently(cached, [MSG] * 16)
+        assert len(srv.requests) == 1 and len({r.text for r in results}) == 1
+        assert sum(not r.cached for r in results) == 1 and (cached.hits, cached.misses) == (15, 1)
+        # the ledger equals the sequential run's: 16 calls at the original usage, 15 cached
+        assert ledger.total("other").total == 16 * 18 and ledger.cached_calls == 15
+
+
+def test_single_flight_does_not_merge_different_requests(tmp_path):
+    with LocalOpenAIServer(latency_s=0.2) as srv:
+        cached = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m"), tmp_path)
+        requests = [[{"role": "user", "content": f"q{i % 4}"}] for i in range(16)]
+        results = _concurrently(cached, requests)
+        assert len(srv.requests) == 4
+        assert all(r.text.endswith(m[0]["content"]) for r, m in zip(results, requests))
+
+
+def test_single_flight_shares_across_event_loops(tmp_path):
+    import threading
+    with LocalOpenAIServer(latency_s=0.3) as srv:
+        cached = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m"), tmp_path)
+        out = []
+        threads = [threading.Thread(target=lambda: out.extend(_concurrently(cached, [MSG] * 4)))
+                   for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(out) == 16 and len(srv.requests) == 1 and cached.misses == 1
+
+
+def test_a_failed_leader_raises_in_every_waiter_and_is_not_cached(tmp_path):
+    from countermem_jax.backbones.openai_http import BackboneError
+    with LocalOpenAIServer(latency_s=0.2, default="400") as srv:
+        cached = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m"), tmp_path)
+        results = _concurrently(cached, [MSG] * 16)
+        assert len(srv.requests) == 1
+        assert all(isinstance(r, BackboneError) for r in results)
+        assert not list(tmp_path.rglob("*.json")) and not cached._in_flight
+        srv.default = "ok"
+        assert not cached.chat_sync(MSG).cached and len(srv.requests) == 2
+
+
+def test_a_cancelled_leader_lets_a_waiter_call(tmp_path):
+    import asyncio
+    with LocalOpenAIServer(latency_s=0.3) as srv:
+        cached = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m"), tmp_path)
+
+        async def run():
+            leader = asyncio.create_task(cached.chat(MSG))
+            await asyncio.sleep(0.05)
+            waiter = asyncio.create_task(cached.chat(MSG))
+            await asyncio.sleep(0.05)
+            leader.cancel()
+            result = await waiter
+            await cached.aclose()
+            return result
+        result = asyncio.run(run())
+        assert not result.cached and len(srv.requests) == 2 and cached.misses == 2

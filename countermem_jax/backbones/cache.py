@@ -4,12 +4,20 @@ Key = sha256 of (model, messages, sampling params). One JSON file per key, writt
 file and renamed, so concurrent runs sharing a cache never see a partial entry (two writers of
 the same key write the same content; the last rename wins). A cached result keeps the usage of
 the original call, so token totals of a re-run match the first run; the ledger counts it as cached.
+
+Single-flight: a request identical to one already in flight (in any thread or event loop of the
+process) waits for that call instead of making its own, and gets its reply as a cache hit, exactly
+as it would had it come after (so a concurrent run's ledger equals the sequential run's). A failed
+call raises in every waiter and is not cached; if the leading call is cancelled, a waiter retries.
 """
+import asyncio
+import concurrent.futures
 import dataclasses
 import hashlib
 import json
 import os
 import pathlib
+import threading
 
 from countermem_jax.backbones.base import Backbone, ChatResult, SamplingParams, Usage
 
@@ -28,18 +36,51 @@ class CachedBackbone(Backbone):
         self.reasoning_effort = inner.reasoning_effort
         self.directory = pathlib.Path(directory)
         self.hits = self.misses = 0
+        self._in_flight: dict[str, concurrent.futures.Future] = {}
+        self._in_flight_lock = threading.Lock()
 
     def _path(self, key: str) -> pathlib.Path:
         return self.directory / key[:2] / f"{key}.json"
 
     async def _chat(self, messages, params):
-        path = self._path(cache_key(self.model_name, messages, params))
+        key = cache_key(self.model_name, messages, params)
+        while True:
+            with self._in_flight_lock:
+                leader = self._in_flight.get(key)
+                if leader is None:
+                    shared = self._in_flight[key] = concurrent.futures.Future()
+                    shared.set_running_or_notify_cancel()  # a cancelled waiter cannot cancel it
+            if leader is None:
+                break
+            result = await asyncio.wrap_future(leader)
+            if result is not _CANCELLED:
+                self.hits += 1
+                return _as_hit(result)
+        try:
+            result = await self._lookup_or_call(key, messages, params)
+        except BaseException as err:
+            self._forget(key)
+            if isinstance(err, asyncio.CancelledError):
+                shared.set_result(_CANCELLED)
+            else:
+                shared.set_exception(err)
+            raise
+        self._forget(key)
+        shared.set_result(result)
+        return result
+
+    def _forget(self, key: str) -> None:
+        with self._in_flight_lock:
+            del self._in_flight[key]
+
+    async def _lookup_or_call(self, key, messages, params) -> ChatResult:
+        path = self._path(key)
         if path.exists():
             try:
                 obj = json.loads(path.read_text(encoding="utf-8"))
                 self.hits += 1
-                return ChatResult(obj["text"], obj["reasoning"], Usage(**obj["usage"]),
-                                  obj["model"], cached=True, server="cache")
+                return _as_hit(ChatResult(obj["text"], obj["reasoning"], Usage(**obj["usage"]),
+                                          obj["model"]))
             except (json.JSONDecodeError, KeyError, TypeError):
                 path.unlink(missing_ok=True)  # a damaged entry is refetched, never trusted
         self.misses += 1
@@ -54,3 +95,12 @@ class CachedBackbone(Backbone):
 
     async def aclose(self):
         await self.inner.aclose()
+
+
+_CANCELLED = object()  # the leading call was cancelled: its waiters make the call themselves
+
+
+def _as_hit(result: ChatResult) -> ChatResult:
+    """A reply as the cache returns it: the original text and usage, marked cached."""
+    return ChatResult(result.text, result.reasoning, result.usage, result.model, cached=True,
+                      server="cache")
