@@ -1,8 +1,10 @@
 """Persistent worker processes for checks that cannot be interrupted in-process (SAT solvers
 without an interrupt, z3 bit-blasting): length-prefixed pickled frames over the worker's stdin and
-stdout; a job past its deadline gets the worker killed and the next job starts a new one."""
+stdout; a job past its deadline gets the worker killed and the next job starts a new one.
+``WorkerPool`` runs up to N such workers so that concurrent checks run in parallel."""
 import os
 import pickle
+import queue
 import select
 import shutil
 import struct
@@ -102,6 +104,47 @@ class WorkerProcess:
             raise RuntimeError(payload)
         return payload
 
+    @property
+    def pid(self) -> int | None:
+        """The running worker's process id (None before the first call and after a kill)."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
     def close(self):
         with self._lock:
             self._kill_worker()
+
+
+def default_pool_size() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+class WorkerPool:
+    """Up to ``size`` ``WorkerProcess``es of one module (default: one per CPU), each started on
+    first use: a call takes an idle worker (the most recently used, still warm, first) or waits
+    for one, so up to ``size`` calls run in parallel. A worker killed at its deadline is replaced
+    by a fresh process on its next call; the pool keeps its size."""
+
+    def __init__(self, module: str, size: int | None = None, memory_bytes: int | None = None):
+        self.size = size or default_pool_size()
+        if self.size < 1:
+            raise ValueError(f"a worker pool needs at least one worker, not {self.size}")
+        self.workers = [WorkerProcess(module, memory_bytes) for _ in range(self.size)]
+        self._idle: queue.LifoQueue[WorkerProcess] = queue.LifoQueue()
+        for worker in reversed(self.workers):
+            self._idle.put(worker)
+
+    def call(self, job, timeout_s: float, label: str):
+        """As ``WorkerProcess.call``, on whichever worker is idle."""
+        worker = self._idle.get()
+        try:
+            return worker.call(job, timeout_s, label)
+        finally:
+            self._idle.put(worker)
+
+    def close(self):
+        for worker in self.workers:
+            worker.close()

@@ -1,4 +1,6 @@
 """Builders for small, real test objects."""
+import itertools
+
 from countermem_jax.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
 from countermem_jax.memory.record import make_record_id, normalize_condition
 
@@ -20,3 +22,12 @@ def make_record(source_task_id="t1", situation="numeric threshold omits its boun
                               evaluator="sqlite-exec", evaluator_version="1",
                               created_at="2026-11-22T00:00:00Z"),
         reuse_utility=reuse, uses=uses, helpful_uses=helpful, harmful_uses=harmful)
+
+
+def pigeonhole(n):
+    """PHP(n+1, n): unsatisfiable and exponentially hard for resolution."""
+    var = lambda p, h: p * n + h + 1
+    clauses = [tuple(var(p, h) for h in range(n)) for p in range(n + 1)]
+    clauses += [(-var(a, h), -var(b, h)) for h in range(n)
+                for a, b in itertools.combinations(range(n + 1), 2)]
+    return (n + 1) * n, tuple(clauses)

@@ -1,5 +1,4 @@
 """SAT world models on SATLIB files and generated encoding problems."""
-import itertools
 import subprocess
 
 import pytest
@@ -9,6 +8,7 @@ from evaluators.sat import (SATEncodingEvaluator, SATStrategyEvaluator, encoding
                             load_satlib)
 from evaluators.sat import dimacs, problems, solving
 from evaluators.sat.checker import StrategyReference, parse_strategy
+from helpers import pigeonhole
 
 
 @pytest.fixture(scope="module")
@@ -56,18 +56,9 @@ def test_invalid_strategy_is_a_completed_failure(satlib, runner):
     assert parse_strategy("solver: Cadical195 # fast\nconflict_budget: 10").conflict_budget == 10
 
 
-def _pigeonhole(n):
-    """PHP(n+1, n): unsatisfiable and exponentially hard for resolution."""
-    var = lambda p, h: p * n + h + 1
-    clauses = [tuple(var(p, h) for h in range(n)) for p in range(n + 1)]
-    clauses += [(-var(a, h), -var(b, h)) for h in range(n)
-                for a, b in itertools.combinations(range(n + 1), 2)]
-    return (n + 1) * n, tuple(clauses)
-
-
 @pytest.mark.parametrize("solver", ["cadical195", "glucose4"])
 def test_hard_instance_is_stopped_at_the_deadline(runner, solver):
-    num_vars, clauses = _pigeonhole(13)
+    num_vars, clauses = pigeonhole(13)
     task = Task("php-13", "sat", "generated", "", "", "branching",
                 reference=StrategyReference(num_vars, clauses, "UNSAT", max_conflicts=10**9))
     evaluator = SATStrategyEvaluator(timeout_s=1.0, runner=runner)

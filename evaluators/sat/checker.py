@@ -37,7 +37,7 @@ class StrategyReference:
 
 
 class _SolverEvaluator(Evaluator):
-    """Shares one solver runner (and its worker process) between checks."""
+    """Shares one solver runner (and its pool of worker processes) between checks."""
 
     def __init__(self, timeout_s: float = 10.0, runner: solving.SolverRunner | None = None):
         self.timeout_s = timeout_s

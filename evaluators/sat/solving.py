@@ -2,15 +2,16 @@
 
 Solvers of the MiniSat family can be interrupted in-process (``solve_limited`` plus a timer that
 calls ``interrupt``): that path costs almost nothing. CaDiCaL, Kissat, Lingeling and the rest
-cannot be interrupted, so they run in a persistent worker process that is killed and replaced when
-a job passes its deadline.
+cannot be interrupted, so they run in a pool of persistent worker processes (one per CPU unless
+told otherwise; concurrent checks run in parallel), a worker being killed and replaced when a job
+passes its deadline.
 """
 import dataclasses
 import threading
 
 from pysat.solvers import Solver
 
-from evaluators.worker import WorkerProcess
+from evaluators.worker import WorkerPool
 
 INTERRUPTIBLE = frozenset({"minisat22", "minisatgh", "glucose3", "glucose4", "glucose42",
                            "maplechrono", "maplecm", "maplesat", "mergesat3"})
@@ -75,13 +76,13 @@ def _run(job: SolveJob, interrupt_after: float | None = None) -> SolveResult:
 class SolverRunner:
     """Runs jobs in-process when the solver is interruptible, else in a worker process.
 
-    The worker is a separate interpreter started once (``python -m evaluators.sat._worker``) and
-    reused; a job that passes its deadline gets the worker killed, and the next job starts a new
-    one.
+    Workers are separate interpreters (``python -m evaluators.sat._worker``) in a pool of
+    ``workers`` (default: one per CPU), each started on first use and reused; a job that passes
+    its deadline gets its worker killed, and that worker's next job starts a new one.
     """
 
-    def __init__(self):
-        self._worker = WorkerProcess("evaluators.sat._worker")
+    def __init__(self, workers: int | None = None):
+        self._worker = WorkerPool("evaluators.sat._worker", size=workers)
 
     def solve(self, job: SolveJob, timeout_s: float, isolate: bool | None = None) -> SolveResult:
         """Raises TimeoutError when the deadline passes, RuntimeError if the solver crashed."""
