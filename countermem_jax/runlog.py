@@ -3,11 +3,20 @@
 Every decision (task, phase, draft, retrieved records and exclusions, selector choice and
 Q-values, revised action, outcome, costs), every counterfactual check and every task end is
 written. A killed run reads its log back to skip finished tasks.
+
+Durability: one writer per file in a process (every ``RunLog`` of a path shares it, so lines never
+interleave) keeps the file open; each event is handed to the OS as it is written (a killed process
+loses nothing), and events that close a unit of work (``task_end``, phase and seed boundaries,
+validations) are also fsynced, with everything before them, so that a crash of the machine loses
+at most the events of unfinished tasks, which resuming redoes anyway. The per-decision events
+(``decision``, ``counterfactual``, ``transition``) are not fsynced one by one: on the hot path
+that cost milliseconds each.
 """
 import json
 import os
 import pathlib
 import threading
+
 
 import numpy as np
 
@@ -22,18 +31,77 @@ def _default(obj):
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
+UNSYNCED_EVENTS = frozenset({"decision", "counterfactual", "transition"})
+
+
+class _Writer:
+    """The one appender of a log file in this process; reopens the file if it was replaced."""
+
+    def __init__(self, path: pathlib.Path):
+        self.path = path
+        self.lock = threading.Lock()
+        self._file = None
+        self._identity = None
+
+    def _open(self):
+        try:
+            stat = os.stat(self.path)
+            current = (stat.st_dev, stat.st_ino)
+        except FileNotFoundError:
+            current = None
+        if self._file is None or current != self._identity:
+            if self._file is not None:
+                self._file.close()
+            self._file = open(self.path, "a", encoding="utf-8")
+            stat = os.fstat(self._file.fileno())
+            self._identity = (stat.st_dev, stat.st_ino)
+            if current is None:  # a new file: make its directory entry durable too
+                directory = os.open(self.path.parent, os.O_RDONLY)
+                try:
+                    os.fsync(directory)
+                finally:
+                    os.close(directory)
+        return self._file
+
+    def append(self, line: str, durable: bool) -> None:
+        with self.lock:
+            f = self._open()
+            f.write(line)
+            f.flush()
+            if durable:
+                os.fsync(f.fileno())
+
+
+_WRITERS: dict[str, _Writer] = {}
+_WRITERS_LOCK = threading.Lock()
+
+
+def _writer(path: pathlib.Path) -> _Writer:
+    with _WRITERS_LOCK:
+        key = os.path.abspath(path)
+        if key not in _WRITERS:
+            _WRITERS[key] = _Writer(pathlib.Path(key))
+        return _WRITERS[key]
+
+
+def _forget_writers_in_child() -> None:
+    """A forked child gets its own writers (a parent's lock may be held at the fork)."""
+    global _WRITERS_LOCK
+    _WRITERS.clear()
+    _WRITERS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_writers_in_child)
+
+
 class RunLog:
     def __init__(self, path: str | os.PathLike):
         self.path = pathlib.Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
 
     def write(self, event: str, **fields) -> None:
         line = json.dumps({"event": event, **fields}, default=_default, ensure_ascii=False)
-        with self._lock, open(self.path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        _writer(self.path).append(line + "\n", durable=event not in UNSYNCED_EVENTS)
 
     def events(self, event: str | None = None) -> list[dict]:
         if not self.path.exists():
