@@ -71,6 +71,10 @@ class _Writer:
             if durable:
                 os.fsync(f.fileno())
 
+    def sync(self) -> None:
+        with self.lock:
+            os.fsync(self._open().fileno())
+
 
 _WRITERS: dict[str, _Writer] = {}
 _WRITERS_LOCK = threading.Lock()
@@ -102,6 +106,11 @@ class RunLog:
     def write(self, event: str, **fields) -> None:
         line = json.dumps({"event": event, **fields}, default=_default, ensure_ascii=False)
         _writer(self.path).append(line + "\n", durable=event not in UNSYNCED_EVENTS)
+
+    def sync(self) -> None:
+        """Makes every event written so far durable (e.g. before saving a checkpoint that
+        counts the ``transition`` events just written)."""
+        _writer(self.path).sync()
 
     def events(self, event: str | None = None) -> list[dict]:
         if not self.path.exists():

@@ -58,7 +58,9 @@ def test_fsyncs_per_task_are_constant(tmp_path, monkeypatch):
         per_task.append(len(calls) - before)
     assert per_task == [1, 1, 1]
     log.write("phase_end", phase="evaluation")
-    assert len(calls) == 4
+    log.write("transition", seed=0, episode=0)
+    log.sync()
+    assert len(calls) == 5
     assert log.finished("r") == {"n1", "n10", "n100"}
 
 
