@@ -143,3 +143,20 @@ def test_sequential_runs_keep_the_cap():
                 await client.aclose()
             asyncio.run(run())
         assert len(srv.requests) == 18 and srv.peak_in_flight == 2
+
+
+def test_cancelled_waiters_leak_no_slot():
+    with LocalOpenAIServer(latency_s=0.2) as srv:
+        client = _client(srv.base_url, max_concurrency=2)
+
+        async def run():
+            tasks = [asyncio.create_task(client.chat(MSG)) for _ in range(6)]
+            await asyncio.sleep(0.05)
+            for t in tasks[1:5]:  # one running and three waiting are cancelled
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            srv.peak_in_flight = 0
+            await asyncio.gather(*[client.chat(MSG) for _ in range(4)])
+            await client.aclose()
+        asyncio.run(run())
+        assert srv.peak_in_flight == 2 and client._limit._free == 2

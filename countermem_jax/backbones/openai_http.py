@@ -73,8 +73,14 @@ class _SharedLimit:
         with self._lock:
             while self._waiters:
                 waiter = self._waiters.popleft()
+                loop = waiter.get_loop()
+                if loop is asyncio._get_running_loop():  # this thread's loop: hand over now
+                    if waiter.cancelled():
+                        continue
+                    waiter.set_result(None)
+                    return
                 try:
-                    waiter.get_loop().call_soon_threadsafe(self._grant, waiter)
+                    loop.call_soon_threadsafe(self._grant, waiter)
                     return
                 except RuntimeError:  # its loop is closed: nobody waits there any more
                     continue
