@@ -68,3 +68,22 @@ def test_isolated_solvers_run_on_a_pool_with_the_same_results():
     finally:
         sequential.close()
         pooled.close()
+
+
+def test_smt_encodings_are_checked_on_a_pool_with_the_same_outcomes():
+    from evaluators.smt import SMTEncodingEvaluator, encoding_tasks, problems
+    tasks = encoding_tasks(per_family=1)[:3]
+    alone, pooled = SMTEncodingEvaluator(workers=1), SMTEncodingEvaluator(workers=3)
+
+    def check(evaluator, task):
+        outcome = evaluator.evaluate(evaluator.reset(task),
+                                     problems.reference_script(task.reference.problem))
+        return outcome.success, outcome.utility, outcome.feedback, dict(outcome.details)
+    try:
+        expected = [check(alone, task) for task in tasks]
+        assert _parallel(lambda task: check(pooled, task), tasks) == expected
+        assert all(row[0] for row in expected)
+        assert len({w.pid for w in pooled._worker.workers} - {None}) >= 2
+    finally:
+        alone.close()
+        pooled.close()

@@ -20,7 +20,7 @@ import re
 
 from evaluators.base import Evaluator, Outcome, Task, truncate
 from evaluators.smt import solving
-from evaluators.worker import WorkerProcess
+from evaluators.worker import WorkerPool
 
 
 MAX_INDEX = 4096   # largest bit-vector width / extension an encoding action may use
@@ -69,9 +69,10 @@ class SMTEncodingEvaluator(Evaluator):
     name = "z3-encoding"
     version = f"1+z3-{solving.z3.get_version_string()}"
 
-    def __init__(self, timeout_ms: int = 5000, memory_bytes: int = 2 << 30):
+    def __init__(self, timeout_ms: int = 5000, memory_bytes: int = 2 << 30,
+                 workers: int | None = None):
         self.timeout_ms = timeout_ms
-        self._worker = WorkerProcess("evaluators.smt._worker", memory_bytes)
+        self._worker = WorkerPool("evaluators.smt._worker", workers, memory_bytes)
 
     def _check(self, task: Task, action: str) -> Outcome:
         problem = task.reference.problem
