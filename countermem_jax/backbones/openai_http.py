@@ -70,11 +70,13 @@ class _SharedLimit:
         self._release()
 
     def _release(self) -> None:
+        """Called on a running loop: hands the slot to the oldest waiter, or frees it."""
+        running = asyncio.get_running_loop()
         with self._lock:
             while self._waiters:
                 waiter = self._waiters.popleft()
                 loop = waiter.get_loop()
-                if loop is asyncio._get_running_loop():  # this thread's loop: hand over now
+                if loop is running:  # this thread's loop: hand over now
                     if waiter.cancelled():
                         continue
                     waiter.set_result(None)
