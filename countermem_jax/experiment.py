@@ -317,6 +317,9 @@ class _SeedRun:
         return value
 
     async def _save_pending(self) -> None:
+        # transitions are not fsynced one by one (runlog.UNSYNCED_EVENTS): make the ones this
+        # checkpoint counts durable before it is written
+        self.wd.log.sync()
         done = set(self.ckpt.steps())
         for decisions, params in self.pending:
             if decisions not in done:
