@@ -1,6 +1,6 @@
 """Per-check overhead of each world model: time beyond the bare query / solve, same run.
 
-    python -m countermem_jax.benchmarks.evaluators [--repeats=5]
+    python -m countermem_jax.perf.evaluators [--repeats=5]
 
 Goals (issues #4, #5): SQL ≤ 2 ms on the Spider databases; SAT/SMT in-process ≤ 5 ms;
 subprocess-isolated SAT ≤ 60 ms; sandboxed repository tests ≤ 150 ms beyond a bare pytest run.
@@ -13,7 +13,7 @@ from absl import app, flags
 from pysat.solvers import Solver
 import z3
 
-from countermem_jax.benchmarks.common import median_time, print_result
+from countermem_jax.perf.common import median_time, print_result
 from countermem_jax.paths import data_root
 
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timing repeats per item (the median is kept).")
@@ -92,7 +92,7 @@ def main(argv):
     ev.close()
     result["smt_overhead_ms"], result["smt_bare_ms"] = _overhead(smt_pairs(min(n, 12)), repeats)
     try:
-        from countermem_jax.benchmarks import sandbox_overhead
+        from countermem_jax.perf import sandbox_overhead
         result.update(sandbox_overhead.measure(repeats))
     except ImportError:
         pass
