@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from countermem_jax.perf.common import best_time, print_result
-from countermem_jax.retrieval import embedding
+from countermem_jax import text_embedding as embedding
 from countermem_jax.retrieval.retrieve import topk_eligible
 
 _SIZES = flags.DEFINE_list("sizes", ["200", "10000", "100000"], "Store sizes to time.")
