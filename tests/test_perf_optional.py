@@ -9,7 +9,7 @@ def test_missing_optional_module_is_skipped_with_the_extra_named(monkeypatch, ca
     monkeypatch.setitem(sys.modules, "torch", None)   # makes `import torch` raise ImportError
     assert common.optional_module("torch", extra="bench", what="the PyTorch comparison") is None
     out = capsys.readouterr().out
-    assert "the PyTorch comparison is skipped" in out
+    assert "torch is not installed, skipping the PyTorch comparison" in out
     assert 'pip install -e ".[bench]"' in out
 
 

@@ -39,6 +39,6 @@ def optional_module(name: str, extra: str, what: str) -> Optional[ModuleType]:
     try:
         return importlib.import_module(name)
     except ImportError:
-        print(f"note: {name} is not installed, so {what} is skipped; "
-              f'install the {extra} extra to run it: pip install -e ".[{extra}]"')
+        print(f"note: {name} is not installed, skipping {what} "
+              f'(install the {extra} extra to run it: pip install -e ".[{extra}]")')
         return None
