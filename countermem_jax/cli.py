@@ -3,8 +3,11 @@
 Bad user input (a config field with a value the pipeline cannot run with, a workdir made with
 another config or busy with the same phase, overlapping or too small splits, a broken store or
 checkpoint) ends the binary with one line on stderr and exit status 1, no traceback; the config
-itself is validated before anything else runs.
+itself is validated before anything else runs. The config is locked: an override naming a field
+the config does not declare (a typo such as ``splits.n_evall`` for ``splits.n_eval``) is refused
+the same way, while the flags are parsed, before any model or data is loaded.
 """
+import re
 import sys
 
 from absl import app, flags, logging
@@ -25,7 +28,8 @@ USER_ERRORS = (config_validation.ConfigError, workdir_guard.WorkdirMismatch,
 
 def run_phase(phase) -> None:
     """Defines --config and --workdir, then runs ``phase(config, workdir)`` under absl."""
-    config = config_flags.DEFINE_config_file("config", None, "Experiment config file.")
+    config = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
+                                             lock_config=True)
     workdir = flags.DEFINE_string("workdir", None, "Where the store, selector, logs and metrics go.")
 
     def main(argv):
@@ -40,4 +44,24 @@ def run_phase(phase) -> None:
             sys.exit(1)
 
     flags.mark_flags_as_required(["config", "workdir"])
-    app.run(main)
+    app.run(main, flags_parser=parse_flags_or_exit)
+
+
+def parse_flags_or_exit(argv: list[str]) -> list[str]:
+    """absl's flag parsing, with a bad flag or config override reported in one line (exit 1).
+
+    ml_collections raises AttributeError/KeyError (not a flags error) when an override names a
+    field the locked config lacks; the line names the override and ml_collections' suggestion."""
+    try:
+        return flags.FLAGS(argv)
+    except (AttributeError, KeyError) as err:
+        detail = str(err)   # e.g. '\'n_evall\'\nDid you mean "n_eval" instead of "n_evall"?'
+        field = re.search(r"\w+", detail).group(0)
+        hint = re.search(r'Did you mean \\?"(\w+)', detail)
+        override = next((a.split("=")[0] for a in argv[1:] if a.startswith("--config.")
+                         and field in a.split("=")[0].split(".")), "--config.<field>")
+        print(f"error: {override}: the config has no field '{field}'"
+              + (f" (did you mean '{hint.group(1)}'?)" if hint else ""), file=sys.stderr)
+    except flags.Error as err:
+        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+    sys.exit(1)

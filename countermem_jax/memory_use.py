@@ -21,7 +21,7 @@ from countermem_jax.agents import Augmentation, DecisionInfo
 from countermem_jax.backbones import prompts
 from countermem_jax.backbones.base import SamplingParams
 from countermem_jax.memory import reuse as reuse_lib
-from countermem_jax.retrieval import embedding
+from countermem_jax import text_embedding as embedding
 from countermem_jax.retrieval.conditions import TaskContext as CondTask
 from countermem_jax.retrieval.retrieve import RetrievalIndex
 from countermem_jax.selector import dqn, features

@@ -22,6 +22,13 @@ def test_parse_sql_action(reply, expected):
     assert parsers.parse_action(reply, "sql") == expected
 
 
+def test_extract_sql_from_chatty_model_output():
+    reply = "Sure! Here is the query:\n```sql\nSELECT name FROM singer WHERE age >= 30;\n```\nDone."
+    assert parsers.extract_sql(reply) == "SELECT name FROM singer WHERE age >= 30"
+    assert parsers.extract_sql("The answer is SELECT count(*) FROM pets;\nThis counts pets.") == \
+        "SELECT count(*) FROM pets"
+
+
 def test_parse_action_rejects_empty():
     with pytest.raises(parsers.ParseError, match="no action"):
         parsers.parse_action("   ", "smt")

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from evaluators.sql import SQLEvaluator, load_bird, load_spider
-from evaluators.sql.checker import extract_sql, results_match
+from evaluators.sql.checker import results_match
 from evaluators.sql.features import question_features
 from evaluators.sql.loaders import DataError, build_schema_only_db
 
@@ -175,13 +175,6 @@ def test_question_features_for_conditions():
     assert question_features("Singers strictly above 30")["bound"] == "strict"
     assert question_features("How many different countries?")["distinct"] is True
     assert question_features("List all singers")["bound"] == "none"
-
-
-def test_extract_sql_from_chatty_model_output():
-    reply = "Sure! Here is the query:\n```sql\nSELECT name FROM singer WHERE age >= 30;\n```\nDone."
-    assert extract_sql(reply) == "SELECT name FROM singer WHERE age >= 30"
-    assert extract_sql("The answer is SELECT count(*) FROM pets;\nThis counts pets.") == \
-        "SELECT count(*) FROM pets"
 
 
 def test_missing_spider_file_is_clear(tmp_path):

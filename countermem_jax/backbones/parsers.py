@@ -9,7 +9,7 @@ import difflib
 import json
 import re
 
-from countermem_jax.memory.record import normalize_condition
+from countermem_jax.condition_text import normalize_condition
 
 
 class ParseError(ValueError):
@@ -28,10 +28,24 @@ def fenced_blocks(text: str) -> list[tuple[str, str]]:
             if body.strip()]
 
 
+def extract_sql(text: str) -> str:
+    """The SQL statement in a model reply: inside a code fence if there is one, from the first
+    SELECT/WITH, up to the first semicolon that ends a statement."""
+    fence = re.search(r"```(?:sql|sqlite)?\s*\n?(.*?)```", text, re.S | re.I)
+    body = fence.group(1) if fence else text
+    m = re.search(r"\b(with|select)\b", body, re.I)
+    if not m:
+        return body.strip()
+    sql = body[m.start():]
+    end = re.search(r";\s*(\n|$)", sql)
+    if end:
+        sql = sql[: end.start()]
+    return sql.strip()
+
+
 def parse_action(text: str, domain: str = "") -> str:
     """The action in a reply: the first fenced block (preferring one tagged for the domain),
     else, for SQL, the statement starting at SELECT/WITH, else the whole reply."""
-    from evaluators.sql.checker import extract_sql
     blocks = fenced_blocks(text)
     preferred = {"sql": ("sql", "sqlite"), "smt": ("smt2", "smt", "lisp", "scheme"),
                  "sat": ("dimacs", "cnf", "text", ""), "coding": ("diff", "python", "patch")}

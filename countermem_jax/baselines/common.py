@@ -22,7 +22,7 @@ from countermem_jax.agents import Augmentation, DecisionInfo
 from countermem_jax.backbones import prompts
 from countermem_jax.memory import reuse as reuse_lib
 from countermem_jax.memory_use import state_text
-from countermem_jax.retrieval import embedding
+from countermem_jax import text_embedding as embedding
 
 
 def eligible(items, task_id: str) -> tuple[list, list[str]]:

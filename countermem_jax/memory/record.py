@@ -11,17 +11,7 @@ import math
 import re
 from typing import Any, Mapping
 
-_NONE_CONDITIONS = frozenset({"", "none", "n/a", "na", "null", "always", "no condition"})
-
-
-def normalize_condition(text: str | None) -> str:
-    """The model's literal "none" (and friends) means *no* condition: the empty string."""
-    if text is None:
-        return ""
-    cleaned = text.strip().strip('"').strip("'").strip()
-    if cleaned.rstrip(".").lower() in _NONE_CONDITIONS:
-        return ""
-    return cleaned
+from countermem_jax.condition_text import normalize_condition
 
 
 def normalize_action(text: str) -> str:

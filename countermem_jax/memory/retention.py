@@ -13,7 +13,7 @@ import numpy as np
 
 from countermem_jax.memory import scoring
 from countermem_jax.memory.record import MemoryRecord
-from countermem_jax.retrieval import embedding
+from countermem_jax import text_embedding as embedding
 
 RULES = ("utility", "recency", "random", "similarity")
 

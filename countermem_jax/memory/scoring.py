@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from countermem_jax.memory.record import MemoryRecord, normalize_action
-from countermem_jax.retrieval import embedding
+from countermem_jax import text_embedding as embedding
 
 
 # Utilities are floats: 0.55 - 0.5 is 0.05000000000000004. A gain within this tolerance of ε is

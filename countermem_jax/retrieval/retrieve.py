@@ -15,7 +15,7 @@ import numpy as np
 
 from countermem_jax.memory.record import MemoryRecord
 from countermem_jax.retrieval import conditions as cond_lib
-from countermem_jax.retrieval import embedding
+from countermem_jax import text_embedding as embedding
 
 REUSE_WEIGHT = 0.2
 TOP_K = 3

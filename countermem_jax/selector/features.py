@@ -25,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-from countermem_jax.retrieval import embedding
+from countermem_jax import text_embedding as embedding
 
 OBS_VERSION = 1
 NUM_SLOTS = 4

@@ -194,18 +194,3 @@ class SQLEvaluator(Evaluator):
                         + (" (row order matters for this question)." if ordered else "."))
         return Outcome(1.0 if ok else 0.0, ok, True, feedback,
                        details={"rows": len(rows), "columns": width})
-
-
-def extract_sql(text: str) -> str:
-    """The SQL statement in a model reply: inside a code fence if there is one, from the first
-    SELECT/WITH, up to the first semicolon that ends a statement."""
-    fence = re.search(r"```(?:sql|sqlite)?\s*\n?(.*?)```", text, re.S | re.I)
-    body = fence.group(1) if fence else text
-    m = re.search(r"\b(with|select)\b", body, re.I)
-    if not m:
-        return body.strip()
-    sql = body[m.start():]
-    end = re.search(r";\s*(\n|$)", sql)
-    if end:
-        sql = sql[: end.start()]
-    return sql.strip()

@@ -1,19 +1,18 @@
 """Per-check overhead of each world model: time beyond the bare query / solve, same run.
 
-    python -m countermem_jax.benchmarks.evaluators [--repeats=5]
+    python -m countermem_jax.perf.evaluators [--repeats=5]
 
 Goals (issues #4, #5): SQL ≤ 2 ms on the Spider databases; SAT/SMT in-process ≤ 5 ms;
 subprocess-isolated SAT ≤ 60 ms; sandboxed repository tests ≤ 150 ms beyond a bare pytest run.
-Needs the benchmark data (``COUNTERMEM_DATA``).
+Needs the benchmark data (``COUNTERMEM_DATA``). Without the ``solvers`` extra (python-sat, z3) the
+SAT and SMT timings are skipped with a note and the others are still printed.
 """
 import sqlite3
 import statistics
 
 from absl import app, flags
-from pysat.solvers import Solver
-import z3
 
-from countermem_jax.benchmarks.common import median_time, print_result
+from countermem_jax.perf.common import median_time, optional_module, print_result
 from countermem_jax.paths import data_root
 
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timing repeats per item (the median is kept).")
@@ -49,6 +48,7 @@ def sat_pairs(n, solver, isolate):
     from evaluators.sat import SATStrategyEvaluator, load_satlib
     from evaluators.sat import solving
     from evaluators.sat.solving import SolverRunner
+    from pysat.solvers import Solver
     evaluator = SATStrategyEvaluator(runner=SolverRunner())
     tasks = load_satlib(data_root() / "satlib", families={"uf50-218", "uuf50-218"})[:n]
 
@@ -65,6 +65,8 @@ def sat_pairs(n, solver, isolate):
 
 
 def smt_pairs(n):
+    import z3
+
     from evaluators.smt import SMTSolverEvaluator, load_smtlib
     evaluator = SMTSolverEvaluator()
     tasks = sorted(load_smtlib(data_root() / "smtlib"), key=lambda t: len(t.reference.script))[:n]
@@ -84,15 +86,20 @@ def main(argv):
     n, repeats = _ITEMS.value, _REPEATS.value
     result = {}
     result["sql_overhead_ms"], result["sql_bare_ms"] = _overhead(sql_pairs(n), repeats)
-    pairs, ev = sat_pairs(n, "glucose4", isolate=False)
-    result["sat_inprocess_overhead_ms"], result["sat_inprocess_bare_ms"] = _overhead(pairs, repeats)
-    ev.close()
-    pairs, ev = sat_pairs(n, "cadical195", isolate=True)
-    result["sat_subprocess_overhead_ms"], result["sat_subprocess_bare_ms"] = _overhead(pairs, repeats)
-    ev.close()
-    result["smt_overhead_ms"], result["smt_bare_ms"] = _overhead(smt_pairs(min(n, 12)), repeats)
+    if optional_module("pysat", extra="solvers", what="the SAT timings") is not None:
+        pairs, ev = sat_pairs(n, "glucose4", isolate=False)
+        result["sat_inprocess_overhead_ms"], result["sat_inprocess_bare_ms"] = _overhead(pairs,
+                                                                                         repeats)
+        ev.close()
+        pairs, ev = sat_pairs(n, "cadical195", isolate=True)
+        result["sat_subprocess_overhead_ms"], result["sat_subprocess_bare_ms"] = _overhead(pairs,
+                                                                                           repeats)
+        ev.close()
+    if optional_module("z3", extra="solvers", what="the SMT timings") is not None:
+        result["smt_overhead_ms"], result["smt_bare_ms"] = _overhead(smt_pairs(min(n, 12)),
+                                                                     repeats)
     try:
-        from countermem_jax.benchmarks import sandbox_overhead
+        from countermem_jax.perf import sandbox_overhead
         result.update(sandbox_overhead.measure(repeats))
     except ImportError:
         pass

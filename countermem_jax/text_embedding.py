@@ -10,6 +10,9 @@ Definition (stable across processes and machines, unlike Python's salted ``hash`
 A whole batch is hashed at once: the texts are concatenated, FNV is advanced one byte position per
 vectorised step over the full buffer, and windows that straddle two texts are masked out, so the
 hot path has no per-n-gram Python loop.
+
+Memory (scoring, retention), retrieval and the selector's features all embed text with it, so it
+sits below all three and imports nothing from the package (no import loop between them).
 """
 import numpy as np
 

@@ -1,8 +1,10 @@
-"""Timing helpers shared by the benchmark scripts."""
+"""Timing and optional-dependency helpers shared by the speed scripts."""
+import importlib
 import json
 import statistics
 import time
-from typing import Callable
+from types import ModuleType
+from typing import Callable, Optional
 
 
 def best_time(fn: Callable[[], object], repeats: int = 5, number: int = 1) -> float:
@@ -29,3 +31,14 @@ def median_time(fn: Callable[[], object], repeats: int = 5) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def optional_module(name: str, extra: str, what: str) -> Optional[ModuleType]:
+    """``name`` imported, or None after printing which extra enables ``what`` (a comparison that
+    needs an optional dependency is skipped; the script's other figures are still printed)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        print(f"note: {name} is not installed, skipping {what} "
+              f'(install the {extra} extra to run it: pip install -e ".[{extra}]")')
+        return None

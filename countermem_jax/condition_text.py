@@ -1,0 +1,17 @@
+"""How the condition c of a memory record (paper Appendix B.2) is read from text: a distilled reply
+or a stored record. The model's literal "none" (and friends) means no condition.
+
+It sits below the reply parsers (``backbones/parsers.py``) and the memory record
+(``memory/record.py``), which both normalise conditions, so neither imports the other.
+"""
+_NONE_CONDITIONS = frozenset({"", "none", "n/a", "na", "null", "always", "no condition"})
+
+
+def normalize_condition(text: str | None) -> str:
+    """The model's literal "none" (and friends) means *no* condition: the empty string."""
+    if text is None:
+        return ""
+    cleaned = text.strip().strip('"').strip("'").strip()
+    if cleaned.rstrip(".").lower() in _NONE_CONDITIONS:
+        return ""
+    return cleaned

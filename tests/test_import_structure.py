@@ -1,0 +1,144 @@
+"""Import structure of the library (issue 13): no import cycle anywhere in ``countermem_jax/`` and
+``evaluators/``; ``countermem_jax/backbones`` talks to models only (never imports memory,
+retrieval, selector or evaluators); ``evaluators/`` never imports ``countermem_jax``.
+
+The graph is built from the source with ``ast`` (every ``import``/``from ... import`` statement,
+function-level ones included, relative ones resolved), so it sees imports that only run on some
+paths too. ``from a import b`` is an edge to the module ``a.b`` when b is a submodule, else to
+``a``. Cycles are looked for twice: between modules, and between packages (each module counted
+as its top-level package, e.g. ``countermem_jax.memory``), which is how ``memory`` <-> ``retrieval``
+looked before the embedding moved below both (``countermem_jax/text_embedding.py``)."""
+import ast
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGES = ("countermem_jax", "evaluators")
+UPWARD_FROM_BACKBONES = ("countermem_jax.memory", "countermem_jax.retrieval",
+                         "countermem_jax.selector", "evaluators")
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    return {_module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+def _imported_names(path: pathlib.Path, module: str) -> set[str]:
+    """Absolute dotted names this file imports (``from a import b`` yields ``a`` and ``a.b``)."""
+    is_package = path.name == "__init__.py"
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base if is_package else base[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                stem = ".".join(base + ([node.module] if node.module else []))
+            else:
+                stem = node.module
+            # ``from a import b``: the module ``a.b`` when b is a submodule, else ``a`` itself
+            # (resolved against the known modules in ``_graph``).
+            names.update(f"{stem}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph = {}
+    for module, path in modules.items():
+        targets = set()
+        for name in _imported_names(path, module):
+            # The longest known module the name is, or is inside of (``a.b.func`` -> ``a.b``).
+            parts = name.split(".")
+            for end in range(len(parts), 0, -1):
+                candidate = ".".join(parts[:end])
+                if candidate in modules:
+                    if candidate != module:
+                        targets.add(candidate)
+                    break
+        graph[module] = targets
+    return graph
+
+
+def _package_of(module: str) -> str:
+    """``countermem_jax.memory.store`` -> ``countermem_jax.memory``; top-level modules stay."""
+    return ".".join(module.split(".")[:2])
+
+
+def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    packages: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        mine = _package_of(module)
+        packages.setdefault(mine, set()).update(
+            _package_of(t) for t in targets if _package_of(t) != mine)
+    return packages
+
+
+def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as [m0, m1, ..., m0], or None (iterative depth-first search)."""
+    state = {}  # 1 = on the current path, 2 = finished
+    for start in sorted(graph):
+        if state.get(start):
+            continue
+        path, stack = [start], [iter(sorted(graph[start]))]
+        state[start] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            elif not state.get(nxt):
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(sorted(graph[nxt])))
+    return None
+
+
+def test_the_walker_resolves_imports_and_finds_cycles(tmp_path):
+    """Guards the walker itself (relative imports, ``from pkg import submodule``, cycles)."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from . import a\n")
+    (pkg / "a.py").write_text("import json\ndef f():\n    from .b import g\n")
+    assert _imported_names(pkg / "__init__.py", "pkg") == {"pkg.a"}
+    assert _imported_names(pkg / "a.py", "pkg.a") == {"json", "pkg.b.g"}
+    assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+    assert _package_graph({"x.m.p": {"x.r.q"}, "x.r.q": {"x.m.o"}, "x.m.o": set()}) == {
+        "x.m": {"x.r"}, "x.r": {"x.m"}}
+
+
+def test_the_graph_sees_real_imports():
+    graph = _graph()
+    assert len(graph) > 50
+    assert "countermem_jax.selector.dqn" in graph["countermem_jax.selector.training"]
+    assert "countermem_jax.text_embedding" in graph["countermem_jax.retrieval.retrieve"]
+    assert "evaluators.base" in graph["evaluators.sql.checker"]
+
+
+def test_no_import_cycle():
+    graph = _graph()
+    cycle = _find_cycle(graph)
+    assert cycle is None, "import cycle between modules: " + " -> ".join(cycle)
+    cycle = _find_cycle(_package_graph(graph))
+    assert cycle is None, "import cycle between packages: " + " -> ".join(cycle)
+
+
+def test_backbones_import_nothing_above_them():
+    upward = sorted((m, t) for m, targets in _graph().items()
+                    if m.startswith("countermem_jax.backbones") for t in targets
+                    if any(t == u or t.startswith(u + ".") for u in UPWARD_FROM_BACKBONES))
+    assert not upward, f"backbones import upward: {upward}"
+
+
+def test_evaluators_never_import_countermem_jax():
+    modules = _modules()
+    upward = sorted((m, n) for m, p in modules.items() if m.startswith("evaluators")
+                    for n in _imported_names(p, m) if n.split(".")[0] == "countermem_jax")
+    assert not upward, f"evaluators import countermem_jax: {upward}"
