@@ -18,7 +18,11 @@ cd "$(dirname "$0")/.."
 WORKROOT="${1:-runs/smoke_methods}"
 CONFIG=configs/spider_react_cpu.py
 export JAX_PLATFORMS=cpu
-METHODS="${2:-$(python -c 'from countermem_jax import baselines; print(",".join(baselines.METHODS))')}"
+KNOWN="$(python -c 'from countermem_jax import baselines; print(",".join(baselines.METHODS))')"
+METHODS="${2:-$KNOWN}"
+for method in ${METHODS//,/ }; do
+  case ",$KNOWN," in *",$method,"*) ;; *) echo "unknown method '$method'; expected some of $KNOWN"; exit 2;; esac
+done
 mkdir -p "$WORKROOT"
 MANIFEST="$WORKROOT/splits_manifest.json"
 python launch/smoke_methods.py manifest "$MANIFEST" --config="$CONFIG" || exit 1
