@@ -510,8 +510,9 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     metrics_path.write_text(json.dumps(result, indent=1, default=str))
     agent_name = "ReAct" if cfg.agent.kind == "react" else "Reflexion"
     table = metrics.comparison_table(result, agent_name, METHOD_LABELS.get(method, method))
+    verified = "frozen memory verified unchanged; " if after else ""  # none, best_of_n: no memory
     print(f"\n{cfg.data.benchmark}: {len(sp.eval)} held-out tasks, {store_line}\n{table}\n"
-          f"frozen memory verified unchanged; metrics in {metrics_path}, per run in "
+          f"{verified}metrics in {metrics_path}, per run in "
           f"{wd.eval_runs}/<run>/")
     wd.log.write("phase_end", phase="evaluation", metrics_file=str(metrics_path),
                  ledger=ledger.summary())

@@ -204,7 +204,8 @@ def comparison_table(result: dict, agent: str, method: str = "CounterMem") -> st
     lines.append(f"{method}: {runs}; CI: {agg['score']['method']}")
     for s in seeds:
         p = agg["paired"][s]
-        label = "fixed selector" if s == "fixed" else f"seed {s}"
+        label = f"seed {s}" if s != "fixed" else \
+            "fixed selector" if method == "CounterMem" else method  # a baseline has no selector
         lines.append(f"  {label}: score {agg['per_seed'][s]['score']:.1f}, paired tasks "
                      f"{p['paired_tasks']}: rescued {p['rescued']}, broken {p['broken']}, "
                      f"net {p['net']:+d}")
