@@ -106,3 +106,22 @@ def test_evaluate_claims_a_verified_memory_only_where_one_exists(tmp_path, peopl
     label = "None" if method == "none" else "Voyager"
     assert f"  {label}: score " in out and "fixed selector" not in out
     assert ("frozen memory verified unchanged" in out) == baselines.needs_construction(method)
+
+
+def test_expel_tail_batch_is_booked_on_the_final_construction_task(tmp_path, people_benchmark):
+    """The last, partial success batch (v1, solved at once) is compared within the final
+    construction task: its call is in that task's task-run tokens and LLM calls, so the task
+    ends add up to the ledger and the cost of building counts it (it used to be charged outside
+    any task run)."""
+    from test_baselines import BUILD, _build, _cfg
+    fake = scripted()
+    _build("expel", _cfg(expel={"success_batch": 2}), fake, people_benchmark, tmp_path, BUILD)
+    assert BUILD[-1] == "v1"
+    updates = [c for c, _ in fake.calls if c.purpose == "EXPEL_UPDATE"]
+    assert len(updates) == 3 and updates[-1].decision.startswith("build-expel/v1#")
+    events = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
+    ends = [e for e in events if e["event"] == "task_end"]
+    assert sum(e["tokens"] for e in ends) == fake.ledger.total("construction").total
+    assert sum(e["llm_calls"] for e in ends) == fake.ledger.calls["construction"]
+    assert not [e for e in events if e["event"] == "baseline_memory" and not e["task_id"]]
+    assert smoke.accounting(tmp_path)["all_logged"]
