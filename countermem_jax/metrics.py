@@ -53,10 +53,12 @@ def run_metrics(task_ends: list[dict], decisions: list[dict]) -> dict:
                     "harmful_use_rate": harmful / len(used) if used else None,
                     "changed_by_memory": sum(bool(d.get("changed")) for d in used)})
         # condition verdicts per decision (memory_use: memory.conditions), summed over decisions
+        # (none where no decision judged a condition, e.g. a baseline row: nothing to report)
         verdicts = [m["conditions"] for m in memory if m.get("conditions")]
-        out["condition_verdicts"] = {k: sum(v.get(k, 0) for v in verdicts) for k in (
-            "compatible", "incompatible", "undecided", "judged_by_llm", "judge_calls",
-            "judge_tokens")}
+        if verdicts:
+            out["condition_verdicts"] = {k: sum(v.get(k, 0) for v in verdicts) for k in (
+                "compatible", "incompatible", "undecided", "judged_by_llm", "judge_calls",
+                "judge_tokens")}
     return out
 
 

@@ -99,12 +99,14 @@ def test_smoke_script_refuses_an_unknown_method_before_any_model(tmp_path):
 @pytest.mark.parametrize("method", ("none", "voyager"))
 def test_evaluate_claims_a_verified_memory_only_where_one_exists(tmp_path, people_benchmark,
                                                                  method, capsys):
-    """The closing lines name the method's own row (a baseline has no 'fixed selector') and say
-    'frozen memory verified unchanged' only for a method that has a frozen memory."""
+    """The closing lines name the method's own row (a baseline has no 'fixed selector'), report
+    no condition verdicts (it judges none) and say 'frozen memory verified unchanged' only for
+    a method that has a frozen memory."""
     _three_phases(tmp_path, people_benchmark, method)
     out = capsys.readouterr().out
     label = "None" if method == "none" else "Voyager"
     assert f"  {label}: score " in out and "fixed selector" not in out
+    assert "conditions:" not in out  # no applicability condition was judged in a baseline row
     assert ("frozen memory verified unchanged" in out) == baselines.needs_construction(method)
 
 
