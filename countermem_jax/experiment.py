@@ -208,7 +208,7 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     wd.frozen_hash.write_text(frozen.content_hash() + "\n")
     summary = {"records": len(frozen), "hash": frozen.content_hash(), "tasks": len(sp.build),
                "tokens": ledger.total("construction").total}
-    wd.log.write("phase_end", phase="construction", **summary)
+    wd.log.write("phase_end", phase="construction", ledger=ledger.summary(), **summary)
     print(f"built {len(frozen)} records from {len(sp.build)} construction tasks; frozen store "
           f"{wd.frozen} (hash {frozen.content_hash()[:16]})")
     return summary
@@ -261,7 +261,7 @@ def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     (wd.selector / "fingerprints.json").write_text(json.dumps(prints, indent=1))
     summary = {"seeds": {str(s): r for s, r in per_seed.items()},
                "tokens": ledger.total("selector_training").total}
-    wd.log.write("phase_end", phase="selector_training", **summary)
+    wd.log.write("phase_end", phase="selector_training", ledger=ledger.summary(), **summary)
     for s, r in per_seed.items():
         print(f"selector seed {s}: {r['decisions']} decisions over {r['episodes']} episodes; best "
               f"checkpoint at {r['best_step']} decisions, mean validation return "
@@ -513,10 +513,12 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     metrics_path.write_text(json.dumps(result, indent=1, default=str))
     agent_name = "ReAct" if cfg.agent.kind == "react" else "Reflexion"
     table = metrics.comparison_table(result, agent_name, METHOD_LABELS.get(method, method))
+    verified = "frozen memory verified unchanged; " if after else ""  # none, best_of_n: no memory
     print(f"\n{cfg.data.benchmark}: {len(sp.eval)} held-out tasks, {store_line}\n{table}\n"
-          f"frozen memory verified unchanged; metrics in {metrics_path}, per run in "
+          f"{verified}metrics in {metrics_path}, per run in "
           f"{wd.eval_runs}/<run>/")
-    wd.log.write("phase_end", phase="evaluation", metrics_file=str(metrics_path))
+    wd.log.write("phase_end", phase="evaluation", metrics_file=str(metrics_path),
+                 ledger=ledger.summary())
     return result
 
 

@@ -53,10 +53,12 @@ def run_metrics(task_ends: list[dict], decisions: list[dict]) -> dict:
                     "harmful_use_rate": harmful / len(used) if used else None,
                     "changed_by_memory": sum(bool(d.get("changed")) for d in used)})
         # condition verdicts per decision (memory_use: memory.conditions), summed over decisions
+        # (none where no decision judged a condition, e.g. a baseline row: nothing to report)
         verdicts = [m["conditions"] for m in memory if m.get("conditions")]
-        out["condition_verdicts"] = {k: sum(v.get(k, 0) for v in verdicts) for k in (
-            "compatible", "incompatible", "undecided", "judged_by_llm", "judge_calls",
-            "judge_tokens")}
+        if verdicts:
+            out["condition_verdicts"] = {k: sum(v.get(k, 0) for v in verdicts) for k in (
+                "compatible", "incompatible", "undecided", "judged_by_llm", "judge_calls",
+                "judge_tokens")}
     return out
 
 
@@ -214,7 +216,8 @@ def comparison_table(result: dict, agent: str, method: str = "CounterMem") -> st
     lines.append(f"{method}: {runs}; CI: {agg['score']['method']}")
     for s in seeds:
         p = agg["paired"][s]
-        label = "fixed selector" if s == "fixed" else f"seed {s}"
+        label = f"seed {s}" if s != "fixed" else \
+            "fixed selector" if method == "CounterMem" else method  # a baseline has no selector
         lines.append(f"  {label}: score {agg['per_seed'][s]['score']:.1f}, paired tasks "
                      f"{p['paired_tasks']}: rescued {p['rescued']}, broken {p['broken']}, "
                      f"net {p['net']:+d}")

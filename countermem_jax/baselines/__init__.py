@@ -125,6 +125,7 @@ async def abuild_baseline_memory(method: str, cfg, agent, construction_tasks, wo
         raise FrozenMemoryError(f"{paths.work}: built with {memory.config}, the config now says "
                                 f"{settings}; use a new workdir")
     builder = spec(method).builder(agent, memory, settings)
+    builder.final_task_id = construction_tasks[-1].task_id if construction_tasks else None
     done = set(memory.meta.get("processed_tasks", []))
     todo = [t for t in construction_tasks if t.task_id not in done]
     if agent.runlog:
@@ -145,7 +146,8 @@ async def abuild_baseline_memory(method: str, cfg, agent, construction_tasks, wo
                "tasks": len(construction_tasks),
                "tokens": agent.backbone.ledger.total("construction").total}
     if agent.runlog:
-        agent.runlog.write("phase_end", phase="construction", **summary)
+        agent.runlog.write("phase_end", phase="construction",
+                           ledger=agent.backbone.ledger.summary(), **summary)
     print(f"built {method} memory: {len(frozen.items)} items from {len(construction_tasks)} "
           f"construction tasks; frozen {paths.frozen} (hash {frozen.content_hash()[:16]})")
     return summary

@@ -166,6 +166,7 @@ class Builder:
     """
     augmentation_cls = MemoryAugmentation
     use_during_construction = True   # the original consults its memory while gathering experience
+    final_task_id = None             # the last construction task (set by the build loop)
 
     def __init__(self, agent, memory, settings: dict):
         self.agent, self.memory, self.settings = agent, memory, settings

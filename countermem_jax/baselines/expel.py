@@ -16,8 +16,7 @@ capped at ``max_insights``: at the cap the prompt says the list is full and an `
 
 Because gathering never reads the insights, updating them as soon as a pair or a full batch exists
 applies exactly ExpeL's offline sequence of operations; it lets each update be charged to the
-construction task that completed it (the tail batch is charged to the construction phase as
-``build-expel/insights-tail``).
+construction task that completed it (the last, partial batch to the final construction task).
 
 Use. All insights the task may see, ordered by importance, plus the ``fewshot_k`` successful
 trajectories most similar to the task (embedding φ) as examples, shown to ``REVISE_WITH_MEMORY``.
@@ -98,6 +97,14 @@ class ExpelBuilder(common.Builder):
     use_during_construction = False
 
     async def learn(self, ctx) -> dict:
+        out = await self._learn_from(ctx)
+        if ctx.task.task_id == self.final_task_id and self.memory.state.get("success_batch"):
+            # The last, partial success batch is compared within the final construction task,
+            # charged to it and booked on its task run (so the cost of building counts it).
+            out = dict(out, tail=(await self._update(ctx, *self._take_batch()))[0])
+        return out
+
+    async def _learn_from(self, ctx) -> dict:
         attempts = ctx.state.attempts
         task_id = ctx.task.task_id
         if not common.verified_success(attempts[-1] if attempts else None):
@@ -142,6 +149,8 @@ class ExpelBuilder(common.Builder):
         return {"compared": task_ids, "operations": results}, parsed.tokens
 
     async def finalize(self, save) -> None:
+        """A batch still pending here (a memory whose final task was processed by an older build)
+        is compared outside any task, charged to ``build-expel/insights-tail`` and logged."""
         if not self.memory.state.get("success_batch"):
             return
         experience, task_ids = self._take_batch()
