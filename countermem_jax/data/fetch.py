@@ -22,6 +22,7 @@ import urllib.error
 import urllib.request
 
 from countermem_jax.data import registry
+from countermem_jax.file_hash import sha256_file
 
 RECEIPT = ".countermem_fetch.json"
 
@@ -41,14 +42,6 @@ class FetchReport:
     verified: int = 0
     unverified: list = dataclasses.field(default_factory=list)
     folders: list = dataclasses.field(default_factory=list)
-
-
-def _sha256_file(path: pathlib.Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def download(url: str, target: pathlib.Path, timeout: float = 60.0, chunk: int = 1 << 16,
@@ -230,7 +223,7 @@ def fetch(name: str, root: pathlib.Path, allow_unverified: bool = False, opener=
             archive = root / ".downloads" / f"{source['repo'].replace('/', '+')}@{source['commit']}.tar.gz"
             if not archive.exists():
                 download(source["url"], archive, opener=opener)
-            if source.get("archive_sha256") and _sha256_file(archive) != source["archive_sha256"]:
+            if source.get("archive_sha256") and sha256_file(archive) != source["archive_sha256"]:
                 archive.unlink()
                 raise ChecksumMismatch(f"{key}: {source['url']} does not match its recorded "
                                        "archive sha256; nothing was installed")
@@ -263,7 +256,7 @@ def verify(name: str, root: pathlib.Path) -> tuple[int, list[str], list[str]]:
         path = pathlib.Path(root) / dest
         if not path.is_file():
             missing.append(dest)
-        elif _sha256_file(path) != sha:
+        elif sha256_file(path) != sha:
             bad.append(dest)
         else:
             ok += 1
