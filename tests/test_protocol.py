@@ -3,6 +3,7 @@ and cost accounting, end to end with the scripted backbone and the real SQL chec
 import asyncio
 import json
 import math
+import shutil
 
 import numpy as np
 import pytest
@@ -252,3 +253,18 @@ def test_construction_spending_outside_any_task_is_in_the_cost_of_building():
     assert cost["construction"]["tokens"] == 140 and cost["construction"]["llm_calls"] == 3
     assert cost["construction"]["tasks"] == 1 and cost["total"]["tokens"] == 140
     assert metrics.building_cost(ends)["construction"]["tokens"] == 100
+
+
+def test_evaluation_metrics_do_not_depend_on_tasks_in_flight(tmp_path, people_benchmark):
+    """Concurrency never changes a result: one task at a time and many in flight give the same
+    per-seed metrics, aggregate and cost blocks from the same store and selectors."""
+    cfg, wd, _ = _build_and_train(tmp_path, people_benchmark)
+    results = {}
+    for concurrency in (1, 8):
+        copy = tmp_path / f"wd_c{concurrency}"
+        shutil.copytree(wd, copy, ignore=shutil.ignore_patterns(".locks"))
+        cfg.eval.concurrency = concurrency
+        results[concurrency] = experiment.evaluate(cfg, copy, backbone=scripted(),
+                                                   benchmark=people_benchmark)
+    for key in ("base", "aggregate", "cost_of_building", "evaluation_cost"):
+        assert results[1][key] == results[8][key], key
