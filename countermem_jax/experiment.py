@@ -13,6 +13,7 @@ Construction and selector training append to ``WORKDIR/log.jsonl`` and evaluatio
 ``WORKDIR/eval/<run>/log.jsonl``; every phase resumes from them after a kill.
 """
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -457,7 +458,7 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     if method == "countermem":
         frozen = _load_frozen_checked(wd)
         memory_runs = _memory_runs(cfg, wd)
-        check_artefacts = lambda: _artefacts(wd, frozen, memory_runs)  # noqa: E731
+        check_artefacts = functools.partial(_artefacts, wd, frozen, memory_runs)
         index = _index(cfg, frozen.records, _checker(cfg, backbone, "evaluation"))
         for name, seed, selector, _ in memory_runs:
             agent = Agent(backbone, evaluator, domain, agent_cfg, wd.run_log(name))
@@ -467,7 +468,7 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
         store_line = (f"store {frozen.content_hash()[:12]} ({len(frozen)} records), selector "
                       f"{cfg.eval.selector}")
     else:  # a baseline row: the same agent, backbone, budgets and tasks; its frozen memory
-        check_artefacts = lambda: baselines.memory_fingerprint(method, wd.root)  # noqa: E731
+        check_artefacts = functools.partial(baselines.memory_fingerprint, method, wd.root)
         if method != "none":
             agent = Agent(backbone, evaluator, domain, agent_cfg, wd.run_log(method))
             runs[method] = (None, agent,
