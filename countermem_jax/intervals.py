@@ -34,13 +34,20 @@ def bootstrap_means(values: np.ndarray, n_resamples: int = N_RESAMPLES,
         b = min(_CHUNK, n_resamples - start)
         seeds = rng.integers(0, m, size=(b, m))
         tasks = rng.integers(0, n, size=(b, n))
+        # Fancy indexing gives a [b, m, n] block: replicate × drawn seed × drawn task.
         out.append(values[seeds[..., None], tasks[:, None, :]].mean(axis=(1, 2)))
     return np.concatenate(out)
 
 
 def summarize(values: np.ndarray, n_resamples: int = N_RESAMPLES,
               seed: int = BOOTSTRAP_SEED) -> dict:
-    """Mean, std over seeds and the 95% two-level bootstrap CI of a [seeds, tasks] matrix."""
+    """Mean, std over seeds and the 95% two-level bootstrap CI of a [seeds, tasks] matrix.
+
+    Returns a JSON-ready dict: ``mean`` (same units as the matrix, e.g. score points),
+    ``std`` (None with one seed), ``ci95`` = [lo, hi], the per-seed means, the matrix shape, and
+    ``method``, a sentence saying how the interval was computed, printed under every table so a
+    figure always carries its provenance.
+    """
     values = np.asarray(values, np.float64)
     per_seed = values.mean(axis=1)
     replicates = bootstrap_means(values, n_resamples, seed)

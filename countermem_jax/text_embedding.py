@@ -16,6 +16,7 @@ sits below all three and imports nothing from the package (no import loop betwee
 """
 import numpy as np
 
+# Sizes fixed by the paper (Appendix B.4, C.1): 512-d retrieval embedding, 32-d projection.
 DIM = 512
 NGRAM_RANGE = (3, 5)
 FNV_OFFSET = np.uint32(2166136261)
@@ -43,6 +44,11 @@ def embed_texts(texts: list[str] | tuple[str, ...]) -> np.ndarray:
 
 
 def _embed_chunk(encoded: list[bytes]) -> np.ndarray:
+    """Embeddings of a batch of UTF-8 byte strings, all n-grams of all texts hashed together.
+
+    Bins are laid out as [text, bucket, sign] in one flat counter array (plus one trash bin for
+    windows that straddle two texts), so a single ``bincount`` per n replaces a per-text loop.
+    """
     n_docs = len(encoded)
     lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=n_docs)
     buf = np.frombuffer(b"".join(encoded), dtype=np.uint8).astype(np.uint32)
@@ -69,6 +75,7 @@ def _embed_chunk(encoded: list[bytes]) -> np.ndarray:
             counts += np.bincount(key, minlength=trash + 1)
     pairs = counts[:trash].reshape(n_docs, DIM, 2)
     out = (pairs[:, :, 0] - pairs[:, :, 1]).astype(np.float32)
+    # L2-normalise so that a dot product is the cosine similarity of Eq. 8.
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     np.divide(out, norms, out=out, where=norms > 0)
     return out
