@@ -15,6 +15,10 @@ _PROVENANCE_COLUMNS = ("workdir", "method", "agent", "benchmark", "held-out task
 
 
 def _provenance_rows(provenances: list) -> list:
+    """One provenance row per workdir: what was run, on which tasks and stores, by which code.
+
+    Missing records show ``load.NOT_RECORDED`` rather than being guessed.
+    """
     def joined(mapping):
         return "; ".join(f"{k}: {v}" for k, v in mapping.items()) or load.NOT_RECORDED
     return [{"workdir": p.workdir, "method": p.method, "agent": p.agent, "benchmark": p.benchmark,
@@ -46,10 +50,12 @@ def write_report(run_dirs, out) -> dict:
     written = {}
 
     def csv_of(name, rows):
+        """Writes ``rows`` as CSV ``name`` in ``out`` and records it."""
         written[name] = out / name
         tables.write_csv(rows, written[name])
 
     def png_of(name, draw, rows):
+        """Draws ``rows`` with ``draw`` into PNG ``name`` in ``out`` and records it."""
         written[name] = out / name
         draw(rows, written[name])
 
