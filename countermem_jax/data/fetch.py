@@ -28,15 +28,24 @@ RECEIPT = ".countermem_fetch.json"
 
 
 class FetchError(RuntimeError):
+    """A download or install failed; the message names the URL or file and, for an interrupted
+    download, says that rerunning the same command resumes it.
+    """
     pass
 
 
 class ChecksumMismatch(FetchError):
+    """Downloaded content differs from the sha256 recorded in the registry; nothing was installed
+    and the bad archive was deleted, so a rerun downloads afresh.
+    """
     pass
 
 
 @dataclasses.dataclass
 class FetchReport:
+    """What ``fetch`` installed: the data entry, the root, how many files were verified by hash,
+    which files were installed without a recorded hash, and the top-level folders replaced.
+    """
     name: str
     root: pathlib.Path
     verified: int = 0
@@ -88,6 +97,11 @@ def download(url: str, target: pathlib.Path, timeout: float = 60.0, chunk: int =
 
 
 def _dest_for(member: str, source: dict, explicit: dict) -> str | None:
+    """Layout path of an archive member, or None if the entry does not install it.
+
+    An explicit per-file mapping wins; otherwise the first ``include`` prefix rule that
+    matches maps it, unless the result falls under an ``exclude`` prefix.
+    """
     if member in explicit:
         return explicit[member]
     for src_prefix, dest_prefix in source.get("include", ()):
@@ -102,6 +116,7 @@ def _dest_for(member: str, source: dict, explicit: dict) -> str | None:
 
 
 def _safe(rel: str) -> bool:
+    """True for a relative path that stays inside its root (no absolute path, no ``..``)."""
     parts = pathlib.PurePosixPath(rel).parts
     return bool(parts) and not rel.startswith("/") and ".." not in parts
 
@@ -119,6 +134,7 @@ def _extract(archive: pathlib.Path, source: dict, staging: pathlib.Path) -> dict
         for member in tar:
             if not member.isfile():
                 continue
+            # GitHub archives wrap everything in one <repo>-<commit>/ folder: strip it.
             name = member.name.split("/", 1)[1] if "/" in member.name else ""
             if nested and name == nested["archive"]:
                 data = tar.extractfile(member).read()
@@ -134,6 +150,9 @@ def _extract(archive: pathlib.Path, source: dict, staging: pathlib.Path) -> dict
 
 
 def _extract_nested(data: bytes, nested: dict, staging: pathlib.Path) -> dict[str, str]:
+    """Unpacks the files of an archive inside the archive (flattened to their base names, filtered
+    by suffix) into ``staging``; returns layout path → sha256.
+    """
     out = {}
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as inner:
         for member in inner:
@@ -145,6 +164,7 @@ def _extract_nested(data: bytes, nested: dict, staging: pathlib.Path) -> dict[st
 
 
 def _write(path: pathlib.Path, stream) -> str:
+    """Streams ``stream`` into ``path`` (1 MiB blocks); returns the sha256 of what was written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     h = hashlib.sha256()
     with open(path, "wb") as f:
@@ -155,6 +175,10 @@ def _write(path: pathlib.Path, stream) -> str:
 
 
 def _check(name: str, source: dict, got: dict[str, str]) -> None:
+    """Refuses the unpacked files unless every recorded file is present with its recorded sha256.
+
+    Files without a recorded hash are not judged here; ``fetch`` reports them as unverified.
+    """
     bad = [d for d, v in source["files"].items() if d in got and got[d] != v[0]]
     missing = [d for d in source["files"] if d not in got]
     if bad or missing:
@@ -203,7 +227,12 @@ def _install(staging: pathlib.Path, root: pathlib.Path) -> list[str]:
 
 
 def fetch(name: str, root: pathlib.Path, allow_unverified: bool = False, opener=None) -> FetchReport:
-    """Downloads, verifies and installs ``name``'s files under ``root``."""
+    """Downloads, verifies and installs ``name``'s files under ``root``.
+
+    An entry with no pinned hash at all is refused unless ``allow_unverified``. Each installed
+    folder receives a receipt (``.countermem_fetch.json``) naming the sources and the verified
+    and unverified files. ``opener`` replaces urllib's (tests serve archives from loopback).
+    """
     key = registry.data_key(name)
     entry = registry.load()[key]
     if not entry["sources"]:
