@@ -6,6 +6,16 @@ import ml_collections
 
 
 def base_config() -> ml_collections.ConfigDict:
+    """Every config field with its default; a config file starts from this and overrides fields.
+
+    Sections: ``data`` (benchmark and where its files are), ``splits`` (sizes, Appendix D.2),
+    ``agent`` (ReAct / Reflexion budgets), ``backbone`` (which model, how it is reached),
+    ``memory`` (store capacity B, retention, top-k, λ_reuse, condition handling; Appendix B.4),
+    ``construction`` (Modules I–II: K, budgets, ε_adm), ``selector`` (the DQN schedule of
+    Appendix C.2), ``eval`` (which selector and seeds are evaluated), ``method`` (the Table 1
+    row) and ``baselines`` (their settings). Configs are locked by the binaries, so this
+    function is also the list of fields an override may name.
+    """
     c = ml_collections.ConfigDict()
     c.data = ml_collections.ConfigDict(dict(
         benchmark="spider", split="dev", db_ids=(), data_dir="", bird_json="", bird_db_root="",
