@@ -26,6 +26,10 @@ def _train(cfg: dqn.DQNConfig, log: training.TransitionLog, seeds: tuple) -> obj
 
 
 def synthetic_log(n: int, seed: int = 0) -> training.TransitionLog:
+    """``n`` random logged decisions shaped like the real ones (98-d observations, 5 actions with
+    skip always valid, 3-decision episodes), all in the "train" split. Training speed does not
+    depend on what the numbers mean, so random data times the real computation.
+    """
     rng = np.random.default_rng(seed)
     mask = rng.random((n, features.NUM_ACTIONS)) < 0.7
     mask[:, 0] = True
@@ -57,6 +61,9 @@ class TorchDQN:
         self.rng = np.random.default_rng(seed)
 
     def update(self, obs, action, reward, next_obs, next_mask, done):
+        """One gradient step on a batch: the target of Eq. 12 with invalid next actions masked, and
+        the squared TD loss of Eq. 13. Returns the loss tensor.
+        """
         torch = self.torch
         with torch.no_grad():
             q_next = self.target(next_obs).masked_fill(~next_mask, -float("inf")).max(1).values
@@ -69,6 +76,10 @@ class TorchDQN:
         return loss
 
     def train(self, log: training.TransitionLog) -> None:
+        """The DQN schedule of Appendix C.2 over the logged decisions: an update every ``train_every``
+        decisions after ``learning_starts``, target sync every ``target_sync_every``; uniform
+        replay over the decisions seen so far.
+        """
         torch, cfg = self.torch, self.cfg
         arrays = {k: torch.as_tensor(getattr(log, k)) for k in
                   ("obs", "action", "reward", "next_obs", "next_mask", "done")}
@@ -102,6 +113,9 @@ def torch_figures(torch, cfg: dqn.DQNConfig, log: training.TransitionLog, jax_on
 
 
 def main(argv):
+    """Times JAX compile, one-seed and five-seed (vmapped) training and the update step, then
+    the PyTorch side if torch is installed; prints every figure and the ``result:`` line.
+    """
     del argv
     n = _DECISIONS.value
     cfg = dqn.DQNConfig(total_decisions=n, checkpoint_every=n)
