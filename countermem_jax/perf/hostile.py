@@ -29,8 +29,8 @@ from countermem_jax.paths import data_root
 
 _ONLY = flags.DEFINE_string("only", "", "Run only the cases whose name contains this.")
 
-# A gcd.py that is wrong unless an attack succeeds: any bypass shows up as a passing test.
 HOST_MEMORY_MB = 400        # growth of the host's peak RSS allowed during one case
+# Payloads end in the wrong gcd, or the right one only if their attack worked: a pass = a bypass.
 CORRECT_GCD = "def gcd(a, b):\n    return a if b == 0 else gcd(b, a % b)\n"
 WRONG_GCD = "def gcd(a, b):\n    return 0\n"
 CANARY = "COUNTERMEM_CANARY_API_KEY"
