@@ -55,6 +55,7 @@ class _SharedLimit:
 
     async def __aenter__(self):
         with self._lock:
+            # A free slot is taken directly only when nobody is queued: first come, first served.
             if self._free > 0 and not self._waiters:
                 self._free -= 1
                 return

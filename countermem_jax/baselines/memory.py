@@ -93,6 +93,7 @@ class FrozenBaselineMemory:
 
     def __init__(self, method: str, config: dict, items: Iterable[dict], state: dict,
                  meta: dict | None = None):
+        # ``__setattr__`` is disabled below, so the fields are set through ``object``.
         object.__setattr__(self, "method", method)
         object.__setattr__(self, "config", _freeze(dict(config)))
         object.__setattr__(self, "items", _freeze(list(items)))

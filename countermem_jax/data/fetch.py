@@ -24,6 +24,7 @@ import urllib.request
 from countermem_jax.data import registry
 from countermem_jax.file_hash import sha256_file
 
+# Written into every installed top-level folder: what was fetched, from where, how verified.
 RECEIPT = ".countermem_fetch.json"
 
 
@@ -123,6 +124,8 @@ def _safe(rel: str) -> bool:
 
 def _extract(archive: pathlib.Path, source: dict, staging: pathlib.Path) -> dict[str, str]:
     """Unpacks the source's files into ``staging``; returns layout path -> sha256."""
+    # A file record is [sha256, size] or [sha256, size, archive path]; the third element pins
+    # a file whose layout path is not derived from an include prefix.
     explicit = {v[2]: dest for dest, v in source["files"].items() if len(v) > 2}
     nested = source.get("nested")
     out = {}
@@ -244,11 +247,14 @@ def fetch(name: str, root: pathlib.Path, allow_unverified: bool = False, opener=
                          "accept it as is")
     root = pathlib.Path(root).expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
+    # Everything is unpacked and checked here first; ROOT changes only in ``_install``.
     staging = root / f".staging-{key}-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     report = FetchReport(key, root)
     try:
         for i, source in enumerate(entry["sources"]):
+            # Archives are kept by repository and commit, so a rerun (or another entry from the same
+            # release) reuses the download.
             archive = root / ".downloads" / f"{source['repo'].replace('/', '+')}@{source['commit']}.tar.gz"
             if not archive.exists():
                 download(source["url"], archive, opener=opener)

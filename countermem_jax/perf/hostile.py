@@ -316,17 +316,22 @@ SQL_CASES = {
 # Fourteen nested concatenations double a 4096-bit vector to 64 Mbit.
 _DOUBLINGS = "".join(f"(let ((x{i + 1} (concat x{i} x{i}))) " for i in range(14))
 SOLVER_CASES = {  # name: (checker, action); SMT encodings get a 2 s limit, SAT encodings 3 s
+    # A literal far beyond the declared variable count; then a header claiming 1e20 variables.
     "sat_literal_2e9": ("sat", "p cnf 2000000000 1\nc var 1 x\n2000000000 0\n"),
     "sat_header_1e20_variables": ("sat", "p cnf 99999999999999999999 1\nc var 1 x\n1 0\n"),
+    # Bit widths that make the solver allocate gigabytes if it takes them at their word.
     "smt_bitvector_1e8_bits": ("smt", "(declare-const a (_ BitVec 100000000))"
                                       "(assert (= a (bvmul a a)))"),
     "smt_concat_doubling_to_64m_bits": ("smt", "(declare-const x0 (_ BitVec 4096))(assert "
                                                + _DOUBLINGS + "(= (bvmul x14 x14) (bvadd x14 x14))"
                                                + ")" * 15),
+    # The encoding raises its own time limit around a hard nonlinear problem: the checker's
+    # limit, not the script's, must decide.
     "smt_timeout_option_1e6_s": ("smt", "(set-option :timeout 1000000000)(declare-const x Int)"
                                         "(declare-const y Int)(declare-const z Int)(assert (> x 2))"
                                         "(assert (> y 2))(assert (> z 2))(assert (= (+ (* x x x x)"
                                         " (* y y y y)) (* z z z z)))"),
+    # A recursive definition that never bottoms out.
     "smt_recursive_function": ("smt", "(declare-const a Int)(define-fun-rec f ((x Int)) Int "
                                       "(+ 1 (f x)))(assert (= a (f 1)))"),
 }
@@ -397,12 +402,17 @@ def _peak_mb() -> float:
 
 
 class Fixture:
-    """A private readable copy of QuixBugs (gcd) and one Spider database, made once."""
+    """A private readable copy of QuixBugs (gcd) and one Spider database, made once.
+
+    Cases run against the copy, never the shared data: a case that did manage to write would
+    otherwise corrupt the benchmark for every later run. ``root`` overrides the data root.
+    """
 
     def __init__(self, root: pathlib.Path | None = None):
         from evaluators.coding.loaders import load_quixbugs
         from evaluators.sql import load_spider
         self.tmp = pathlib.Path(tempfile.mkdtemp(prefix="countermem-hostile-"))
+        # The sandbox runs tests as an unprivileged user, which must be able to read the copy.
         self.tmp.chmod(0o755)
         data = root or data_root()
         self.repo = self.tmp / "quixbugs"
@@ -431,6 +441,7 @@ def _coding(fx: Fixture, name: str) -> CaseResult:
     code, expect = CODING_CASES[name]
     n = len((fx.repo / "python_programs" / "gcd.py").read_text().splitlines())
     action = f"FILE: python_programs/gcd.py\nLINES: 1-{n}\nREPLACE:\n{code}"
+    # Small limits keep each case within seconds; what is tested is that the bounds hold.
     limits = sandbox.Limits(wall_s=8, cpu_s=10, tmp_bytes=64 << 20, work_bytes=16 << 20)
     evaluator = RepoTestEvaluator(limits)
     before = tree_hash(fx.repo)
@@ -441,6 +452,7 @@ def _coding(fx: Fixture, name: str) -> CaseResult:
         if expect == "concurrent_fix_passes":
             with concurrent.futures.ThreadPoolExecutor(2) as pool:
                 parked = pool.submit(evaluator.evaluate, evaluator.reset(fx.gcd), action)
+                # Let the parked processes start before the correct fix runs beside them.
                 time.sleep(2.0)
                 fix = RepoTestEvaluator().evaluate(RepoTestEvaluator().reset(fx.gcd),
                                                    known_fix_diff(fx.repo, "gcd"))
@@ -460,6 +472,8 @@ def _coding(fx: Fixture, name: str) -> CaseResult:
         failures.append(f"expected a completed failure, got completed=False ({outcome.reason})")
     if outcome.wall_time > limits.wall_s + 10:
         failures.append("past its time bound")
+    # Sandbox processes may need a moment to be reaped after the verdict; only those still
+    # alive after 3 s count as left behind.
     deadline = time.time() + 3
     while (left := sandbox.processes_of(sandbox.sandbox_uids())) and time.time() < deadline:
         time.sleep(0.1)
@@ -498,6 +512,8 @@ def _children() -> list[int]:
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
+                # The command name in /proc/<pid>/stat is parenthesised and may hold spaces: split after
+                # the last ')'. fields[0] is the state (Z = zombie), fields[1] the parent pid.
                 fields = pathlib.Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue

@@ -54,6 +54,7 @@ class TorchDQN:
             layers += [torch.nn.Linear(width, h), torch.nn.ReLU()]
             width = h
         self.q = torch.nn.Sequential(*layers, torch.nn.Linear(width, features.NUM_ACTIONS))
+        # The target network: the same layers, fresh, then loaded with q's weights.
         self.target = torch.nn.Sequential(*[type(m)(*([m.in_features, m.out_features])
                                             if isinstance(m, torch.nn.Linear) else []) for m in self.q])
         self.target.load_state_dict(self.q.state_dict())
