@@ -49,10 +49,12 @@ def run_metrics(task_ends: list[dict], decisions: list[dict]) -> dict:
     for (d, _), v in by_bench.items():
         domains[d].append(100.0 * sum(v) / len(v))
     out["score_by_domain"] = {d: sum(v) / len(v) for d, v in domains.items()}
+    # Decisions with a memory block are the retrieval opportunities of Appendix D.4.
     memory = [d["memory"] for d in decisions if d.get("memory")]
     if memory:
         opportunities = len(memory)
         covered = sum(bool(m.get("covered")) for m in memory)
+        # Selected uses: the selector chose a record rather than skipping (the harmful-use denominator).
         used = [d for d in decisions if d.get("memory", {}).get("record_id")]
         harmful = sum(1 for d in used if (d.get("reuse") or {}).get("label") == -1)
         out.update({"retrieval_opportunities": opportunities,

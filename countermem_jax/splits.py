@@ -136,6 +136,7 @@ def make_splits(tasks: Sequence, n_build: int, n_train: int, n_validation: int, 
     ``group_key`` overrides ``evaluators.grouping.group_key`` (tests use it). The input order does
     not matter: tasks are sorted by id first, so the same pool always gives the same splits.
     """
+    # Sampling from a sorted pool makes the splits independent of the loader's order.
     tasks = sorted(tasks, key=lambda t: t.task_id)
     group_of = _groups(tasks, group_by_reference, group_key)
     info = _group_info(tasks, group_of, group_by_reference)

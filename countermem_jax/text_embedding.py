@@ -29,7 +29,12 @@ _CHUNK_BYTES = 1 << 17  # batches this size stay in cache: about twice the throu
 
 
 def embed_texts(texts: list[str] | tuple[str, ...]) -> np.ndarray:
-    """Embeds texts into a float32 array of shape [len(texts), 512]."""
+    """Embeds texts into a float32 array of shape [len(texts), 512] (φ / E of the paper).
+
+    Rows are unit-norm (zero for an empty text), so a dot product of two rows is their cosine
+    similarity, the sim term of Eq. 8. Texts are processed in chunks of about ``_CHUNK_BYTES``;
+    the result does not depend on how they are chunked.
+    """
     encoded = [t.lower().encode("utf-8") for t in texts]
     out = np.zeros((len(encoded), DIM), dtype=np.float32)
     start, size = 0, 0
@@ -104,5 +109,7 @@ def projection_matrix() -> np.ndarray:
 
 
 def project(embeddings: np.ndarray) -> np.ndarray:
-    """P·E for a [..., 512] array of embeddings."""
+    """P·E for a [..., 512] array of embeddings: the 32-d text features of the observation z_t
+    (Eq. 9), for the state and for the draft action.
+    """
     return embeddings @ projection_matrix()

@@ -149,6 +149,7 @@ class PhaseGuard:
     def check(self, sections: tuple[str, ...]) -> None:
         """Refuses the config if it differs from a recorded fingerprint of ``sections``."""
         recorded = self._read()
+        # Results without any fingerprint cannot be attributed to a config: refuse instead of guessing.
         if not recorded and any((self.root / name).exists() for name in _RESULT_FILES):
             raise WorkdirMismatch(f"workdir {self.root} holds results but no {FINGERPRINT_FILE} "
                                   "(made before config fingerprints); its config cannot be "

@@ -26,7 +26,11 @@ from countermem_jax import text_embedding as embedding
 
 
 def eligible(items, task_id: str) -> tuple[list, list[str]]:
-    """Items the current task may see, and the ids excluded because the task wrote them."""
+    """Items the current task may see, and the ids excluded because the task wrote them.
+
+    The same-task exclusion CounterMem applies to its records (Eq. 7), applied to every
+    baseline, so no row can retrieve a trace of the task it is solving.
+    """
     keep, excluded = [], []
     for item in items:
         (excluded.append(item["item_id"]) if task_id in item["source_task_ids"]

@@ -29,7 +29,12 @@ _TOKEN = re.compile(r"\w+|[^\w\s]+")
 
 
 def edit_text(original: str, improved: str) -> str:
-    """A token-level description of what changed: "- removed tokens + added tokens"."""
+    """A token-level description of what changed: "- removed tokens + added tokens".
+
+    For the running example of §3.1, ``age > 18`` → ``age >= 18`` gives "- > + >=". The text is
+    lower-cased and independent of where in the action the edit sits, so the same fix applied
+    to two different queries yields the same description (the repeated-advice term R).
+    """
     a, b = _TOKEN.findall(original.lower()), _TOKEN.findall(improved.lower())
     removed, added = [], []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():

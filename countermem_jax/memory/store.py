@@ -69,7 +69,11 @@ def sha256_json(obj) -> str:
 
 
 def content_hash(config: StoreConfig, records: Sequence[MemoryRecord]) -> str:
-    """sha256 over the canonical JSON of the config and the records in order."""
+    """sha256 over the canonical JSON of the config and the records in order.
+
+    Covers every record field, reuse statistics included, so any change to u or the use
+    counters after freezing is detectable; ``meta`` (run bookkeeping) is deliberately left out.
+    """
     return sha256_json({"config": config.to_json(), "records": [r.to_json() for r in records]})
 
 

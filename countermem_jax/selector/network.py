@@ -29,7 +29,11 @@ class QNetwork(nn.Module):
 
 
 def masked_argmax(q_values: jax.Array, mask: jax.Array) -> jax.Array:
-    """Greedy action among valid ones; an invalid slot is never chosen, whatever its value."""
+    """Greedy action among valid ones; an invalid slot is never chosen, whatever its value.
+
+    ``mask`` is True for skip (always) and for each slot holding a retrieved record; this is the
+    evaluation rule j_t = argmax over J_t of Q_θ(z_t, j) (Appendix C.2).
+    """
     return jnp.argmax(jnp.where(mask, q_values, -jnp.inf), axis=-1)
 
 
