@@ -9,7 +9,6 @@ as CSV, so every plotted number is in a CSV next to it; every bar or point has i
 """
 import matplotlib
 
-# Headless backend, chosen before pyplot is imported: reports are built on servers.
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402

@@ -174,12 +174,15 @@ def load_workdir(path) -> tuple[list, Provenance]:
 
     Every run listed in the metrics files must have a result for every held-out task, or the
     workdir is refused as unfinished: a partial run would silently score on fewer tasks.
+    Outcomes are read per task from each run's own log, not from the metrics summary, so every
+    figure of the report is recomputed from per-task results. A workdir made before
+    fingerprints still loads (its config fields show as not recorded); the splits hash covers
+    only the task assignment, so manifests differing in bookkeeping fields hash alike.
     """
     root = pathlib.Path(path)
     if not root.is_dir():
         raise ReportError(f"{root}: not a directory")
     manifest = _read_json(root / "splits.json", "splits.json")
-    # A workdir made before fingerprints still loads; its config fields then show as not recorded.
     fingerprint = _read_json(root / "fingerprint.json", "fingerprint.json") \
         if (root / "fingerprint.json").exists() else {}
     files = sorted(root.glob("metrics*.json"))
@@ -196,8 +199,6 @@ def load_workdir(path) -> tuple[list, Provenance]:
     agent = AGENT_LABELS.get(agent_kind, str(agent_kind))
     ends = {}
     for m in metrics:
-        # Outcomes come from each run's own log, per task, not from the metrics summary: every
-        # figure of the report is recomputed from per-task results.
         for run in m.get("runs", {}):
             ends[run] = _task_ends(root / "eval" / run / "log.jsonl", run, eval_ids)
     if "base" not in ends:
@@ -211,7 +212,6 @@ def load_workdir(path) -> tuple[list, Provenance]:
                                          backbone, str(benchmark)))
         arm.runs.append(Run(str(root), run, _seed(run_ends), run_ends,
                             None if run == "base" else ends["base"]))
-    # Only the assignment is hashed, so manifests that differ in bookkeeping fields hash alike.
     assignment = {n: list(manifest.get(n, [])) for n in splits_lib.PARTS}
     selector_file = root / "selector" / "fingerprints.json"
     selector = _read_json(selector_file, "selector fingerprints") if selector_file.exists() else {}

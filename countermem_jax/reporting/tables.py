@@ -150,11 +150,12 @@ def domain_table(arms: list) -> tuple[list, list]:
                 solved.mean(), intervals.bootstrap_means(tokens, seed=seed) * scale,
                 tokens.mean() * scale, len(ids) < stats.MIN_TASKS))
     domains = sorted({c[0] for parts in cells.values() for c in parts}, key=_domain_order)
-    # Percentile bounds of the combined replicates, as ``intervals.summarize`` does for one matrix.
     alpha = (1 - intervals.CONFIDENCE) / 2
 
     def text(value, replicates, few, digits=1):
-        """``value [low, high]`` from bootstrap replicates, marked when few tasks."""
+        """``value [low, high]`` from bootstrap replicates (percentile bounds, as ``intervals`` uses),
+        marked when the cell rests on few tasks.
+        """
         lo, hi = np.quantile(replicates, [alpha, 1 - alpha])
         mark = FEW_TASKS_MARK if few else ""
         return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]{mark}"
