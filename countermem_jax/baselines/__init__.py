@@ -50,6 +50,8 @@ class MethodSpec:
     about: str
 
 
+# Table 1's rows (§4.1), plus ReasoningBank and its two controls from the accumulation,
+# transfer and fixed-budget studies (§4.3, Appendix E.2).
 METHODS = {
     "none": MethodSpec(None, False, False, "base agent, no augmentation"),
     "countermem": MethodSpec(None, True, True, "CounterMem (experiment.py: Modules I-III, DQN)"),

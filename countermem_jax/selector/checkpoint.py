@@ -225,6 +225,8 @@ def restore(directory: str | os.PathLike, step: int | str = "best") -> tuple[dic
         if step is None or step not in mngr.all_steps():
             raise CheckpointIntegrityError(f"{directory / str(step)}: no such checkpoint; "
                                            f"available {sorted(mngr.all_steps())}")
+        # Files are checked before Orbax opens them: a swapped or truncated array file must be
+        # refused, not restored as other weights.
         record = _verify_files(directory, step)
         try:
             meta = mngr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
@@ -233,6 +235,7 @@ def restore(directory: str | os.PathLike, step: int | str = "best") -> tuple[dic
                                            f"checkpoint metadata ({err})") from None
         _check_compatible(meta, directory)
         cfg = DQNConfig.from_json(meta["config"])
+        # Restoring into a template of the recorded network shape refuses parameters of another size.
         template = jax.device_get(init_state(cfg, 0).params)
         try:
             params = mngr.restore(step, args=ocp.args.Composite(
