@@ -298,17 +298,22 @@ CODING_CASES = {
 # Queries that try to exhaust memory or time inside SQLite (huge blobs and strings,
 # unbounded recursion, a nine-way cross join); each must be stopped, never scored.
 SQL_CASES = {
+    # Single values far past the checker's per-value cap (SQLite's length limit, 8 MB).
     "zeroblob_1gb": "SELECT zeroblob(1000000000)",
     "randomblob_1gb": "SELECT randomblob(1000000000)",
     "printf_padding_1e9_chars": "SELECT printf('%.*c', 1000000000, 'x')",
     "printf_width_1e9": "SELECT printf('%1000000000d', 1)",
+    # Every value under the per-value cap, but 700 GB in all: the fetch's result-size cap.
     "many_rows_of_7mb_blobs": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
                               "LIMIT 100000) SELECT randomblob(7000000) FROM c",
+    # Values built up step by step (aggregation, recursion, nested calls): stopped by the length
+    # limit or the deadline.
     "group_concat_unbounded": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
                               "SELECT group_concat(printf('%.*c', 1000, 'x')) FROM c",
     "replace_hex_zeroblob": "SELECT replace(hex(zeroblob(400000000)), '0', 'xx')",
     "recursive_string_growth": "WITH RECURSIVE c(s) AS (SELECT 'x' UNION ALL SELECT s || s FROM c) "
                                "SELECT length(s) FROM c",
+    # Pure time, tiny memory: only the progress-handler deadline stops it.
     "cartesian_join_bomb": "SELECT count(*) FROM singer a, singer b, singer c, singer d, "
                            "singer e, singer f, singer g, singer h, singer i",
 }
@@ -338,6 +343,7 @@ SOLVER_CASES = {  # name: (checker, action); SMT encodings get a 2 s limit, SAT 
 
 # Model output that is hard to parse: deep nesting and huge IN lists for the SQL edit operators.
 OPERATOR_CASES = {
+    # Deep nesting, a huge IN list and nested subqueries stress the recursive SQL parser.
     "sql_50_nested_parentheses": "SELECT " + "(" * 50 + "1" + ")" * 50 + " FROM t WHERE a > 1",
     "sql_500_nested_parentheses": "SELECT " + "(" * 500 + "1" + ")" * 500 + " FROM t WHERE a > 1",
     "sql_80kb_in_list": "SELECT a FROM t WHERE a > 1 AND b IN ("
