@@ -68,7 +68,12 @@ class BaselineMemory:
         self.meta: dict[str, Any] = dict(meta or {})  # bookkeeping (processed tasks); not hashed
 
     def add(self, kind: str, source_task_ids: Iterable[str], **fields) -> dict:
-        """Appends an item; its id is a hash of its content and position (stable on resume)."""
+        """Appends an item; its id is a hash of its content and position (stable on resume).
+
+        ``source_task_ids`` are the construction tasks whose runs wrote the item: the same-task
+        exclusion at use time reads them. Returns the stored item (a builder may update it later,
+        e.g. ExpeL's importance counts, until the memory is frozen).
+        """
         item = {"kind": kind, "source_task_ids": sorted(set(source_task_ids)), **fields}
         item["item_id"] = sha256_json([len(self.items), item])[:16]
         self.items.append(item)

@@ -19,6 +19,7 @@ from countermem_jax.data import fetch as fetch_lib
 from countermem_jax.data import registry
 from countermem_jax.paths import data_root
 
+# Flags shared by the subcommands; each subcommand reads only those it needs.
 _ROOT = flags.DEFINE_string("root", None, "Data folder (default: $COUNTERMEM_DATA or "
                             "../shared/benchdata beside the repository).")
 _ALLOW = flags.DEFINE_bool("allow_unverified", False, "Accept a source with no recorded sha256.")

@@ -56,7 +56,12 @@ class FetchReport:
 
 def download(url: str, target: pathlib.Path, timeout: float = 60.0, chunk: int = 1 << 16,
              opener=None) -> pathlib.Path:
-    """``url`` to ``target``, resuming ``target.part`` when the server honours Range."""
+    """``url`` to ``target``, resuming ``target.part`` when the server honours Range.
+
+    Returns ``target``, which exists only once the whole file arrived (the part is renamed
+    at the end). Network failures, HTTP errors and short transfers are a ``FetchError``; the
+    part file is kept so the next call resumes. ``opener`` replaces urllib's default opener.
+    """
     target.parent.mkdir(parents=True, exist_ok=True)
     part = target.with_name(target.name + ".part")
     have = part.stat().st_size if part.exists() else 0

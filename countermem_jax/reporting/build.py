@@ -43,7 +43,15 @@ _COST_COLUMNS = ["agent", "method", "benchmark", "runs", "tasks", "tokens_per_ta
 
 
 def write_report(run_dirs, out) -> dict:
-    """Writes the report into ``out``; returns {name: path} of everything written."""
+    """Writes the report into ``out``; returns {name: path} of everything written.
+
+    Files: ``main_table.csv`` and ``domain_table.csv`` (per benchmark and in Table 1's domain
+    layout), ``scores.csv``, ``differences.csv``, ``rescued_broken.csv``, ``cost.csv`` and
+    ``provenance.csv`` (the numbers behind every table and figure), one PNG per kind of data
+    (a difference or rescued/broken figure only when there is something to pair), and
+    ``report.md`` embedding them with a sentence on how each interval was computed. The run
+    directories are loaded and checked comparable first, so a refusal leaves ``out`` untouched.
+    """
     arms, provenances = load.load_all(run_dirs)  # refuses before anything is written
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
