@@ -54,6 +54,11 @@ class _SharedLimit:
         self._waiters: collections.deque[asyncio.Future] = collections.deque()
 
     async def __aenter__(self):
+        """Takes a slot, queueing first-in first-out behind earlier waiters from any loop.
+
+        A waiter cancelled just after its slot was granted passes the slot on, so cancelled
+        requests never leak capacity.
+        """
         with self._lock:
             # A free slot is taken directly only when nobody is queued: first come, first served.
             if self._free > 0 and not self._waiters:
@@ -73,6 +78,7 @@ class _SharedLimit:
             raise
 
     async def __aexit__(self, *exc):
+        """Returns the slot (to the oldest waiter, if any)."""
         self._release()
 
     def _release(self) -> None:
@@ -189,6 +195,7 @@ class OpenAICompatibleBackbone(Backbone):
         """
         client = self._client()
         body = self._body(messages, params)
+        # The replica of the previous attempt: ``_pick`` avoids it, so a retry goes elsewhere.
         last = {"server": None}
         retrying = tenacity.AsyncRetrying(
             stop=tenacity.stop_after_attempt(self.max_attempts),
