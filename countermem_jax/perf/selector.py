@@ -125,6 +125,8 @@ def main(argv):
     result = {"decisions": n, "updates": updates, "device": jax.devices()[0].platform}
 
     start = time.perf_counter()
+    # The first calls include tracing and XLA compilation, reported apart from the
+    # steady-state times measured next.
     jax.block_until_ready(_train(cfg, log, (0,)))
     result["jax_compile_and_first_run_s"] = time.perf_counter() - start
     start = time.perf_counter()
@@ -134,6 +136,7 @@ def main(argv):
     five = best_time(lambda: jax.block_until_ready(_train(cfg, log, (0, 1, 2, 3, 4))), 3)
 
     state, replay = dqn.init_state(cfg, 0), dqn.init_replay(cfg)
+    # Fill the replay with real transitions so the timed update samples real batches.
     for t in range(200):
         replay = dqn.replay_add(replay, jax.tree_util.tree_map(lambda x: x[t], log.transitions()))
     update = jax.jit(dqn.update, static_argnames=("cfg",))
