@@ -8,7 +8,12 @@ _NONE_CONDITIONS = frozenset({"", "none", "n/a", "na", "null", "always", "no con
 
 
 def normalize_condition(text: str | None) -> str:
-    """The model's literal "none" (and friends) means *no* condition: the empty string."""
+    """The model's literal "none" (and friends) means *no* condition: the empty string.
+
+    Appendix D.8: an empty condition is universal for the compatibility rule, so the word "none"
+    must not be stored as a requirement that no task could meet. Quotes and a trailing period
+    are ignored when recognising these words; any other text is kept as written (stripped).
+    """
     if text is None:
         return ""
     cleaned = text.strip().strip('"').strip("'").strip()
