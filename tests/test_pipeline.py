@@ -6,7 +6,7 @@ import sqlite3
 import pytest
 
 from countermem_jax import experiment, splits as splits_lib
-from countermem_jax.backbones.fake import ScriptedBackbone
+from countermem_jax.testing.scripted_backbone import ScriptedBackbone
 from countermem_jax.config_defaults import base_config
 from countermem_jax.domains import SQL
 from countermem_jax.memory import load_frozen, load_store
@@ -200,7 +200,7 @@ def test_interrupted_build_resumes_to_the_same_store(tmp_path, people_benchmark)
 
 
 def _crash_rule():
-    from countermem_jax.backbones.fake import Rule
+    from countermem_jax.testing.scripted_backbone import Rule
 
     def boom(messages):
         raise _Crash("killed during b2")
@@ -225,7 +225,7 @@ def test_reflexion_writes_reflections_and_uses_them_in_later_attempts(people_ben
     from countermem_jax.agents import Agent, AgentConfig, Augmentation
     tasks, evaluator, domain = people_benchmark
     fake = scripted()
-    fake.rules.insert(0, __import__("countermem_jax.backbones.fake", fromlist=["Rule"]).Rule(
+    fake.rules.insert(0, __import__("countermem_jax.testing.scripted_backbone", fromlist=["Rule"]).Rule(
         "REFLECTION: 'at least' includes the boundary, so use >=", template="REFLEXION_REFLECT"))
     agent = Agent(fake, evaluator, domain, AgentConfig(kind="reflexion", max_attempts=2))
     ctx = asyncio.run(agent.run(tasks[0], Augmentation(), phase="evaluation", run="base"))
@@ -249,7 +249,7 @@ def test_decisions_of_a_killed_task_are_not_counted_twice(tmp_path):
 
 def test_verified_correction_survives_a_broken_distillation(tmp_path, people_benchmark):
     fake = scripted()
-    fake.rules.insert(0, __import__("countermem_jax.backbones.fake", fromlist=["Rule"]).Rule(
+    fake.rules.insert(0, __import__("countermem_jax.testing.scripted_backbone", fromlist=["Rule"]).Rule(
         "I think the query was wrong somehow.", template="DISTIL_RECORD"))
     experiment.build_memory(_config(tmp_path), tmp_path / "wd", backbone=fake,
                             benchmark=people_benchmark)
@@ -263,7 +263,7 @@ def test_verified_correction_survives_a_broken_distillation(tmp_path, people_ben
 
 def test_free_text_conditions_can_be_scoped_to_the_edit(tmp_path, people_benchmark):
     fake = scripted()
-    fake.rules.insert(0, __import__("countermem_jax.backbones.fake", fromlist=["Rule"]).Rule(
+    fake.rules.insert(0, __import__("countermem_jax.testing.scripted_backbone", fromlist=["Rule"]).Rule(
         "SITUATION: strict comparison for an inclusive request\nCONDITION: the question says at least",
         template="DISTIL_RECORD"))
     cfg = _config(tmp_path)

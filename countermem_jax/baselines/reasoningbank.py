@@ -24,7 +24,7 @@ per extraction (the template's contract) where the original allows up to three.
 import dataclasses
 
 from countermem_jax.agents import Agent
-from countermem_jax.backbones import prompts
+from countermem_jax.prompting import prompts
 from countermem_jax.baselines import common
 
 
@@ -79,7 +79,7 @@ class MattsBuilder(ReasoningBankBuilder):
                                   temperature=max(self.agent.cfg.temperature,
                                                   float(self.settings["matts_temperature"])))
         return Agent(self.agent.backbone, self.agent.evaluator, self.agent.domain, cfg,
-                     self.agent.runlog)
+                     self.agent.runlog, self.agent.failures)
 
     async def run_task(self, task, run: str) -> list:
         self._rollouts[task.task_id] = []
