@@ -32,7 +32,8 @@ def test_sql_operators_cover_the_named_edit_kinds():
 def test_sql_join_key_edit_uses_the_schema(benchdata):
     db = str(benchdata / "spider/database/concert_singer/concert_singer.sqlite")
     sql = "SELECT T2.name FROM concert AS T1 JOIN stadium AS T2 ON T1.stadium_id = T2.capacity"
-    assert any("T1.stadium_id = T2.stadium_id" in e for e in sql_domain.sql_edits(sql, schema_columns(db), 20))
+    edits = sql_domain.sql_edits(sql, schema_columns(db), 20)
+    assert any("T1.stadium_id = T2.stadium_id" in e for e in edits)
 
 
 def test_sql_operator_fixes_a_boundary_slip():
@@ -59,8 +60,9 @@ def test_python_operators_edit_only_the_given_lines():
 
 def test_schema_linking_column_swap_follows_the_question(benchdata):
     db = str(benchdata / "spider/database/concert_singer/concert_singer.sqlite")
-    edits = sql_domain.sql_edits("SELECT Song_Name FROM singer WHERE Age > 20", schema_columns(db), 12,
-                                question="What are the names of singers older than 20?")
+    edits = sql_domain.sql_edits("SELECT Song_Name FROM singer WHERE Age > 20",
+                                 schema_columns(db), 12,
+                                 question="What are the names of singers older than 20?")
     assert "select name from singer where age > 20" in [e.lower() for e in edits]
     assert all("where name" not in e.lower() for e in edits)  # only answer columns are swapped
 
@@ -70,14 +72,16 @@ def test_schema_edits_drop_an_unused_join_and_swap_the_table(benchdata):
     sql = ("SELECT TV_series.Episode, TV_series.Rating FROM TV_series JOIN Cartoon ON "
            "TV_series.id = Cartoon.Channel ORDER BY TV_series.Rating DESC LIMIT 3")
     assert ("SELECT TV_series.Episode, TV_series.Rating FROM TV_series ORDER BY TV_series.Rating "
-            "DESC LIMIT 3") in sql_domain.sql_edits(sql, schema_columns(tv), 4, "List the top 3 TV series.")
+            "DESC LIMIT 3") in sql_domain.sql_edits(sql, schema_columns(tv), 4,
+                                                    "List the top 3 TV series.")
     used = "SELECT T1.Title FROM Cartoon AS T1 JOIN TV_Channel AS T2 ON T1.Channel = T2.id WHERE T2.Country = 'Italy'"
-    assert all("JOIN" in e for e in sql_domain.sql_edits(used, schema_columns(tv), 20, "cartoons on Italian channels")
+    assert all("JOIN" in e for e in sql_domain.sql_edits(used, schema_columns(tv), 20,
+                                                         "cartoons on Italian channels")
                if "WHERE" in e)
     poker = str(benchdata / "spider/database/poker_player/poker_player.sqlite")
-    edits = sql_domain.sql_edits("SELECT Nationality FROM poker_player GROUP BY Nationality ORDER BY "
-                                "COUNT(*) DESC LIMIT 1", schema_columns(poker), 4,
-                                "Give the nationality that is most common across all people.")
+    edits = sql_domain.sql_edits("SELECT Nationality FROM poker_player GROUP BY Nationality "
+                                 "ORDER BY COUNT(*) DESC LIMIT 1", schema_columns(poker), 4,
+                                 "Give the nationality that is most common across all people.")
     assert edits[0] == "SELECT Nationality FROM people GROUP BY Nationality ORDER BY COUNT(*) DESC LIMIT 1"
 
 

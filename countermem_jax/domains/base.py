@@ -74,6 +74,15 @@ def require(path, benchmark: str, what: str = "") -> pathlib.Path:
     return path
 
 
+def require_setting(data_cfg, key: str, benchmark: str, what: str, unset: str) -> pathlib.Path:
+    """The path in ``data_cfg[key]``, for data the registry's archives cannot provide (databases,
+    checkouts): MissingData with the message ``unset`` (how to get it) when the key is not set,
+    or naming the path when it does not exist."""
+    if not data_cfg.get(key):
+        raise MissingData(unset)
+    return require(data_cfg[key], benchmark, what)
+
+
 def data_dir(data_cfg, default: str) -> pathlib.Path:
     """``data_cfg.data_dir`` if set, else ``default`` under the data root (``$COUNTERMEM_DATA``)."""
     return pathlib.Path(data_cfg.get("data_dir") or data_root() / default)

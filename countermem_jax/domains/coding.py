@@ -6,8 +6,8 @@ lines only: a comparison, an off-by-one, a boolean operator or constant, one cha
 """
 import re
 
-from countermem_jax.domains.base import (Domain, MissingData, data_dir, distinct_edits,
-                                         require)
+from countermem_jax.domains.base import (Domain, data_dir, distinct_edits, require,
+                                         require_setting)
 from countermem_jax.paths import data_root
 
 
@@ -79,14 +79,15 @@ def quixbugs_tasks(data_cfg):
 def swebench_tasks(data_cfg):
     """SWE-bench Verified instances, each on its prepared checkout (``swebench_checkouts``)."""
     from evaluators.coding.loaders import load_swebench
-    instances = require(data_cfg.get("swebench_json") or
-                        data_root() / "swebench_verified/swe_verified_15min1h_2files_instances.json",
+    default = "swebench_verified/swe_verified_15min1h_2files_instances.json"
+    instances = require(data_cfg.get("swebench_json") or data_root() / default,
                         "swebench", "SWE-bench Verified instances")
-    if not data_cfg.get("swebench_checkouts"):
-        raise MissingData("swebench: needs one prepared checkout per instance; "
-                          "`python -m countermem_jax.data fetch swebench` prints how to build them, "
-                          "then pass --config.data.swebench_checkouts=DIR")
-    return load_swebench(instances, require(data_cfg.swebench_checkouts, "swebench", "checkouts"))
+    checkouts = require_setting(
+        data_cfg, "swebench_checkouts", "swebench", "checkouts",
+        "swebench: needs one prepared checkout per instance; "
+        "`python -m countermem_jax.data fetch swebench` prints how to build them, "
+        "then pass --config.data.swebench_checkouts=DIR")
+    return load_swebench(instances, checkouts)
 
 
 def bugsinpy_tasks(data_cfg):
@@ -94,8 +95,9 @@ def bugsinpy_tasks(data_cfg):
     from evaluators.coding.loaders import load_bugsinpy
     root = require(data_cfg.get("bugsinpy_root") or data_root() / "bugsinpy", "bugsinpy",
                    "BugsInPy (projects/<p>/bugs/<n>/bug.info)")
-    if not data_cfg.get("bugsinpy_checkouts"):
-        raise MissingData("bugsinpy: needs one checkout per bug made with BugsInPy's "
-                          "bugsinpy-checkout; `python -m countermem_jax.data fetch bugsinpy` "
-                          "prints how, then pass --config.data.bugsinpy_checkouts=DIR")
-    return load_bugsinpy(root, require(data_cfg.bugsinpy_checkouts, "bugsinpy", "checkouts"))
+    checkouts = require_setting(
+        data_cfg, "bugsinpy_checkouts", "bugsinpy", "checkouts",
+        "bugsinpy: needs one checkout per bug made with BugsInPy's "
+        "bugsinpy-checkout; `python -m countermem_jax.data fetch bugsinpy` "
+        "prints how, then pass --config.data.bugsinpy_checkouts=DIR")
+    return load_bugsinpy(root, checkouts)

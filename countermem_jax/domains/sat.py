@@ -34,7 +34,8 @@ def sat_encoding_edits(action: str, limit: int = 6) -> list[str]:
     """A DIMACS encoding with one clause dropped (longest first; header count fixed) or one unit
     clause's literal flipped."""
     lines = action.splitlines()
-    clause_idx = [i for i, l in enumerate(lines) if l.strip() and not l.lstrip().startswith(("c", "p", "%"))]
+    clause_idx = [i for i, l in enumerate(lines)
+                  if l.strip() and not l.lstrip().startswith(("c", "p", "%"))]
     out = []
     for i in sorted(clause_idx, key=lambda i: -len(lines[i].split()))[:limit // 2]:
         kept = lines[:i] + lines[i + 1:]

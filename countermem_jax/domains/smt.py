@@ -58,7 +58,8 @@ def smtlib_tasks(data_cfg):
     """SMT-LIB instances listed in the data's manifest (``smt_logics`` selects logics;
     ``smt_max_rlimit`` caps the resource limit of every task)."""
     from evaluators.smt import load_smtlib
-    root = require(data_dir(data_cfg, "smtlib"), "smtlib", "SMT-LIB (manifest.jsonl and .smt2 files)")
+    root = require(data_dir(data_cfg, "smtlib"), "smtlib",
+                   "SMT-LIB (manifest.jsonl and .smt2 files)")
     tasks = load_smtlib(root, tuple(data_cfg.get("smt_logics") or ()) or None,
                         max_timeout_ms=data_cfg.get("smt_max_timeout_ms", 10_000))
     rlimit = data_cfg.get("smt_max_rlimit", 0)

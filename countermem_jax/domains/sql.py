@@ -20,7 +20,8 @@ from typing import Mapping
 import sqlglot
 from sqlglot import exp
 
-from countermem_jax.domains.base import Domain, MissingData, data_dir, distinct_edits, require
+from countermem_jax.domains.base import (Domain, data_dir, distinct_edits, require,
+                                         require_setting)
 from countermem_jax.paths import data_root
 
 _FLIP = {exp.GT: exp.GTE, exp.GTE: exp.GT, exp.LT: exp.LTE, exp.LTE: exp.LT}
@@ -302,12 +303,12 @@ def bird_tasks(data_cfg):
     questions = require(data_cfg.get("bird_json") or
                         data_root() / "bird_minidev/mini_dev_sqlite.json",
                         "bird", "BIRD mini-dev questions")
-    if not data_cfg.get("bird_db_root"):
-        raise MissingData("bird: the dev databases are not in the data registry's archives; "
-                          "`python -m countermem_jax.data fetch bird` says how to get them, then "
-                          "pass --config.data.bird_db_root=/path/to/dev_databases")
-    return load_bird(questions, require(data_cfg.bird_db_root, "bird", "BIRD dev_databases"),
-                     db_ids=_db_ids(data_cfg))
+    databases = require_setting(
+        data_cfg, "bird_db_root", "bird", "BIRD dev_databases",
+        "bird: the dev databases are not in the data registry's archives; "
+        "`python -m countermem_jax.data fetch bird` says how to get them, then "
+        "pass --config.data.bird_db_root=/path/to/dev_databases")
+    return load_bird(questions, databases, db_ids=_db_ids(data_cfg))
 
 
 def sql_evaluator(default_timeout_s: float):
