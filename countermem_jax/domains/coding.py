@@ -27,7 +27,7 @@ def python_edits(source: str, lines: list[int] | None = None, limit: int = 8) ->
         if line.lstrip().startswith(("#", "def ", "class ", "import ", "from ")):
             continue
         for pattern, repl in swaps:
-            for m in re.finditer(pattern, line):
+            for m in re.finditer(pattern, line):  # the first match only: one change per variant
                 new = line[: m.start()] + repl + line[m.end():]
                 out.append("".join(src_lines[: ln - 1] + [new] + src_lines[ln:]))
                 break

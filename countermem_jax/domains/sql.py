@@ -29,7 +29,10 @@ _AGG_SWAP = {exp.Max: exp.Min, exp.Min: exp.Max, exp.Sum: exp.Avg, exp.Avg: exp.
 
 
 def _variants(tree: exp.Expression, schema):
-    """Yields edited copies of the tree, one change each."""
+    """Yields edited copies of the tree, one change each, in a fixed order: comparison
+    boundaries, DISTINCT, COUNT(DISTINCT), ORDER BY direction, LIMIT, aggregate swaps, GROUP BY,
+    then join keys (with a schema). Each edit works on a fresh copy and finds its target again
+    by position, so no edit leaks into the next."""
     for i, node in enumerate(tree.find_all(*_FLIP)):
         copy = tree.copy()
         target = list(copy.find_all(*_FLIP))[i]
@@ -118,6 +121,7 @@ def _stem(word: str) -> str:
 
 
 def _words(text: str) -> set[str]:
+    """The stemmed words (3+ letters) of a name or question; CamelCase and snake_case split."""
     text = re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower().replace("_", " ")
     return {_stem(w) for w in re.findall(r"[a-z]+", text) if len(w) > 2}
 
@@ -214,6 +218,9 @@ def sql_edits(sql: str, schema: Mapping[str, tuple[str, ...]] | None = None, lim
 
 
 def _ast_edits(sql, schema, limit, question, deadline) -> list[str]:
+    """The AST edits in priority order: a join too many first, then schema linking (the commonest
+    small-model mistakes on Spider), then the generic one-change edits. At most 3 x ``limit``
+    are printed before de-duplication, so a query with many comparisons stays cheap."""
     tree = sqlglot.parse_one(sql, read="sqlite")
     out = []
     schema_edits = (itertools.chain(_table_swap_variants(tree, schema, question),
@@ -233,6 +240,7 @@ def _ast_edits(sql, schema, limit, question, deadline) -> list[str]:
 
 
 def _regex_boundary_edits(text: str) -> list[str]:
+    """Each comparison operator flipped between strict and inclusive, found without parsing."""
     out = []
     for m in re.finditer(r"(>=|<=|>|<)", text):
         op = {">=": ">", "<=": "<", ">": ">=", "<": "<="}[m.group(1)]
@@ -286,6 +294,7 @@ SQL = Domain(
 # --- Loaders (Appendix D.1: Spider, BIRD) ----------------------------------------------------
 
 def _db_ids(data_cfg):
+    """The databases a config restricts the tasks to (None: all)."""
     return set(data_cfg.db_ids) if data_cfg.get("db_ids") else None
 
 
