@@ -21,7 +21,7 @@ def base_config() -> ml_collections.ConfigDict:
         benchmark="spider", split="dev", db_ids=(), data_dir="", bird_json="", bird_db_root="",
         check_timeout_s=10.0, generated_per_family=10, swebench_json="", swebench_checkouts="",
         lean_split="test", lean_project="", dafny_legacy=False))
-    # Fields of the registered benchmarks (countermem_jax/domains/benchmarks.py, issue 17).
+    # Fields of the registered benchmarks (loaders in countermem_jax/domains/<family>.py, issue 17).
     c.data.update(dict(bugsinpy_root="", bugsinpy_checkouts="", vericoding_sources=(),
                        sat_families=(), max_conflicts=200_000, smt_logics=(),
                        smt_max_timeout_ms=10_000, smt_max_rlimit=0))

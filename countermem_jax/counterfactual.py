@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import datetime
 
-from countermem_jax.backbones import parsers, prompts
+from countermem_jax.prompting import parsers, prompts
 from countermem_jax.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
 from countermem_jax.memory.record import edit_text, make_record_id, normalize_condition
 from countermem_jax.retrieval import edit_conditions

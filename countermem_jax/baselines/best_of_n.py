@@ -15,7 +15,7 @@ import dataclasses
 import logging
 
 from countermem_jax.agents import Augmentation, DecisionInfo
-from countermem_jax.backbones import prompts
+from countermem_jax.prompting import prompts
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class BestOfNAugmentation(Augmentation):
             "task": ctx.task.visible_text(), "unit": ctx.task.decision_unit,
             "instructions": self.agent.domain.instructions,
             "history": self.agent._history(ctx)},
-            parse_args={"domain": self.agent.domain.name}, params=params)
+            params=params)
         return parsed.value if parsed.ok else (parsed.raw.strip() or "")
 
     async def decide(self, ctx, draft: str) -> DecisionInfo:

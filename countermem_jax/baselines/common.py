@@ -19,7 +19,7 @@ Adaptation to the common interface (the same for every row, so rows differ only 
 import numpy as np
 
 from countermem_jax.agents import Augmentation, DecisionInfo
-from countermem_jax.backbones import prompts
+from countermem_jax.prompting import prompts
 from countermem_jax.memory import reuse as reuse_lib
 from countermem_jax.memory_use import state_text
 from countermem_jax import text_embedding as embedding
@@ -114,8 +114,7 @@ class MemoryAugmentation(Augmentation):
             parsed = await self.agent.llm(ctx, prompts.REVISE_WITH_MEMORY, {
                 "task": ctx.task.visible_text(), "draft": draft,
                 "memory": prompts.render_memory_block(self.kind, entries),
-                "instructions": self.agent.domain.instructions},
-                parse_args={"domain": self.agent.domain.name})
+                "instructions": self.agent.domain.instructions})
             info.action = parsed.value if parsed.ok else draft
             info.record_id = ",".join(used)   # the items shown, for the reuse metrics
             log["record_id"] = info.record_id

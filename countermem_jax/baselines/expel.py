@@ -24,7 +24,7 @@ An insight's ``source_task_ids`` are the tasks whose comparisons added, agreed w
 """
 import logging
 
-from countermem_jax.backbones import prompts
+from countermem_jax.prompting import prompts
 from countermem_jax.backbones.base import Charge
 from countermem_jax.baselines import common
 
@@ -168,7 +168,8 @@ class ExpelBuilder(common.Builder):
         else:
             parsed = await prompts.call_template(self.agent.backbone, prompts.EXPEL_UPDATE, fields,
                                                  charge=charge, params=self.agent.params,
-                                                 parse_args=parse_args)
+                                                 parse_args=parse_args,
+                                                 failures=self.agent.failures)
         ops = parsed.value if parsed.ok else []
         results = apply_operations(self.memory, ops, cap, task_ids)
         for r in results:

@@ -29,7 +29,7 @@ close the gap to CounterMem without its pairwise verification gate and its condi
 import dataclasses
 
 from countermem_jax.agents import Agent
-from countermem_jax.backbones import prompts
+from countermem_jax.prompting import prompts
 from countermem_jax.baselines import common
 
 
@@ -108,7 +108,7 @@ class MattsBuilder(ReasoningBankBuilder):
                                   temperature=max(self.agent.cfg.temperature,
                                                   float(self.settings["matts_temperature"])))
         return Agent(self.agent.backbone, self.agent.evaluator, self.agent.domain, cfg,
-                     self.agent.runlog)
+                     self.agent.runlog, self.agent.failures)
 
     async def run_task(self, task, run: str) -> list:
         """Runs the ``matts_k`` rollouts of ``task`` one after another; returns their results."""

@@ -555,18 +555,18 @@ def _operator(fx: Fixture, name: str) -> CaseResult:
     """Feeds a pathological query to the SQL rule edit operators of Module I, which parse model
     output; they must return within their time bound instead of raising or hanging.
     """
-    from countermem_jax import operators
+    from countermem_jax.domains import sql as sql_domain
     sql = OPERATOR_CASES[name]
     start = time.perf_counter()
     failures = []
     try:
-        edits = operators.sql_edits(sql, limit=4)
+        edits = sql_domain.sql_edits(sql, limit=4)
         label = f"{len(edits)} edits"
     except Exception as err:  # the failure being tested for
         label = f"raised {type(err).__name__}"
         failures.append(label)
     wall = time.perf_counter() - start
-    if wall > operators.SQL_EDIT_SECONDS + 1.5:
+    if wall > sql_domain.SQL_EDIT_SECONDS + 1.5:
         failures.append("past its time bound")
     return CaseResult("sql-operators", name, label, wall, 0, True, 0, failures)
 

@@ -56,7 +56,8 @@ def _already_frozen(wd: Workdir) -> dict:
 async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext, store: MemoryStore) -> None:
     """Runs the construction tasks not yet processed, in split order, saving after each."""
     done = set(store.meta.get("processed_tasks", []))
-    agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.log)
+    agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.log,
+                  ctx.parse_failures)
     builder = CounterfactualBuilder(agent, store, context.construction_config(cfg), wd.log)
     augmentation = _construction_augmentation(
         cfg, agent, store, builder, _growing_index(cfg, store, context.condition_checker(cfg)))
@@ -90,7 +91,8 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     wd = Workdir(workdir_path)
     ctx = context.setup(cfg, wd, backbone, benchmark)
     if method != "countermem":
-        agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.log)
+        agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.log,
+                      ctx.parse_failures)
         return baselines.build_baseline_memory(method, cfg, agent, ctx.splits.build, wd.root)
     if wd.frozen.exists():
         return _already_frozen(wd)

@@ -14,13 +14,13 @@ import ml_collections
 from countermem_jax import config_validation, domains
 from countermem_jax import splits as splits_lib
 from countermem_jax.agents import AgentConfig
-from countermem_jax.backbones import prompts
 from countermem_jax.backbones.base import TokenLedger
 from countermem_jax.backbones.factory import make_backbone
 from countermem_jax.counterfactual import ConstructionConfig
 from countermem_jax.memory import scoring
 from countermem_jax.memory.store import StoreConfig
 from countermem_jax.phases.workdir import PhaseError, Workdir
+from countermem_jax.prompting.failures import ParseFailureLog
 from countermem_jax.retrieval.conditions import (CompositeChecker, JudgeSettings, LLMJudgeChecker,
                                                  RuleChecker)
 from countermem_jax.retrieval.retrieve import RetrievalIndex
@@ -32,13 +32,15 @@ __all__ = ["PhaseContext", "PhaseError", "setup", "condition_checker", "retrieva
 
 @dataclasses.dataclass
 class PhaseContext:
-    """The loaded benchmark, its splits and the backbone one phase runs with."""
+    """The loaded benchmark, its splits and the backbone one phase runs with; every agent of the
+    phase logs reply-contract violations in ``parse_failures`` (Appendix D.8)."""
     splits: splits_lib.Splits
     evaluator: object
     domain: object
     backbone: object
     ledger: TokenLedger
     agent_cfg: AgentConfig
+    parse_failures: ParseFailureLog
 
 
 def _draw_splits(cfg, tasks) -> splits_lib.Splits:
@@ -75,7 +77,6 @@ def setup(cfg, workdir: Workdir, backbone=None, benchmark=None) -> PhaseContext:
     tasks, evaluator, domain = benchmark or domains.load_benchmark(cfg.data)
     sp = _draw_splits(cfg, tasks)
     _pin_splits(workdir, sp)
-    prompts.FAILURES.path = str(workdir.parse_failures)  # every contract violation
     if backbone is None:
         backbone_cfg = cfg.backbone
         if backbone_cfg.get("cache_dir") == "auto":  # a response cache inside the workdir
@@ -83,7 +84,7 @@ def setup(cfg, workdir: Workdir, backbone=None, benchmark=None) -> PhaseContext:
             backbone_cfg.cache_dir = str(workdir.cache)
         backbone = make_backbone(backbone_cfg, TokenLedger())
     return PhaseContext(sp, evaluator, domain, backbone, backbone.ledger,
-                        AgentConfig(**cfg.agent.to_dict()))
+                        AgentConfig(**cfg.agent.to_dict()), ParseFailureLog(workdir.parse_failures))
 
 
 def condition_checker(cfg) -> CompositeChecker:

@@ -67,7 +67,8 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext) -> _MemoryPlan
         metrics_path = wd.metrics
     runs = []
     for name, seed, selector, _ in selected:
-        agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log(name))
+        agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log(name),
+                      ctx.parse_failures)
         runs.append(EvalRun(name, seed, agent, CounterMemAugmentation(
             agent, phase="evaluation", index=index, selector=selector,
             render_condition=cfg.memory.render_condition)))
@@ -83,7 +84,8 @@ def _baseline_plan(cfg, method: str, wd: Workdir, ctx: context.PhaseContext) -> 
     """A baseline row: the same agent, backbone, budgets and tasks; its frozen memory."""
     runs = []
     if method != "none":
-        agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log(method))
+        agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log(method),
+                      ctx.parse_failures)
         runs.append(EvalRun(method, None, agent,
                             baselines.make_baseline_augmentation(method, cfg, agent, wd.root)))
     return _MemoryPlan(runs, functools.partial(baselines.memory_fingerprint, method, wd.root),
@@ -122,7 +124,8 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     method = cfg.get("method", "countermem")
     wd = Workdir(workdir_path)
     ctx = context.setup(cfg, wd, backbone, benchmark)
-    base_agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log("base"))
+    base_agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log("base"),
+                       ctx.parse_failures)
     plan = (_countermem_plan(cfg, wd, ctx) if method == "countermem"
             else _baseline_plan(cfg, method, wd, ctx))
     runs = [EvalRun("base", None, base_agent, Augmentation()), *plan.runs]

@@ -4,16 +4,18 @@ Fields are truncated before rendering (state 2,500 chars, action/draft 2,000, fe
 decision units 4,000, environment context 3,000, rendered record 1,200, trajectory 3,000).
 A stored record is rendered as a delimited data block, with the delimiters escaped inside its
 fields, so text in a record cannot pose as instructions. ``call_template`` renders, calls,
-parses, asks once more with a repair message on a contract violation, and logs every failure.
+parses, asks once more with a repair message on a contract violation, and logs every failure
+in the ``ParseFailureLog`` it is given. The templates that ask for an action (DRAFT_ACTION,
+REVISE_WITH_RECORD, REVISE_WITH_MEMORY) leave parsing the action to the task's domain
+(``countermem_jax/domains``): their parse argument ``domain`` is that ``Domain``.
 """
 import dataclasses
-import json
 import logging
-import threading
 from typing import Any, Callable
 
-from countermem_jax.backbones import parsers
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
+from countermem_jax.prompting import parsers
+from countermem_jax.prompting.failures import ParseFailureLog
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +24,7 @@ LIMITS = {"state": 2500, "action": 2000, "feedback": 800, "units": 4000, "contex
 
 
 def clip(text: str, kind: str) -> str:
+    """``text`` cut to the limit of its field kind (``LIMITS``), marked as truncated."""
     limit = LIMITS[kind]
     text = text or ""
     return text if len(text) <= limit else text[: limit - 14] + " …[truncated]"
@@ -63,6 +66,9 @@ def render_record(record, with_condition: bool = True) -> str:
 # ----------------------------------------------------------------------------- templates
 @dataclasses.dataclass(frozen=True)
 class Template:
+    """One prompt of Appendix D.8: its messages, the truncation kind of each field, the parser of
+    its output contract, an optional fallback value and the repair message. ``parses_action``
+    marks the templates whose reply is an action, parsed by the domain passed as ``domain``."""
     name: str
     system: str
     user: str
@@ -71,8 +77,10 @@ class Template:
     fallback: Callable | None = None   # (**parse_args) -> value when the contract fails twice
     repair: str = "Your reply did not follow the required format ({error}). Reply again, " \
                   "following the format exactly and writing nothing else."
+    parses_action: bool = False
 
     def messages(self, **fields) -> list[dict]:
+        """The chat messages, each field truncated to its kind's limit."""
         rendered = {k: clip(str(v), self.kinds[k]) if k in self.kinds else v
                     for k, v in fields.items()}
         return [{"role": "system", "content": self.system},
@@ -81,12 +89,18 @@ class Template:
 
 _ACT_SYS = "You are a careful problem solver. You answer with the requested action only."
 
+
+def _action(reply: str, domain) -> str:
+    """The action in a reply, as the domain the action is checked in extracts it."""
+    return domain.parse_action(reply)
+
+
 DRAFT_ACTION = Template(
     "DRAFT_ACTION", _ACT_SYS,
     "{task}\n\nDecision unit: {unit}.\n{instructions}\n{history}"
     "Write your action inside one ``` code block.",
     {"task": "state", "history": "trajectory", "instructions": "context"},
-    lambda reply, domain="": parsers.parse_action(reply, domain))
+    _action, parses_action=True)
 
 REVISE_WITH_RECORD = Template(
     "REVISE_WITH_RECORD", _ACT_SYS,
@@ -95,7 +109,7 @@ REVISE_WITH_RECORD = Template(
     "draft unchanged.\n{record}\n\n{instructions}\nWrite the (possibly unchanged) action inside one "
     "``` code block.",
     {"task": "state", "draft": "action", "record": "record", "instructions": "context"},
-    lambda reply, domain="": parsers.parse_action(reply, domain))
+    _action, parses_action=True)
 
 GENERATE_LOCAL_ALTERNATIVES = Template(
     "GENERATE_LOCAL_ALTERNATIVES",
@@ -185,27 +199,10 @@ ALL = {t.name: t for t in (DRAFT_ACTION, REVISE_WITH_RECORD, GENERATE_LOCAL_ALTE
 
 
 # ----------------------------------------------------------------------------- calling
-class ParseFailures:
-    """Every contract violation, kept for the run's log (optionally mirrored to a JSONL file)."""
-
-    def __init__(self, path: str | None = None):
-        self.path = path
-        self.items: list[dict] = []
-        self._lock = threading.Lock()
-
-    def add(self, **item) -> None:
-        with self._lock:
-            self.items.append(item)
-            if self.path:
-                with open(self.path, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(item, ensure_ascii=False) + "\n")
-
-
-FAILURES = ParseFailures()
-
-
 @dataclasses.dataclass(frozen=True)
 class Parsed:
+    """What ``call_template`` got: the parsed value (or the fallback), the raw reply, how many
+    calls it took and the tokens they cost."""
     ok: bool
     value: Any
     raw: str
@@ -218,9 +215,9 @@ class Parsed:
 async def call_template(backbone: Backbone, template: Template, fields: dict, *,
                         charge: Charge, params: SamplingParams = SamplingParams(),
                         parse_args: dict | None = None,
-                        failures: ParseFailures | None = None) -> Parsed:
-    """Render, call, parse; one repair round on a contract violation; log every failure."""
-    failures = failures or FAILURES
+                        failures: ParseFailureLog) -> Parsed:
+    """Render, call, parse; one repair round on a contract violation; log every failure in
+    ``failures`` (Appendix D.8)."""
     parse_args = parse_args or {}
     charge = dataclasses.replace(charge, purpose=template.name)
     messages = template.messages(**fields)
@@ -264,7 +261,7 @@ REVISE_WITH_MEMORY = Template(
     "follows. Use it only if it helps with this task; otherwise return the draft unchanged.\n"
     "{memory}\n\n{instructions}\nWrite the (possibly unchanged) action inside one ``` code block.",
     {"task": "state", "draft": "action", "memory": "units", "instructions": "context"},
-    lambda reply, domain="": parsers.parse_action(reply, domain))
+    _action, parses_action=True)
 
 EXPEL_UPDATE = Template(
     "EXPEL_UPDATE", "You maintain a short list of insights learned from past attempts.",

@@ -1,5 +1,8 @@
 """A small OpenAI-format HTTP server on 127.0.0.1 for tests and the client benchmark.
 
+It stands in for the served gpt-oss-120b / API backbones of paper §4.1 (``backbones/openai_http``
+is the real client and talks to it over a real loopback socket).
+
 It answers ``POST /v1/chat/completions`` and ``GET /health``, and can be told, per request or by
 default, to be slow, fail with 500 / 429 / 400, return malformed JSON, or drop the connection.
 It counts requests and the peak number served at once.
@@ -101,13 +104,17 @@ class LocalOpenAIServer:
 
     @property
     def base_url(self) -> str:
+        """The OpenAI-style base URL clients are given."""
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
     def next_behavior(self) -> str:
+        """The next scripted behaviour ("ok", "slow:<s>", "500", "drop", "malformed", ...), else
+        the default."""
         with self.lock:
             return self.script.popleft() if self.script else self.default
 
     def reply(self, request: dict) -> dict:
+        """The chat-completion body for a request: an echo of the last message, with usage."""
         last = request.get("messages", [{}])[-1].get("content", "")
         text = f"echo from {self.name}: {last[:50]}"
         message = {"role": "assistant", "content": text, self.reasoning_field: "thinking..."}
@@ -131,7 +138,7 @@ class LocalOpenAIServer:
 def server_process(latency_s: float = 0.0):
     """The same server in its own process (so a benchmark's client does not share its GIL);
     yields the base URL."""
-    proc = subprocess.Popen([sys.executable, "-m", "countermem_jax.backbones.local_server",
+    proc = subprocess.Popen([sys.executable, "-m", "countermem_jax.testing.openai_server",
                              "--latency_s", str(latency_s)], stdout=subprocess.PIPE, text=True)
     try:
         url = proc.stdout.readline().strip()

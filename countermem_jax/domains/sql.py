@@ -1,50 +1,38 @@
-"""Rule-based local edit operators of Module I, per domain (paper §3.2, Appendix B.4).
+"""Text-to-SQL (Spider, BIRD; paper Appendix D.1): the SQL domain and its loaders.
 
-They fill the candidate slots the LLM's own edits leave free, up to K = 4. Each operator changes
-exactly one decision unit of the failed action and never writes a replacement submission.
-  SQL (sqlglot ASTs): comparison boundaries, DISTINCT, aggregates, join keys, ORDER BY direction,
-                      LIMIT, GROUP BY, and schema linking: dropping an unused join, and swapping
-                      a table or an answer column for one the question names.
-  SAT strategy: solver, assumptions, phases, conflict budget. SAT encoding: drop or flip a clause.
-  SMT solver action: solver, tactics, options. SMT encoding: comparison boundaries in assertions.
+This module is the one door from the method to ``evaluators/sql``: the Spider and BIRD loaders,
+the SQL checker, the action format (a ```sql block, cut to its one statement by
+``extract_sql``), and Module I's SQL rule edit operators (paper §3.2, Appendix B.4), which get the
+database schema they need from ``evaluators.sql.schema_columns`` rather than opening the
+database themselves.
+
+The operators fill the candidate slots the LLM's own edits leave free, up to K = 4. Each changes
+exactly one decision unit of the failed action (sqlglot ASTs): comparison boundaries, DISTINCT,
+aggregates, join keys, ORDER BY direction, LIMIT, GROUP BY, and schema linking: dropping an
+unused join, and swapping a table or an answer column for one the question names.
 """
-import functools
 import itertools
 import re
 import sqlite3
 import time
+from typing import Mapping
 
 import sqlglot
 from sqlglot import exp
+
+from countermem_jax.domains.base import (Domain, data_dir, distinct_edits, require,
+                                         require_setting)
+from countermem_jax.paths import data_root
 
 _FLIP = {exp.GT: exp.GTE, exp.GTE: exp.GT, exp.LT: exp.LTE, exp.LTE: exp.LT}
 _AGG_SWAP = {exp.Max: exp.Min, exp.Min: exp.Max, exp.Sum: exp.Avg, exp.Avg: exp.Sum}
 
 
-def _dedupe(original: str, candidates) -> list[str]:
-    seen, out = {" ".join(original.split())}, []
-    for c in candidates:
-        key = " ".join(c.split())
-        if key not in seen:
-            seen.add(key)
-            out.append(c)
-    return out
-
-
-@functools.lru_cache(maxsize=64)
-def _schema_columns(db_path: str) -> dict[str, tuple[str, ...]]:
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-    try:
-        tables = [r[0] for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
-        return {t.lower(): tuple(r[1].lower() for r in conn.execute(f'PRAGMA table_info("{t}")'))
-                for t in tables}
-    finally:
-        conn.close()
-
-
-def _variants(tree: exp.Expression, db_path: str | None):
-    """Yields edited copies of the tree, one change each."""
+def _variants(tree: exp.Expression, schema):
+    """Yields edited copies of the tree, one change each, in a fixed order: comparison
+    boundaries, DISTINCT, COUNT(DISTINCT), ORDER BY direction, LIMIT, aggregate swaps, GROUP BY,
+    then join keys (with a schema). Each edit works on a fresh copy and finds its target again
+    by position, so no edit leaks into the next."""
     for i, node in enumerate(tree.find_all(*_FLIP)):
         copy = tree.copy()
         target = list(copy.find_all(*_FLIP))[i]
@@ -93,15 +81,12 @@ def _variants(tree: exp.Expression, db_path: str | None):
                      isinstance(e.unalias(), exp.Column)]
             if plain and len(plain) < len(tree.expressions):
                 yield tree.copy().group_by(plain[0].unalias().copy())
-    if db_path:
-        yield from _join_key_variants(tree, db_path)
+    if schema:
+        yield from _join_key_variants(tree, schema)
 
 
-def _join_key_variants(tree: exp.Expression, db_path: str):
-    try:
-        schema = _schema_columns(db_path)
-    except sqlite3.Error:
-        return
+def _join_key_variants(tree: exp.Expression, schema):
+    """A join's ON keys replaced by a column both joined tables have."""
     aliases = {}
     for table in tree.find_all(exp.Table):
         aliases[(table.alias or table.name).lower()] = table.name.lower()
@@ -136,6 +121,7 @@ def _stem(word: str) -> str:
 
 
 def _words(text: str) -> set[str]:
+    """The stemmed words (3+ letters) of a name or question; CamelCase and snake_case split."""
     text = re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower().replace("_", " ")
     return {_stem(w) for w in re.findall(r"[a-z]+", text) if len(w) > 2}
 
@@ -146,13 +132,9 @@ def _match(column: str, wanted: set[str]) -> float:
     return len(words & wanted) / len(words) if words else 0.0
 
 
-def _column_swap_variants(tree: exp.Expression, db_path: str, question: str, limit: int = 2):
+def _column_swap_variants(tree: exp.Expression, schema, question: str, limit: int = 2):
     """Schema-linking edits: one column reference replaced by another column of the same table
     whose name shares the most words with the question (the commonest small-model mistake)."""
-    try:
-        schema = _schema_columns(db_path)
-    except sqlite3.Error:
-        return
     tables = {(t.alias or t.name).lower(): t.name.lower() for t in tree.find_all(exp.Table)}
     only = next(iter(tables.values())) if len(set(tables.values())) == 1 else None
     wanted = _words(question)
@@ -196,15 +178,11 @@ def _drop_join_variants(tree: exp.Expression):
             yield copy
 
 
-def _table_swap_variants(tree: exp.Expression, db_path: str, question: str):
+def _table_swap_variants(tree: exp.Expression, schema, question: str):
     """Single-table query on the wrong table: the same query on a table that has every column it
     uses and that the question names (schema linking at the table level)."""
     tables = list(tree.find_all(exp.Table))
     if len(tables) != 1:
-        return
-    try:
-        schema = _schema_columns(db_path)
-    except sqlite3.Error:
         return
     current = tables[0].name.lower()
     columns = {c.name.lower() for c in tree.find_all(exp.Column)}
@@ -223,28 +201,33 @@ SQL_PARSE_LIMIT = 20_000  # characters; longer queries (e.g. huge IN-lists) get 
 SQL_EDIT_SECONDS = 2.0    # time bound on generating the AST edits of one query
 
 
-def sql_edits(sql: str, db_path: str | None = None, limit: int = 8,
+def sql_edits(sql: str, schema: Mapping[str, tuple[str, ...]] | None = None, limit: int = 8,
               question: str = "") -> list[str]:
-    """Up to ``limit`` one-change edits of ``sql``. Never raises on a query SQLite accepts:
+    """Up to ``limit`` one-change edits of ``sql`` (Module I's SQL rule operators). ``schema``
+    (lower-cased table -> its columns, from ``task_schema``) enables the join-key edits and, with
+    the ``question``, the schema-linking edits. Never raises on a query SQLite accepts:
     queries sqlglot cannot parse, nests too deeply for (RecursionError), or that are longer than
     SQL_PARSE_LIMIT get the boundary edits found by a regular expression instead, and AST edits
     stop after SQL_EDIT_SECONDS (issue #11)."""
     if len(sql) <= SQL_PARSE_LIMIT:
         try:
-            return _ast_edits(sql, db_path, limit, question, time.monotonic() + SQL_EDIT_SECONDS)
+            return _ast_edits(sql, schema, limit, question, time.monotonic() + SQL_EDIT_SECONDS)
         except (RecursionError, sqlglot.errors.ParseError, sqlglot.errors.TokenError):
             pass
-    return _dedupe(sql, _regex_boundary_edits(sql))[:limit]
+    return distinct_edits(sql, _regex_boundary_edits(sql))[:limit]
 
 
-def _ast_edits(sql, db_path, limit, question, deadline) -> list[str]:
+def _ast_edits(sql, schema, limit, question, deadline) -> list[str]:
+    """The AST edits in priority order: a join too many first, then schema linking (the commonest
+    small-model mistakes on Spider), then the generic one-change edits. At most 3 x ``limit``
+    are printed before de-duplication, so a query with many comparisons stays cheap."""
     tree = sqlglot.parse_one(sql, read="sqlite")
     out = []
-    schema_edits = (itertools.chain(_table_swap_variants(tree, db_path, question),
-                                    _column_swap_variants(tree, db_path, question))
-                    if db_path and question else ())
+    schema_edits = (itertools.chain(_table_swap_variants(tree, schema, question),
+                                    _column_swap_variants(tree, schema, question))
+                    if schema and question else ())
     for variant in itertools.chain(_drop_join_variants(tree), schema_edits,
-                                   _variants(tree, db_path)):
+                                   _variants(tree, schema)):
         try:
             out.append(variant.sql(dialect="sqlite"))
         except Exception:  # an edit sqlglot cannot print is skipped
@@ -253,10 +236,11 @@ def _ast_edits(sql, db_path, limit, question, deadline) -> list[str]:
             break
     if "nulls" not in sql.lower():  # sqlglot spells out SQLite's default NULL ordering on a flip
         out = [re.sub(r"\s+NULLS (FIRST|LAST)", "", o) for o in out]
-    return _dedupe(tree.sql(dialect="sqlite"), _dedupe(sql, out))[:limit]
+    return distinct_edits(tree.sql(dialect="sqlite"), distinct_edits(sql, out))[:limit]
 
 
 def _regex_boundary_edits(text: str) -> list[str]:
+    """Each comparison operator flipped between strict and inclusive, found without parsing."""
     out = []
     for m in re.finditer(r"(>=|<=|>|<)", text):
         op = {">=": ">", "<=": "<", ">": ">=", "<": "<="}[m.group(1)]
@@ -264,97 +248,81 @@ def _regex_boundary_edits(text: str) -> list[str]:
     return out
 
 
-def sat_strategy_edits(action: str) -> list[str]:
-    lines = [l for l in action.splitlines() if l.strip()]
-    keys = {l.split(":", 1)[0].strip().lower(): i for i, l in enumerate(lines) if ":" in l}
-    out = []
-    if "solver" in keys:
-        current = lines[keys["solver"]].split(":", 1)[1].strip().lower()
-        for alt in ("cadical195", "glucose4", "maplechrono", "minisat22"):
-            if alt != current:
-                out.append("\n".join(lines[:keys["solver"]] + [f"solver: {alt}"]
-                                     + lines[keys["solver"] + 1:]))
-    for key in ("assumptions", "phases"):
-        if key in keys:
-            out.append("\n".join(l for i, l in enumerate(lines) if i != keys[key]))
-    if "conflict_budget" not in keys:
-        out.append("\n".join(lines + ["conflict_budget: 200000"]))
-    return _dedupe(action, out)
+def task_schema(task) -> dict[str, tuple[str, ...]] | None:
+    """The schema of a SQL task's database (lower-cased table -> columns), as the SQL evaluator
+    reads it; None for a task without a database or one that cannot be read."""
+    from evaluators.sql import schema_columns
+    db_path = getattr(task.reference, "db_path", None)
+    if not db_path:
+        return None
+    try:
+        return schema_columns(db_path)
+    except sqlite3.Error:
+        return None
 
 
-def sat_encoding_edits(action: str, limit: int = 6) -> list[str]:
-    lines = action.splitlines()
-    clause_idx = [i for i, l in enumerate(lines) if l.strip() and not l.lstrip().startswith(("c", "p", "%"))]
-    out = []
-    for i in sorted(clause_idx, key=lambda i: -len(lines[i].split()))[:limit // 2]:
-        kept = lines[:i] + lines[i + 1:]
-        out.append("\n".join(_fix_header(kept, -1)))
-    for i in [i for i in clause_idx if len(lines[i].split()) == 2][:limit // 2]:
-        lit = lines[i].split()[0]
-        flipped = lit[1:] if lit.startswith("-") else f"-{lit}"
-        out.append("\n".join(lines[:i] + [f"{flipped} 0"] + lines[i + 1:]))
-    return _dedupe(action, out)
+def rule_edits(task, action: str) -> list[str]:
+    """Module I's SQL rule edits of a failed query, schema-linked to the task's question."""
+    return sql_edits(action, task_schema(task), question=task.prompt)
 
 
-def _fix_header(lines, delta):
-    out = []
-    for l in lines:
-        parts = l.split()
-        if len(parts) == 4 and parts[:2] == ["p", "cnf"]:
-            l = f"p cnf {parts[2]} {int(parts[3]) + delta}"
-        out.append(l)
-    return out
+def extract_sql(text: str) -> str:
+    """The SQL statement in a model reply: inside a code fence if there is one, from the first
+    SELECT/WITH, up to the first semicolon that ends a statement."""
+    fence = re.search(r"```(?:sql|sqlite)?\s*\n?(.*?)```", text, re.S | re.I)
+    body = fence.group(1) if fence else text
+    m = re.search(r"\b(with|select)\b", body, re.I)
+    if not m:
+        return body.strip()
+    sql = body[m.start():]
+    end = re.search(r";\s*(\n|$)", sql)
+    if end:
+        sql = sql[: end.start()]
+    return sql.strip()
 
 
-def smt_solver_edits(action: str) -> list[str]:
-    lines = [l for l in action.splitlines() if l.strip()]
-    out = []
-    solver = next((l for l in lines if l.lower().startswith("solver")), "solver: z3")
-    other = "cvc5" if "z3" in solver.lower() else "z3"
-    out.append("\n".join([f"solver: {other}"] + [l for l in lines if not l.lower().startswith(
-        ("solver", "tactic")) and (other == "z3" or not l.lower().startswith("tactic"))]))
-    if any(l.lower().startswith("tactic") for l in lines):
-        out.append("\n".join(l for l in lines if not l.lower().startswith("tactic")))
-    elif "z3" in solver.lower():
-        out.append("\n".join(lines + ["tactics: simplify solve-eqs smt"]))
-    if any(l.lower().startswith("option") for l in lines):
-        out.append("\n".join(l for l in lines if not l.lower().startswith("option")))
-    return _dedupe(action, out)
+SQL = Domain(
+    "sql",
+    "Write one SQLite SELECT statement that answers the question, using only tables and columns "
+    "from the schema. Put it in a ```sql code block.",
+    "Prefer a condition written as a rule over the question's features, e.g. 'bound == inclusive', "
+    "'bound == strict', 'distinct == true', 'aggregate == count', 'ordering == desc', "
+    "'db_id == <name>', or 'question contains \"<phrase>\"'.",
+    rule_edits, fences=("sql", "sqlite"), extract=extract_sql)
 
 
-def smt_encoding_edits(action: str, limit: int = 6) -> list[str]:
-    out = []
-    for m in re.finditer(r"\((>=|<=|>|<)\s", action):
-        op = {">=": ">", "<=": "<", ">": ">=", "<": "<="}[m.group(1)]
-        out.append(action[: m.start() + 1] + op + action[m.end() - 1:])
-        if len(out) >= limit:
-            break
-    return _dedupe(action, out)
+# --- Loaders (Appendix D.1: Spider, BIRD) ----------------------------------------------------
+
+def _db_ids(data_cfg):
+    """The databases a config restricts the tasks to (None: all)."""
+    return set(data_cfg.db_ids) if data_cfg.get("db_ids") else None
 
 
-def python_edits(source: str, lines: list[int] | None = None, limit: int = 8) -> list[str]:
-    """Comparison, off-by-one and boolean-operator edits on the given (failing) lines."""
-    src_lines = source.splitlines(keepends=True)
-    targets = lines or list(range(1, len(src_lines) + 1))
-    swaps = [(r"<=", "<"), (r"(?<![<>=!])<(?![<=])", "<="), (r">=", ">"),
-             (r"(?<![<>=!-])>(?![>=])", ">="), (r"==", "!="), (r"!=", "=="), (r"\band\b", "or"),
-             (r"\bor\b", "and"), (r"\+ 1\b", ""), (r"- 1\b", ""), (r"\bTrue\b", "False"),
-             (r"\bFalse\b", "True")]
-    out = []
-    for ln in targets:
-        if not 1 <= ln <= len(src_lines):
-            continue
-        line = src_lines[ln - 1]
-        if line.lstrip().startswith(("#", "def ", "class ", "import ", "from ")):
-            continue
-        for pattern, repl in swaps:
-            for m in re.finditer(pattern, line):
-                new = line[: m.start()] + repl + line[m.end():]
-                out.append("".join(src_lines[: ln - 1] + [new] + src_lines[ln:]))
-                break
-        for m in re.finditer(r"(\w+)\s*(\]|\))", line):
-            if m.group(1).isidentifier() and not m.group(1).isdigit():
-                new = line[: m.end(1)] + " + 1" + line[m.end(1):]
-                out.append("".join(src_lines[: ln - 1] + [new] + src_lines[ln:]))
-                break
-    return _dedupe(source, out)[:limit]
+def spider_tasks(data_cfg):
+    """Spider's tasks (``dev`` by default) from the official layout."""
+    from evaluators.sql import load_spider
+    root = require(data_dir(data_cfg, "spider"), "spider",
+                   "Spider (dev.json, tables.json, database/)")
+    return load_spider(root, data_cfg.get("split", "dev"), db_ids=_db_ids(data_cfg))
+
+
+def bird_tasks(data_cfg):
+    """BIRD mini-dev's tasks; the dev databases come from ``data_cfg.bird_db_root``."""
+    from evaluators.sql import load_bird
+    questions = require(data_cfg.get("bird_json") or
+                        data_root() / "bird_minidev/mini_dev_sqlite.json",
+                        "bird", "BIRD mini-dev questions")
+    databases = require_setting(
+        data_cfg, "bird_db_root", "bird", "BIRD dev_databases",
+        "bird: the dev databases are not in the data registry's archives; "
+        "`python -m countermem_jax.data fetch bird` says how to get them, then "
+        "pass --config.data.bird_db_root=/path/to/dev_databases")
+    return load_bird(questions, databases, db_ids=_db_ids(data_cfg))
+
+
+def sql_evaluator(default_timeout_s: float):
+    """A builder of the SQL checker with a per-query timeout (``check_timeout_s`` overrides)."""
+    def make(data_cfg):
+        from evaluators.sql import SQLEvaluator
+        return SQLEvaluator(timeout_s=data_cfg.get("check_timeout_s", default_timeout_s))
+    return make

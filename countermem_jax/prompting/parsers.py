@@ -20,46 +20,35 @@ _FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n?(.*?)(?:```|$)", re.S)
 
 
 def strip_markup(text: str) -> str:
+    """The reply without Markdown bold/underline markers around field names."""
     return re.sub(r"\*\*|__", "", text).strip()
 
 
 def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """(language tag in lower case, body) of every non-empty code fence, an unclosed last one
+    included."""
     return [(lang.lower(), body.strip("\n")) for lang, body in _FENCE.findall(text)
             if body.strip()]
 
 
-def extract_sql(text: str) -> str:
-    """The SQL statement in a model reply: inside a code fence if there is one, from the first
-    SELECT/WITH, up to the first semicolon that ends a statement."""
-    fence = re.search(r"```(?:sql|sqlite)?\s*\n?(.*?)```", text, re.S | re.I)
-    body = fence.group(1) if fence else text
-    m = re.search(r"\b(with|select)\b", body, re.I)
-    if not m:
-        return body.strip()
-    sql = body[m.start():]
-    end = re.search(r";\s*(\n|$)", sql)
-    if end:
-        sql = sql[: end.start()]
-    return sql.strip()
-
-
-def parse_action(text: str, domain: str = "") -> str:
-    """The action in a reply: the first fenced block (preferring one tagged for the domain),
-    else, for SQL, the statement starting at SELECT/WITH, else the whole reply."""
+def parse_action(text: str, fences: tuple[str, ...] = (), extract=None) -> str:
+    """The action in a reply: the first fenced block tagged with one of ``fences`` (or
+    ``action``), else the first fenced block, else the whole reply without an ``ACTION:`` /
+    ``Answer:`` / ``SQL:`` label; then ``extract`` (the domain's own extraction, e.g. the SQL
+    statement) if given. The domain supplies ``fences`` and ``extract``
+    (``countermem_jax/domains/base.Domain.parse_action``)."""
     blocks = fenced_blocks(text)
-    preferred = {"sql": ("sql", "sqlite"), "smt": ("smt2", "smt", "lisp", "scheme"),
-                 "sat": ("dimacs", "cnf", "text", ""), "coding": ("diff", "python", "patch")}
     body = None
     for lang, block in blocks:
-        if lang in preferred.get(domain, ()) or lang == "action":
+        if lang in fences or lang == "action":
             body = block
             break
     if body is None and blocks:
         body = blocks[0][1]
     if body is None:
         body = re.sub(r"^\s*(?:ACTION|Answer|SQL)\s*:\s*", "", text.strip(), flags=re.I)
-    if domain == "sql":
-        body = extract_sql(body)
+    if extract is not None:
+        body = extract(body)
     body = body.strip()
     if not body:
         raise ParseError("no action found: put the action in a ``` code block")
@@ -83,6 +72,7 @@ def _fields(text: str, names: tuple[str, ...]) -> dict[str, str]:
 
 
 def require_fields(text: str, names: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
+    """The ``NAME: value`` fields of a reply; ParseError naming any of ``names`` missing."""
     found = _fields(text, names + optional)
     missing = [n for n in names if not found.get(n)]
     if missing:
@@ -156,11 +146,14 @@ def _unquote(s: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class DistilledRecord:
+    """DISTIL_RECORD's output (Module II, paper §3.3): the situation and its applicability
+    condition."""
     situation: str
     condition: str  # "" = universal
 
 
 def parse_distilled(text: str, max_condition_chars: int = 300) -> DistilledRecord:
+    """DISTIL_RECORD: 'SITUATION:' and 'CONDITION:' (normalized; "none"/"always" = universal)."""
     f = require_fields(text, ("SITUATION", "CONDITION"))
     condition = normalize_condition(f["CONDITION"].splitlines()[0] if f["CONDITION"] else "")
     if len(condition) > max_condition_chars:  # small models explain at length: keep the first sentence
@@ -185,6 +178,7 @@ def parse_choice(text: str, n: int) -> int:
 
 
 def parse_single_field(name: str):
+    """A parser of one required field ``NAME: <text>`` (whitespace collapsed)."""
     def parse(text: str) -> str:
         value = require_fields(text, (name,))[name]
         return " ".join(value.split())
@@ -199,6 +193,7 @@ def parse_strategy_item(text: str) -> dict:
 
 
 def parse_skill(text: str) -> dict:
+    """VOYAGER_SKILL: NAME, APPLIES_WHEN and numbered STEPS."""
     f = require_fields(text, ("NAME", "APPLIES_WHEN", "STEPS"))
     steps = [re.sub(r"^\s*(?:\d+[.)]|[-*])\s*", "", s).strip()
              for s in f["STEPS"].splitlines() if s.strip()]
@@ -206,6 +201,7 @@ def parse_skill(text: str) -> dict:
 
 
 def parse_look_alike(text: str) -> str:
+    """LOOK_ALIKE_TASK: the new task after 'TASK:'."""
     return require_fields(text, ("TASK",))["TASK"]
 
 
