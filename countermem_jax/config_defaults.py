@@ -45,7 +45,10 @@ def base_config() -> ml_collections.ConfigDict:
         fallback_condition="exclude"))
     c.construction = ml_collections.ConfigDict(dict(
         k=4, max_expanded_failures=2, verification_budget=8, epsilon=0.05,
-        reuse_policy="always_top1", relevance_threshold=0.5, scope_free_text_conditions=False))
+        reuse_policy="always_top1", relevance_threshold=0.5, scope_free_text_conditions=False,
+        # W construction tasks in flight; the store is identical for every W (README
+        # "Construction in waves"), larger W keeps a server busy at the cost of re-runs.
+        wave_size=1))
     c.selector = ml_collections.ConfigDict(dict(
         total_decisions=2000, learning_starts=100, train_every=4, target_sync_every=250,
         checkpoint_every=250, batch_size=32, seeds=(0, 1, 2, 3, 4)))

@@ -98,14 +98,17 @@ def _forget_writers_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_writers_in_child)
 
 
+def _line(event: str, fields: dict) -> str:
+    return json.dumps({"event": event, **fields}, default=_default, ensure_ascii=False) + "\n"
+
+
 class RunLog:
     def __init__(self, path: str | os.PathLike):
         self.path = pathlib.Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, event: str, **fields) -> None:
-        line = json.dumps({"event": event, **fields}, default=_default, ensure_ascii=False)
-        _writer(self.path).append(line + "\n", durable=event not in UNSYNCED_EVENTS)
+        _writer(self.path).append(_line(event, fields), durable=event not in UNSYNCED_EVENTS)
 
     def sync(self) -> None:
         """Makes every event written so far durable (e.g. before saving a checkpoint that
@@ -145,3 +148,25 @@ class RunLog:
             else:
                 done[tid] = pending.pop(tid, [])
         return [d for decisions in done.values() for d in decisions]
+
+
+class HeldEvents:
+    """The events of a unit of work that may still be discarded, held back from ``target``:
+    a construction task run speculatively in a wave (``countermem_jax.construction_waves``)
+    writes here; ``commit`` appends its events to the log in one write, fsynced, when the task
+    commits, and a discarded run's events are simply dropped, so nothing that reads the log
+    (resume, metrics, the cost of building) ever sees them. Serialised as they are written, so
+    later changes to the objects logged do not leak in."""
+
+    def __init__(self, target: RunLog):
+        self.target = target
+        self.path = target.path
+        self._lines: list[str] = []
+
+    def write(self, event: str, **fields) -> None:
+        self._lines.append(_line(event, fields))
+
+    def commit(self) -> None:
+        if self._lines:
+            _writer(self.target.path).append("".join(self._lines), durable=True)
+        self._lines = []

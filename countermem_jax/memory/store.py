@@ -146,6 +146,16 @@ class MemoryStore(_StoreView):
                 return self._records[i]
         raise KeyError(f"no record {record_id!r} in store {self.snapshot_id}")
 
+    def copy(self) -> "MemoryStore":
+        """An independent copy with the same snapshot id, counters and advice embeddings: what
+        construction in waves gives a task as its private view of the committed store, and
+        replays the task's changes onto (``countermem_jax.construction_waves``)."""
+        twin = MemoryStore.__new__(MemoryStore)
+        twin.__dict__.update(self.__dict__)
+        twin.meta, twin._records, twin._advice = dict(self.meta), list(self._records), \
+            self._advice.copy()
+        return twin
+
     def freeze(self) -> "FrozenStore":
         return FrozenStore(self.config, self._records, self.snapshot_id, self._next_seq,
                            self.evictions, self.meta)
