@@ -65,11 +65,13 @@ def _observed(results) -> tuple:
 
 
 class _RecordingIndex(RetrievalIndex):
-    """A retrieval index (the one the index builder made, shared, not copied) that records every
+    """A retrieval index over the same records as ``inner`` (its arrays shared, not copied) with
+    the task run's own condition checker (its judge's verdicts are the run's), recording every
     retrieval and what it returned in the task view's reads."""
 
-    def __init__(self, inner: RetrievalIndex, reads: list):
+    def __init__(self, inner: RetrievalIndex, checker: cond_lib.CompositeChecker, reads: list):
         self.__dict__.update(inner.__dict__)
+        self.checker = checker
         self._reads = reads
 
     def retrieve_embedded(self, tasks, query_embeddings):
@@ -99,7 +101,7 @@ class TaskView:
     def _current_index(self) -> _RecordingIndex:
         if self._index_version != self._version:  # rebuilt only after a change, as before
             self._index = _RecordingIndex(self.make_index(self.store.records, self.checker),
-                                          self.reads)
+                                          self.checker, self.reads)
             self._index_version = self._version
         return self._index
 
@@ -212,8 +214,20 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
               "discarded_tokens": 0}
     wave = WaveLog(position // wave_size)
 
+    abandoned: list[asyncio.Task] = []  # cancelled stale runs, awaited at the end
+    indexes: dict[tuple, RetrievalIndex] = {}  # by the records' identities (kept alive here)
+
+    def shared_index(records, checker) -> RetrievalIndex:
+        """One index build per store state for all the runs and replays that read it."""
+        key = tuple(map(id, records))
+        if key not in indexes:
+            if len(indexes) >= min(2 * wave_size + 8, 64):
+                del indexes[next(iter(indexes))]
+            indexes[key] = make_index(records, checker)
+        return indexes[key]
+
     def launch(task) -> _Run:
-        run = _Run(task, TaskView(store, task.task_id, make_index, make_checker()),
+        run = _Run(task, TaskView(store, task.task_id, shared_index, make_checker()),
                    HeldEvents(log))
 
         async def body():
@@ -229,6 +243,16 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
                 return
             in_flight.append(launch(task))
 
+    def rerun(stale: _Run) -> _Run:
+        """Discards a stale run (its held events and charges; counted in the wave's log) and
+        runs its task again against the committed store."""
+        stale.future.cancel()
+        abandoned.append(stale.future)
+        wave.reruns.append(stale.task.task_id)
+        wave.discarded_llm_calls += len(stale.charges)
+        wave.discarded_tokens += sum(usage.total for _, _, usage, _ in stale.charges)
+        return launch(stale.task)
+
     def close_wave() -> None:
         if wave.tasks:
             log.write("construction_wave", phase="construction", wave_size=wave_size,
@@ -242,13 +266,12 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
         fill()
         while in_flight:
             run = in_flight.popleft()
+            if not run.future.done() and replay(store, run.view) is None:
+                run = rerun(run)  # already stale: no need to wait for the rest of it
             ctx, error = await run.settle()
             after = replay(store, run.view)
             if after is None:  # it read what the sequential order would not have shown it
-                wave.reruns.append(run.task.task_id)
-                wave.discarded_llm_calls += len(run.charges)
-                wave.discarded_tokens += sum(usage.total for _, _, usage, _ in run.charges)
-                run = launch(run.task)
+                run = rerun(run)
                 ctx, error = await run.settle()
                 after = replay(store, run.view)
                 if after is None:
@@ -271,5 +294,6 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
     finally:
         for run in in_flight:
             run.future.cancel()
-        await asyncio.gather(*(run.future for run in in_flight), return_exceptions=True)
+        await asyncio.gather(*(run.future for run in in_flight), *abandoned,
+                             return_exceptions=True)
     return store, totals

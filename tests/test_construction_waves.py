@@ -16,12 +16,15 @@ import uuid
 
 import pytest
 
+from countermem_jax import construction_waves as waves
 from countermem_jax import counterfactual, experiment, metrics
 from countermem_jax.backbones.fake import Rule, ScriptedBackbone
 from countermem_jax.config_defaults import base_config
 from countermem_jax.domains import SQL
 from countermem_jax.memory import load_frozen, load_store
 from countermem_jax.memory import store as store_lib
+from countermem_jax.retrieval import conditions as cond_lib
+from countermem_jax.retrieval.retrieve import RetrievalIndex
 from countermem_jax.runlog import RunLog
 from evaluators.base import Task
 from evaluators.sql import SQLEvaluator
@@ -264,3 +267,42 @@ def test_wave_size_below_one_is_refused(tmp_path, people):
         experiment.build_memory(_config(tmp_path, 0), tmp_path / "wd", backbone=scripted(),
                                 benchmark=people)
     assert not (tmp_path / "wd" / "store.jsonl").exists()
+
+
+# ----------------------------------------------------------------------------- the replay rule
+def _view(store, task_id):
+    checker = cond_lib.CompositeChecker()
+    return waves.TaskView(store, task_id, lambda records, c: RetrievalIndex(records, checker=c),
+                          checker)
+
+
+def test_a_read_the_sequential_order_would_have_answered_otherwise_is_stale(record_factory):
+    """B looked at the store before A's record was committed: B is re-run. D only observed a
+    reuse of a record A did not touch: D commits as it ran, after A, as in the sequential run."""
+    old = record_factory(source_task_id="t0")
+    empty, start = store_lib.MemoryStore(), store_lib.MemoryStore(records=[old])
+    a, b = _view(empty, "a"), _view(empty, "b")
+    a.propose(record_factory(source_task_id="a"))
+    b.index()
+    b.propose(record_factory(source_task_id="b", situation="another situation"))
+    after_a = waves.replay(empty, a)
+    assert [r.source_task_id for r in after_a.records] == ["a"]
+    assert waves.replay(after_a, b) is None  # the sequential B would have seen A's record
+    assert waves.replay(empty, b) is not None  # against what it saw, B replays
+
+    a, d = _view(start, "a"), _view(start, "d")
+    a.propose(record_factory(source_task_id="a", situation="a different situation",
+                             improved="SELECT name FROM people WHERE age >= 19"))
+    d.observe_reuse(old.record_id, 1)
+    after_a = waves.replay(start, a)
+    after_d = waves.replay(after_a, d)
+    sequential = start.copy()
+    sequential.propose(a.reads[0][1])
+    sequential.observe_reuse(old.record_id, 1)
+    assert after_d.content_hash() == sequential.content_hash()
+    assert after_d.next_seq == sequential.next_seq and after_d.records[0].uses == 1
+
+    # A reuse of a record that an earlier commit evicted is stale too.
+    e = _view(start, "e")
+    e.observe_reuse(old.record_id, -1)
+    assert waves.replay(store_lib.MemoryStore(), e) is None
