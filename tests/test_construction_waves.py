@@ -10,28 +10,22 @@ import datetime
 import hashlib
 import json
 import re
-import sqlite3
 import types
 import uuid
 
+import helpers
 import pytest
 
 from countermem_jax import construction_waves as waves
 from countermem_jax import counterfactual, experiment, metrics
 from countermem_jax.backbones.fake import Rule, ScriptedBackbone
 from countermem_jax.config_defaults import base_config
-from countermem_jax.domains import SQL
 from countermem_jax.memory import load_frozen, load_store
 from countermem_jax.memory import store as store_lib
 from countermem_jax.retrieval import conditions as cond_lib
 from countermem_jax.retrieval.retrieve import RetrievalIndex
 from countermem_jax.runlog import RunLog
-from evaluators.base import Task
-from evaluators.sql import SQLEvaluator
-from evaluators.sql.checker import SQLReference
-from evaluators.sql.features import question_features
 
-PEOPLE = [("Ann", 25), ("Bob", 30), ("Cid", 35), ("Dee", 40), ("Eve", 45), ("Fay", 50), ("Gus", 55)]
 KINDS = {  # question, gold operator, drafted operator
     "least": ("List the names of people aged at least {n}.", ">=", ">"),
     "most": ("List the names of people aged at most {n}.", "<=", "<"),
@@ -63,23 +57,11 @@ MANIFEST = {"build": [_tid(k, n) for k, n in BUILD],
 
 @pytest.fixture
 def people(tmp_path):
-    db = tmp_path / "people.sqlite"
-    conn = sqlite3.connect(db)
-    conn.execute("CREATE TABLE people (name TEXT, age INTEGER)")
-    conn.executemany("INSERT INTO people VALUES (?, ?)", PEOPLE)
-    conn.commit()
-    conn.close()
-    tasks = []
+    questions = {}
     for tid, (kind, n) in QUESTIONS.items():
         question, gold, _ = KINDS[kind]
-        question = question.format(n=n)
-        tasks.append(Task(tid, "sql", "people", question, "Database: people\nSchema:\nCREATE TABLE "
-                          "people (name TEXT, age INTEGER);", "join / predicate",
-                          reference=SQLReference(f"SELECT name FROM people WHERE age {gold} {n}",
-                                                 str(db), "spider"),
-                          features={"db_id": "people", **question_features(question)},
-                          environment="people"))
-    return tasks, SQLEvaluator(), SQL
+        questions[tid] = (question.format(n=n), f"{gold} {n}")
+    return helpers.people_benchmark(tmp_path, questions)
 
 
 def _alternatives(messages):
