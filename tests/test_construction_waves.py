@@ -244,6 +244,25 @@ def test_a_kill_mid_wave_resumes_to_the_same_store(tmp_path, people, pinned):
     assert _construction_events(wd) == _construction_events(reference)
 
 
+def test_a_stale_run_that_raised_is_re_run_not_fatal(tmp_path, people, pinned):
+    """In sequence, b-least-30 reuses b-more-35's record and is solved at once; run against the
+    empty store it fails and expands, and here that call raises. Its reads were stale, so the
+    error is the stale run's own: the task is re-run and the build completes."""
+    reference = _build(tmp_path, people, "ref", wave_size=1)
+    backbone = scripted()
+
+    def boom(messages):
+        raise Killed("only a stale run of b-least-30 expands a failure")
+    backbone.rules.insert(0, Rule(boom, template="GENERATE_LOCAL_ALTERNATIVES",
+                                  task="/b-least-30#"))
+    wd = _build(tmp_path, people, "w64", wave_size=64, backbone=backbone)
+    assert (wd / "store_frozen.jsonl").read_bytes() == \
+        (reference / "store_frozen.jsonl").read_bytes()
+    assert "b-least-30" in [t for w in _waves(wd) for t in w["reruns"]]
+    assert any(c.purpose == "GENERATE_LOCAL_ALTERNATIVES" and "/b-least-30#" in c.decision
+               for c, _ in backbone.calls)  # the stale run did raise
+
+
 def test_wave_size_below_one_is_refused(tmp_path, people):
     with pytest.raises(Exception, match=r"construction\.wave_size=0 must be >= 1"):
         experiment.build_memory(_config(tmp_path, 0), tmp_path / "wd", backbone=scripted(),
