@@ -45,16 +45,16 @@ def base_config() -> ml_collections.ConfigDict:
         fallback_condition="exclude"))
     c.construction = ml_collections.ConfigDict(dict(
         k=4, max_expanded_failures=2, verification_budget=8, epsilon=0.05,
-        reuse_policy="always_top1", relevance_threshold=0.5, scope_free_text_conditions=False,
-        # W construction tasks in flight; the store is identical for every W (README
-        # "Construction in waves"), larger W keeps a server busy at the cost of re-runs.
-        wave_size=1))
+        reuse_policy="always_top1", relevance_threshold=0.5, scope_free_text_conditions=False))
     c.selector = ml_collections.ConfigDict(dict(
         total_decisions=2000, learning_starts=100, train_every=4, target_sync_every=250,
         checkpoint_every=250, batch_size=32, seeds=(0, 1, 2, 3, 4)))
     # eval.seeds: the DQN seeds evaluated, one run each; () = every seed in selector.seeds.
     c.eval = ml_collections.ConfigDict(dict(
         selector="dqn", seeds=(), relevance_threshold=0.5, concurrency=1))
+    # Construction tasks in flight (README "Construction in waves"): the store is the same for
+    # every value; a larger one keeps a served backbone busy, at the cost of re-runs.
+    c.construction.wave_size = 1
     c.method = "countermem"   # none | countermem | best_of_n | expel | ... (countermem_jax.baselines)
     c.baselines = baseline_defaults()
     return c

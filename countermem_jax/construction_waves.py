@@ -75,6 +75,7 @@ class _RecordingIndex(RetrievalIndex):
         self._reads = reads
 
     def retrieve_embedded(self, tasks, query_embeddings):
+        """``RetrievalIndex.retrieve_embedded``, its query and answer recorded as a read."""
         results = super().retrieve_embedded(tasks, query_embeddings)
         self._reads.append(("retrieve", (tuple(tasks), np.array(query_embeddings, copy=True)),
                             _observed(results)))
@@ -96,6 +97,7 @@ class TaskView:
 
     @property
     def snapshot_id(self) -> str:
+        """The committed store's snapshot id (in the provenance of the records admitted)."""
         return self.store.snapshot_id
 
     def _current_index(self) -> _RecordingIndex:
@@ -113,12 +115,15 @@ class TaskView:
         return index
 
     def propose(self, record):
+        """Module II on this view (``MemoryStore.propose``); the decision and the records
+        evicted are a read."""
         decision, evicted = self.store.propose(record)
         self._version += 1
         self.reads.append(("propose", record, (decision, tuple(evicted))))
         return decision, evicted
 
     def observe_reuse(self, record_id: str, label: int):
+        """A reuse observation on this view; whether the record was there is a read."""
         found = record_id in self.store
         self.reads.append(("reuse", (record_id, label), found))
         self._version += found
@@ -154,9 +159,11 @@ class TaskHooks:
         self.view, self.builder = view, builder
 
     def observe_reuse(self, record_id: str, label: int):
+        """u <- (1-ρ)u + ρy for the record used, on the run's view."""
         return self.view.observe_reuse(record_id, label)
 
     async def after_failure(self, ctx, state_before, action, outcome) -> None:
+        """Modules I–II on the failed action (at most ``max_expanded_failures`` per task)."""
         await self.builder.expand(ctx, state_before, action, outcome)
 
     async def expand(self, ctx, state_before, action, outcome) -> None:

@@ -98,17 +98,14 @@ def _forget_writers_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_writers_in_child)
 
 
-def _line(event: str, fields: dict) -> str:
-    return json.dumps({"event": event, **fields}, default=_default, ensure_ascii=False) + "\n"
-
-
 class RunLog:
     def __init__(self, path: str | os.PathLike):
         self.path = pathlib.Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, event: str, **fields) -> None:
-        _writer(self.path).append(_line(event, fields), durable=event not in UNSYNCED_EVENTS)
+        line = json.dumps({"event": event, **fields}, default=_default, ensure_ascii=False)
+        _writer(self.path).append(line + "\n", durable=event not in UNSYNCED_EVENTS)
 
     def sync(self) -> None:
         """Makes every event written so far durable (e.g. before saving a checkpoint that
@@ -164,9 +161,12 @@ class HeldEvents:
         self._lines: list[str] = []
 
     def write(self, event: str, **fields) -> None:
-        self._lines.append(_line(event, fields))
+        """Holds one event (the line ``RunLog.write`` would write)."""
+        self._lines.append(json.dumps({"event": event, **fields}, default=_default,
+                                      ensure_ascii=False) + "\n")
 
     def commit(self) -> None:
+        """Appends the held events to the log, in order, and fsyncs them; holds nothing after."""
         if self._lines:
             _writer(self.target.path).append("".join(self._lines), durable=True)
         self._lines = []

@@ -82,11 +82,11 @@ class TokenLedger:
         self.cached_calls = 0
 
     def record(self, charge: Charge, usage: Usage, cached: bool = False) -> None:
-        held = _HELD.get()
-        if held is not None:  # a run that may be discarded: booked by book_held, or never
-            held.append((self, charge, usage, cached))
-            return
         with self._lock:
+            held = _HELD.get()
+            if held is not None:  # a run that may be discarded: booked by book_held, or never
+                held.append((self, charge, usage, cached))
+                return
             self.by_phase[charge.phase] += usage
             if charge.decision:
                 self.by_decision[charge.decision] += usage

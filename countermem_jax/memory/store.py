@@ -138,14 +138,6 @@ class MemoryStore(_StoreView):
         self._advice = np.delete(self._advice, victim, axis=0)
         return record.record_id
 
-    def observe_reuse(self, record_id: str, label: int) -> MemoryRecord:
-        """Construction-time reuse feedback: u <- (1-ρ)u + ρy and the use counters."""
-        for i, r in enumerate(self._records):
-            if r.record_id == record_id:
-                self._records[i] = reuse.update_reuse(r, label, self.config.reuse_rho)
-                return self._records[i]
-        raise KeyError(f"no record {record_id!r} in store {self.snapshot_id}")
-
     def copy(self) -> "MemoryStore":
         """An independent copy with the same snapshot id, counters and advice embeddings: what
         construction in waves gives a task as its private view of the committed store, and
@@ -155,6 +147,14 @@ class MemoryStore(_StoreView):
         twin.meta, twin._records, twin._advice = dict(self.meta), list(self._records), \
             self._advice.copy()
         return twin
+
+    def observe_reuse(self, record_id: str, label: int) -> MemoryRecord:
+        """Construction-time reuse feedback: u <- (1-ρ)u + ρy and the use counters."""
+        for i, r in enumerate(self._records):
+            if r.record_id == record_id:
+                self._records[i] = reuse.update_reuse(r, label, self.config.reuse_rho)
+                return self._records[i]
+        raise KeyError(f"no record {record_id!r} in store {self.snapshot_id}")
 
     def freeze(self) -> "FrozenStore":
         return FrozenStore(self.config, self._records, self.snapshot_id, self._next_seq,
