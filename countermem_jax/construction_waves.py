@@ -222,11 +222,11 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
     wave = WaveLog(position // wave_size)
 
     abandoned: list[asyncio.Task] = []  # cancelled stale runs, awaited at the end
-    indexes: dict[tuple, RetrievalIndex] = {}  # by the records' identities (kept alive here)
+    indexes: dict[tuple, RetrievalIndex] = {}  # by the records (frozen dataclasses: content)
 
     def shared_index(records, checker) -> RetrievalIndex:
-        """One index build per store state for all the runs and replays that read it."""
-        key = tuple(map(id, records))
+        """One index build per store content for all the runs and replays that read it."""
+        key = tuple(records)
         if key not in indexes:
             if len(indexes) >= min(2 * wave_size + 8, 64):
                 del indexes[next(iter(indexes))]
