@@ -71,6 +71,9 @@ def base_config() -> ml_collections.ConfigDict:
     # eval.seeds: the DQN seeds evaluated, one run each; () = every seed in selector.seeds.
     c.eval = ml_collections.ConfigDict(dict(
         selector="dqn", seeds=(), relevance_threshold=0.5, concurrency=1))
+    # Construction tasks in flight (README "Construction in waves"): the store is the same for
+    # every value; a larger one keeps a served backbone busy, at the cost of re-runs.
+    c.construction.wave_size = 1
     c.method = "countermem"   # none | countermem | best_of_n | expel | ... (countermem_jax.baselines)
     c.baselines = baseline_defaults()
     return c

@@ -178,3 +178,33 @@ class RunLog:
             else:
                 done[tid] = pending.pop(tid, [])
         return [d for decisions in done.values() for d in decisions]
+
+
+class HeldEvents:
+    """The events of a unit of work that may still be discarded, held back from ``target``:
+    a construction task run speculatively in a wave (``countermem_jax.construction_waves``)
+    writes here; ``commit`` appends its events to the log in one write, fsynced, when the task
+    commits, and a discarded run's events are simply dropped, so nothing that reads the log
+    (resume, metrics, the cost of building) ever sees them. Serialised as they are written, so
+    later changes to the objects logged do not leak in."""
+
+    def __init__(self, target: RunLog):
+        self.target = target
+        self.path = target.path
+        self._lines: list[str] = []
+        # what else the unit of work held back (its parse failures): released with its events
+        self.on_commit: list = []
+
+    def write(self, event: str, **fields) -> None:
+        """Holds one event (the line ``RunLog.write`` would write)."""
+        self._lines.append(json.dumps({"event": event, **fields}, default=_default,
+                                      ensure_ascii=False) + "\n")
+
+    def commit(self) -> None:
+        """Appends the held events to the log, in order, and fsyncs them; holds nothing after."""
+        if self._lines:
+            _writer(self.target.path).append("".join(self._lines), durable=True)
+        self._lines = []
+        for release in self.on_commit:
+            release()
+        self.on_commit = []

@@ -27,7 +27,8 @@ a refusal of the split sizes inside the phase takes the record back.
 ``eval`` section (which selector / seed is evaluated, thresholds of fixed selectors, concurrency),
 where files live (data paths, the splits manifest's path; the split *contents* are checked through
 ``splits.json``), how the backbone is reached (URLs, concurrency, timeouts, retries, threads,
-response cache) and which selector seeds are trained (each seed has its own directory). A new field
+response cache), which selector seeds are trained (each seed has its own directory) and how many
+construction tasks are in flight (the store is the same for every ``construction.wave_size``). A new field
 is fingerprinted by default; an evaluation-only or operational field is one entry in that list.
 
 A phase also holds ``WORKDIR/.locks/<phase>.lock`` (``filelock``) while it runs; a second process
@@ -61,7 +62,7 @@ NOT_FINGERPRINTED = (
     "data.swebench_checkouts", "data.lean_project", "splits.manifest",
     "backbone.base_urls", "backbone.max_concurrency", "backbone.timeout_s",
     "backbone.max_attempts", "backbone.n_threads", "backbone.cache_dir",
-    "selector.seeds",
+    "selector.seeds", "construction.wave_size",
 )
 # What a workdir made before fingerprints existed holds; such a workdir cannot be checked.
 _RESULT_FILES = ("store.jsonl", "store_frozen.jsonl", "selector", "metrics.json", "log.jsonl")

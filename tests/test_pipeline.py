@@ -1,23 +1,18 @@
 """CounterMem end to end with the scripted backbone and the real SQL checker (paper Alg. 1)."""
 import json
 import re
-import sqlite3
 
+import helpers
 import pytest
 
 from countermem_jax import experiment, splits as splits_lib
 from countermem_jax.testing.scripted_backbone import Rule, ScriptedBackbone
 from countermem_jax.config_defaults import base_config
-from countermem_jax.domains import SQL
 from countermem_jax.memory import load_frozen, load_store
 from countermem_jax.runlog import RunLog
 from countermem_jax.selector import checkpoint
 from evaluators.base import Task
-from evaluators.sql import SQLEvaluator
-from evaluators.sql.checker import SQLReference
-from evaluators.sql.features import question_features
 
-PEOPLE = [("Ann", 25), ("Bob", 30), ("Cid", 35), ("Dee", 40), ("Eve", 45), ("Fay", 50), ("Gus", 55)]
 QUESTIONS = {
     "b1": ("List the names of people aged at least 30.", ">= 30", "> 30"),
     "b2": ("List the names of people aged at least 50.", ">= 50", "> 50"),
@@ -33,18 +28,8 @@ MANIFEST = {"build": ["b1", "b2"], "train": ["t1", "t2"], "validation": ["v1"],
 
 @pytest.fixture
 def people_benchmark(tmp_path):
-    db = tmp_path / "people.sqlite"
-    conn = sqlite3.connect(db)
-    conn.execute("CREATE TABLE people (name TEXT, age INTEGER)")
-    conn.executemany("INSERT INTO people VALUES (?, ?)", PEOPLE)
-    conn.commit()
-    conn.close()
-    tasks = [Task(tid, "sql", "people", q, "Database: people\nSchema:\nCREATE TABLE people (name TEXT, "
-                  "age INTEGER);", "join / predicate",
-                  reference=SQLReference(f"SELECT name FROM people WHERE age {gold}", str(db), "spider"),
-                  features={"db_id": "people", **question_features(q)}, environment="people")
-             for tid, (q, gold, _) in QUESTIONS.items()]
-    return tasks, SQLEvaluator(), SQL
+    return helpers.people_benchmark(tmp_path,
+                                    {t: (q, gold) for t, (q, gold, _) in QUESTIONS.items()})
 
 
 def _draft_for(task_id):

@@ -12,6 +12,7 @@ figures of §4.4 and the selector's token penalty (Eq. 10) both come from it.
 import abc
 import asyncio
 import collections
+import contextvars
 import dataclasses
 import threading
 from typing import Any, Sequence
@@ -107,6 +108,10 @@ class TokenLedger:
     def record(self, charge: Charge, usage: Usage, cached: bool = False) -> None:
         """Books one call's usage to its phase, decision and purpose."""
         with self._lock:
+            held = _HELD.get()
+            if held is not None:  # a run that may be discarded: booked by book_held, or never
+                held.append((self, charge, usage, cached))
+                return
             self.by_phase[charge.phase] += usage
             if charge.decision:
                 self.by_decision[charge.decision] += usage
@@ -131,6 +136,25 @@ class TokenLedger:
             return {"by_phase": {k: dataclasses.asdict(v) | {"total": v.total}
                                  for k, v in self.by_phase.items()},
                     "calls": dict(self.calls), "cached_calls": self.cached_calls}
+
+
+_HELD: contextvars.ContextVar[list | None] = contextvars.ContextVar("held_charges", default=None)
+
+
+def hold_charges() -> list:
+    """From now on in this context (an asyncio task, and the tasks and threads it starts), ledger
+    records are appended to the returned list instead of booked: a construction task run in a
+    wave that may be discarded (``countermem_jax.construction_waves``). ``book_held`` books them
+    when the run commits; a discarded run's charges are dropped (and reported apart)."""
+    held: list = []
+    _HELD.set(held)
+    return held
+
+
+def book_held(held: list) -> None:
+    """Books charges held by ``hold_charges``, in the order they were made."""
+    for ledger, charge, usage, cached in held:
+        ledger.record(charge, usage, cached)
 
 
 class Backbone(abc.ABC):

@@ -171,6 +171,16 @@ class MemoryStore(_StoreView):
         self._advice = np.delete(self._advice, victim, axis=0)
         return record.record_id
 
+    def copy(self) -> "MemoryStore":
+        """An independent copy with the same snapshot id, counters and advice embeddings: what
+        construction in waves gives a task as its private view of the committed store, and
+        replays the task's changes onto (``countermem_jax.construction_waves``)."""
+        twin = MemoryStore.__new__(MemoryStore)
+        twin.__dict__.update(self.__dict__)
+        twin.meta, twin._records, twin._advice = dict(self.meta), list(self._records), \
+            self._advice.copy()
+        return twin
+
     def observe_reuse(self, record_id: str, label: int) -> MemoryRecord:
         """Construction-time reuse feedback: u <- (1-ρ)u + ρy and the use counters."""
         for i, r in enumerate(self._records):

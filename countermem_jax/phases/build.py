@@ -3,15 +3,19 @@
 CounterMem runs the base agent on each construction task with retrieval over the store as it
 grows; after a failure Modules I–II propose ≤ K local edits, check them from the same state and
 admit verified improvements as records. The store is saved atomically after every task with the
-processed task ids in its header, so a killed run resumes where it stopped; at the end it is
+processed task ids in its header, so a killed run resumes where it stopped. Up to
+``construction.wave_size`` tasks run at once and commit in split order, with the store identical
+to the one-at-a-time run (``countermem_jax.construction_waves``). At the end the store is
 frozen and its content hash written for the later phases. A baseline method (``cfg.method``)
 builds its own memory instead (``countermem_jax.baselines``), or skips a phase it has no use for.
 """
 import asyncio
+import functools
 
 import tqdm
 
 from countermem_jax import baselines
+from countermem_jax import construction_waves as waves
 from countermem_jax.agents import Agent
 from countermem_jax.counterfactual import CounterfactualBuilder
 from countermem_jax.memory import load_frozen, load_store, save_store
@@ -19,28 +23,17 @@ from countermem_jax.memory.store import MemoryStore
 from countermem_jax.memory_use import CounterMemAugmentation
 from countermem_jax.phases import context
 from countermem_jax.phases.workdir import Workdir
+from countermem_jax.prompting.failures import HeldParseFailures
 from countermem_jax.selector import policies
 from countermem_jax import workdir_guard
 
 
-def _growing_index(cfg, store: MemoryStore, checker):
-    """An index source that follows the store: rebuilt only when its content hash changed."""
-    cache = {}
-
-    def current():
-        key = store.content_hash()
-        if key not in cache:
-            cache.clear()
-            cache[key] = context.retrieval_index(cfg, store.records, checker)
-        return cache[key]
-    return current
-
-
-def _construction_augmentation(cfg, agent: Agent, store: MemoryStore, builder, index_source):
-    """Module III during construction: the fixed construction policy over the growing store,
-    reuse statistics updated after each use, Modules I–II after failures."""
+def _construction_augmentation(cfg, agent: Agent, index_source, hooks):
+    """Module III of one construction task run: the fixed construction policy over the index
+    source (the task's view of the store), reuse observations and Modules I–II (after failures)
+    through the construction hooks (``construction_waves.TaskHooks``)."""
     return CounterMemAugmentation(
-        agent, phase="construction", store=store, builder=builder, index_factory=index_source,
+        agent, phase="construction", store=hooks, builder=hooks, index_factory=index_source,
         selector=policies.make_fixed(cfg.construction.reuse_policy,
                                      cfg.construction.relevance_threshold),
         render_condition=cfg.memory.render_condition)
@@ -53,29 +46,47 @@ def _already_frozen(wd: Workdir) -> dict:
     return {"records": len(frozen), "hash": frozen.content_hash()}
 
 
-async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext, store: MemoryStore) -> None:
-    """Runs the construction tasks not yet processed, in split order, saving after each."""
+async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
+                     store: MemoryStore) -> tuple[MemoryStore, dict]:
+    """Runs the construction tasks not yet processed, ``construction.wave_size`` in flight,
+    committed in split order and saved after each (``construction_waves``); returns the final
+    store and the waves' totals (re-runs and what they spent)."""
     done = set(store.meta.get("processed_tasks", []))
-    agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.log,
-                  ctx.parse_failures)
-    builder = CounterfactualBuilder(agent, store, context.construction_config(cfg), wd.log)
-    augmentation = _construction_augmentation(
-        cfg, agent, store, builder, _growing_index(cfg, store, context.condition_checker(cfg)))
+    construction_cfg = context.construction_config(cfg)
     todo = [t for t in ctx.splits.build if t.task_id not in done]
     wd.log.write("phase_start", phase="construction", tasks=len(ctx.splits.build),
                  resumed=len(done))
+
+    async def run_task(task, view: waves.TaskView, events):
+        failures = HeldParseFailures(ctx.parse_failures)  # released when the task commits
+        events.on_commit.append(failures.release)
+        agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, events, failures)
+        builder = CounterfactualBuilder(agent, view, construction_cfg, events)
+        augmentation = _construction_augmentation(cfg, agent, view.index,
+                                                  waves.TaskHooks(view, builder))
+        return await agent.run(task, augmentation, phase="construction", run="build")
+
     solved = 0
-    bar = tqdm.tqdm(todo, desc="build memory", unit="task", dynamic_ncols=True, mininterval=1.0)
+    bar = tqdm.tqdm(total=len(todo), desc="build memory", unit="task", dynamic_ncols=True,
+                    mininterval=1.0)
+
+    def commit(committed: MemoryStore, task, run_ctx) -> None:
+        nonlocal solved
+        solved += run_ctx.solved
+        done.add(task.task_id)
+        committed.meta["processed_tasks"] = sorted(done)
+        save_store(committed, wd.store)  # atomic: records and processed ids land together
+        bar.update(1)
+        bar.set_postfix(records=len(committed), solved=solved,
+                        tokens=ctx.ledger.total("construction").total)
     try:
-        for task in bar:
-            run_ctx = await agent.run(task, augmentation, phase="construction", run="build")
-            solved += run_ctx.solved
-            done.add(task.task_id)
-            store.meta["processed_tasks"] = sorted(done)
-            save_store(store, wd.store)  # atomic: records and processed ids land together
-            bar.set_postfix(records=len(store), solved=solved,
-                            tokens=ctx.ledger.total("construction").total)
+        return await waves.build_in_waves(
+            store, todo, run_task, wave_size=cfg.construction.wave_size,
+            make_index=functools.partial(context.retrieval_index, cfg),
+            make_checker=functools.partial(context.condition_checker, cfg), log=wd.log,
+            commit=commit, position=len(done))
     finally:
+        bar.close()
         await ctx.backbone.aclose()
 
 
@@ -97,11 +108,12 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     if wd.frozen.exists():
         return _already_frozen(wd)
     store = load_store(wd.store) if wd.store.exists() else MemoryStore(context.store_config(cfg))
-    asyncio.run(_construct(cfg, wd, ctx, store))
+    store, wave_totals = asyncio.run(_construct(cfg, wd, ctx, store))
     frozen = store.freeze()
     wd.write_frozen(frozen)
     summary = {"records": len(frozen), "hash": frozen.content_hash(),
-               "tasks": len(ctx.splits.build), "tokens": ctx.ledger.total("construction").total}
+               "tasks": len(ctx.splits.build), "tokens": ctx.ledger.total("construction").total,
+               "waves": wave_totals}
     wd.log.write("phase_end", phase="construction", ledger=ctx.ledger.summary(), **summary)
     print(f"built {len(frozen)} records from {len(ctx.splits.build)} construction tasks; frozen "
           f"store {wd.frozen} (hash {frozen.content_hash()[:16]})")
