@@ -8,9 +8,8 @@ the parser.
 
 The parsers are also where the method's contracts are enforced rather than trusted: Module I's
 edits must be local (``parse_local_edits``, §3.2), and Module II's condition must be one short
-checkable requirement or explicitly none (``parse_distilled``, §3.3). Each parser's docstring
-starts with the template whose contract it enforces; the baselines' parsers (Appendix D.5) follow
-the same rules.
+checkable requirement or explicitly none (``parse_distilled``, §3.3). The parsers of the
+baselines' templates (Appendix D.5) follow the same rules, so no method gets a laxer contract.
 """
 import dataclasses
 import difflib
