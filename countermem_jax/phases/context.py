@@ -115,8 +115,8 @@ def dqn_config(cfg) -> dqn.DQNConfig:
     """The selector's DQN schedule and budgets (Appendix C.2)."""
     s = cfg.selector
     # Only the schedule and batch size come from the config; network, optimiser, exploration
-    # and reward weights keep ``DQNConfig``'s defaults (the DQN table of Appendix C.2), and every checkpoint
-    # records the full config it was trained with.
+    # and reward weights keep ``DQNConfig``'s defaults (the DQN table of Appendix C.2), and
+    # every checkpoint records the full config it was trained with.
     return dqn.DQNConfig(total_decisions=s.total_decisions, learning_starts=s.learning_starts,
                          train_every=s.train_every, target_sync_every=s.target_sync_every,
                          checkpoint_every=s.checkpoint_every, batch_size=s.batch_size)
