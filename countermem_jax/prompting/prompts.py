@@ -18,7 +18,8 @@ Which module of the method uses which template (the "Used in" column of the Appe
                        REVISE_WITH_MEMORY (showing ``render_memory_block``)
   transfer study (App. D.4)  LOOK_ALIKE_TASK
 ``ALL`` maps every template name to its template. The prompt texts are part of the experiment:
-changing one changes every cached response keyed on it, so they are edited only on purpose.
+the response cache is keyed on the messages, so a changed text makes every call it renders miss
+the cache and changes the run; they are edited only on purpose.
 """
 import dataclasses
 import logging
