@@ -2,7 +2,7 @@
 identical to the sequential run (paper §3.2–3.3, Algorithm 1 phase 1; issue 14).
 
 Construction is order-dependent: a task retrieves the records earlier tasks admitted, its reuse
-observations update their statistic u (which enters the retrieval score, Eq. 7), and Modules I–II
+observations update their statistic u (which enters the retrieval score, Eq. 8), and Modules I–II
 admit its own records under admission and capacity rules that look at the whole store. Up to
 ``construction.wave_size`` = W tasks run at once, each against a private ``TaskView``: a copy of
 the store as committed when the task started, to which only its own admissions and reuse

@@ -3,6 +3,8 @@ domain, its rule edit operators of Module I (paper §3.2, Appendix B.4) and its 
 
 The action is one localized edit (FILE / LINES / REPLACE); the rule operators edit the replacement
 lines only: a comparison, an off-by-one, a boolean operator or constant, one change per variant.
+These are the classic single-token bugs of QuixBugs and BugsInPy; an edit that needs new code is
+left to the LLM's own proposals (GENERATE_LOCAL_ALTERNATIVES), which take the slots first.
 """
 import re
 
@@ -15,6 +17,8 @@ def python_edits(source: str, lines: list[int] | None = None, limit: int = 8) ->
     """Comparison, off-by-one and boolean-operator edits on the given (failing) lines."""
     src_lines = source.splitlines(keepends=True)
     targets = lines or list(range(1, len(src_lines) + 1))
+    # (pattern, replacement) pairs. The lookarounds keep ``<`` and ``>`` from matching inside
+    # ``<=``, ``<<``, ``>>`` or a ``->`` return annotation; ``+ 1`` / ``- 1`` are removed whole.
     swaps = [(r"<=", "<"), (r"(?<![<>=!])<(?![<=])", "<="), (r">=", ">"),
              (r"(?<![<>=!-])>(?![>=])", ">="), (r"==", "!="), (r"!=", "=="), (r"\band\b", "or"),
              (r"\bor\b", "and"), (r"\+ 1\b", ""), (r"- 1\b", ""), (r"\bTrue\b", "False"),
@@ -24,6 +28,7 @@ def python_edits(source: str, lines: list[int] | None = None, limit: int = 8) ->
         if not 1 <= ln <= len(src_lines):
             continue
         line = src_lines[ln - 1]
+        # Signatures and imports are interface, not the bug: editing them breaks every caller.
         if line.lstrip().startswith(("#", "def ", "class ", "import ", "from ")):
             continue
         for pattern, repl in swaps:
@@ -31,6 +36,8 @@ def python_edits(source: str, lines: list[int] | None = None, limit: int = 8) ->
                 new = line[: m.start()] + repl + line[m.end():]
                 out.append("".join(src_lines[: ln - 1] + [new] + src_lines[ln:]))
                 break
+        # The other off-by-one direction: ``+ 1`` after the first name that closes an index or a
+        # call argument list (``a[i]`` -> ``a[i + 1]``, ``range(n)`` -> ``range(n + 1)``).
         for m in re.finditer(r"(\w+)\s*(\]|\))", line):
             if m.group(1).isidentifier() and not m.group(1).isdigit():
                 new = line[: m.end(1)] + " + 1" + line[m.end(1):]
@@ -42,6 +49,8 @@ def python_edits(source: str, lines: list[int] | None = None, limit: int = 8) ->
 def localized_edit_variants(task, action: str) -> list[str]:
     """Python operators applied to the replacement block of a localized edit (the failing lines)."""
     from evaluators.coding import edits
+    # A unified diff (the checker accepts that form too) gets no rule edits: only the localized
+    # form says which lines are the decision unit.
     try:
         edit = edits.parse_localized(action)
     except edits.EditError:
@@ -49,12 +58,15 @@ def localized_edit_variants(task, action: str) -> list[str]:
     if edit is None:
         return []
     out = []
+    # Same FILE and LINES, so every variant is still one localized edit of the same place.
     for variant in python_edits(edit.replacement + "\n"):
         out.append(f"FILE: {edit.path}\nLINES: {edit.start}-{edit.end}\nREPLACE:\n"
                    f"{variant.rstrip(chr(10))}")
     return out
 
 
+# The hint names the features the coding loaders attach to a task (``evaluators/coding/
+# loaders.py``: program and file for QuixBugs, repo for SWE-bench), which the rule checker tests.
 CODING = Domain(
     "coding", "Answer with one localized edit in exactly this form:\nFILE: <path>\nLINES: "
     "<first>-<last>\nREPLACE:\n<the new lines>",

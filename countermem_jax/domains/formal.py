@@ -19,9 +19,13 @@ from countermem_jax.domains.base import Domain, data_dir, require
 from countermem_jax.paths import data_root
 
 CLOSING_TACTICS = ("simp", "linarith", "nlinarith", "omega", "norm_num", "positivity")
+# Whole tactic names only: ``nlinarith`` holds no ``linarith`` and ``simp_all`` no ``simp``.
 _TACTIC = re.compile(r"\b(" + "|".join(CLOSING_TACTICS) + r")\b(?!_)")
+# A binder ``(x y : ℝ)`` of a number type: the variables a nonlinear hint may square.
 _BINDER = re.compile(r"\(\s*([^():]+?)\s*:\s*[^()]*?(?:ℝ|ℤ|ℕ|ℚ|Real|Int|Nat|Rat)\s*\)")
 _FLIP = {"<=": "<", "<": "<=", ">=": ">", ">": ">=", "≤": "<", "≥": ">"}
+# A comparison operator, but not part of ``==>``, ``<==>``, ``<==``, ``<<``, ``>>`` or ``->``:
+# implications and shifts are not boundaries.
 _CMP = re.compile(r"<=(?![=>])|(?<![=<])>=|≤|≥|(?<![<>=-])<(?![=<>])|(?<![<>=-])>(?![=>])")
 _ANNOTATION = re.compile(r"^\s*(invariant|assert|decreases)\b")
 
@@ -58,6 +62,8 @@ def tactic_substitutions(proof: str) -> list[str]:
 def hypothesis_additions(proof: str, statement: str) -> list[str]:
     """Hint terms for (n)linarith from the statement's variables, and simp over all hypotheses."""
     names = _variables(statement)
+    # sq_nonneg (a - b) for each pair, then sq_nonneg a: the usual hint terms that let
+    # nlinarith prove a polynomial inequality (at most three are tried per call site).
     hints = [f"sq_nonneg ({a} - {b})" for i, a in enumerate(names) for b in names[i + 1:]]
     hints += [f"sq_nonneg {a}" for a in names]
     out = []
@@ -66,6 +72,8 @@ def hypothesis_additions(proof: str, statement: str) -> list[str]:
         for hint in hints[:3]:
             inner = f"{existing.strip()[1:-1]}, {hint}" if existing else hint
             out.append(proof[:m.start()] + f"nlinarith [{inner.lstrip(', ')}]" + proof[m.end():])
+    # ``simp [*] at *`` inserted before the last line, at its indentation, so it runs inside the
+    # same tactic block.
     lines = proof.rstrip().splitlines() or [""]
     indent = re.match(r"\s*", lines[-1]).group(0)
     out.append("\n".join(lines[:-1] + [f"{indent}simp [*] at *", lines[-1]]))
@@ -83,6 +91,8 @@ def amber_edits(task, action: str, limit: int = 8) -> list[str]:
     """AMBER solutions hold the construction and its proofs; only the proofs' tactics are edited
     (the construction is the agent's answer and is not a tactic)."""
     statement = getattr(task.reference, "formal_statement", "") or task.context
+    # [:-1] drops the ``simp [*] at *`` insertion: the last line of a whole AMBER solution need
+    # not be inside a tactic proof.
     variants = tactic_substitutions(action) + hypothesis_additions(action, statement)[:-1]
     return _dedupe(action, variants, limit)
 

@@ -1,17 +1,29 @@
 """Benchmark registry: one entry per benchmark name, mapping it to its loaders (in its domain
 family's module) and to what the paper says about it (Appendix D.1: domain, checker, score,
 decision unit). Adding a benchmark is one loader function in its domain module plus one entry in
-``_ENTRIES``; the entries are in the paper's order, extras last."""
+``_ENTRIES``; the entries are in the paper's order, extras last.
+
+Each entry is a positional ``Benchmark`` (``domains/base.py``), in this order: registry name,
+title, paper domain, checker, score, decision unit (the last four as in the Appendix D.1 table),
+task loader, evaluator builder, ``Domain`` (action format and Module I rule edits), the entry of
+the data registry that provides the files ("" when the tasks are generated), and what of the
+setting runs on a CPU-only machine. Loaders and builders are called only when a phase asks for
+the benchmark, so registering a setting never needs its data or its toolchain.
+"""
 from countermem_jax.domains import coding, formal, sat, smt, sql
 from countermem_jax.domains.base import Benchmark
 
+# The six domain columns of Appendix D.1; the summaries average benchmarks within each (§4.4).
 PAPER_DOMAINS = ("Math", "Coding", "Formal", "Text-to-SQL", "SMT", "SAT")
 FOUR_DOMAINS = ("Math", "Coding", "Text-to-SQL", "SAT")   # the main table's domains (§4.1)
 
+# What runs without a GPU: shared by the settings whose checker is an external toolchain.
 _LEAN_CPU = "tasks load; checking needs Lean 4 + Mathlib (third_party/README.md)"
 _SANDBOX_CPU = "runs here (bubblewrap sandbox) once checkouts exist"
 
 _ENTRIES = (
+    # Math: Lean 4 settings. miniF2F and ProofNet share the prover JSONL loader and differ in
+    # their decision unit; AMBER's solutions also carry a construction (``formal.amber_edits``).
     Benchmark("minif2f", "miniF2F", "Math", "Lean kernel", "pass rate", "tactic / proof step",
               formal.lean_jsonl_tasks("minif2f", "minif2f/deepseek_prover_v1.5/minif2f.jsonl",
                                       "tactic / proof step"), formal.lean_evaluator, formal.LEAN,
@@ -23,12 +35,14 @@ _ENTRIES = (
     Benchmark("amber", "AMBER", "Math", "Lean-based construction-verification checker",
               "pass rate", "tactic / lemma choice", formal.amber_tasks, formal.amber_evaluator,
               formal.AMBER, "amber", _LEAN_CPU),
+    # Coding: both run the task's tests on a prepared checkout in a bubblewrap sandbox.
     Benchmark("swebench", "SWE-bench Verified", "Coding", "repository tests", "resolved rate",
               "edit / patch", coding.swebench_tasks, coding.repo_evaluator, coding.CODING,
               "swebench", _SANDBOX_CPU),
     Benchmark("bugsinpy", "BugsInPy", "Coding", "regression tests", "repair rate",
               "localized edit", coding.bugsinpy_tasks, coding.repo_evaluator, coding.CODING,
               "bugsinpy", _SANDBOX_CPU),
+    # Formal: DafnyBench restores removed annotations; Vericoding synthesizes a verified body.
     Benchmark("dafnybench", "DafnyBench", "Formal", "Dafny verifier", "verification",
               "invariant / annotation", formal.dafnybench_tasks, formal.dafny_evaluator,
               formal.DAFNY, "dafnybench", "tasks load; Dafny 2.3 (legacy, labelled) checks here, "
@@ -41,19 +55,22 @@ _ENTRIES = (
               "verified synthesis", "proof / code step", formal.vericoding_tasks("verus"),
               formal.verus_evaluator, formal.VERUS, "vericoding",
               "tasks load; checking needs Verus"),
+    # Text-to-SQL: the per-query timeout is larger for BIRD, whose databases are far bigger.
     Benchmark("spider", "Spider", "Text-to-SQL", "SQL engine", "exec. accuracy",
               "join / predicate", sql.spider_tasks, sql.sql_evaluator(10.0), sql.SQL, "spider",
               "everything (the quickstart)"),
     Benchmark("bird", "BIRD", "Text-to-SQL", "SQL engine", "exec. accuracy", "schema / join",
               sql.bird_tasks, sql.sql_evaluator(30.0), sql.SQL, "bird",
               "everything, once the dev databases are downloaded"),
+    # SMT and SAT: the action is a solver configuration, checked by running the solver.
     Benchmark("smtlib", "SMT-LIB / SMT-COMP", "SMT", "SMT solver (z3, cvc5)", "solved rate",
               "encoding / solver action", smt.smtlib_tasks, smt.smt_solver_evaluator,
               smt.SMT_SOLVER, "smtlib", "everything"),
     Benchmark("satlib", "SAT Competition / SATLIB", "SAT", "SAT solver (python-sat)",
               "solved rate", "branching / encoding", sat.satlib_tasks, sat.sat_strategy_evaluator,
               sat.SAT_STRATEGY, "satlib", "everything"),
-    # Extras: settings this implementation adds; not among the paper's twelve.
+    # Extras: settings this implementation adds; not among the paper's twelve. They are loadable
+    # by name like the others but excluded from ``paper_settings`` and the paper's summaries.
     Benchmark("quixbugs", "QuixBugs (extra)", "Coding", "sandboxed tests", "repair rate",
               "localized edit", coding.quixbugs_tasks, coding.repo_evaluator, coding.CODING,
               "quixbugs", "everything", extra=True),
@@ -81,6 +98,7 @@ def _checked(entries) -> dict[str, Benchmark]:
     return out
 
 
+# Checked once at import, so a mistyped entry fails every command instead of one run.
 BENCHMARKS: dict[str, Benchmark] = _checked(_ENTRIES)
 
 
@@ -94,5 +112,6 @@ def get(name: str) -> Benchmark:
 
 
 def paper_settings() -> list[Benchmark]:
-    """The twelve settings of Appendix D.1, in the paper's order."""
+    """The twelve settings of Appendix D.1, in the paper's order: the rows of the benchmark
+    breakdown and what the twelve-benchmark summaries average over (§4.4)."""
     return [b for b in BENCHMARKS.values() if not b.extra]

@@ -7,6 +7,7 @@ with its 'c var N NAME' map; an edit drops or flips one clause.
 """
 from countermem_jax.domains.base import Domain, data_dir, distinct_edits, require
 
+# "" prefers an untagged ``` block to one tagged with an unrelated language.
 _SAT_FENCES = ("dimacs", "cnf", "text", "")
 
 
@@ -18,13 +19,18 @@ def sat_strategy_edits(action: str) -> list[str]:
     out = []
     if "solver" in keys:
         current = lines[keys["solver"]].split(":", 1)[1].strip().lower()
+        # python-sat solvers with different heuristics: a family one of them stalls on can be
+        # easy for another within the same conflict budget.
         for alt in ("cadical195", "glucose4", "maplechrono", "minisat22"):
             if alt != current:
                 out.append("\n".join(lines[:keys["solver"]] + [f"solver: {alt}"]
                                      + lines[keys["solver"] + 1:]))
+    # Assumptions and phases are hints that can mislead the search: try without each.
     for key in ("assumptions", "phases"):
         if key in keys:
             out.append("\n".join(l for i, l in enumerate(lines) if i != keys[key]))
+    # The checker takes the smaller of this and the task's own budget, so this edit changes
+    # the run only on tasks that allow more conflicts.
     if "conflict_budget" not in keys:
         out.append("\n".join(lines + ["conflict_budget: 200000"]))
     return distinct_edits(action, out)
@@ -37,6 +43,8 @@ def sat_encoding_edits(action: str, limit: int = 6) -> list[str]:
     clause_idx = [i for i, l in enumerate(lines)
                   if l.strip() and not l.lstrip().startswith(("c", "p", "%"))]
     out = []
+    # Half the slots each: dropped clauses (an over-constrained encoding) and flipped units (a
+    # fixed variable with the wrong sign).
     for i in sorted(clause_idx, key=lambda i: -len(lines[i].split()))[:limit // 2]:
         kept = lines[:i] + lines[i + 1:]
         out.append("\n".join(_fix_header(kept, -1)))

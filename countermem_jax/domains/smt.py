@@ -9,6 +9,7 @@ import re
 
 from countermem_jax.domains.base import Domain, data_dir, distinct_edits, require
 
+# Models often tag SMT-LIB as lisp or scheme, whose syntax it borrows.
 _SMT_FENCES = ("smt2", "smt", "lisp", "scheme")
 
 
@@ -18,12 +19,15 @@ def smt_solver_edits(action: str) -> list[str]:
     lines = [l for l in action.splitlines() if l.strip()]
     out = []
     solver = next((l for l in lines if l.lower().startswith("solver")), "solver: z3")
+    # The other solver with the same options; tactics are z3-only in the checker's action
+    # format and are dropped in the switch.
     other = "cvc5" if "z3" in solver.lower() else "z3"
     out.append("\n".join([f"solver: {other}"] + [l for l in lines if not l.lower().startswith(
         ("solver", "tactic")) and (other == "z3" or not l.lower().startswith("tactic"))]))
     if any(l.lower().startswith("tactic") for l in lines):
         out.append("\n".join(l for l in lines if not l.lower().startswith("tactic")))
     elif "z3" in solver.lower():
+        # A preprocessing pipeline for z3 that eliminates equalities before the main search.
         out.append("\n".join(lines + ["tactics: simplify solve-eqs smt"]))
     if any(l.lower().startswith("option") for l in lines):
         out.append("\n".join(l for l in lines if not l.lower().startswith("option")))
@@ -33,6 +37,8 @@ def smt_solver_edits(action: str) -> list[str]:
 def smt_encoding_edits(action: str, limit: int = 6) -> list[str]:
     """An SMT-LIB script with one comparison boundary in an assertion flipped."""
     out = []
+    # Only prefix-notation operators ``(op `` count, so ``=>`` (implication) and names with
+    # ``<`` or ``>`` in them are never flipped.
     for m in re.finditer(r"\((>=|<=|>|<)\s", action):
         op = {">=": ">", "<=": "<", ">": ">=", "<": "<="}[m.group(1)]
         out.append(action[: m.start() + 1] + op + action[m.end() - 1:])

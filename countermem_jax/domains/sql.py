@@ -10,6 +10,10 @@ The operators fill the candidate slots the LLM's own edits leave free, up to K =
 exactly one decision unit of the failed action (sqlglot ASTs): comparison boundaries, DISTINCT,
 aggregates, join keys, ORDER BY direction, LIMIT, GROUP BY, and schema linking: dropping an
 unused join, and swapping a table or an answer column for one the question names.
+
+Every operator is deterministic and ordered, so the same failed query always yields the same
+candidates in the same slots: construction is reproducible from the response cache, and the
+construction waves commit the same store as a one-task-at-a-time run.
 """
 import itertools
 import re
@@ -24,6 +28,8 @@ from countermem_jax.domains.base import (Domain, data_dir, distinct_edits, requi
                                          require_setting)
 from countermem_jax.paths import data_root
 
+# Strict <-> inclusive comparison (the paper's running example, §3.1: "at least 18" written as
+# ``age > 18``) and the aggregate pairs a question's wording is most often mistaken between.
 _FLIP = {exp.GT: exp.GTE, exp.GTE: exp.GT, exp.LT: exp.LTE, exp.LTE: exp.LT}
 _AGG_SWAP = {exp.Max: exp.Min, exp.Min: exp.Max, exp.Sum: exp.Avg, exp.Avg: exp.Sum}
 
@@ -33,17 +39,22 @@ def _variants(tree: exp.Expression, schema):
     boundaries, DISTINCT, COUNT(DISTINCT), ORDER BY direction, LIMIT, aggregate swaps, GROUP BY,
     then join keys (with a schema). Each edit works on a fresh copy and finds its target again
     by position, so no edit leaks into the next."""
+    # Comparison boundaries, one variant per comparison: a query may hold several predicates
+    # and only one of them be off by its boundary.
     for i, node in enumerate(tree.find_all(*_FLIP)):
         copy = tree.copy()
         target = list(copy.find_all(*_FLIP))[i]
         target.replace(_FLIP[type(target)](this=target.this, expression=target.expression))
         yield copy
+    # DISTINCT toggled on the outer SELECT: results that differ only by duplicate rows.
     select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
     if select is not None:
         copy = tree.copy()
         sel = copy if isinstance(copy, exp.Select) else copy.find(exp.Select)
         sel.set("distinct", None if sel.args.get("distinct") else exp.Distinct())
         yield copy
+    # COUNT(x) <-> COUNT(DISTINCT x): "how many different ..." counts values, not rows.
+    # COUNT(*) has no DISTINCT form and is left alone.
     for i, count in enumerate(tree.find_all(exp.Count)):
         copy = tree.copy()
         target = list(copy.find_all(exp.Count))[i]
@@ -55,11 +66,14 @@ def _variants(tree: exp.Expression, schema):
         else:
             continue
         yield copy
+    # ORDER BY direction: "highest" read as ascending, or the reverse.
     for i, order in enumerate(tree.find_all(exp.Ordered)):
         copy = tree.copy()
         target = list(copy.find_all(exp.Ordered))[i]
         target.set("desc", not target.args.get("desc"))
         yield copy
+    # LIMIT: dropped when present; added as LIMIT 1 to an ordered query without one, the usual
+    # shape of "which ... has the most ..." questions.
     if tree.args.get("limit") is not None:
         copy = tree.copy()
         copy.set("limit", None)
@@ -71,6 +85,8 @@ def _variants(tree: exp.Expression, schema):
         target = list(copy.find_all(*_AGG_SWAP))[i]
         target.replace(_AGG_SWAP[type(target)](this=target.this))
         yield copy
+    # GROUP BY: dropped when present; otherwise added on the first plain column of a SELECT that
+    # mixes plain columns with aggregates (SQLite runs that ungrouped, returning a single row).
     if isinstance(tree, exp.Select):
         if tree.args.get("group") is not None:
             copy = tree.copy()
@@ -87,6 +103,7 @@ def _variants(tree: exp.Expression, schema):
 
 def _join_key_variants(tree: exp.Expression, schema):
     """A join's ON keys replaced by a column both joined tables have."""
+    # Alias (or bare name) -> table name, to look a join key's table up in the schema.
     aliases = {}
     for table in tree.find_all(exp.Table):
         aliases[(table.alias or table.name).lower()] = table.name.lower()
@@ -101,6 +118,8 @@ def _join_key_variants(tree: exp.Expression, schema):
         if lt not in schema or rt not in schema:
             continue
         shared = [c for c in schema[lt] if c in schema[rt]]
+        # Two shared columns at most: wide tables share many (name, id, ...) and each variant
+        # costs a verification call in Module II.
         for col in shared[:2]:
             if (left.name.lower(), right.name.lower()) == (col, col):
                 continue
@@ -136,6 +155,7 @@ def _column_swap_variants(tree: exp.Expression, schema, question: str, limit: in
     """Schema-linking edits: one column reference replaced by another column of the same table
     whose name shares the most words with the question (the commonest small-model mistake)."""
     tables = {(t.alias or t.name).lower(): t.name.lower() for t in tree.find_all(exp.Table)}
+    # An unqualified column belongs to the query's only table; with several tables it is skipped.
     only = next(iter(tables.values())) if len(set(tables.values())) == 1 else None
     wanted = _words(question)
     projected = {id(c) for e in (tree.expressions if isinstance(tree, exp.Select) else [])
@@ -170,6 +190,8 @@ def _drop_join_variants(tree: exp.Expression):
         if table is None:
             continue
         name = (table.alias or table.name).lower()
+        # Columns qualified with this table outside its own JOIN ... ON (an unqualified column
+        # cannot be attributed to a table here and does not count as a use).
         used = [c for c in tree.find_all(exp.Column) if c.table.lower() == name
                 and c.find_ancestor(exp.Join) is not join]
         if not used:
@@ -269,6 +291,8 @@ def rule_edits(task, action: str) -> list[str]:
 def extract_sql(text: str) -> str:
     """The SQL statement in a model reply: inside a code fence if there is one, from the first
     SELECT/WITH, up to the first semicolon that ends a statement."""
+    # Only a semicolon that ends a line closes the statement, so one inside a string literal
+    # does not cut the query short.
     fence = re.search(r"```(?:sql|sqlite)?\s*\n?(.*?)```", text, re.S | re.I)
     body = fence.group(1) if fence else text
     m = re.search(r"\b(with|select)\b", body, re.I)
@@ -281,6 +305,9 @@ def extract_sql(text: str) -> str:
     return sql.strip()
 
 
+# The condition hint names the question features ``evaluators/sql/features.py`` computes, so
+# a distilled condition written with them is decided by the rule checker on a new task instead
+# of the LLM judge (``retrieval/conditions``, Module III's compatibility filter).
 SQL = Domain(
     "sql",
     "Write one SQLite SELECT statement that answers the question, using only tables and columns "
@@ -321,7 +348,9 @@ def bird_tasks(data_cfg):
 
 
 def sql_evaluator(default_timeout_s: float):
-    """A builder of the SQL checker with a per-query timeout (``check_timeout_s`` overrides)."""
+    """A builder of the SQL checker with a per-query timeout (``check_timeout_s`` overrides).
+    The checker compares results with the reference query's (Appendix D.1: successful
+    execution alone is not success)."""
     def make(data_cfg):
         from evaluators.sql import SQLEvaluator
         return SQLEvaluator(timeout_s=data_cfg.get("check_timeout_s", default_timeout_s))

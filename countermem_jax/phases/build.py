@@ -40,6 +40,8 @@ def _construction_augmentation(cfg, agent: Agent, index_source, hooks):
 
 
 def _already_frozen(wd: Workdir) -> dict:
+    """The summary of a store frozen by an earlier run: a frozen store is never rebuilt, since
+    the selector and evaluation runs of this workdir are tied to its hash."""
     frozen = load_frozen(wd.frozen)
     print(f"memory already built and frozen: {len(frozen)} records, hash "
           f"{frozen.content_hash()[:16]} ({wd.frozen})")
@@ -58,6 +60,8 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
                  resumed=len(done))
 
     async def run_task(task, view: waves.TaskView, events):
+        """One construction task on its view of the store; what it writes (records, reuse
+        observations, parse failures) reaches the store and the logs only when it commits."""
         failures = HeldParseFailures(ctx.parse_failures)  # released when the task commits
         events.on_commit.append(failures.release)
         agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, events, failures)
@@ -71,6 +75,7 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
                     mininterval=1.0)
 
     def commit(committed: MemoryStore, task, run_ctx) -> None:
+        """Called in split order once a task's run is final: the resume point advances."""
         nonlocal solved
         solved += run_ctx.solved
         done.add(task.task_id)
@@ -96,6 +101,8 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     the baseline named by ``cfg.method`` (a no-op for methods without memory). Resumable after a
     kill; the store is frozen at the end. Returns the record count, store hash and tokens."""
     method = cfg.get("method", "countermem")
+    # Methods without memory (the base agent alone, Best-of-N) have nothing to build; they exit
+    # before the benchmark or the backbone is loaded.
     if method != "countermem" and not baselines.needs_construction(method):
         print(baselines.skip_message(method, "build_memory"))
         return {"method": method, "skipped": True}
@@ -109,6 +116,8 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
         return _already_frozen(wd)
     store = load_store(wd.store) if wd.store.exists() else MemoryStore(context.store_config(cfg))
     store, wave_totals = asyncio.run(_construct(cfg, wd, ctx, store))
+    # From here on records and reuse statistics are fixed (§4.2): training and evaluation load
+    # this snapshot and refuse it if its content hash changed.
     frozen = store.freeze()
     wd.write_frozen(frozen)
     summary = {"records": len(frozen), "hash": frozen.content_hash(),

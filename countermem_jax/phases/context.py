@@ -4,6 +4,10 @@
 splits and refuses a workdir built with different ones, then makes the backbone with its token
 ledger; the builders turn the config into the method's parts (condition checker, retrieval
 index, DQN schedule, store and construction settings) so the phases share one reading of it.
+
+The order in ``setup`` is the order of the checks: data and splits are read and checked before
+any backbone exists, so a missing dataset, a split too small for the config or a workdir drawn
+with other splits is reported in one line without loading a model.
 """
 import dataclasses
 import json
@@ -46,6 +50,8 @@ class PhaseContext:
 def _draw_splits(cfg, tasks) -> splits_lib.Splits:
     """The build / train / validation / eval splits: from a manifest file when the config names
     one, else drawn with the paper's grouping (reference-answer twins stay together)."""
+    # Tasks sharing a reference answer stay in one split: an evaluation task must not retrieve
+    # its twin's verified record, whose corrected action is its own reference answer.
     grouped = cfg.splits.get("group_by_reference", True)
     if cfg.splits.get("manifest"):
         manifest_file = pathlib.Path(cfg.splits.manifest)
@@ -62,6 +68,8 @@ def _draw_splits(cfg, tasks) -> splits_lib.Splits:
 def _pin_splits(workdir: Workdir, sp: splits_lib.Splits) -> None:
     """Writes the split manifest on first use; later phases must find the same assignment."""
     manifest = sp.manifest()
+    # Each phase redraws (or rereads) the splits; compared by assignment, not byte for byte,
+    # since a manifest written by an older version lacks the newer informational fields.
     if workdir.splits.exists():
         previous = json.loads(workdir.splits.read_text())
         if not splits_lib.same_assignment(previous, manifest):
@@ -106,6 +114,9 @@ def retrieval_index(cfg, records, checker) -> RetrievalIndex:
 def dqn_config(cfg) -> dqn.DQNConfig:
     """The selector's DQN schedule and budgets (Appendix C.2)."""
     s = cfg.selector
+    # Only the schedule and batch size come from the config; network, optimiser, exploration
+    # and reward weights keep ``DQNConfig``'s defaults (the DQN table of Appendix C.2), and
+    # every checkpoint records the full config it was trained with.
     return dqn.DQNConfig(total_decisions=s.total_decisions, learning_starts=s.learning_starts,
                          train_every=s.train_every, target_sync_every=s.target_sync_every,
                          checkpoint_every=s.checkpoint_every, batch_size=s.batch_size)

@@ -25,6 +25,7 @@ def fingerprint(path: pathlib.Path) -> str:
     digest = hashlib.sha256()
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     for f in files:
+        # Relative to the parent, so the checkpoint's own directory name (its step) is hashed.
         digest.update(str(f.relative_to(path.parent)).encode())
         digest.update(f.read_bytes())
     return digest.hexdigest()
@@ -34,6 +35,9 @@ class Workdir:
     """The files of one experiment; evaluation runs get their own directories under ``eval/``."""
 
     def __init__(self, path):
+        """Names the artefacts (nothing is read or written yet but the directory itself); the
+        growing ``store`` and the ``frozen`` snapshot are separate files, so a resumed build
+        never touches the store that training or evaluation already read."""
         self.root = pathlib.Path(path)
         self.root.mkdir(parents=True, exist_ok=True)
         self.store = self.root / "store.jsonl"
