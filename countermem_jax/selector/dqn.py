@@ -3,12 +3,14 @@
 A "decision" is one selector choice. After each logged decision d (1-based) the learner
   * adds the transition to the replay buffer;
   * takes one Adam step on a batch of 32 when d > learning_starts and d % train_every == 0;
-  * copies θ to θ⁻ when d % target_sync_every == 0.
-The same ``decision_step`` serves online training (one call per real decision) and offline
-retraining from a transition log (``jax.lax.scan`` over the log, ``jax.vmap`` over seeds).
+  * copies θ to θ⁻ when d % target_sync_every == 0;
+  * (on the host) checkpoints when d % checkpoint_every == 0 (``is_checkpoint``).
+``schedule`` is that rule, written once: ``decision_step`` applies it to one seed per real
+decision (online training, the replay of a log, the wave learner), and the offline retraining's
+``jax.lax.scan`` body (``training._scan_chunk``) applies it to a stack of seeds.
 """
 import dataclasses
-from typing import NamedTuple
+from typing import Callable
 
 import chex
 import flax
@@ -18,6 +20,7 @@ import optax
 
 from countermem_jax.selector import features
 from countermem_jax.selector.network import QNetwork, masked_argmax
+from countermem_jax.selector.transition import Transition
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,15 +85,6 @@ class Replay:
     done: jax.Array
     size: jax.Array
     ptr: jax.Array
-
-
-class Transition(NamedTuple):
-    obs: jax.Array        # [98]
-    action: jax.Array     # int32
-    reward: jax.Array     # float32
-    next_obs: jax.Array   # [98]
-    next_mask: jax.Array  # [5] bool
-    done: jax.Array       # float32, 1 at the end of an episode
 
 
 def network(cfg: DQNConfig) -> QNetwork:
@@ -165,20 +159,38 @@ def update(state: TrainState, replay: Replay, cfg: DQNConfig) -> tuple[TrainStat
                          step=state.step + 1, rng=rng), loss
 
 
-def decision_step(state: TrainState, replay: Replay, transition: Transition,
-                  cfg: DQNConfig) -> tuple[TrainState, Replay, jax.Array]:
-    """Learns from one more decision: add, maybe update, maybe sync. Returns the loss (NaN when no
-    update happened)."""
+def schedule(state: TrainState, replay: Replay, transition: Transition, d: jax.Array,
+             cfg: DQNConfig, update_fn: Callable, no_loss: jax.Array):
+    """The learning schedule for decision number ``d`` (1-based), the one copy of it.
+
+    Adds the transition, counts the decision, takes an update when d > learning_starts and
+    d % train_every == 0 (``update_fn(state, replay) -> (state, loss)``; ``no_loss`` is returned
+    otherwise) and copies θ to θ⁻ when d % target_sync_every == 0. ``state`` may hold one seed
+    or a stack of seeds (then ``update_fn`` is vmapped); ``d`` is a scalar either way, so the
+    update stays a real ``cond``.
+    """
     replay = replay_add(replay, transition)
     state = state.replace(decisions=state.decisions + 1)
-    d = state.decisions
     do_update = (d > cfg.learning_starts) & (d % cfg.train_every == 0)
-    state, loss = jax.lax.cond(do_update, lambda s: update(s, replay, cfg),
-                               lambda s: (s, jnp.float32(jnp.nan)), state)
+    state, loss = jax.lax.cond(do_update, lambda s: update_fn(s, replay),
+                               lambda s: (s, no_loss), state)
     sync = d % cfg.target_sync_every == 0
     target = jax.tree_util.tree_map(lambda p, t: jnp.where(sync, p, t), state.params,
                                     state.target_params)
     return state.replace(target_params=target), replay, loss
+
+
+def is_checkpoint(cfg: DQNConfig, decisions: int) -> bool:
+    """Whether the learner checkpoints (and validates) after its ``decisions``-th decision."""
+    return decisions % cfg.checkpoint_every == 0
+
+
+def decision_step(state: TrainState, replay: Replay, transition: Transition,
+                  cfg: DQNConfig) -> tuple[TrainState, Replay, jax.Array]:
+    """Learns from one more decision of one seed (``schedule``). Returns the loss (NaN when no
+    update happened)."""
+    return schedule(state, replay, transition, state.decisions + 1, cfg,
+                    lambda s, r: update(s, r, cfg), jnp.float32(jnp.nan))
 
 
 decision_step_jit = jax.jit(decision_step, static_argnames=("cfg",), donate_argnums=(1,))
@@ -210,11 +222,19 @@ def act(cfg: DQNConfig, state: TrainState, obs: jax.Array, mask: jax.Array,
 
     Returns the new state (its rng advanced), the action and the Q-values.
     """
-    q = _q_jit(cfg, state.params, obs[None])[0]
     if not explore:
+        q = _q_jit(cfg, state.params, obs[None])[0]
         return state, masked_argmax(q, mask), q
     rng, key = jax.random.split(state.rng)
-    return state.replace(rng=rng), _explore(key, q, mask, epsilon(cfg, state.decisions)), q
+    action, q = explore_with_key(cfg, state.params, obs, mask, key, epsilon(cfg, state.decisions))
+    return state.replace(rng=rng), action, q
+
+
+def explore_with_key(cfg: DQNConfig, params, obs: jax.Array, mask: jax.Array, key: jax.Array,
+                     eps: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """ε-greedy choice among valid actions with an explicit key; returns (action, Q-values)."""
+    q = _q_jit(cfg, params, obs[None])[0]
+    return _explore(key, q, mask, eps), q
 
 
 _q_jit = jax.jit(q_values, static_argnames=("cfg",))

@@ -1,4 +1,10 @@
-"""Selectors behind one interface: the trained DQN and three fixed rules.
+"""Selectors behind one interface: the online learner, the trained DQN and three fixed rules.
+
+Module III (paper §3.4) asks its selector two things: ``select(obs, mask) -> Choice`` at each
+decision, and ``observe(transition)`` once the decision's transition is closed (its reward and
+next observation known). The online learner (``training.OnlineLearner``) learns there; the
+frozen ones (``GreedyDQN``, the fixed rules, and ``EpisodeExplorer``, an episode's ε-greedy
+behaviour policy in a training wave) ignore it.
 
 The fixed rules make the comparison the paper could not (its limitation: DQN's benefit was never
 isolated against a fixed selector): ``always_skip``, ``always_top1`` and ``relevance_threshold``.
@@ -7,10 +13,12 @@ import dataclasses
 from typing import Protocol
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from countermem_jax.selector import dqn, features
 from countermem_jax.selector.network import masked_argmax
+from countermem_jax.selector.transition import Transition
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,22 +32,31 @@ class Selector(Protocol):
 
     def select(self, obs: np.ndarray, mask: np.ndarray) -> Choice: ...
 
+    def observe(self, transition: Transition) -> None: ...
 
-class AlwaysSkip:
+
+class Frozen:
+    """A selector that does not learn: ``observe`` does nothing."""
+
+    def observe(self, transition: Transition) -> None:
+        return None
+
+
+class AlwaysSkip(Frozen):
     name = "always_skip"
 
     def select(self, obs, mask) -> Choice:
         return Choice(0, None)
 
 
-class AlwaysTop1:
+class AlwaysTop1(Frozen):
     name = "always_top1"
 
     def select(self, obs, mask) -> Choice:
         return Choice(1 if mask[1] else 0, None)
 
 
-class RelevanceThreshold:
+class RelevanceThreshold(Frozen):
     """Use the top record when its relevance to the state reaches a threshold, else skip."""
 
     def __init__(self, threshold: float = 0.5):
@@ -51,7 +68,7 @@ class RelevanceThreshold:
         return Choice(1 if ok else 0, None)
 
 
-class GreedyDQN:
+class GreedyDQN(Frozen):
     """The frozen, trained selector: argmax of Q over valid actions; parameters never change."""
     name = "dqn"
 
@@ -69,6 +86,37 @@ class GreedyDQN:
     def select(self, obs, mask) -> Choice:
         q = self.q_values(obs)
         return Choice(int(masked_argmax(q, np.asarray(mask))), q)
+
+
+class EpisodeExplorer(Frozen):
+    """One training episode's ε-greedy behaviour policy in a selector-training wave (README,
+    "Selector training in waves"): the parameters and ε of the learner at the wave's start, and
+    an exploration key per decision derived from (seed, episode, decision index), so that which
+    key a decision uses depends neither on the wave size nor on how the wave's episodes
+    interleave. The learner itself learns from the wave's transitions after the wave."""
+    name = "dqn-training"
+
+    def __init__(self, cfg: dqn.DQNConfig, params, epsilon: float, seed: int, episode: int):
+        self.cfg, self.params, self.epsilon = cfg, params, jnp.float32(epsilon)
+        self.key = exploration_key(seed, episode)
+        self.decision = 0
+
+    def select(self, obs, mask) -> Choice:
+        key = jax.random.fold_in(self.key, self.decision)
+        self.decision += 1
+        action, q = dqn.explore_with_key(self.cfg, self.params, jnp.asarray(obs, jnp.float32),
+                                         jnp.asarray(mask, bool), key, self.epsilon)
+        return Choice(int(action), np.asarray(q))
+
+
+def exploration_key(seed: int, episode: int) -> jax.Array:
+    """The root of episode ``episode``'s exploration keys for selector seed ``seed`` (a stream
+    apart from the one that initialises the parameters and samples the updates)."""
+    return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), _EXPLORE_STREAM),
+                              episode)
+
+
+_EXPLORE_STREAM = 0x6578706C  # "expl"
 
 
 def make_fixed(name: str, threshold: float = 0.5) -> Selector:
