@@ -149,12 +149,14 @@ def log_from_transitions(train: Sequence[Transition],
                          mask=np.stack(column("mask")), episode=episode, split=np.array(split))
 
 
-def replay(learner: "OnlineLearner", transitions: Sequence[Transition]) -> None:
-    """Feeds logged decisions back into a fresh learner in the order the online run made them
-    (``select`` then ``observe`` per decision), so its parameters, replay buffer and exploration
-    key equal those of the run that logged them."""
+def replay(learner: "OnlineLearner", transitions: Sequence[Transition], acted: bool = True) -> None:
+    """Feeds logged decisions back into a fresh learner in the order the run made them, so its
+    parameters, replay buffer and key equal those of the run that logged them: ``select`` then
+    ``observe`` per decision when the learner itself acted (``acted``, a wave of one episode),
+    ``observe`` only when episodes acted with their own explorers (a wave of several)."""
     for t in transitions:
-        learner.select(t.obs, t.mask)
+        if acted:
+            learner.select(t.obs, t.mask)
         learner.observe(t)
 
 
