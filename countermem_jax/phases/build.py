@@ -12,11 +12,11 @@ import asyncio
 import tqdm
 
 from countermem_jax import baselines
-from countermem_jax.agents import Agent
+from countermem_jax.agents import Agent, MemoryCalls
 from countermem_jax.counterfactual import CounterfactualBuilder
 from countermem_jax.memory import load_frozen, load_store, save_store
 from countermem_jax.memory.store import MemoryStore
-from countermem_jax.memory_use import CounterMemAugmentation
+from countermem_jax.memory_use import CounterMemAugmentation, StoreHooks
 from countermem_jax.phases import context
 from countermem_jax.phases.workdir import Workdir
 from countermem_jax.selector import policies
@@ -40,7 +40,7 @@ def _construction_augmentation(cfg, agent: Agent, store: MemoryStore, builder, i
     """Module III during construction: the fixed construction policy over the growing store,
     reuse statistics updated after each use, Modules I–II after failures."""
     return CounterMemAugmentation(
-        agent, phase="construction", store=store, builder=builder, index_factory=index_source,
+        MemoryCalls(agent), index_source=index_source, hooks=StoreHooks(store, builder),
         selector=policies.make_fixed(cfg.construction.reuse_policy,
                                      cfg.construction.relevance_threshold),
         render_condition=cfg.memory.render_condition)
