@@ -75,7 +75,12 @@ def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     async def run_seeds() -> dict:
         try:
             runs = [SeedRun(cfg, wd, ctx.splits, agent, index, seed) for seed in seeds]
-            results = await asyncio.gather(*(run.train(ctx.ledger) for run in runs))
+            # a seed that fails does not stop the others: their work is kept for the resume
+            results = await asyncio.gather(*(run.train(ctx.ledger) for run in runs),
+                                           return_exceptions=True)
+            failed = [r for r in results if isinstance(r, BaseException)]
+            if failed:
+                raise failed[0]
             return dict(zip(seeds, results))
         finally:
             await ctx.backbone.aclose()
