@@ -173,7 +173,7 @@ class SeedRun:
         """The next wave: its episodes run concurrently (those logged before a kill are reused),
         then enter the learner in episode order until ``total_decisions``; each entered
         episode's transitions are logged and the checkpoints it reached validated and saved."""
-        start, behaviour = self.episode, self._behaviour()
+        start, behaviour, decisions = self.episode, self._behaviour(), self.learner.decisions
 
         async def one(episode: int) -> list:
             if episode in logged:
@@ -182,12 +182,11 @@ class SeedRun:
             rows, _ = await self._run_episode(task, behaviour(episode),
                                               f"train/seed{self.seed}/episode{episode}")
             return rows
-        waves = await asyncio.gather(*(one(e) for e in range(start, start + self.wave_size)))
-        for episode, rows in enumerate(waves, start):
-            if episode > start and self.learner.done:  # the sequential learner would not have
-                break                                   # started this episode
-
-            before = self.learner.decisions
+        episodes = await asyncio.gather(*(one(e) for e in range(start, start + self.wave_size)))
+        for episode, rows in enumerate(episodes, start):
+            # the sequential learner would not have started an episode after the last decision
+            if episode > start and self.learner.done:
+                break
             if self.wave_size > 1:  # at W = 1 the learner observed them as they closed
                 for t in rows:
                     self.learner.observe(t)
@@ -197,8 +196,8 @@ class SeedRun:
                                       **t.to_json())
             self.episode = episode + 1
             await self._save_pending()
-            bar.update(self.learner.decisions - before)
             bar.set_postfix(episode=episode, tokens=ledger.total("selector_training").total)
+        bar.update(self.learner.decisions - decisions)
 
     def _resume(self) -> dict:
         """Replays the logged transitions of the complete waves; returns the interrupted wave's
