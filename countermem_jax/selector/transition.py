@@ -25,6 +25,8 @@ import numpy as np
 
 @flax.struct.dataclass
 class Transition:
+    """One closed selector decision (z_t, a_t, r_t, z_{t+1}, done) with its mask and task, or a
+    stack of them (every array field with a leading axis)."""
     obs: jax.Array                       # [98] float32 (or [N, 98] for a stack)
     action: jax.Array                    # int32
     reward: jax.Array                    # float32, Eq. 10
