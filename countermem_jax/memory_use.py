@@ -85,7 +85,8 @@ class CounterMemAugmentation(Augmentation):
                  selector: policies.Selector, hooks: ConstructionHooks | None = None,
                  render_condition: bool = True, dqn_cfg: dqn.DQNConfig = dqn.DQNConfig(),
                  transitions: list | None = None):
-        self.calls, self.index_source, self.selector, self.hooks = calls, index_source, selector, hooks
+        self.calls, self.index_source = calls, index_source
+        self.selector, self.hooks = selector, hooks
         self.render_condition, self.dqn_cfg = render_condition, dqn_cfg
         self.transitions: list[Transition] = transitions if transitions is not None else []
         self._pending: dict[str, _Pending] = {}
