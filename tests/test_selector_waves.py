@@ -12,9 +12,9 @@ import pytest
 from countermem_jax import experiment
 from countermem_jax.analysis import load_selector
 from countermem_jax.backbones.base import Charge, SamplingParams
-from countermem_jax.backbones.fake import ScriptedBackbone
 from countermem_jax.runlog import RunLog
-from test_pipeline import _config, people_benchmark, scripted  # noqa: F401 (fixture)
+# ScriptedBackbone as test_pipeline imports it (its module moves to countermem_jax.testing)
+from test_pipeline import ScriptedBackbone, _config, people_benchmark, scripted  # noqa: F401
 
 
 class _Killed(RuntimeError):

@@ -32,7 +32,7 @@ from countermem_jax.config_defaults import spider_cpu_config
 from countermem_jax.perf.common import print_result
 
 try:  # the scripted backbone moves to countermem_jax.testing (issue 13)
-    from countermem_jax.testing.fake import ScriptedBackbone
+    from countermem_jax.testing.scripted_backbone import ScriptedBackbone
 except ImportError:
     from countermem_jax.backbones.fake import ScriptedBackbone
 
