@@ -104,6 +104,7 @@ class MemoryCalls:
                               seed=self._agent.cfg.seed, reasoning_effort=effort or None)
 
     async def chat(self, ctx: TaskContext, messages, params: SamplingParams, purpose: str):
+        """``Agent.chat``: a raw call charged to ``ctx``'s decision and booked on its run."""
         return await self._agent.chat(ctx, messages, params, purpose)
 
 

@@ -71,9 +71,11 @@ class StoreHooks:
     builder: object    # counterfactual.CounterfactualBuilder
 
     def observe_reuse(self, record_id: str, label: str) -> None:
+        """Updates the record's reuse statistic in the store (Eq. 6)."""
         self.store.observe_reuse(record_id, label)
 
     async def after_failure(self, ctx, state_before, action: str, outcome) -> None:
+        """Modules I–II on the failed attempt, admitting verified records into the store."""
         await self.builder.expand(ctx, state_before, action, outcome)
 
 
@@ -94,6 +96,9 @@ class CounterMemAugmentation(Augmentation):
         self.episode_returns: dict[str, float] = {}
 
     async def decide(self, ctx, draft: str) -> DecisionInfo:
+        """One decision of §3.4: judge the candidates' conditions, retrieve for the state, build
+        the observation, close the previous decision's transition, let the selector choose a
+        record or skip, and revise the draft with the chosen record."""
         index = self.index_source()
         query = CondTask(ctx.task.task_id, ctx.task.prompt,
                          {"environment": ctx.task.environment, **ctx.task.features},
@@ -154,6 +159,8 @@ class CounterMemAugmentation(Augmentation):
         return counts.to_json() | {"judge_calls": calls, "judge_tokens": ctx.tokens - tokens0}
 
     async def observe(self, ctx, draft, info, outcome, previous_utility) -> dict:
+        """After the decision's check: the used record's reuse label (handed to the hooks) and
+        the decision's reward so far (Eq. 10, its calls, failures and tokens)."""
         out = {}
         if info.record_id is not None:
             label = reuse_lib.reuse_label(draft, info.action, outcome.success, outcome.utility,
@@ -171,6 +178,7 @@ class CounterMemAugmentation(Augmentation):
         return out
 
     async def after_failure(self, ctx, state_before, action, outcome) -> None:
+        """Construction's Modules I–II on a failed attempt (nothing outside construction)."""
         if self.hooks is not None:
             await self.hooks.after_failure(ctx, state_before, action, outcome)
 
@@ -188,4 +196,5 @@ class CounterMemAugmentation(Augmentation):
         self.selector.observe(transition)
 
     async def end_task(self, ctx) -> None:
+        """Closes the last decision's transition: terminal, with the success bonus of Eq. 10."""
         self._close_pending(ctx, np.zeros(features.OBS_DIM, np.float32), SKIP_ONLY, done=True)

@@ -69,6 +69,7 @@ class SpiderScript(ScriptedBackbone):
 
     async def chat(self, messages, params: SamplingParams = SamplingParams(),
                    charge: Charge = Charge()):
+        """The scripted reply after the stand-in server's latency."""
         await asyncio.sleep(self.latency_s)
         return await super().chat(messages, params, charge)
 
@@ -86,6 +87,8 @@ def small_spider_config(decisions: int, seeds) -> ml_collections.ConfigDict:
 
 
 def measure(waves, seeds, decisions: int, latency_s: float) -> dict:
+    """Builds one store, trains the seeds from it at every W; per W the seeds' best validation
+    returns, their spread and the training wall time."""
     cfg = small_spider_config(decisions, seeds)
     benchmark = domains.load_benchmark(cfg.data)
     root = pathlib.Path(tempfile.mkdtemp(prefix="selector_waves_"))
@@ -115,6 +118,7 @@ def measure(waves, seeds, decisions: int, latency_s: float) -> dict:
 
 
 def main(argv):
+    """Prints one line per W and the ``result:`` line."""
     del argv
     waves = [int(w) for w in _WAVES.value]
     seeds = [int(s) for s in _SEEDS.value]

@@ -47,12 +47,14 @@ class DQNConfig:
     token_scale: float = 1e4
 
     def to_json(self) -> dict:
+        """The config as checkpoint metadata."""
         d = dataclasses.asdict(self)
         d["hidden"] = list(self.hidden)
         return d
 
     @staticmethod
     def from_json(d: dict) -> "DQNConfig":
+        """The config a checkpoint was trained with."""
         d = dict(d)
         d["hidden"] = tuple(d["hidden"])
         return DQNConfig(**d)
@@ -67,6 +69,7 @@ def reward(cfg: DQNConfig, *, final: bool, solved: bool, calls: int, failures: i
 
 @flax.struct.dataclass
 class TrainState:
+    """One seed's learner: θ, θ⁻, Adam state, counters and the key chain."""
     params: chex.ArrayTree
     target_params: chex.ArrayTree
     opt_state: chex.ArrayTree
@@ -77,6 +80,7 @@ class TrainState:
 
 @flax.struct.dataclass
 class Replay:
+    """The replay buffer (capacity 10⁴, Table 4) as fixed-size arrays and a ring pointer."""
     obs: jax.Array
     action: jax.Array
     reward: jax.Array
@@ -88,14 +92,17 @@ class Replay:
 
 
 def network(cfg: DQNConfig) -> QNetwork:
+    """The Q-network of Appendix C.2 (98 → 64 → 64 → 5)."""
     return QNetwork(hidden=tuple(cfg.hidden))
 
 
 def optimizer(cfg: DQNConfig) -> optax.GradientTransformation:
+    """Adam with Table 4's learning rate and ε."""
     return optax.adam(cfg.learning_rate, eps=cfg.adam_eps)
 
 
 def init_state(cfg: DQNConfig, seed: int | jax.Array) -> TrainState:
+    """A seed's initial parameters (θ⁻ = θ) and key chain."""
     init_rng, rng = jax.random.split(jax.random.PRNGKey(seed))
     params = network(cfg).init(init_rng, jnp.zeros((1, features.OBS_DIM), jnp.float32))
     return TrainState(params=params, target_params=params,
@@ -104,6 +111,7 @@ def init_state(cfg: DQNConfig, seed: int | jax.Array) -> TrainState:
 
 
 def init_replay(cfg: DQNConfig) -> Replay:
+    """An empty replay buffer."""
     c = cfg.replay_capacity
     return Replay(obs=jnp.zeros((c, features.OBS_DIM), jnp.float32),
                   action=jnp.zeros((c,), jnp.int32), reward=jnp.zeros((c,), jnp.float32),
@@ -114,6 +122,7 @@ def init_replay(cfg: DQNConfig) -> Replay:
 
 
 def replay_add(replay: Replay, t: Transition) -> Replay:
+    """Stores one transition, overwriting the oldest when full."""
     i = replay.ptr
     capacity = replay.action.shape[0]
     return Replay(obs=replay.obs.at[i].set(t.obs), action=replay.action.at[i].set(t.action),
@@ -125,6 +134,7 @@ def replay_add(replay: Replay, t: Transition) -> Replay:
 
 
 def replay_sample(replay: Replay, rng: jax.Array, batch_size: int) -> Transition:
+    """A uniform batch (with replacement) of the stored transitions."""
     idx = jax.random.randint(rng, (batch_size,), 0, jnp.maximum(replay.size, 1))
     return Transition(obs=replay.obs[idx], action=replay.action[idx], reward=replay.reward[idx],
                       next_obs=replay.next_obs[idx], next_mask=replay.next_mask[idx],
@@ -205,6 +215,7 @@ def epsilon(cfg: DQNConfig, decisions: int | jax.Array) -> jax.Array:
 
 
 def q_values(cfg: DQNConfig, params, obs: jax.Array) -> jax.Array:
+    """Q(z, ·) for a batch of observations."""
     return network(cfg).apply(params, obs)
 
 

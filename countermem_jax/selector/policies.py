@@ -23,36 +23,45 @@ from countermem_jax.selector.transition import Transition
 
 @dataclasses.dataclass(frozen=True)
 class Choice:
+    """A selector's decision and, for the DQN, the Q-values it chose from."""
     action: int                     # 0 = skip, j = use retrieved slot j
     q_values: np.ndarray | None     # None for rules without a value estimate
 
 
 class Selector(Protocol):
+    """What Module III asks of a selector (module docstring); ``name`` goes into the logs."""
     name: str
 
-    def select(self, obs: np.ndarray, mask: np.ndarray) -> Choice: ...
+    def select(self, obs: np.ndarray, mask: np.ndarray) -> Choice:
+        """Skip (0) or a retrieved slot whose ``mask`` entry is True."""
 
-    def observe(self, transition: Transition) -> None: ...
+    def observe(self, transition: Transition) -> None:
+        """The decision's closed transition (reward and next observation known)."""
 
 
 class Frozen:
     """A selector that does not learn: ``observe`` does nothing."""
 
     def observe(self, transition: Transition) -> None:
+        """Nothing to learn."""
         return None
 
 
 class AlwaysSkip(Frozen):
+    """Never uses memory: the base agent's behaviour inside Module III."""
     name = "always_skip"
 
     def select(self, obs, mask) -> Choice:
+        """Skip."""
         return Choice(0, None)
 
 
 class AlwaysTop1(Frozen):
+    """Always uses the highest-ranked record when there is one (construction's default)."""
     name = "always_top1"
 
     def select(self, obs, mask) -> Choice:
+        """Slot 1 when it holds a record, else skip."""
         return Choice(1 if mask[1] else 0, None)
 
 
@@ -64,6 +73,7 @@ class RelevanceThreshold(Frozen):
         self.name = f"relevance_threshold@{threshold:g}"
 
     def select(self, obs, mask) -> Choice:
+        """Slot 1 when it holds a record relevant enough, else skip."""
         ok = mask[1] and features.relevance_of_slots(obs)[0] >= self.threshold
         return Choice(1 if ok else 0, None)
 
@@ -78,12 +88,14 @@ class GreedyDQN(Frozen):
         self._q = jax.jit(lambda p, o: dqn.network(cfg).apply(p, o))
 
     def q_values(self, obs: np.ndarray) -> np.ndarray:
+        """Q(z, ·) for one observation [98] or a batch [N, 98]."""
         obs = np.asarray(obs, np.float32)
         single = obs.ndim == 1
         q = np.asarray(self._q(self.params, obs[None] if single else obs))
         return q[0] if single else q
 
     def select(self, obs, mask) -> Choice:
+        """The valid action of highest Q."""
         q = self.q_values(obs)
         return Choice(int(masked_argmax(q, np.asarray(mask))), q)
 
@@ -102,6 +114,7 @@ class EpisodeExplorer(Frozen):
         self.decision = 0
 
     def select(self, obs, mask) -> Choice:
+        """ε-greedy with the key of this episode's next decision."""
         key = jax.random.fold_in(self.key, self.decision)
         self.decision += 1
         action, q = dqn.explore_with_key(self.cfg, self.params, jnp.asarray(obs, jnp.float32),
@@ -120,6 +133,7 @@ _EXPLORE_STREAM = 0x6578706C  # "expl"
 
 
 def make_fixed(name: str, threshold: float = 0.5) -> Selector:
+    """The fixed selector named by a config (``construction.reuse_policy``, ``eval.selector``)."""
     if name == "always_skip":
         return AlwaysSkip()
     if name == "always_top1":

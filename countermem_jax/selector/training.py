@@ -36,6 +36,7 @@ from countermem_jax.selector.transition import Transition
 
 @dataclasses.dataclass
 class TransitionLog:
+    """A transition log as columns (the ``.npz`` format above), one row per decision."""
     obs: np.ndarray
     action: np.ndarray
     reward: np.ndarray
@@ -50,6 +51,7 @@ class TransitionLog:
         return int(self.action.shape[0])
 
     def subset(self, split: str) -> "TransitionLog":
+        """The rows of one split ("train" or "validation"), in log order."""
         keep = self.split == split
         return TransitionLog(**{f.name: getattr(self, f.name)[keep]
                                 for f in dataclasses.fields(self)})
@@ -62,6 +64,7 @@ class TransitionLog:
 
 
 def save_log(log: TransitionLog, path: str | os.PathLike) -> None:
+    """Writes the log with the observation version it was built with."""
     arrays = {f.name: getattr(log, f.name) for f in dataclasses.fields(log)}
     np.savez_compressed(path, obs_version=np.int64(features.OBS_VERSION), **arrays)
 
@@ -219,10 +222,12 @@ class OnlineLearner:
 
     @property
     def decisions(self) -> int:
+        """Decisions observed so far (the schedule's d)."""
         return int(self.state.decisions)
 
     @property
     def done(self) -> bool:
+        """Whether ``total_decisions`` have been observed."""
         return self.decisions >= self.cfg.total_decisions
 
     def select(self, obs: np.ndarray, mask: np.ndarray) -> policies.Choice:
