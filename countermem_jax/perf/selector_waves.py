@@ -1,6 +1,6 @@
 r"""What selector training in waves changes: best validation return and wall time at W=1 vs W=16.
 
-    python -m countermem_jax.perf.selector_waves            # about 10 minutes on 2 CPU cores
+    python -m countermem_jax.perf.selector_waves            # about 5 minutes on 2 CPU cores
 
 Builds one store on Spider (the CPU quickstart's eight databases) with a scripted backbone, then
 trains the selector seeds from it once per wave size W (``selector.wave_size``, README "Selector
