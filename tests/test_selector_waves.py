@@ -115,3 +115,16 @@ def test_a_kill_mid_wave_resumes_to_the_uninterrupted_result(tmp_path, people_be
         assert 0 < len(episodes) < 4
     resumed = _result(_train(tmp_path, people_benchmark, "wd", 4, JitteryBackbone(2)))
     _assert_same(reference, resumed)
+
+
+def test_an_episodes_exploration_keys_do_not_depend_on_the_wave_size(tmp_path, people_benchmark):
+    """Episodes 0 and 1 act with the initial parameters at W = 2 and at W = 4; with keys derived
+    from (seed, episode, decision) they make the same choices whatever W."""
+    choices = {}
+    for w in (2, 4):
+        wd = _train(tmp_path, people_benchmark, f"w{w}", w, scripted())
+        choices[w] = [(d["run"], d["decision"], d["memory"]["selector_action"],
+                       d["memory"]["q_values"])
+                      for d in RunLog(wd / "log.jsonl").events("decision")
+                      if d["run"] in ("train/seed0/episode0", "train/seed0/episode1")]
+    assert choices[2] and sorted(choices[2]) == sorted(choices[4])
