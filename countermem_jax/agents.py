@@ -80,6 +80,35 @@ class Augmentation:
         return None
 
 
+class MemoryCalls:
+    """The LLM calls a memory augmentation makes at a decision (paper §3.4), bound to one agent's
+    backbone, domain and settings, so that the augmentation needs nothing else from the agent:
+    revising the draft with a retrieved record, the condition judge's sampling settings, and a
+    raw question charged to the decision (``Agent.chat``)."""
+
+    def __init__(self, agent: "Agent"):
+        self._agent = agent
+
+    async def revise_with_record(self, ctx: TaskContext, draft: str,
+                                 record_text: str) -> prompts.Parsed:
+        """REVISE_WITH_RECORD with the domain's action instructions and parser."""
+        domain = self._agent.domain
+        return await self._agent.llm(ctx, prompts.REVISE_WITH_RECORD, {
+            "task": ctx.task.visible_text(), "draft": draft, "record": record_text,
+            "instructions": domain.instructions}, parse_args={"domain": domain.name})
+
+    def judge_params(self, settings) -> SamplingParams:
+        """A condition judge's sampling: its own temperature and length, the agent's seed, and
+        its reasoning effort only on a backbone that takes one."""
+        effort = settings.reasoning_effort if self._agent.backbone.reasoning_effort else None
+        return SamplingParams(temperature=settings.temperature, max_tokens=settings.max_tokens,
+                              seed=self._agent.cfg.seed, reasoning_effort=effort or None)
+
+    async def chat(self, ctx: TaskContext, messages, params: SamplingParams, purpose: str):
+        """``Agent.chat``: a raw call charged to ``ctx``'s decision and booked on its run."""
+        return await self._agent.chat(ctx, messages, params, purpose)
+
+
 @dataclasses.dataclass
 class AgentConfig:
     kind: str = "react"              # "react" | "reflexion"

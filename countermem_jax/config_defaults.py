@@ -65,9 +65,11 @@ def base_config() -> ml_collections.ConfigDict:
     # Appendix C.2, Table 4: 2,000 training decisions, learning starts after 100, an update
     # every 4, target sync every 250, batch 32, seeds 0-4; a checkpoint every 250 decisions
     # is scored on the validation split and the best one is evaluated.
+    # selector.wave_size: training episodes run concurrently with the parameters of the wave's
+    # start (README, "Selector training in waves"); 1 = the sequential online learner.
     c.selector = ml_collections.ConfigDict(dict(
         total_decisions=2000, learning_starts=100, train_every=4, target_sync_every=250,
-        checkpoint_every=250, batch_size=32, seeds=(0, 1, 2, 3, 4)))
+        checkpoint_every=250, batch_size=32, seeds=(0, 1, 2, 3, 4), wave_size=1))
     # eval.seeds: the DQN seeds evaluated, one run each; () = every seed in selector.seeds.
     c.eval = ml_collections.ConfigDict(dict(
         selector="dqn", seeds=(), relevance_threshold=0.5, concurrency=1))

@@ -50,6 +50,7 @@ INT_RANGES = {
     "selector.total_decisions": (1, None), "selector.learning_starts": (0, None),
     "selector.train_every": (1, None), "selector.target_sync_every": (1, None),
     "selector.checkpoint_every": (1, None), "selector.batch_size": (1, None),
+    "selector.wave_size": (1, None),
     "eval.concurrency": (1, None),
     "backbone.n_ctx": (1, None), "backbone.max_concurrency": (1, None),
     "backbone.max_attempts": (1, None), "data.generated_per_family": (1, None),

@@ -166,10 +166,6 @@ class TaskHooks:
         """Modules I–II on the failed action (at most ``max_expanded_failures`` per task)."""
         await self.builder.expand(ctx, state_before, action, outcome)
 
-    async def expand(self, ctx, state_before, action, outcome) -> None:
-        """The builder interface of the augmentation's construction phase (``memory_use``)."""
-        await self.after_failure(ctx, state_before, action, outcome)
-
 
 @dataclasses.dataclass
 class _Run:

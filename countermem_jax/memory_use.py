@@ -1,12 +1,19 @@
 """Module III: draft → retrieve → select one record or skip → revise → check (paper §3.4, App. C).
 
-``CounterMemAugmentation`` is the memory plug-in for the agents' decision point. Per phase:
-  construction       retrieval over the growing store, a fixed construction policy (default: use
-                     the top record), reuse statistics updated after each use, and Modules I–II
-                     after failures;
-  selector_training  frozen store, ε-greedy DQN (``OnlineLearner``), transitions with Eq. 10's
-                     reward fed to the learner and kept for offline retraining;
-  evaluation         frozen store and frozen selector, greedy, nothing updated.
+``CounterMemAugmentation`` is the memory plug-in for the agents' decision point. It does not know
+which phase it serves; what differs between phases is passed in:
+  index_source  a zero-argument callable returning the ``RetrievalIndex`` to use now
+                (construction: one that follows the growing store; otherwise ``lambda: index``);
+  selector      a ``policies.Selector``: the online learner (selector training), an episode's
+                ε-greedy explorer (a training wave), the frozen greedy DQN, or a fixed rule
+                (construction's reuse policy, evaluation baselines); it ``observe``s every closed
+                transition (a no-op for the frozen ones);
+  hooks         ``ConstructionHooks`` during construction (reuse statistics, Modules I–II after a
+                failure), ``None`` otherwise;
+  calls         ``agents.MemoryCalls``: the LLM calls a decision makes (revision with a record,
+                the condition judge) on the agent's backbone, domain and settings.
+Every closed decision becomes a ``selector.transition.Transition`` with Eq. 10's reward, appended
+to ``transitions`` (kept for the log and offline retraining) and handed to the selector.
 Retrieval always excludes the current task's own records. Free-text conditions of the records a
 decision could retrieve are judged by the backbone before retrieval (``_judge_conditions``), with
 the judge's own sampling settings, asynchronously, and charged to that decision: its ledger entry,
@@ -14,17 +21,18 @@ the task-run tokens, and the decision log's ``memory.conditions`` (verdict count
 tokens).
 """
 import dataclasses
+from typing import Callable, Protocol
 
 import numpy as np
 
-from countermem_jax.agents import Augmentation, DecisionInfo
+from countermem_jax.agents import Augmentation, DecisionInfo, MemoryCalls
 from countermem_jax.prompting import prompts
-from countermem_jax.backbones.base import SamplingParams
 from countermem_jax.memory import reuse as reuse_lib
 from countermem_jax import text_embedding as embedding
 from countermem_jax.retrieval.conditions import TaskContext as CondTask
 from countermem_jax.retrieval.retrieve import RetrievalIndex
-from countermem_jax.selector import dqn, features
+from countermem_jax.selector import dqn, features, policies
+from countermem_jax.selector.transition import Transition
 
 SKIP_ONLY = np.array([True, False, False, False, False])
 
@@ -46,29 +54,37 @@ class _Pending:
     reward: float
 
 
+class ConstructionHooks(Protocol):
+    """What construction adds to a decision (paper §3.2–3.3, Alg. 1 phase 1)."""
+
+    def observe_reuse(self, record_id: str, label: str) -> None:
+        """Updates a used record's reuse statistic with the use's label."""
+
+    async def after_failure(self, ctx, state_before, action: str, outcome) -> None:
+        """Modules I–II on a failed attempt (counterfactual checks, distillation, admission)."""
+
+
 class CounterMemAugmentation(Augmentation):
+    """Module III at the agents' decision point; see the module docstring for its inputs."""
     name = "countermem"
 
-    def __init__(self, agent, *, phase: str, store=None, index: RetrievalIndex | None = None,
-                 selector=None, learner=None, builder=None, render_condition: bool = True,
-                 dqn_cfg: dqn.DQNConfig = dqn.DQNConfig(), index_factory=None,
+    def __init__(self, calls: MemoryCalls, *, index_source: Callable[[], RetrievalIndex],
+                 selector: policies.Selector, hooks: ConstructionHooks | None = None,
+                 render_condition: bool = True, dqn_cfg: dqn.DQNConfig = dqn.DQNConfig(),
                  transitions: list | None = None):
-        self.agent, self.phase = agent, phase
-        self.store, self.index, self.selector, self.learner = store, index, selector, learner
-        self.builder, self.render_condition, self.dqn_cfg = builder, render_condition, dqn_cfg
-        self.index_factory = index_factory
-        self.transitions = transitions if transitions is not None else []
+        self.calls, self.index_source = calls, index_source
+        self.selector, self.hooks = selector, hooks
+        self.render_condition, self.dqn_cfg = render_condition, dqn_cfg
+        self.transitions: list[Transition] = transitions if transitions is not None else []
         self._pending: dict[str, _Pending] = {}
         self._decision_cost: dict[str, tuple[int, int]] = {}  # calls, failures at decide
         self.episode_returns: dict[str, float] = {}
 
-    def _current_index(self) -> RetrievalIndex:
-        if self.index_factory is not None:  # construction: the store changes between decisions
-            return self.index_factory()
-        return self.index
-
     async def decide(self, ctx, draft: str) -> DecisionInfo:
-        index = self._current_index()
+        """One decision of §3.4: judge the candidates' conditions, retrieve for the state, build
+        the observation, close the previous decision's transition, let the selector choose a
+        record or skip, and revise the draft with the chosen record."""
+        index = self.index_source()
         query = CondTask(ctx.task.task_id, ctx.task.prompt,
                          {"environment": ctx.task.environment, **ctx.task.features},
                          scope=ctx.run)
@@ -82,30 +98,22 @@ class CounterMemAugmentation(Augmentation):
                                       ctx.last_utility)
         obs, mask = features.build_observation(s_emb, d_emb, candidates, budget)
         self._close_pending(ctx, obs, mask, done=False)
-        q_values = None
-        if self.learner is not None:
-            action, q = self.learner.act(obs, mask)
-            q_values = q
-        else:
-            choice = self.selector.select(obs, mask)
-            action, q_values = choice.action, choice.q_values
+        choice = self.selector.select(obs, mask)
+        action, q_values = choice.action, choice.q_values
         log = {"retrieved": [{"record_id": c.record.record_id, "score": round(c.score, 4),
                               "relevance": round(c.relevance, 4)} for c in candidates],
                "excluded_same_task": list(result.excluded_same_task) if result else [],
                "excluded_condition": list(result.excluded_condition) if result else [],
                "covered": bool(candidates), "selector_action": int(action),
-               "selector": getattr(self.selector, "name", "dqn-training"),
+               "selector": self.selector.name,
                "q_values": None if q_values is None else np.round(np.asarray(q_values), 4)}
         if condition_log:
             log["conditions"] = condition_log
         info = DecisionInfo(draft, None, log)
         if action > 0:
             record = candidates[action - 1].record
-            parsed = await self.agent.llm(ctx, prompts.REVISE_WITH_RECORD, {
-                "task": ctx.task.visible_text(), "draft": draft,
-                "record": prompts.render_record(record, self.render_condition),
-                "instructions": self.agent.domain.instructions},
-                parse_args={"domain": self.agent.domain.name})
+            parsed = await self.calls.revise_with_record(
+                ctx, draft, prompts.render_record(record, self.render_condition))
             info.action = parsed.value if parsed.ok else draft
             info.record_id = record.record_id
             log["record_id"] = record.record_id
@@ -122,17 +130,13 @@ class CounterMemAugmentation(Augmentation):
             return {}
         checker, calls, tokens0 = index.checker, 0, ctx.tokens
         judge = checker.judge
-        if judge is not None:
-            s = judge.settings
-            effort = s.reasoning_effort if self.agent.backbone.reasoning_effort else None
-            params = SamplingParams(temperature=s.temperature, max_tokens=s.max_tokens,
-                                    seed=self.agent.cfg.seed, reasoning_effort=effort or None)
+        params = None if judge is None else self.calls.judge_params(judge.settings)
 
         async def ask(prompt: str):
             # Agent.chat charges the decision in the ledger and books tokens and the call on
             # the task run (task-run tokens, llm_calls, the decision's reward cost).
             nonlocal calls
-            result = await self.agent.chat(ctx, [{"role": "user", "content": prompt}], params,
+            result = await self.calls.chat(ctx, [{"role": "user", "content": prompt}], params,
                                            "CONDITION_JUDGE")
             calls += 1
             return result
@@ -140,13 +144,15 @@ class CounterMemAugmentation(Augmentation):
         return counts.to_json() | {"judge_calls": calls, "judge_tokens": ctx.tokens - tokens0}
 
     async def observe(self, ctx, draft, info, outcome, previous_utility) -> dict:
+        """After the decision's check: the used record's reuse label (handed to the hooks) and
+        the decision's reward so far (Eq. 10, its calls, failures and tokens)."""
         out = {}
         if info.record_id is not None:
             label = reuse_lib.reuse_label(draft, info.action, outcome.success, outcome.utility,
                                           previous_utility)
             out = {"record_id": info.record_id, "label": label}
-            if self.phase == "construction" and self.store is not None:
-                self.store.observe_reuse(info.record_id, label)
+            if self.hooks is not None:
+                self.hooks.observe_reuse(info.record_id, label)
         pending = self._pending.get(ctx.task.task_id)
         if pending is not None:
             calls0, fails0 = self._decision_cost[ctx.task.task_id]
@@ -157,8 +163,9 @@ class CounterMemAugmentation(Augmentation):
         return out
 
     async def after_failure(self, ctx, state_before, action, outcome) -> None:
-        if self.phase == "construction" and self.builder is not None:
-            await self.builder.expand(ctx, state_before, action, outcome)
+        """Construction's Modules I–II on a failed attempt (nothing outside construction)."""
+        if self.hooks is not None:
+            await self.hooks.after_failure(ctx, state_before, action, outcome)
 
     def _close_pending(self, ctx, next_obs, next_mask, done: bool) -> None:
         pending = self._pending.pop(ctx.task.task_id, None)
@@ -167,11 +174,12 @@ class CounterMemAugmentation(Augmentation):
         reward = pending.reward + (1.0 if done and ctx.solved else 0.0)
         self.episode_returns[ctx.task.task_id] = self.episode_returns.get(ctx.task.task_id, 0.0) \
             + reward
-        transition = (pending.obs, pending.action, reward, next_obs, next_mask, float(done),
-                      pending.mask, ctx.task.task_id)
+        transition = Transition(obs=pending.obs, action=pending.action, reward=reward,
+                                next_obs=next_obs, next_mask=next_mask, done=float(done),
+                                mask=pending.mask, task_id=ctx.task.task_id)
         self.transitions.append(transition)
-        if self.learner is not None:
-            self.learner.observe(pending.obs, pending.action, reward, next_obs, next_mask, done)
+        self.selector.observe(transition)
 
     async def end_task(self, ctx) -> None:
+        """Closes the last decision's transition: terminal, with the success bonus of Eq. 10."""
         self._close_pending(ctx, np.zeros(features.OBS_DIM, np.float32), SKIP_ONLY, done=True)

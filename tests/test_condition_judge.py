@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from countermem_jax.agents import Agent, AgentConfig
+from countermem_jax.agents import Agent, AgentConfig, MemoryCalls
 from countermem_jax.agents import TaskContext as AgentTaskContext
 from countermem_jax.backbones.base import TokenLedger
 from countermem_jax.backbones.cache import CachedBackbone
@@ -69,7 +69,7 @@ def _setup(url, unknown="exclude", settings=JudgeSettings(), cache_dir=None, eff
                          situation="List the names of people older than a threshold")
     index = RetrievalIndex([record], checker=CompositeChecker(
         [RuleChecker(), LLMJudgeChecker(settings)], unknown))
-    aug = CounterMemAugmentation(agent, phase="evaluation", index=index,
+    aug = CounterMemAugmentation(MemoryCalls(agent), index_source=lambda: index,
                                  selector=policies.make_fixed("always_skip"))
     return backbone, aug, record
 

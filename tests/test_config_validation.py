@@ -37,6 +37,7 @@ def test_every_shipped_config_is_valid(path):
     ("agent.max_attempts", 0, "agent.max_attempts=0 must be >= 1"),
     ("memory.top_k", 5, "memory.top_k=5 must be between 1 and 4"),
     ("selector.batch_size", 0, "selector.batch_size=0 must be >= 1"),
+    ("selector.wave_size", 0, "selector.wave_size=0 must be >= 1"),
     ("construction.epsilon", float("nan"), "construction.epsilon=nan must be a finite number"),
     ("construction.epsilon", 1.5, "construction.epsilon=1.5 must lie in [0.0, 1.0]"),
     ("selector.seeds", (), "selector.seeds=() must be a non-empty list"),

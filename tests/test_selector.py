@@ -11,6 +11,7 @@ from countermem_jax.analysis import load_selector
 from countermem_jax.retrieval.retrieve import Candidate
 from countermem_jax.selector import checkpoint, dqn, features, policies, training
 from countermem_jax.selector.network import masked_argmax, param_count
+from countermem_jax.selector.transition import Transition
 from helpers import make_record
 
 CFG = dqn.DQNConfig()
@@ -78,7 +79,7 @@ def test_terminal_targets_equal_reward():
                            done=jnp.ones(4))
     y = dqn.td_targets(CFG, dqn.init_state(CFG, 0).params, batch)
     np.testing.assert_array_equal(np.asarray(y), np.asarray(batch.reward))
-    not_done = batch._replace(done=jnp.zeros(4), next_mask=jnp.array([[True] + [False] * 4] * 4))
+    not_done = batch.replace(done=jnp.zeros(4), next_mask=jnp.array([[True] + [False] * 4] * 4))
     q0 = dqn.network(CFG).apply(dqn.init_state(CFG, 0).params, not_done.next_obs)[:, 0]
     np.testing.assert_allclose(dqn.td_targets(CFG, dqn.init_state(CFG, 0).params, not_done),
                                not_done.reward + 0.95 * q0, rtol=1e-6)
@@ -142,9 +143,10 @@ def test_learns_contextual_bandit():
     learner = training.OnlineLearner(CFG, seed=0)
     while not learner.done:
         obs, mask, helpful = _bandit_context(rng)
-        action, _ = learner.act(obs, mask)
+        action = learner.select(obs, mask).action
         assert mask[action]
-        learner.observe(obs, action, _bandit_reward(action, helpful), obs, mask, True)
+        learner.observe(Transition(obs=obs, action=action, reward=_bandit_reward(action, helpful),
+                                   next_obs=obs, next_mask=mask, done=1.0, mask=mask))
     greedy = policies.GreedyDQN(CFG, learner.state.params)
     optimal = 0
     for _ in range(500):

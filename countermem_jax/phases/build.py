@@ -16,7 +16,7 @@ import tqdm
 
 from countermem_jax import baselines
 from countermem_jax import construction_waves as waves
-from countermem_jax.agents import Agent
+from countermem_jax.agents import Agent, MemoryCalls
 from countermem_jax.counterfactual import CounterfactualBuilder
 from countermem_jax.memory import load_frozen, load_store, save_store
 from countermem_jax.memory.store import MemoryStore
@@ -33,7 +33,7 @@ def _construction_augmentation(cfg, agent: Agent, index_source, hooks):
     source (the task's view of the store), reuse observations and Modules I–II (after failures)
     through the construction hooks (``construction_waves.TaskHooks``)."""
     return CounterMemAugmentation(
-        agent, phase="construction", store=hooks, builder=hooks, index_factory=index_source,
+        MemoryCalls(agent), index_source=index_source, hooks=hooks,
         selector=policies.make_fixed(cfg.construction.reuse_policy,
                                      cfg.construction.relevance_threshold),
         render_condition=cfg.memory.render_condition)

@@ -17,7 +17,7 @@ import numpy as np
 import tqdm
 
 from countermem_jax import baselines, intervals, metrics
-from countermem_jax.agents import Agent, Augmentation
+from countermem_jax.agents import Agent, Augmentation, MemoryCalls
 from countermem_jax.memory_use import CounterMemAugmentation
 from countermem_jax.phases import context
 from countermem_jax.phases.workdir import PhaseError, Workdir
@@ -70,7 +70,7 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext) -> _MemoryPlan
         agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log(name),
                       ctx.parse_failures)
         runs.append(EvalRun(name, seed, agent, CounterMemAugmentation(
-            agent, phase="evaluation", index=index, selector=selector,
+            MemoryCalls(agent), index_source=lambda: index, selector=selector,
             render_condition=cfg.memory.render_condition)))
     checkpoints = {seed: ckpt for _, seed, _, ckpt in selected if ckpt is not None}
     return _MemoryPlan(

@@ -5,18 +5,31 @@ Each seed in ``selector.seeds`` is its own real run (``SeedRun``): its own initi
 and exploration key, ε-greedy episodes on the training split, greedy validation episodes at
 every checkpoint, and the checkpoint with the highest mean validation return kept as best. The
 best checkpoints' file fingerprints are recorded for evaluation to verify.
+
+Training runs in waves of ``selector.wave_size`` (W) episodes (README, "Selector training in
+waves"). W = 1 is the sequential online learner: it acts with the parameters as they are at each
+decision and learns as each decision closes. For W > 1 the wave's episodes run concurrently, each
+acting ε-greedily with the parameters and ε of the wave's start and exploration keys derived from
+(seed, episode, decision index) (``policies.EpisodeExplorer``); their transitions then enter the
+learner in (episode, decision) order and the schedule (updates, target syncs, checkpoints,
+validation) counts them as the sequential learner counts decisions; the episodes a wave ran past
+``total_decisions`` are dropped. The result of a W is therefore the same whatever the event loop's
+interleaving. Validation episodes at a checkpoint run concurrently, and the seeds train
+concurrently (one asyncio task each, sharing the agent's backbone and its concurrency limit).
 """
 import asyncio
+from typing import Callable
 
 import numpy as np
 import tqdm
 
 from countermem_jax import baselines, metrics
-from countermem_jax.agents import Agent
+from countermem_jax.agents import Agent, MemoryCalls
 from countermem_jax.memory_use import CounterMemAugmentation
 from countermem_jax.phases import context
 from countermem_jax.phases.workdir import PhaseError, Workdir
-from countermem_jax.selector import checkpoint, policies, training
+from countermem_jax.selector import checkpoint, dqn, policies, training
+from countermem_jax.selector.transition import Transition
 from countermem_jax import workdir_guard
 
 
@@ -62,8 +75,14 @@ def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
 
     async def run_seeds() -> dict:
         try:
-            return {seed: await SeedRun(cfg, wd, ctx.splits, agent, index, seed).train(ctx.ledger)
-                    for seed in seeds}
+            runs = [SeedRun(cfg, wd, ctx.splits, agent, index, seed) for seed in seeds]
+            # a seed that fails does not stop the others: their work is kept for the resume
+            results = await asyncio.gather(*(run.train(ctx.ledger) for run in runs),
+                                           return_exceptions=True)
+            failed = [r for r in results if isinstance(r, BaseException)]
+            if failed:
+                raise failed[0]
+            return dict(zip(seeds, results))
         finally:
             await ctx.backbone.aclose()
     per_seed = asyncio.run(run_seeds())
@@ -79,48 +98,56 @@ def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
 class SeedRun:
     """One selector seed's own training run: ε-greedy episodes on the training split with the
     seed's own initial parameters and exploration key, greedy validation episodes at every
-    checkpoint, the checkpoint with the highest mean validation return kept (Appendix C.2).
+    checkpoint, the checkpoint with the highest mean validation return kept (Appendix C.2),
+    in waves of ``selector.wave_size`` episodes (module docstring).
 
-    Resumes from the log after a kill: the seed's logged transitions are replayed through the
-    learner (``training.replay``, bit-identical to the uninterrupted run) and checkpoints whose
-    validation did not finish are validated again. The LLM response cache makes the repeated
-    drafts of later seeds (and of resumed episodes) cost no new calls.
+    Resumes from the log after a kill: the logged transitions of the seed's complete waves are
+    replayed through the learner (``training.replay``, bit-identical to the uninterrupted run),
+    the interrupted wave is run again from its start with its logged episodes reused, and
+    checkpoints whose validation did not finish are validated again. The LLM response cache
+    makes the repeated drafts of later seeds (and of resumed episodes) cost no new calls.
     """
 
     def __init__(self, cfg, wd: Workdir, sp, agent: Agent, index, seed: int):
         self.cfg, self.dcfg, self.wd, self.sp = cfg, context.dqn_config(cfg), wd, sp
-        self.agent, self.index = agent, index
+        self.agent, self.calls, self.index = agent, MemoryCalls(agent), index
         self.seed = seed
+        self.wave_size = int(cfg.selector.get("wave_size", 1))
         self.ckpt = checkpoint.SelectorCheckpointer(wd.seed_dir(seed), self.dcfg, seed)
         self.pending: list = []
         self.learner = training.OnlineLearner(
             self.dcfg, seed, on_checkpoint=lambda d, p: self.pending.append((d, p)))
         self.episode = 0
 
-    def _augmentation(self, rows: list, **selector) -> CounterMemAugmentation:
-        return CounterMemAugmentation(self.agent, phase="selector_training", index=self.index,
-                                      dqn_cfg=self.dcfg, transitions=rows,
-                                      render_condition=self.cfg.memory.render_condition,
-                                      **selector)
+    def _augmentation(self, rows: list, selector: policies.Selector) -> CounterMemAugmentation:
+        return CounterMemAugmentation(self.calls, index_source=lambda: self.index,
+                                      selector=selector, dqn_cfg=self.dcfg, transitions=rows,
+                                      render_condition=self.cfg.memory.render_condition)
 
     def _events(self, event: str) -> list[dict]:
         return [e for e in self.wd.log.events(event) if e.get("seed", 0) == self.seed]
 
+    async def _run_episode(self, task, selector: policies.Selector, run: str) -> tuple[list, float]:
+        """One episode of ``task`` under ``selector``: its transitions and its return."""
+        rows: list[Transition] = []
+        aug = self._augmentation(rows, selector)
+        await self.agent.run(task, aug, phase="selector_training", run=run,
+                             extra={"seed": self.seed})
+        return rows, aug.episode_returns.get(task.task_id, float("nan"))
+
     async def validate(self, decisions: int, params) -> float:
-        """Mean return of the greedy policy over the real validation episodes."""
-        rows: list = []
-        aug = self._augmentation(rows, selector=policies.GreedyDQN(self.dcfg, params))
+        """Mean return of the greedy policy over the real validation episodes, run concurrently."""
+        greedy = policies.GreedyDQN(self.dcfg, params)
         run = f"{metrics.VALIDATION}/seed{self.seed}@{decisions}"
-        for task in self.sp.validation:
-            await self.agent.run(task, aug, phase="selector_training", run=run,
-                                 extra={"seed": self.seed})
-        returns = [aug.episode_returns.get(t.task_id, float("nan")) for t in self.sp.validation]
+        episodes = await asyncio.gather(*(self._run_episode(task, greedy, run)
+                                          for task in self.sp.validation))
+        returns = [value for _, value in episodes]
         value = float(np.mean(returns))
         if not np.isfinite(value):
             raise PhaseError(f"selector seed {self.seed}, checkpoint {decisions}: validation "
                              f"returns {returns} are not finite")
         self.wd.log.write("validation_transitions", seed=self.seed, checkpoint=decisions,
-                          rows=[transition_fields(row) for row in rows])
+                          rows=[t.to_json() for rows, _ in episodes for t in rows])
         return value
 
     async def _save_pending(self) -> None:
@@ -133,30 +160,62 @@ class SeedRun:
                 self.ckpt.save(decisions, params, await self.validate(decisions, params))
         self.pending.clear()
 
-    async def _episode(self, ledger, bar) -> None:
-        """One ε-greedy training episode; its transitions are logged, then the checkpoints it
-        reached are validated and saved."""
-        task = self.sp.train[self.episode % len(self.sp.train)]
-        rows: list = []
-        before = self.learner.decisions
-        await self.agent.run(task, self._augmentation(rows, learner=self.learner),
-                             phase="selector_training",
-                             run=f"train/seed{self.seed}/episode{self.episode}",
-                             extra={"seed": self.seed})
-        for row in rows:
-            self.wd.log.write("transition", seed=self.seed, episode=self.episode,
-                              **transition_fields(row))
-        await self._save_pending()
-        bar.update(self.learner.decisions - before)
-        bar.set_postfix(episode=self.episode, tokens=ledger.total("selector_training").total)
-        self.episode += 1
+    def _behaviour(self) -> Callable[[int], policies.Selector]:
+        """The selector an episode of the next wave acts with, by episode number: the learner
+        itself at W = 1, else a frozen ε-greedy explorer at the wave's start."""
+        if self.wave_size == 1:
+            return lambda episode: self.learner
+        params = self.learner.state.params
+        eps = float(dqn.epsilon(self.dcfg, self.learner.decisions))
+        return lambda episode: policies.EpisodeExplorer(self.dcfg, params, eps, self.seed,
+                                                        episode)
+
+    async def _wave(self, logged: dict, ledger, bar) -> None:
+        """The next wave: its episodes run concurrently (those logged before a kill are reused),
+        then enter the learner in episode order until ``total_decisions``; each entered
+        episode's transitions are logged and the checkpoints it reached validated and saved."""
+        start, behaviour, decisions = self.episode, self._behaviour(), self.learner.decisions
+
+        async def one(episode: int) -> list:
+            if episode in logged:
+                return logged[episode]
+            task = self.sp.train[episode % len(self.sp.train)]
+            rows, _ = await self._run_episode(task, behaviour(episode),
+                                              f"train/seed{self.seed}/episode{episode}")
+            return rows
+        episodes = await asyncio.gather(*(one(e) for e in range(start, start + self.wave_size)))
+        for episode, rows in enumerate(episodes, start):
+            # the sequential learner would not have started an episode after the last decision
+            if episode > start and self.learner.done:
+                break
+            if self.wave_size > 1:  # at W = 1 the learner observed them as they closed
+                for t in rows:
+                    self.learner.observe(t)
+            if episode not in logged:
+                for t in rows:
+                    self.wd.log.write("transition", seed=self.seed, episode=episode,
+                                      **t.to_json())
+            self.episode = episode + 1
+            await self._save_pending()
+            bar.set_postfix(episode=episode, tokens=ledger.total("selector_training").total)
+        bar.update(self.learner.decisions - decisions)
+
+    def _resume(self) -> dict:
+        """Replays the logged transitions of the complete waves; returns the interrupted wave's
+        logged episodes (episode -> transitions), which it reuses instead of running again."""
+        logged: dict[int, list] = {}
+        for e in self._events("transition"):
+            logged.setdefault(int(e["episode"]), []).append(Transition.from_json(e))
+        episodes = len(logged)
+        self.episode = episodes - episodes % self.wave_size
+        training.replay(self.learner, [t for e in range(self.episode) for t in logged[e]],
+                        acted=self.wave_size == 1)
+        return {e: rows for e, rows in logged.items() if e >= self.episode}
 
     async def train(self, ledger) -> dict:
         """Replays the seed's logged transitions, trains to ``total_decisions``, validates the
         last partial interval and returns the seed's best checkpoint and validation returns."""
-        replayed = self._events("transition")
-        training.replay(self.learner, [transition_tuple(t) for t in replayed])
-        self.episode = len({t["episode"] for t in replayed})
+        logged = self._resume()
         self.wd.log.write("seed_start", phase="selector_training", seed=self.seed,
                           decisions_done=self.learner.decisions, episodes_done=self.episode)
         await self._save_pending()  # checkpoints reached before a kill but never validated
@@ -164,7 +223,8 @@ class SeedRun:
                         desc=f"train selector seed {self.seed}", unit="decision",
                         dynamic_ncols=True, mininterval=1.0)
         while not self.learner.done:
-            await self._episode(ledger, bar)
+            await self._wave(logged, ledger, bar)
+            logged = {}
         bar.close()
         if self.learner.decisions not in self.ckpt.steps():  # the last partial interval
             params = self.learner.state.params
@@ -179,23 +239,9 @@ class SeedRun:
     def _save_log(self) -> None:
         """The seed's transitions (training rows, and the validation rows of its checkpoints)
         as a transition log for offline analysis (``training.train_offline``)."""
-        train = [transition_tuple(t) for t in self._events("transition")]
+        train = [Transition.from_json(t) for t in self._events("transition")]
         latest = {e["checkpoint"]: e["rows"] for e in self._events("validation_transitions")}
-        val = [transition_tuple(r) for rows in latest.values() for r in rows]
+        val = [Transition.from_json(r) for rows in latest.values() for r in rows]
         if train:
-            training.save_log(training.log_from_rows(train, val),
+            training.save_log(training.log_from_transitions(train, val),
                               self.wd.selector / f"transitions_seed{self.seed}.npz")
-
-
-def transition_fields(row) -> dict:
-    """A transition tuple as the run log's fields."""
-    obs, action, reward, next_obs, next_mask, done, mask, task_id = row
-    return {"task_id": task_id, "obs": obs, "action": action, "reward": reward,
-            "next_obs": next_obs, "next_mask": next_mask, "done": done, "mask": mask}
-
-
-def transition_tuple(e: dict) -> tuple:
-    """A logged transition back as the learner's tuple."""
-    return (np.asarray(e["obs"], np.float32), int(e["action"]), float(e["reward"]),
-            np.asarray(e["next_obs"], np.float32), np.asarray(e["next_mask"], bool),
-            float(e["done"]), np.asarray(e["mask"], bool), e["task_id"])

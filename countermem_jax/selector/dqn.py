@@ -3,12 +3,14 @@
 A "decision" is one selector choice. After each logged decision d (1-based) the learner
   * adds the transition to the replay buffer;
   * takes one Adam step on a batch of 32 when d > learning_starts and d % train_every == 0;
-  * copies θ to θ⁻ when d % target_sync_every == 0.
-The same ``decision_step`` serves online training (one call per real decision) and offline
-retraining from a transition log (``jax.lax.scan`` over the log, ``jax.vmap`` over seeds).
+  * copies θ to θ⁻ when d % target_sync_every == 0;
+  * (on the host) checkpoints when d % checkpoint_every == 0 (``is_checkpoint``).
+``schedule`` is that rule, written once: ``decision_step`` applies it to one seed per real
+decision (online training, the replay of a log, the wave learner), and the offline retraining's
+``jax.lax.scan`` body (``training._scan_chunk``) applies it to a stack of seeds.
 """
 import dataclasses
-from typing import NamedTuple
+from typing import Callable
 
 import chex
 import flax
@@ -18,6 +20,7 @@ import optax
 
 from countermem_jax.selector import features
 from countermem_jax.selector.network import QNetwork, masked_argmax
+from countermem_jax.selector.transition import Transition
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,12 +47,14 @@ class DQNConfig:
     token_scale: float = 1e4
 
     def to_json(self) -> dict:
+        """The config as checkpoint metadata."""
         d = dataclasses.asdict(self)
         d["hidden"] = list(self.hidden)
         return d
 
     @staticmethod
     def from_json(d: dict) -> "DQNConfig":
+        """The config a checkpoint was trained with."""
         d = dict(d)
         d["hidden"] = tuple(d["hidden"])
         return DQNConfig(**d)
@@ -64,6 +69,7 @@ def reward(cfg: DQNConfig, *, final: bool, solved: bool, calls: int, failures: i
 
 @flax.struct.dataclass
 class TrainState:
+    """One seed's learner: θ, θ⁻, Adam state, counters and the key chain."""
     params: chex.ArrayTree
     target_params: chex.ArrayTree
     opt_state: chex.ArrayTree
@@ -74,6 +80,7 @@ class TrainState:
 
 @flax.struct.dataclass
 class Replay:
+    """The replay buffer (capacity 10⁴, Table 4) as fixed-size arrays and a ring pointer."""
     obs: jax.Array
     action: jax.Array
     reward: jax.Array
@@ -84,24 +91,18 @@ class Replay:
     ptr: jax.Array
 
 
-class Transition(NamedTuple):
-    obs: jax.Array        # [98]
-    action: jax.Array     # int32
-    reward: jax.Array     # float32
-    next_obs: jax.Array   # [98]
-    next_mask: jax.Array  # [5] bool
-    done: jax.Array       # float32, 1 at the end of an episode
-
-
 def network(cfg: DQNConfig) -> QNetwork:
+    """The Q-network of Appendix C.2 (98 → 64 → 64 → 5)."""
     return QNetwork(hidden=tuple(cfg.hidden))
 
 
 def optimizer(cfg: DQNConfig) -> optax.GradientTransformation:
+    """Adam with Table 4's learning rate and ε."""
     return optax.adam(cfg.learning_rate, eps=cfg.adam_eps)
 
 
 def init_state(cfg: DQNConfig, seed: int | jax.Array) -> TrainState:
+    """A seed's initial parameters (θ⁻ = θ) and key chain."""
     init_rng, rng = jax.random.split(jax.random.PRNGKey(seed))
     params = network(cfg).init(init_rng, jnp.zeros((1, features.OBS_DIM), jnp.float32))
     return TrainState(params=params, target_params=params,
@@ -110,6 +111,7 @@ def init_state(cfg: DQNConfig, seed: int | jax.Array) -> TrainState:
 
 
 def init_replay(cfg: DQNConfig) -> Replay:
+    """An empty replay buffer."""
     c = cfg.replay_capacity
     return Replay(obs=jnp.zeros((c, features.OBS_DIM), jnp.float32),
                   action=jnp.zeros((c,), jnp.int32), reward=jnp.zeros((c,), jnp.float32),
@@ -120,6 +122,7 @@ def init_replay(cfg: DQNConfig) -> Replay:
 
 
 def replay_add(replay: Replay, t: Transition) -> Replay:
+    """Stores one transition, overwriting the oldest when full."""
     i = replay.ptr
     capacity = replay.action.shape[0]
     return Replay(obs=replay.obs.at[i].set(t.obs), action=replay.action.at[i].set(t.action),
@@ -131,6 +134,7 @@ def replay_add(replay: Replay, t: Transition) -> Replay:
 
 
 def replay_sample(replay: Replay, rng: jax.Array, batch_size: int) -> Transition:
+    """A uniform batch (with replacement) of the stored transitions."""
     idx = jax.random.randint(rng, (batch_size,), 0, jnp.maximum(replay.size, 1))
     return Transition(obs=replay.obs[idx], action=replay.action[idx], reward=replay.reward[idx],
                       next_obs=replay.next_obs[idx], next_mask=replay.next_mask[idx],
@@ -165,20 +169,38 @@ def update(state: TrainState, replay: Replay, cfg: DQNConfig) -> tuple[TrainStat
                          step=state.step + 1, rng=rng), loss
 
 
-def decision_step(state: TrainState, replay: Replay, transition: Transition,
-                  cfg: DQNConfig) -> tuple[TrainState, Replay, jax.Array]:
-    """Learns from one more decision: add, maybe update, maybe sync. Returns the loss (NaN when no
-    update happened)."""
+def schedule(state: TrainState, replay: Replay, transition: Transition, d: jax.Array,
+             cfg: DQNConfig, update_fn: Callable, no_loss: jax.Array):
+    """The learning schedule for decision number ``d`` (1-based), the one copy of it.
+
+    Adds the transition, counts the decision, takes an update when d > learning_starts and
+    d % train_every == 0 (``update_fn(state, replay) -> (state, loss)``; ``no_loss`` is returned
+    otherwise) and copies θ to θ⁻ when d % target_sync_every == 0. ``state`` may hold one seed
+    or a stack of seeds (then ``update_fn`` is vmapped); ``d`` is a scalar either way, so the
+    update stays a real ``cond``.
+    """
     replay = replay_add(replay, transition)
     state = state.replace(decisions=state.decisions + 1)
-    d = state.decisions
     do_update = (d > cfg.learning_starts) & (d % cfg.train_every == 0)
-    state, loss = jax.lax.cond(do_update, lambda s: update(s, replay, cfg),
-                               lambda s: (s, jnp.float32(jnp.nan)), state)
+    state, loss = jax.lax.cond(do_update, lambda s: update_fn(s, replay),
+                               lambda s: (s, no_loss), state)
     sync = d % cfg.target_sync_every == 0
     target = jax.tree_util.tree_map(lambda p, t: jnp.where(sync, p, t), state.params,
                                     state.target_params)
     return state.replace(target_params=target), replay, loss
+
+
+def is_checkpoint(cfg: DQNConfig, decisions: int) -> bool:
+    """Whether the learner checkpoints (and validates) after its ``decisions``-th decision."""
+    return decisions % cfg.checkpoint_every == 0
+
+
+def decision_step(state: TrainState, replay: Replay, transition: Transition,
+                  cfg: DQNConfig) -> tuple[TrainState, Replay, jax.Array]:
+    """Learns from one more decision of one seed (``schedule``). Returns the loss (NaN when no
+    update happened)."""
+    return schedule(state, replay, transition, state.decisions + 1, cfg,
+                    lambda s, r: update(s, r, cfg), jnp.float32(jnp.nan))
 
 
 decision_step_jit = jax.jit(decision_step, static_argnames=("cfg",), donate_argnums=(1,))
@@ -193,6 +215,7 @@ def epsilon(cfg: DQNConfig, decisions: int | jax.Array) -> jax.Array:
 
 
 def q_values(cfg: DQNConfig, params, obs: jax.Array) -> jax.Array:
+    """Q(z, ·) for a batch of observations."""
     return network(cfg).apply(params, obs)
 
 
@@ -210,11 +233,19 @@ def act(cfg: DQNConfig, state: TrainState, obs: jax.Array, mask: jax.Array,
 
     Returns the new state (its rng advanced), the action and the Q-values.
     """
-    q = _q_jit(cfg, state.params, obs[None])[0]
     if not explore:
+        q = _q_jit(cfg, state.params, obs[None])[0]
         return state, masked_argmax(q, mask), q
     rng, key = jax.random.split(state.rng)
-    return state.replace(rng=rng), _explore(key, q, mask, epsilon(cfg, state.decisions)), q
+    action, q = explore_with_key(cfg, state.params, obs, mask, key, epsilon(cfg, state.decisions))
+    return state.replace(rng=rng), action, q
+
+
+def explore_with_key(cfg: DQNConfig, params, obs: jax.Array, mask: jax.Array, key: jax.Array,
+                     eps: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """ε-greedy choice among valid actions with an explicit key; returns (action, Q-values)."""
+    q = _q_jit(cfg, params, obs[None])[0]
+    return _explore(key, q, mask, eps), q
 
 
 _q_jit = jax.jit(q_values, static_argnames=("cfg",))

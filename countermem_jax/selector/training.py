@@ -11,6 +11,10 @@ decisions and ``jax.vmap`` over seeds (no LLM call, no environment), so the othe
 and are scored by a proxy (the first-decision value on the log's validation rows), which must
 be finite.
 
+One decision is a ``transition.Transition`` everywhere: the online learner observes it, the run
+log stores it (``Transition.to_json``), ``replay`` feeds logged ones back, and
+``log_from_transitions`` turns them into the ``.npz`` log that offline retraining stacks.
+
 Transition logs are ``.npz`` files with arrays ``obs`` [N, 98] float32, ``action`` [N] int32,
 ``reward`` [N] float32, ``next_obs`` [N, 98], ``next_mask`` [N, 5] bool, ``done`` [N] float32,
 ``mask`` [N, 5] bool, ``episode`` [N] int64, and the header arrays ``obs_version`` and ``split``
@@ -26,11 +30,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from countermem_jax.selector import checkpoint, dqn, features
+from countermem_jax.selector import checkpoint, dqn, features, policies
+from countermem_jax.selector.transition import Transition
 
 
 @dataclasses.dataclass
 class TransitionLog:
+    """A transition log as columns (the ``.npz`` format above), one row per decision."""
     obs: np.ndarray
     action: np.ndarray
     reward: np.ndarray
@@ -45,20 +51,20 @@ class TransitionLog:
         return int(self.action.shape[0])
 
     def subset(self, split: str) -> "TransitionLog":
+        """The rows of one split ("train" or "validation"), in log order."""
         keep = self.split == split
         return TransitionLog(**{f.name: getattr(self, f.name)[keep]
                                 for f in dataclasses.fields(self)})
 
-    def transitions(self) -> dqn.Transition:
-        return dqn.Transition(obs=jnp.asarray(self.obs, jnp.float32),
-                              action=jnp.asarray(self.action, jnp.int32),
-                              reward=jnp.asarray(self.reward, jnp.float32),
-                              next_obs=jnp.asarray(self.next_obs, jnp.float32),
-                              next_mask=jnp.asarray(self.next_mask, bool),
-                              done=jnp.asarray(self.done, jnp.float32))
+    def transitions(self) -> Transition:
+        """The log's rows as one stacked ``Transition`` (what ``dqn.schedule`` scans over)."""
+        return Transition(obs=self.obs, action=self.action, reward=self.reward,
+                          next_obs=self.next_obs, next_mask=self.next_mask,
+                          done=self.done).for_replay()
 
 
 def save_log(log: TransitionLog, path: str | os.PathLike) -> None:
+    """Writes the log with the observation version it was built with."""
     arrays = {f.name: getattr(log, f.name) for f in dataclasses.fields(log)}
     np.savez_compressed(path, obs_version=np.int64(features.OBS_VERSION), **arrays)
 
@@ -105,22 +111,13 @@ def _scan_chunk(states: dqn.TrainState, replay: dqn.Replay, chunk: dqn.Transitio
     branch stays a real ``cond`` and only the update itself is vmapped over seeds: the seeds differ
     in their initial parameters and in the batches they sample.
     """
-    num_seeds = states.step.shape[0]
+    no_loss = jnp.full((states.step.shape[0],), jnp.nan, jnp.float32)
     update_seeds = jax.vmap(functools.partial(dqn.update, cfg=cfg), in_axes=(0, None))
 
     def body(carry, xs):
-        states, replay = carry
         transition, d = xs
-        replay = dqn.replay_add(replay, transition)
-        states = states.replace(decisions=states.decisions + 1)
-        do_update = (d > cfg.learning_starts) & (d % cfg.train_every == 0)
-        states, loss = jax.lax.cond(
-            do_update, lambda s: update_seeds(s, replay),
-            lambda s: (s, jnp.full((num_seeds,), jnp.nan, jnp.float32)), states)
-        sync = d % cfg.target_sync_every == 0
-        target = jax.tree_util.tree_map(lambda p, t: jnp.where(sync, p, t), states.params,
-                                        states.target_params)
-        return (states.replace(target_params=target), replay), loss
+        states, replay, loss = dqn.schedule(*carry, transition, d, cfg, update_seeds, no_loss)
+        return (states, replay), loss
 
     (states, replay), losses = jax.lax.scan(body, (states, replay), (chunk, decision_numbers))
     return states, replay, losses.T
@@ -141,27 +138,29 @@ def first_decision_value(cfg: dqn.DQNConfig, params, log: TransitionLog) -> floa
     return float(np.where(log.mask[first], q, -np.inf).max(axis=1).mean())
 
 
-def log_from_rows(train_rows: list, validation_rows: list) -> TransitionLog:
-    """A transition log from decision rows ``(obs, action, reward, next_obs, next_mask, done,
-    mask, task_id)`` in episode order; an episode ends at a row with ``done``."""
-    rows = list(train_rows) + list(validation_rows)
-    split = ["train"] * len(train_rows) + ["validation"] * len(validation_rows)
-    obs, action, reward, next_obs, next_mask, done, mask, _ = zip(*rows)
-    ends = np.asarray(done, np.float32) > 0
+def log_from_transitions(train: Sequence[Transition],
+                         validation: Sequence[Transition]) -> TransitionLog:
+    """A transition log from logged decisions in episode order; an episode ends at a ``done``."""
+    rows = list(train) + list(validation)
+    split = ["train"] * len(train) + ["validation"] * len(validation)
+    column = lambda name, dtype=None: np.asarray([getattr(t, name) for t in rows], dtype)
+    ends = column("done", np.float32) > 0
     episode = np.concatenate([[0], np.cumsum(ends[:-1])]).astype(np.int64)
-    return TransitionLog(obs=np.stack(obs), action=np.asarray(action, np.int32),
-                         reward=np.asarray(reward, np.float32), next_obs=np.stack(next_obs),
-                         next_mask=np.stack(next_mask), done=np.asarray(done, np.float32),
-                         mask=np.stack(mask), episode=episode, split=np.array(split))
+    return TransitionLog(obs=np.stack(column("obs")), action=column("action", np.int32),
+                         reward=column("reward", np.float32), next_obs=np.stack(column("next_obs")),
+                         next_mask=np.stack(column("next_mask")), done=column("done", np.float32),
+                         mask=np.stack(column("mask")), episode=episode, split=np.array(split))
 
 
-def replay(learner: "OnlineLearner", rows: list) -> None:
-    """Feeds logged decisions (rows as in ``log_from_rows``) back into a fresh learner in the
-    order the online run made them (``act`` then ``observe`` per decision), so its parameters,
-    replay buffer and exploration key equal those of the run that logged them."""
-    for obs, action, reward, next_obs, next_mask, done, mask, _ in rows:
-        learner.act(obs, mask)
-        learner.observe(obs, action, reward, next_obs, next_mask, bool(done))
+def replay(learner: "OnlineLearner", transitions: Sequence[Transition], acted: bool = True) -> None:
+    """Feeds logged decisions back into a fresh learner in the order the run made them, so its
+    parameters, replay buffer and key equal those of the run that logged them: ``select`` then
+    ``observe`` per decision when the learner itself acted (``acted``, a wave of one episode),
+    ``observe`` only when episodes acted with their own explorers (a wave of several)."""
+    for t in transitions:
+        if acted:
+            learner.select(t.obs, t.mask)
+        learner.observe(t)
 
 
 def train_offline(cfg: dqn.DQNConfig, log: TransitionLog, seeds: Sequence[int] = (0, 1, 2, 3, 4),
@@ -206,11 +205,13 @@ def train_offline(cfg: dqn.DQNConfig, log: TransitionLog, seeds: Sequence[int] =
 
 
 class OnlineLearner:
-    """Online DQN training for one seed: ``act`` during an episode, ``observe`` after each decision.
+    """Online DQN training for one seed, a ``policies.Selector``: ``select`` ε-greedily at each
+    decision, ``observe`` each closed transition (``dqn.schedule``).
 
     ``on_checkpoint(decisions, params)`` is called every ``cfg.checkpoint_every`` decisions; the
     caller runs the validation episodes there and saves the checkpoint with their mean return.
     """
+    name = "dqn-training"
 
     def __init__(self, cfg: dqn.DQNConfig, seed: int,
                  on_checkpoint: Callable[[int, object], None] | None = None):
@@ -221,22 +222,24 @@ class OnlineLearner:
 
     @property
     def decisions(self) -> int:
+        """Decisions observed so far (the schedule's d)."""
         return int(self.state.decisions)
 
     @property
     def done(self) -> bool:
+        """Whether ``total_decisions`` have been observed."""
         return self.decisions >= self.cfg.total_decisions
 
-    def act(self, obs: np.ndarray, mask: np.ndarray) -> tuple[int, np.ndarray]:
+    def select(self, obs: np.ndarray, mask: np.ndarray) -> policies.Choice:
+        """ε-greedy with the current parameters; advances the learner's exploration key."""
         self.state, action, q = dqn.act(self.cfg, self.state, jnp.asarray(obs, jnp.float32),
                                         jnp.asarray(mask, bool), explore=True)
-        return int(action), np.asarray(q)
+        return policies.Choice(int(action), np.asarray(q))
 
-    def observe(self, obs, action: int, reward: float, next_obs, next_mask, done: bool) -> float:
-        t = dqn.Transition(obs=jnp.asarray(obs, jnp.float32), action=jnp.int32(action),
-                           reward=jnp.float32(reward), next_obs=jnp.asarray(next_obs, jnp.float32),
-                           next_mask=jnp.asarray(next_mask, bool), done=jnp.float32(done))
-        self.state, self.replay, loss = dqn.decision_step_jit(self.state, self.replay, t, self.cfg)
-        if self.on_checkpoint and self.decisions % self.cfg.checkpoint_every == 0:
+    def observe(self, transition: Transition) -> float:
+        """Learns from one closed decision; returns the loss (NaN when no update happened)."""
+        self.state, self.replay, loss = dqn.decision_step_jit(
+            self.state, self.replay, transition.for_replay(), self.cfg)
+        if self.on_checkpoint and dqn.is_checkpoint(self.cfg, self.decisions):
             self.on_checkpoint(self.decisions, self.state.params)
         return float(loss)

@@ -1,0 +1,62 @@
+"""One logged selector decision, the single transition type of the selector (paper Appendix C.2).
+
+A ``Transition`` is what one decision leaves behind: the observation z_t and its action mask,
+the action a_t, the reward r_t of Eq. 10, the next observation z_{t+1} with its mask, whether the
+episode ended, and the task it belongs to. The same type travels through every path:
+
+  * the online learner (``training.OnlineLearner.observe``) and the wave learner's schedule;
+  * the run log (``to_json`` / ``from_json``, event ``transition``) and the replay of a log after
+    a kill (``training.replay``);
+  * the ``.npz`` transition log (``training.log_from_transitions``) and offline retraining, where
+    a stack of transitions (arrays with a leading axis) is scanned through ``dqn.schedule``.
+
+It is a JAX pytree: every field but ``task_id`` is an array leaf, so a single transition, a batch
+sampled from the replay buffer and a stacked log are the same type. ``task_id`` is static metadata
+and ``mask`` may be ``None`` (a sampled batch does not need it); ``for_replay`` drops both so a
+jitted step compiles once whatever task a transition came from.
+"""
+from __future__ import annotations
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@flax.struct.dataclass
+class Transition:
+    """One closed selector decision (z_t, a_t, r_t, z_{t+1}, done) with its mask and task, or a
+    stack of them (every array field with a leading axis)."""
+    obs: jax.Array                       # [98] float32 (or [N, 98] for a stack)
+    action: jax.Array                    # int32
+    reward: jax.Array                    # float32, Eq. 10
+    next_obs: jax.Array                  # [98] float32; zeros after the last decision
+    next_mask: jax.Array                 # [5] bool; skip only after the last decision
+    done: jax.Array                      # float32, 1 at the end of an episode
+    mask: jax.Array | None = None        # [5] bool: the actions valid at ``obs``
+    task_id: str | None = flax.struct.field(pytree_node=False, default=None)
+
+    def for_replay(self) -> "Transition":
+        """The arrays the replay buffer stores, as JAX arrays of fixed dtypes (no task id)."""
+        return Transition(obs=jnp.asarray(self.obs, jnp.float32),
+                          action=jnp.asarray(self.action, jnp.int32),
+                          reward=jnp.asarray(self.reward, jnp.float32),
+                          next_obs=jnp.asarray(self.next_obs, jnp.float32),
+                          next_mask=jnp.asarray(self.next_mask, bool),
+                          done=jnp.asarray(self.done, jnp.float32))
+
+    def to_json(self) -> dict:
+        """The fields of a run-log ``transition`` event (arrays as NumPy, written as lists)."""
+        return {"task_id": self.task_id, "obs": self.obs, "action": self.action,
+                "reward": self.reward, "next_obs": self.next_obs, "next_mask": self.next_mask,
+                "done": self.done, "mask": self.mask}
+
+    @staticmethod
+    def from_json(event: dict) -> "Transition":
+        """A logged decision back as host values of the dtypes the online run used."""
+        return Transition(obs=np.asarray(event["obs"], np.float32), action=int(event["action"]),
+                          reward=float(event["reward"]),
+                          next_obs=np.asarray(event["next_obs"], np.float32),
+                          next_mask=np.asarray(event["next_mask"], bool),
+                          done=float(event["done"]), mask=np.asarray(event["mask"], bool),
+                          task_id=event["task_id"])

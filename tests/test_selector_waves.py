@@ -1,0 +1,130 @@
+"""Selector training in waves (issue 14): W episodes act concurrently with the parameters of the
+wave's start; the result depends on W only, never on the event loop's interleaving, and a kill
+mid-wave resumes to the uninterrupted result."""
+import json
+import random
+
+import asyncio
+import jax
+import numpy as np
+import pytest
+
+from countermem_jax import experiment
+from countermem_jax.analysis import load_selector
+from countermem_jax.backbones.base import Charge, SamplingParams
+from countermem_jax.runlog import RunLog
+# ScriptedBackbone as test_pipeline imports it (its module moves to countermem_jax.testing)
+from test_pipeline import ScriptedBackbone, _config, people_benchmark, scripted  # noqa: F401
+
+
+class _Killed(RuntimeError):
+    pass
+
+
+class JitteryBackbone(ScriptedBackbone):
+    """The pipeline tests' scripted replies after a random delay (so concurrent episodes finish
+    in a different order for each ``delay_seed``); optionally killed after ``kill_after`` calls
+    or at the first call charged to a run named ``kill_in``."""
+
+    def __init__(self, delay_seed: int, kill_after: int | None = None, kill_in: str | None = None):
+        super().__init__(scripted().rules)
+        self.rng, self.kill_after, self.kill_in = random.Random(delay_seed), kill_after, kill_in
+        self.in_flight = self.peak = 0
+
+    async def chat(self, messages, params: SamplingParams = SamplingParams(),
+                   charge: Charge = Charge()):
+        if ((self.kill_after is not None and len(self.calls) >= self.kill_after)
+                or (self.kill_in is not None and charge.decision.startswith(self.kill_in))):
+            raise _Killed(f"killed after {len(self.calls)} calls at {charge.decision}")
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            await asyncio.sleep(self.rng.random() * 0.004)
+            return await super().chat(messages, params, charge)
+        finally:
+            self.in_flight -= 1
+
+
+def _wave_config(tmp_path, wave_size):
+    cfg = _config(tmp_path, selector="dqn")
+    cfg.selector.update(total_decisions=10, checkpoint_every=4, wave_size=wave_size)
+    return cfg
+
+
+def _train(tmp_path, benchmark, name, wave_size, backbone):
+    cfg = _wave_config(tmp_path, wave_size)
+    wd = tmp_path / name
+    experiment.build_memory(cfg, wd, backbone=scripted(), benchmark=benchmark)
+    experiment.train_selector(cfg, wd, backbone=backbone, benchmark=benchmark)
+    return wd
+
+
+def _result(wd):
+    """Best checkpoints, their parameters and the learner's transitions, per seed."""
+    out = {}
+    for seed in (0, 1):
+        directory = wd / "selector" / f"seed_{seed}"
+        params = [np.asarray(x) for x in jax.tree_util.tree_leaves(load_selector(directory).params)]
+        transitions = sorted((e["episode"], e["task_id"], e["action"], e["reward"])
+                             for e in RunLog(wd / "log.jsonl").events("transition")
+                             if e["seed"] == seed)
+        out[seed] = (json.loads((directory / "best.json").read_text()), params, transitions)
+    return out
+
+
+def _assert_same(a, b):
+    for seed in (0, 1):
+        assert a[seed][0] == b[seed][0]
+        for x, y in zip(a[seed][1], b[seed][1]):
+            np.testing.assert_array_equal(x, y)
+        assert a[seed][2] == b[seed][2]
+
+
+def test_a_wave_gives_the_same_result_whatever_the_interleaving(tmp_path, people_benchmark):
+    backbones = [JitteryBackbone(delay_seed) for delay_seed in (1, 2)]
+    results = [_result(_train(tmp_path, people_benchmark, f"wd{i}", 4, b))
+               for i, b in enumerate(backbones)]
+    assert all(b.peak > 1 for b in backbones)  # episodes, seeds and validations overlapped
+    _assert_same(*results)
+
+
+def test_episodes_of_a_wave_act_with_the_parameters_of_its_start(tmp_path, people_benchmark):
+    wd = _train(tmp_path, people_benchmark, "wd", 4, scripted())
+    first_q = {}
+    for d in RunLog(wd / "log.jsonl").events("decision"):
+        if d["run"].startswith("train/seed0/") and d["decision"] == 0:
+            episode = int(d["run"].rsplit("episode", 1)[1])
+            first_q[episode] = (d["task_id"], d["memory"]["q_values"])
+    # episodes 0 and 2 (and 1 and 3) start the same task in the first wave: the same Q-values,
+    # although the learner updates after every decision (train_every = learning_starts = 1)
+    assert first_q[0] == first_q[2] and first_q[1] == first_q[3]
+    assert first_q[4][0] == first_q[0][0] and first_q[4] != first_q[0]  # the next wave learned
+
+
+@pytest.mark.parametrize("kill", [{"kill_after": 7}, {"kill_after": 23},
+                                  {"kill_in": "validation/seed0@4/"}])
+def test_a_kill_mid_wave_resumes_to_the_uninterrupted_result(tmp_path, people_benchmark, kill):
+    """Killed while the wave's episodes run (nothing of the wave logged) or while a checkpoint
+    reached inside the wave is validated (part of the wave's episodes logged)."""
+    reference = _result(_train(tmp_path, people_benchmark, "ref", 4, JitteryBackbone(0)))
+    with pytest.raises(_Killed):
+        _train(tmp_path, people_benchmark, "wd", 4, JitteryBackbone(1, **kill))
+    if "kill_in" in kill:  # the kill left the first wave part-logged
+        episodes = {e["episode"] for e in RunLog(tmp_path / "wd" / "log.jsonl").events("transition")
+                    if e["seed"] == 0}
+        assert 0 < len(episodes) < 4
+    resumed = _result(_train(tmp_path, people_benchmark, "wd", 4, JitteryBackbone(2)))
+    _assert_same(reference, resumed)
+
+
+def test_an_episodes_exploration_keys_do_not_depend_on_the_wave_size(tmp_path, people_benchmark):
+    """Episodes 0 and 1 act with the initial parameters at W = 2 and at W = 4; with keys derived
+    from (seed, episode, decision) they make the same choices whatever W."""
+    choices = {}
+    for w in (2, 4):
+        wd = _train(tmp_path, people_benchmark, f"w{w}", w, scripted())
+        choices[w] = [(d["run"], d["decision"], d["memory"]["selector_action"],
+                       d["memory"]["q_values"])
+                      for d in RunLog(wd / "log.jsonl").events("decision")
+                      if d["run"] in ("train/seed0/episode0", "train/seed0/episode1")]
+    assert choices[2] and sorted(choices[2]) == sorted(choices[4])
