@@ -5,12 +5,13 @@ evaluator calls and tokens. Reflexion also writes a reflection after each failed
 shows its reflections in later attempts of the same task. Memory augmentations plug in at the
 decision point (``Augmentation.decide``) and after outcomes; the agents' own loop is unchanged.
 """
-import asyncio
 import dataclasses
 import logging
+import time
 from typing import Any
 
 from countermem_jax.backbones import prompts
+from countermem_jax.checker_pool import CheckerPool
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
 from evaluators.base import Evaluator, Outcome, State, Task
 
@@ -91,13 +92,20 @@ class AgentConfig:
 
 class Agent:
     def __init__(self, backbone: Backbone, evaluator: Evaluator, domain, cfg: AgentConfig,
-                 runlog=None):
+                 runlog=None, checks: CheckerPool | None = None):
+        """``checks``: the phase's bounded pool for checker calls, shared by all its agents
+        (default: a pool of this agent's own, one thread per CPU)."""
         if cfg.kind not in ("react", "reflexion"):
             raise ValueError(f"unknown agent {cfg.kind!r}; expected 'react' or 'reflexion'")
         self.backbone, self.evaluator, self.domain, self.cfg = backbone, evaluator, domain, cfg
         self.runlog = runlog
+        self.checks = checks if checks is not None else CheckerPool()
         self.params = SamplingParams(temperature=cfg.temperature, max_tokens=cfg.max_tokens,
                                      seed=cfg.seed)
+
+    async def check(self, state: State, action: str) -> Outcome:
+        """The checker's verdict on ``action`` from ``state``, on the bounded checker pool."""
+        return await self.checks.run(self.evaluator.evaluate, state, action)
 
     async def llm(self, ctx: TaskContext, template, fields, parse_args=None,
                   params: SamplingParams | None = None) -> prompts.Parsed:
@@ -137,6 +145,7 @@ class Agent:
         ctx = TaskContext(task, phase, run, self.evaluator.reset(task),
                           call_budget=self.cfg.max_attempts, token_budget=self.cfg.token_budget,
                           max_decisions=self.cfg.max_attempts)
+        started = time.perf_counter()
         for k in range(self.cfg.max_attempts):
             if ctx.tokens >= ctx.token_budget:
                 break
@@ -145,7 +154,7 @@ class Agent:
             draft = await self.draft(ctx)
             info = await augmentation.decide(ctx, draft)
             state_before, previous = ctx.state, ctx.last_utility
-            outcome = await asyncio.to_thread(self.evaluator.evaluate, state_before, info.action)
+            outcome = await self.check(state_before, info.action)
             ctx.calls += outcome.world_model_calls
             ctx.failures += outcome.failed_attempt
             ctx.state = state_before.after(info.action, outcome)
@@ -177,7 +186,8 @@ class Agent:
                               tokens=ctx.tokens, llm_calls=ctx.llm_calls,
                               cf_checks=ctx.cf_checks, cf_tokens=ctx.cf_tokens,
                               decisions=ctx.decision + 1,
-                              benchmark=task.benchmark, domain=task.domain, **(extra or {}))
+                              benchmark=task.benchmark, domain=task.domain,
+                              wall_s=round(time.perf_counter() - started, 4), **(extra or {}))
         return ctx
 
 

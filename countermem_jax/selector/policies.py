@@ -9,6 +9,7 @@ from typing import Protocol
 import jax
 import numpy as np
 
+from countermem_jax import row_blocks
 from countermem_jax.selector import dqn, features
 from countermem_jax.selector.network import masked_argmax
 
@@ -52,8 +53,12 @@ class RelevanceThreshold:
 
 
 class GreedyDQN:
-    """The frozen, trained selector: argmax of Q over valid actions; parameters never change."""
+    """The frozen, trained selector: argmax of Q over valid actions; parameters never change.
+    Observations are scored in blocks of exactly ``OBS_ROWS`` rows (``row_blocks``), so that a
+    decision's Q-values are the same bit for bit whether it is scored alone or together with the
+    other decisions in flight (``retrieval/batching.py``)."""
     name = "dqn"
+    OBS_ROWS = 16
 
     def __init__(self, cfg: dqn.DQNConfig, params):
         self.cfg = cfg
@@ -63,7 +68,8 @@ class GreedyDQN:
     def q_values(self, obs: np.ndarray) -> np.ndarray:
         obs = np.asarray(obs, np.float32)
         single = obs.ndim == 1
-        q = np.asarray(self._q(self.params, obs[None] if single else obs))
+        (q,) = row_blocks.in_blocks(lambda rows: self._q(self.params, rows), self.OBS_ROWS,
+                                    [obs[None] if single else obs], [0.0])
         return q[0] if single else q
 
     def select(self, obs, mask) -> Choice:
