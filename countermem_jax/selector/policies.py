@@ -4,6 +4,7 @@ The fixed rules make the comparison the paper could not (its limitation: DQN's b
 isolated against a fixed selector): ``always_skip``, ``always_top1`` and ``relevance_threshold``.
 """
 import dataclasses
+import functools
 from typing import Protocol
 
 import jax
@@ -63,7 +64,7 @@ class GreedyDQN:
     def __init__(self, cfg: dqn.DQNConfig, params):
         self.cfg = cfg
         self.params = jax.device_get(params)
-        self._q = jax.jit(lambda p, o: dqn.network(cfg).apply(p, o))
+        self._q = _forward_pass(cfg)
 
     def q_values(self, obs: np.ndarray) -> np.ndarray:
         obs = np.asarray(obs, np.float32)
@@ -75,6 +76,13 @@ class GreedyDQN:
     def select(self, obs, mask) -> Choice:
         q = self.q_values(obs)
         return Choice(int(masked_argmax(q, np.asarray(mask))), q)
+
+
+@functools.lru_cache(maxsize=None)
+def _forward_pass(cfg: dqn.DQNConfig):
+    """One jitted Q-network per config, shared by every selector with it (compiled once, not
+    once per seed or validated checkpoint)."""
+    return jax.jit(lambda params, obs: dqn.network(cfg).apply(params, obs))
 
 
 def make_fixed(name: str, threshold: float = 0.5) -> Selector:
