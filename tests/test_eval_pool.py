@@ -74,3 +74,22 @@ def test_base_and_countermem_drafts_in_flight_together_are_requested_once(tmp_pa
     assert cached.joined_in_flight >= N_EVAL and cached.hits >= N_EVAL
     assert peak > N_EVAL // 2  # the two runs' tasks were in flight at once
     assert result["aggregate"]["per_seed"]["fixed"]["score"] > result["base"]["score"]
+
+
+def test_gptoss_configs_keep_what_the_vllm_replicas_hold_in_flight_and_cpu_configs_one():
+    """replicas × max-num-seqs of launch/serve_vllm.sh as the configs start it (README "Sizing
+    concurrency"); llama.cpp runs in-process, one call at a time."""
+    import pathlib
+    import re
+
+    from countermem_jax import config_defaults
+    script = (pathlib.Path(__file__).parents[1] / "launch" / "serve_vllm.sh").read_text()
+    max_seqs = int(re.search(r"\bMAX_SEQS=(\d+)", script).group(1))
+    assert config_defaults.VLLM_MAX_NUM_SEQS == max_seqs
+    served = config_defaults.VLLM_REPLICAS * max_seqs
+    gpt = config_defaults.setting_config("spider", "react", "gptoss")
+    assert gpt.eval.concurrency == gpt.backbone.max_concurrency == served
+    assert "--replicas 4" in pathlib.Path(__file__).parents[1].joinpath(
+        "configs", "spider_react_gptoss.py").read_text()
+    for agent in ("react", "reflexion"):
+        assert config_defaults.spider_cpu_config(agent).eval.concurrency == 1

@@ -103,6 +103,8 @@ class BatchedIndex:
         self.index, self.batcher = index, batcher
 
     def __getattr__(self, name):
+        if name in ("index", "batcher"):  # not set yet (e.g. while unpickling)
+            raise AttributeError(name)
         return getattr(self.index, name)
 
     async def retrieve_one(self, task: TaskContext, embedding: np.ndarray) -> RetrievalResult:
@@ -116,6 +118,8 @@ class BatchedSelector:
         self.selector, self.batcher = selector, batcher
 
     def __getattr__(self, name):
+        if name in ("selector", "batcher"):
+            raise AttributeError(name)
         return getattr(self.selector, name)
 
     async def select_one(self, obs: np.ndarray, mask: np.ndarray) -> Choice:
