@@ -11,27 +11,21 @@ The caller's context variables are visible inside the check (as with ``asyncio.t
 import asyncio
 import contextvars
 import functools
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, TypeVar
 
+from evaluators.worker import default_pool_size
+
 T = TypeVar("T")
 
 
-def default_size() -> int:
-    """One checker thread per CPU this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
 class CheckerPool:
-    """``size`` threads for blocking checks; counts the checks running now and at most."""
+    """``size`` threads (default: one per CPU this process may use) for blocking checks; counts
+    the checks running now and at most."""
 
     def __init__(self, size: int | None = None):
-        self.size = default_size() if size is None else int(size)
+        self.size = default_pool_size() if size is None else int(size)
         if self.size < 1:
             raise ValueError(f"checker pool size {size}: needs at least one thread")
         self._executor = ThreadPoolExecutor(self.size, thread_name_prefix="checker")

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from countermem_jax.checker_pool import CheckerPool, default_size
+from countermem_jax.checker_pool import CheckerPool
+from evaluators.worker import default_pool_size
 from countermem_jax.task_pool import run_bounded
 
 
@@ -75,6 +76,6 @@ def test_checks_run_on_at_most_size_threads_and_see_the_callers_context():
     assert [o[:2] for o in out] == [(i, f"task{i}") for i in range(12)]
     assert seen["peak"] == 3 == pool.peak_running and pool.checks == 12 and pool.running == 0
     assert len({o[2] for o in out}) == 3 and all(o[2].startswith("checker") for o in out)
-    assert CheckerPool().size == default_size() >= 1
+    assert CheckerPool().size == default_pool_size() >= 1
     with pytest.raises(ValueError, match="at least one thread"):
         CheckerPool(0)

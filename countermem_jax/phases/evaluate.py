@@ -113,7 +113,7 @@ async def _run_all(cfg, runs: list, eval_tasks, ctx: context.PhaseContext) -> No
 
     def progress(_, __):
         bar.update(1)
-        bar.set_postfix(tokens=ctx.ledger.total("evaluation").total)
+        bar.set_postfix(tokens=ctx.ledger.total("evaluation").total, refresh=False)
     try:
         await task_pool.run_bounded(jobs, max(1, cfg.eval.concurrency), progress)
     finally:
