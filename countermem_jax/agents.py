@@ -5,6 +5,7 @@ evaluator calls and tokens. Reflexion also writes a reflection after each failed
 shows its reflections in later attempts of the same task. Memory augmentations plug in at the
 decision point (``Augmentation.decide``) and after outcomes; the agents' own loop is unchanged.
 """
+import asyncio
 import dataclasses
 import logging
 import time
@@ -92,19 +93,21 @@ class AgentConfig:
 
 class Agent:
     def __init__(self, backbone: Backbone, evaluator: Evaluator, domain, cfg: AgentConfig,
-                 runlog=None, checks: CheckerPool | None = None):
+                 runlog=None, *, checks: CheckerPool | None = None):
         """``checks``: the phase's bounded pool for checker calls, shared by all its agents
-        (default: a pool of this agent's own, one thread per CPU)."""
+        (without one, checks go to asyncio's default executor, as ``asyncio.to_thread``)."""
         if cfg.kind not in ("react", "reflexion"):
             raise ValueError(f"unknown agent {cfg.kind!r}; expected 'react' or 'reflexion'")
         self.backbone, self.evaluator, self.domain, self.cfg = backbone, evaluator, domain, cfg
         self.runlog = runlog
-        self.checks = checks if checks is not None else CheckerPool()
+        self.checks = checks
         self.params = SamplingParams(temperature=cfg.temperature, max_tokens=cfg.max_tokens,
                                      seed=cfg.seed)
 
     async def check(self, state: State, action: str) -> Outcome:
-        """The checker's verdict on ``action`` from ``state``, on the bounded checker pool."""
+        """The checker's verdict on ``action`` from ``state``, on the phase's checker pool."""
+        if self.checks is None:
+            return await asyncio.to_thread(self.evaluator.evaluate, state, action)
         return await self.checks.run(self.evaluator.evaluate, state, action)
 
     async def llm(self, ctx: TaskContext, template, fields, parse_args=None,

@@ -7,8 +7,9 @@ import time
 import pytest
 
 from countermem_jax.checker_pool import CheckerPool
-from evaluators.worker import default_pool_size
 from countermem_jax.task_pool import run_bounded
+from evaluators.worker import default_pool_size
+from test_pipeline import people_benchmark  # noqa: F401 (fixture)
 
 
 def test_the_pool_keeps_at_most_limit_jobs_in_flight_and_returns_results_in_job_order():
@@ -79,3 +80,41 @@ def test_checks_run_on_at_most_size_threads_and_see_the_callers_context():
     assert CheckerPool().size == default_pool_size() >= 1
     with pytest.raises(ValueError, match="at least one thread"):
         CheckerPool(0)
+
+
+class _SlowChecker:
+    """The real SQL checker, taking 50 ms longer per check; counts checks running at once."""
+
+    def __init__(self, inner):
+        self.inner, self.lock, self.now, self.peak = inner, threading.Lock(), 0, 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def evaluate(self, state, action):
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+        try:
+            time.sleep(0.05)
+            return self.inner.evaluate(state, action)
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+def test_agents_of_a_phase_check_on_its_bounded_pool(people_benchmark):
+    from countermem_jax.agents import Agent, AgentConfig, Augmentation
+    from test_pipeline import scripted
+    tasks, evaluator, domain = people_benchmark
+    checker = _SlowChecker(evaluator)
+    with CheckerPool(2) as pool:
+        agents = [Agent(scripted(), checker, domain, AgentConfig(max_attempts=2), checks=pool)
+                  for _ in range(3)]
+
+        async def run_all():
+            return await asyncio.gather(*[a.run(t, Augmentation(), phase="evaluation", run="r")
+                                          for a in agents for t in tasks])
+        contexts = asyncio.run(run_all())
+    assert checker.peak == 2 == pool.peak_running  # 21 tasks in flight, 2 checks at a time
+    assert pool.checks == sum(c.calls for c in contexts) >= len(contexts)

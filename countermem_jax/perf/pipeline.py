@@ -10,8 +10,11 @@ run once with every concurrency knob at 1 and once at ``--concurrency`` (``eval.
 the client's limit, and ``construction.wave_size`` / ``selector.wave_size`` where the config has
 them), each in its own workdir with its own response cache. Per phase it prints the wall time at
 both, the speedup, the server's peak number of requests in flight, whether the artefacts are
-identical (store records, selector checkpoints, evaluation metrics), and the framework's own
-overhead at ``--concurrency``: the share of the tasks' wall time spent neither waiting for an
+identical (``identical``: the store's records in order with their statistics, each seed's best
+step, validation returns and parameters, the evaluation metrics of every run;
+``files_identical``: the store file's bytes and the checkpoint fingerprints training recorded,
+which also differ by the records' creation times and Orbax's metadata timestamps), and the
+framework's own overhead at ``--concurrency``: the share of the tasks' wall time spent neither waiting for an
 HTTP reply (timed around every chat call, cache hits included) nor inside the checker. Goals:
 evaluation ≥ 40×, construction ≥ 20×, selector training ≥ 20×, overhead ≤ 5%. Last line:
 ``result: {json}``. ``--scale`` multiplies the task counts and decisions (default sizes keep
@@ -174,20 +177,21 @@ def _run_phase(phase: str, fn, cfg, wd: pathlib.Path, url: str, bench) -> dict:
             "overhead_pct": round(100.0 * overhead / task_s, 2) if task_s else None}
 
 
-def _store_records(wd: pathlib.Path) -> list:
-    """The frozen store's records in order, without the creation time and snapshot id (which
-    differ between any two builds)."""
+def _store_records(wd: pathlib.Path) -> tuple[list, str]:
+    """The frozen store's records in order without their creation time and snapshot id, and the
+    file's bytes (which carry those two)."""
     out = []
     for record in load_frozen(wd / "store_frozen.jsonl").records:
         obj = record.to_json()
         obj["provenance"] = {k: v for k, v in obj["provenance"].items()
                              if k not in ("created_at", "snapshot_id")}
         out.append(obj)
-    return out
+    return out, hashlib.sha256((wd / "store_frozen.jsonl").read_bytes()).hexdigest()
 
 
-def _checkpoints(wd: pathlib.Path) -> dict:
-    """Per seed: the best step, the validation returns and a hash of the best parameters."""
+def _checkpoints(wd: pathlib.Path) -> tuple[dict, str]:
+    """Per seed: the best step, the validation returns and a hash of the best parameters; and
+    the checkpoint file fingerprints training recorded (Orbax's metadata holds a timestamp)."""
     out = {}
     for seed in SEEDS:
         best = json.loads((wd / "selector" / f"seed_{seed}" / "best.json").read_text())
@@ -197,12 +201,17 @@ def _checkpoints(wd: pathlib.Path) -> dict:
             digest.update(np.asarray(leaf).tobytes())
         out[seed] = {"best_step": best["best_step"], "val_returns": best["val_returns"],
                      "params_sha256": digest.hexdigest()}
-    return out
+    return out, (wd / "selector" / "fingerprints.json").read_text()
 
 
-def _metrics(wd: pathlib.Path) -> dict:
+def _metrics(wd: pathlib.Path) -> tuple[dict, str]:
+    """The evaluation's metrics, every run's included (its files name their workdir: no bytes
+    to compare)."""
     m = json.loads((wd / "metrics.json").read_text())
-    return {k: m[k] for k in ("base", "aggregate", "evaluation_cost", "cost_of_building")}
+    runs = {p.parent.name: json.loads(p.read_text())["metrics"]
+            for p in sorted(wd.glob("eval/*/metrics.json"))}
+    return {k: m[k] for k in ("base", "aggregate", "evaluation_cost", "cost_of_building")} | \
+        {"runs": runs}, None
 
 
 PHASES = (("construction", experiment.build_memory, _store_records),
@@ -268,7 +277,9 @@ def main(argv):
                "speedup": round(speedup, 2), "goal": GOALS[phase],
                "peak_in_flight_1": one["server_peak_in_flight"],
                f"peak_in_flight_{high}": many["server_peak_in_flight"],
-               "identical": artefacts[(phase, 1)] == artefacts[(phase, high)],
+               "identical": artefacts[(phase, 1)][0] == artefacts[(phase, high)][0],
+               "files_identical": None if artefacts[(phase, 1)][1] is None
+               else artefacts[(phase, 1)][1] == artefacts[(phase, high)][1],
                f"overhead_pct_at_{high}": many["overhead_pct"]}
         result[phase] = row
         print(f"{phase:>18}: {one['wall_s']:8.2f} s at 1, {many['wall_s']:7.2f} s at {high} "

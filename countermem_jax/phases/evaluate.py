@@ -73,7 +73,7 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
     runs = []
     for name, seed, selector, _ in selected:
         agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log(name),
-                      checks)
+                      checks=checks)
         runs.append(EvalRun(name, seed, agent, CounterMemAugmentation(
             agent, phase="evaluation", index=index,
             selector=batching.BatchedSelector(selector, selections),
@@ -92,7 +92,7 @@ def _baseline_plan(cfg, method: str, wd: Workdir, ctx: context.PhaseContext,
     runs = []
     if method != "none":
         agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log(method),
-                      checks)
+                      checks=checks)
         runs.append(EvalRun(method, None, agent,
                             baselines.make_baseline_augmentation(method, cfg, agent, wd.root)))
     return _MemoryPlan(runs, functools.partial(baselines.memory_fingerprint, method, wd.root),
@@ -131,7 +131,7 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     ctx = context.setup(cfg, wd, backbone, benchmark)
     checks = CheckerPool()  # one thread per CPU for the checks of every run
     base_agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log("base"),
-                       checks)
+                       checks=checks)
     plan = (_countermem_plan(cfg, wd, ctx, checks) if method == "countermem"
             else _baseline_plan(cfg, method, wd, ctx, checks))
     runs = [EvalRun("base", None, base_agent, Augmentation()), *plan.runs]
