@@ -24,7 +24,8 @@ class MicroBatcher:
     """``await submit(item)`` -> ``compute(items)[i]``, items submitted in one loop turn together.
 
     ``compute`` maps a list of items to the list of their results; it runs on the event loop,
-    once per turn that saw a submission. If it raises, every item of that batch raises.
+    once per turn that saw a submission. If it raises, the batch is computed again item by item,
+    so that an item fails alone, as it would have one at a time.
     """
 
     def __init__(self, compute: Callable[[list], Sequence]):
@@ -48,14 +49,28 @@ class MicroBatcher:
         self.batch_sizes.append(len(batch))
         try:
             results = list(self._compute([item for item, _ in batch]))
-        except Exception as err:  # every waiter of this batch sees the failure
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(err)
+        except Exception as err:  # noqa: BLE001 - handed to the waiters
+            if len(batch) == 1:
+                _settle(batch[0][1], error=err)
+            else:  # item by item, so that only a failing item raises
+                for item, future in batch:
+                    try:
+                        _settle(future, self._compute([item])[0])
+                    except Exception as item_err:  # noqa: BLE001
+                        _settle(future, error=item_err)
             return
         for (_, future), result in zip(batch, results, strict=True):
-            if not future.done():  # a cancelled waiter gets nothing
-                future.set_result(result)
+            _settle(future, result)
+
+
+def _settle(future: asyncio.Future, result=None, error: Exception | None = None) -> None:
+    """Hands a waiter its result or error (a cancelled waiter gets nothing)."""
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
 
 
 def _grouped(items: list, compute_group: Callable[[Any, list], list]) -> list:
