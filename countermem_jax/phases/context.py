@@ -21,7 +21,6 @@ from countermem_jax.counterfactual import ConstructionConfig
 from countermem_jax.memory import scoring
 from countermem_jax.memory.store import StoreConfig
 from countermem_jax.phases.workdir import PhaseError, Workdir
-from countermem_jax.retrieval import batching
 from countermem_jax.retrieval.conditions import (CompositeChecker, JudgeSettings, LLMJudgeChecker,
                                                  RuleChecker)
 from countermem_jax.retrieval.retrieve import RetrievalIndex
@@ -96,14 +95,11 @@ def condition_checker(cfg) -> CompositeChecker:
                             cfg.memory.unknown_condition)
 
 
-def retrieval_index(cfg, records, checker) -> batching.BatchedIndex:
+def retrieval_index(cfg, records, checker) -> RetrievalIndex:
     """Module III's index over ``records`` with the config's top-k, reuse weight (Eq. 8) and
-    condition filter; the retrievals of the decisions in flight are scored together
-    (``retrieval/batching.py``, results identical to one at a time)."""
-    return batching.BatchedIndex(
-        RetrievalIndex(records, top_k=cfg.memory.top_k, reuse_weight=cfg.memory.reuse_weight,
-                       checker=checker, use_conditions=cfg.memory.use_conditions),
-        batching.retrieval_batcher())
+    condition filter."""
+    return RetrievalIndex(records, top_k=cfg.memory.top_k, reuse_weight=cfg.memory.reuse_weight,
+                          checker=checker, use_conditions=cfg.memory.use_conditions)
 
 
 def dqn_config(cfg) -> dqn.DQNConfig:

@@ -60,7 +60,9 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
     """One CounterMem run per DQN seed (or one for a fixed selector) over the frozen store; the
     retrievals and selector passes of the decisions in flight (all runs) are scored together."""
     frozen = wd.load_frozen_checked()
-    index = context.retrieval_index(cfg, frozen.records, context.condition_checker(cfg))
+    index = batching.BatchedIndex(
+        context.retrieval_index(cfg, frozen.records, context.condition_checker(cfg)),
+        batching.retrieval_batcher())
     selections = batching.selection_batcher()
     if cfg.eval.selector != "dqn":
         selector = policies.make_fixed(cfg.eval.selector, cfg.eval.relevance_threshold)
