@@ -8,7 +8,6 @@ decision point (``Augmentation.decide``) and after outcomes; the agents' own loo
 import asyncio
 import dataclasses
 import logging
-import time
 from typing import Any
 
 from countermem_jax.backbones import prompts
@@ -148,7 +147,6 @@ class Agent:
         ctx = TaskContext(task, phase, run, self.evaluator.reset(task),
                           call_budget=self.cfg.max_attempts, token_budget=self.cfg.token_budget,
                           max_decisions=self.cfg.max_attempts)
-        started = time.perf_counter()
         for k in range(self.cfg.max_attempts):
             if ctx.tokens >= ctx.token_budget:
                 break
@@ -189,8 +187,7 @@ class Agent:
                               tokens=ctx.tokens, llm_calls=ctx.llm_calls,
                               cf_checks=ctx.cf_checks, cf_tokens=ctx.cf_tokens,
                               decisions=ctx.decision + 1,
-                              benchmark=task.benchmark, domain=task.domain,
-                              wall_s=round(time.perf_counter() - started, 4), **(extra or {}))
+                              benchmark=task.benchmark, domain=task.domain, **(extra or {}))
         return ctx
 
 

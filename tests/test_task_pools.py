@@ -1,4 +1,4 @@
-"""The phase's bounded pools: tasks in flight (task_pool.py) and checker threads (checker_pool.py)."""
+"""The phase's bounded pools: tasks in flight (task_pool.py), checker threads (checker_pool.py)."""
 import asyncio
 import contextvars
 import threading

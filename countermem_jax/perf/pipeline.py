@@ -14,12 +14,14 @@ identical (``identical``: the store's records in order with their statistics, ea
 step, validation returns and parameters, the evaluation metrics of every run;
 ``files_identical``: the store file's bytes and the checkpoint fingerprints training recorded,
 which also differ by the records' creation times and Orbax's metadata timestamps), and the
-framework's own overhead at ``--concurrency``: the share of the tasks' wall time spent neither waiting for an
-HTTP reply (timed around every chat call, cache hits included) nor inside the checker. Goals:
+framework's own overhead at ``--concurrency``: the share of the task runs' wall time spent
+neither waiting for an HTTP reply (timed around every chat call, cache hits included) nor inside
+the checker. Goals:
 evaluation ≥ 40×, construction ≥ 20×, selector training ≥ 20×, overhead ≤ 5%. Last line:
 ``result: {json}``. ``--scale`` multiplies the task counts and decisions (default sizes keep
 the whole run to a few minutes on two cores).
 """
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -34,6 +36,7 @@ import numpy as np
 from absl import app, flags, logging
 
 from countermem_jax import experiment
+from countermem_jax.agents import Agent
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
 from countermem_jax.backbones.cache import CachedBackbone
 from countermem_jax.backbones.local_server import server_process
@@ -43,7 +46,6 @@ from countermem_jax.memory import load_frozen
 from countermem_jax.perf import scripted_sql
 from countermem_jax.perf.common import print_result
 from countermem_jax.phases.workdir import Workdir
-from countermem_jax.runlog import RunLog
 
 _LATENCY = flags.DEFINE_integer("latency_ms", 100, "Server latency per request.")
 _CONCURRENCY = flags.DEFINE_integer("concurrency", 64, "Tasks / waves in flight to compare with 1.")
@@ -75,7 +77,8 @@ class _Waits:
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.http_s = self.check_s = 0.0
+        self.http_s = self.check_s = self.task_s = 0.0
+        self.tasks = 0
 
     def add(self, field: str, seconds: float) -> None:
         with self.lock:
@@ -151,24 +154,39 @@ def _server_stats(url: str, reset: bool = False) -> dict:
         return json.loads(r.read())
 
 
-def _task_wall(wd: pathlib.Path, phase: str) -> tuple[float, int]:
-    """Summed wall time and number of the phase's tasks (their task_end events)."""
-    logs = [wd / "log.jsonl"] if phase != "evaluation" else sorted(wd.glob("eval/*/log.jsonl"))
-    ends = [e for log in logs for e in RunLog(log).events("task_end") if e["phase"] == phase]
-    return sum(e.get("wall_s", 0.0) for e in ends), len(ends)
+@contextlib.contextmanager
+def _timed_tasks(waits: _Waits):
+    """Times every task run (``Agent.run``) while the phase runs: the time the decisions of a
+    task take, waits included, which the overhead is a share of."""
+    original = Agent.run
+
+    async def run(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return await original(self, *args, **kwargs)
+        finally:
+            waits.add("task_s", time.perf_counter() - start)
+            waits.add("tasks", 1)
+    Agent.run = run
+    try:
+        yield
+    finally:
+        Agent.run = original
 
 
-def _run_phase(phase: str, fn, cfg, wd: pathlib.Path, url: str, bench) -> dict:
+def _run_phase(fn, cfg, wd: pathlib.Path, url: str, bench) -> dict:
     waits = _Waits()
     inner = OpenAICompatibleBackbone(url, MODEL, max_concurrency=cfg.backbone.max_concurrency)
     backbone = _TimedBackbone(CachedBackbone(inner, wd / "llm_cache"), waits)
     tasks, evaluator, domain = bench
     _server_stats(url, reset=True)
     start = time.perf_counter()
-    fn(cfg, wd, backbone=backbone, benchmark=(tasks, _TimedEvaluator(evaluator, waits), domain))
+    with _timed_tasks(waits):
+        fn(cfg, wd, backbone=backbone,
+           benchmark=(tasks, _TimedEvaluator(evaluator, waits), domain))
     wall = time.perf_counter() - start
     stats = _server_stats(url)
-    task_s, n_tasks = _task_wall(wd, phase)
+    task_s, n_tasks = waits.task_s, waits.tasks
     overhead = task_s - waits.http_s - waits.check_s
     return {"wall_s": round(wall, 3), "server_peak_in_flight": stats["peak_in_flight"],
             "server_requests": stats["requests"], "tasks": n_tasks,
@@ -231,7 +249,7 @@ def _warm_up(root: pathlib.Path, url: str, bench) -> None:
     (root / "warm_up.json").write_text(json.dumps(_manifest(bench[0], WARM_UP)))
     cfg = _config(root / "warm_up.json", WARM_UP, 1)
     for phase, fn, _ in PHASES:
-        _run_phase(phase, fn, cfg, root / "warm_up", url, bench)
+        _run_phase(fn, cfg, root / "warm_up", url, bench)
 
 
 def _benchmark(root: pathlib.Path, sizes: Sizes) -> tuple[str, tuple]:
@@ -267,7 +285,7 @@ def main(argv):
             result.setdefault("knobs", {})[str(level)] = _knobs(cfg)
             wd = root / f"c{level}"
             for phase, fn, read in PHASES:
-                runs[(phase, level)] = _run_phase(phase, fn, cfg, wd, url, bench)
+                runs[(phase, level)] = _run_phase(fn, cfg, wd, url, bench)
                 artefacts[(phase, level)] = read(wd)
                 print(f"  {phase} at {level}: {runs[(phase, level)]}", flush=True)
     for phase, _, _ in PHASES:

@@ -96,7 +96,8 @@ def people_tasks(n: int, directory: pathlib.Path):
         age, op = 20 + i % 50, (">=", ">", "<=", "<")[i % 4]
         question = f"Question {i}: names of people whose age is {op} {age}."
         tasks.append(Task(f"people/{i}", "sql", "spider", question,
-                          "Database: people\nSchema:\nCREATE TABLE people (name TEXT, age INTEGER);",
+                          "Database: people\nSchema:\n"
+                          "CREATE TABLE people (name TEXT, age INTEGER);",
                           "join / predicate",
                           reference=SQLReference(f"SELECT name FROM people WHERE age {op} {age}",
                                                  str(db), "spider"),
