@@ -243,11 +243,13 @@ def _manifest(tasks, sizes: Sizes) -> dict:
             for name, a, b in zip(("build", "train", "validation", "eval"), cuts, cuts[1:])}
 
 
-def _warm_up(root: pathlib.Path, url: str, bench) -> None:
+def _warm_up(root: pathlib.Path, url: str, bench, sizes: Sizes) -> None:
     """Every phase once on a few tasks, untimed: JAX compiles its functions here, not inside
-    the first timed run (which would flatter the second)."""
-    (root / "warm_up.json").write_text(json.dumps(_manifest(bench[0], WARM_UP)))
-    cfg = _config(root / "warm_up.json", WARM_UP, 1)
+    the first timed run (which would flatter the second). The selector schedule is the timed
+    one (the replay buffer's shape follows the number of decisions)."""
+    warm = dataclasses.replace(WARM_UP, decisions=sizes.decisions)
+    (root / "warm_up.json").write_text(json.dumps(_manifest(bench[0], warm)))
+    cfg = _config(root / "warm_up.json", warm, 1)
     for phase, fn, _ in PHASES:
         _run_phase(fn, cfg, root / "warm_up", url, bench)
 
@@ -278,7 +280,7 @@ def main(argv):
               "latency_ms": _LATENCY.value, "concurrency": high}
     with server_process(_LATENCY.value / 1000.0, "countermem_jax.perf.scripted_sql:make_responder",
                         str(root / "responder.json")) as url:
-        _warm_up(root, url, bench)
+        _warm_up(root, url, bench, sizes)
         runs, artefacts = {}, {}
         for level in (1, high):
             cfg = _config(root / "manifest.json", sizes, level)
