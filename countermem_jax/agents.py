@@ -10,6 +10,7 @@ import dataclasses
 import logging
 from typing import Any
 
+from countermem_jax.checker_pool import CheckerPool
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
 from countermem_jax.prompting import prompts
 from countermem_jax.prompting.failures import ParseFailureLog
@@ -126,14 +127,25 @@ class Agent:
     """
 
     def __init__(self, backbone: Backbone, evaluator: Evaluator, domain, cfg: AgentConfig,
-                 runlog=None, failures: ParseFailureLog | None = None):
+                 runlog=None, failures: ParseFailureLog | None = None, *,
+                 checks: CheckerPool | None = None):
+        """``failures``: the run's parse-failure log; ``checks``: the phase's bounded pool for
+        checker calls, shared by all its agents (without one, checks go to asyncio's default
+        executor, as ``asyncio.to_thread``)."""
         if cfg.kind not in ("react", "reflexion"):
             raise ValueError(f"unknown agent {cfg.kind!r}; expected 'react' or 'reflexion'")
         self.backbone, self.evaluator, self.domain, self.cfg = backbone, evaluator, domain, cfg
         self.runlog = runlog
         self.failures = failures if failures is not None else ParseFailureLog()
+        self.checks = checks
         self.params = SamplingParams(temperature=cfg.temperature, max_tokens=cfg.max_tokens,
                                      seed=cfg.seed)
+
+    async def check(self, state: State, action: str) -> Outcome:
+        """The checker's verdict on ``action`` from ``state``, on the phase's checker pool."""
+        if self.checks is None:
+            return await asyncio.to_thread(self.evaluator.evaluate, state, action)
+        return await self.checks.run(self.evaluator.evaluate, state, action)
 
     async def llm(self, ctx: TaskContext, template, fields, parse_args=None,
                   params: SamplingParams | None = None) -> prompts.Parsed:
@@ -186,7 +198,7 @@ class Agent:
             draft = await self.draft(ctx)
             info = await augmentation.decide(ctx, draft)
             state_before, previous = ctx.state, ctx.last_utility
-            outcome = await asyncio.to_thread(self.evaluator.evaluate, state_before, info.action)
+            outcome = await self.check(state_before, info.action)
             ctx.calls += outcome.world_model_calls
             ctx.failures += outcome.failed_attempt
             ctx.state = state_before.after(info.action, outcome)

@@ -81,15 +81,26 @@ def base_config() -> ml_collections.ConfigDict:
     return c
 
 
+# What launch/serve_vllm.sh serves as the gpt-oss configs' docstrings start it (--tp 2
+# --replicas 4 on 8 GPUs, --max-seqs 256 by default): each replica batches up to max-num-seqs
+# sequences, so the servers hold replicas × max-num-seqs requests at once. Keeping that many in
+# flight (and not more: the rest would only queue) is what keeps every GPU busy (README "Sizing
+# concurrency"); change both numbers with the serve_vllm.sh flags.
+VLLM_REPLICAS = 4
+VLLM_MAX_NUM_SEQS = 256
+VLLM_SEQUENCES = VLLM_REPLICAS * VLLM_MAX_NUM_SEQS
+
+
 def gptoss_config(benchmark: str, agent: str = "react") -> ml_collections.ConfigDict:
     """The paper's setting on a GPU host: gpt-oss-120b served by vLLM (``launch/serve_vllm.sh``
-    writes ``vllm_urls.txt``), all paper defaults, many tasks in flight during evaluation."""
+    writes ``vllm_urls.txt``), all paper defaults, as many requests in flight as the replicas
+    hold (replicas × max-num-seqs)."""
     c = base_config()
     c.data.benchmark = benchmark
     c.agent.update(kind=agent, max_tokens=4096, token_budget=60_000)
     c.backbone.update(kind="openai", base_urls="vllm_urls.txt", model="openai/gpt-oss-120b",
-                      reasoning_effort="medium", max_concurrency=64, cache_dir="auto")
-    c.eval.concurrency = 32
+                      reasoning_effort="medium", max_concurrency=VLLM_SEQUENCES, cache_dir="auto")
+    c.eval.concurrency = VLLM_SEQUENCES
     return c
 
 

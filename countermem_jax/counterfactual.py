@@ -8,7 +8,6 @@ runs from the state *before* the failed action, counts as a world-model call (an
 attempt if it fails), and a candidate with a completed check and Δ > ε_adm is distilled
 (DISTIL_RECORD) and offered to the store's admission rules.
 """
-import asyncio
 import dataclasses
 import datetime
 
@@ -109,7 +108,7 @@ class CounterfactualBuilder:
         for i, alt in enumerate(candidates):
             if ctx.cf_checks >= self.cfg.verification_budget:
                 break
-            checked = await asyncio.to_thread(self.agent.evaluator.evaluate, state_before, alt)
+            checked = await self.agent.check(state_before, alt)
             ctx.cf_checks += 1
             ctx.calls += checked.world_model_calls
             ctx.failures += checked.failed_attempt

@@ -29,6 +29,7 @@ from countermem_jax.agents import Augmentation, DecisionInfo, MemoryCalls
 from countermem_jax.prompting import prompts
 from countermem_jax.memory import reuse as reuse_lib
 from countermem_jax import text_embedding as embedding
+from countermem_jax.retrieval import batching
 from countermem_jax.retrieval.conditions import TaskContext as CondTask
 from countermem_jax.retrieval.retrieve import RetrievalIndex
 from countermem_jax.selector import dqn, features, policies
@@ -91,14 +92,14 @@ class CounterMemAugmentation(Augmentation):
         condition_log = await self._judge_conditions(ctx, index, query)
         s_text = state_text(ctx)
         s_emb, d_emb = embedding.embed_texts([s_text, draft])
-        result = index.retrieve_embedded([query], s_emb[None])[0] if index.records else None
+        result = (await batching.retrieve(index, query, s_emb)) if index.records else None
         candidates = result.candidates if result else ()
         budget = features.BudgetState(ctx.calls, ctx.call_budget, ctx.tokens, ctx.token_budget,
                                       ctx.decision, ctx.max_decisions, ctx.failures,
                                       ctx.last_utility)
         obs, mask = features.build_observation(s_emb, d_emb, candidates, budget)
         self._close_pending(ctx, obs, mask, done=False)
-        choice = self.selector.select(obs, mask)
+        choice = await batching.select(self.selector, obs, mask)
         action, q_values = choice.action, choice.q_values
         log = {"retrieved": [{"record_id": c.record.record_id, "score": round(c.score, 4),
                               "relevance": round(c.relevance, 4)} for c in candidates],

@@ -11,7 +11,7 @@ import pytest
 from countermem_jax import experiment, intervals, metrics
 from countermem_jax.agents import Agent, AgentConfig, Augmentation
 from countermem_jax.analysis import load_selector
-from countermem_jax.backbones.base import SamplingParams
+from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
 from countermem_jax.testing.scripted_backbone import Rule
 from countermem_jax.runlog import RunLog
 from countermem_jax.selector import checkpoint, dqn, training
@@ -255,16 +255,51 @@ def test_construction_spending_outside_any_task_is_in_the_cost_of_building():
     assert metrics.building_cost(ends)["construction"]["tokens"] == 100
 
 
+class _CountingInFlight(Backbone):
+    """The scripted backbone, answering after a short wait; counts the calls in flight (each task
+    has at most one), per run too."""
+
+    def __init__(self, inner):
+        super().__init__(inner.ledger)
+        self.inner, self.now, self.peak, self.runs_at_peak = inner, {}, 0, 0
+
+    async def chat(self, messages, params=SamplingParams(), charge=Charge()):
+        run = charge.decision.rsplit("/", 1)[0]
+        self.now[run] = self.now.get(run, 0) + 1
+        if sum(self.now.values()) > self.peak:
+            self.peak = sum(self.now.values())
+            self.runs_at_peak = sum(1 for n in self.now.values() if n)
+        try:
+            await asyncio.sleep(0.02)
+            return await self.inner.chat(messages, params, charge)
+        finally:
+            self.now[run] -= 1
+
+    async def _chat(self, messages, params):  # pragma: no cover - chat() is overridden
+        raise NotImplementedError
+
+
 def test_evaluation_metrics_do_not_depend_on_tasks_in_flight(tmp_path, people_benchmark):
-    """Concurrency never changes a result: one task at a time and many in flight give the same
-    per-seed metrics, aggregate and cost blocks from the same store and selectors."""
+    """Concurrency never changes a result: one task at a time and many in flight (all runs in one
+    pool) give the same per-seed metrics, aggregate, cost blocks and per-run metrics files from
+    the same store and selectors; the runs (base, seed 0, seed 1) share the pool: more tasks are
+    in flight at once than one run has."""
     cfg, wd, _ = _build_and_train(tmp_path, people_benchmark)
-    results = {}
+    results, per_run, peaks = {}, {}, {}
     for concurrency in (1, 8):
         copy = tmp_path / f"wd_c{concurrency}"
         shutil.copytree(wd, copy, ignore=shutil.ignore_patterns(".locks"))
         cfg.eval.concurrency = concurrency
-        results[concurrency] = experiment.evaluate(cfg, copy, backbone=scripted(),
+        backbone = _CountingInFlight(scripted())
+        results[concurrency] = experiment.evaluate(cfg, copy, backbone=backbone,
                                                    benchmark=people_benchmark)
+        per_run[concurrency] = {p.parent.name: json.loads(p.read_text())["metrics"]
+                                for p in (copy / "eval").glob("*/metrics.json")}
+        peaks[concurrency] = (backbone.peak, backbone.runs_at_peak)
     for key in ("base", "aggregate", "cost_of_building", "evaluation_cost"):
         assert results[1][key] == results[8][key], key
+    assert sorted(per_run[8]) == ["base", "countermem-dqn-seed0", "countermem-dqn-seed1"]
+    assert per_run[1] == per_run[8]
+    tasks_per_run = len(MANIFEST["eval"])
+    assert peaks[1] == (1, 1)
+    assert peaks[8][0] > tasks_per_run and peaks[8][1] > 1, peaks

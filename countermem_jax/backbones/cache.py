@@ -47,6 +47,7 @@ class CachedBackbone(Backbone):
         self.reasoning_effort = inner.reasoning_effort
         self.directory = pathlib.Path(directory)
         self.hits = self.misses = 0
+        self.joined_in_flight = 0  # hits that waited for an identical call in flight
         self._in_flight: dict[str, concurrent.futures.Future] = {}
         self._in_flight_lock = threading.Lock()
 
@@ -72,6 +73,7 @@ class CachedBackbone(Backbone):
             result = await asyncio.wrap_future(leader)
             if result is not _CANCELLED:
                 self.hits += 1
+                self.joined_in_flight += 1
                 return _as_hit(result)
         try:
             result = await self._lookup_or_call(key, messages, params)

@@ -31,10 +31,7 @@ from countermem_jax.backbones.base import Charge, SamplingParams
 from countermem_jax.config_defaults import spider_cpu_config
 from countermem_jax.perf.common import print_result
 
-try:  # the scripted backbone moves to countermem_jax.testing (issue 13)
-    from countermem_jax.testing.scripted_backbone import ScriptedBackbone
-except ImportError:
-    from countermem_jax.backbones.fake import ScriptedBackbone
+from countermem_jax.testing.scripted_backbone import ScriptedBackbone
 
 _WAVES = flags.DEFINE_list("waves", ["1", "16"], "wave sizes to compare")
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "selector seeds (each trained at every W)")

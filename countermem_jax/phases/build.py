@@ -64,7 +64,8 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
         observations, parse failures) reaches the store and the logs only when it commits."""
         failures = HeldParseFailures(ctx.parse_failures)  # released when the task commits
         events.on_commit.append(failures.release)
-        agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, events, failures)
+        agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, events, failures,
+                      checks=ctx.checks)
         builder = CounterfactualBuilder(agent, view, construction_cfg, events)
         augmentation = _construction_augmentation(cfg, agent, view.index,
                                                   waves.TaskHooks(view, builder))
@@ -110,7 +111,7 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     ctx = context.setup(cfg, wd, backbone, benchmark)
     if method != "countermem":
         agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.log,
-                      ctx.parse_failures)
+                      ctx.parse_failures, checks=ctx.checks)
         return baselines.build_baseline_memory(method, cfg, agent, ctx.splits.build, wd.root)
     if wd.frozen.exists():
         return _already_frozen(wd)

@@ -20,6 +20,7 @@ from countermem_jax import splits as splits_lib
 from countermem_jax.agents import AgentConfig
 from countermem_jax.backbones.base import TokenLedger
 from countermem_jax.backbones.factory import make_backbone
+from countermem_jax.checker_pool import CheckerPool
 from countermem_jax.counterfactual import ConstructionConfig
 from countermem_jax.memory import scoring
 from countermem_jax.memory.store import StoreConfig
@@ -45,6 +46,8 @@ class PhaseContext:
     ledger: TokenLedger
     agent_cfg: AgentConfig
     parse_failures: ParseFailureLog
+    # one bounded pool for the checker calls of every agent of the phase (sized for the machine)
+    checks: CheckerPool = dataclasses.field(default_factory=CheckerPool)
 
 
 def _draw_splits(cfg, tasks) -> splits_lib.Splits:

@@ -16,11 +16,13 @@ import json
 import numpy as np
 import tqdm
 
-from countermem_jax import baselines, intervals, metrics
+from countermem_jax import baselines, intervals, metrics, task_pool
 from countermem_jax.agents import Agent, Augmentation, MemoryCalls
+from countermem_jax.checker_pool import CheckerPool
 from countermem_jax.memory_use import CounterMemAugmentation
 from countermem_jax.phases import context
 from countermem_jax.phases.workdir import PhaseError, Workdir
+from countermem_jax.retrieval import batching
 from countermem_jax.runlog import RunLog
 from countermem_jax.selector import policies
 from countermem_jax import workdir_guard
@@ -53,10 +55,15 @@ class _MemoryPlan:
     store: dict | None = None
 
 
-def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext) -> _MemoryPlan:
-    """One CounterMem run per DQN seed (or one for a fixed selector) over the frozen store."""
+def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
+                     checks: CheckerPool) -> _MemoryPlan:
+    """One CounterMem run per DQN seed (or one for a fixed selector) over the frozen store; the
+    retrievals and selector passes of the decisions in flight (all runs) are scored together."""
     frozen = wd.load_frozen_checked()
-    index = context.retrieval_index(cfg, frozen.records, context.condition_checker(cfg))
+    index = batching.BatchedIndex(
+        context.retrieval_index(cfg, frozen.records, context.condition_checker(cfg)),
+        batching.retrieval_batcher())
+    selections = batching.selection_batcher()
     if cfg.eval.selector != "dqn":
         selector = policies.make_fixed(cfg.eval.selector, cfg.eval.relevance_threshold)
         selected = [(f"countermem-{selector.name}", None, selector, None)]
@@ -68,9 +75,10 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext) -> _MemoryPlan
     runs = []
     for name, seed, selector, _ in selected:
         agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log(name),
-                      ctx.parse_failures)
+                      ctx.parse_failures, checks=checks)
         runs.append(EvalRun(name, seed, agent, CounterMemAugmentation(
-            MemoryCalls(agent), index_source=lambda: index, selector=selector,
+            MemoryCalls(agent), index_source=lambda: index,
+            selector=batching.BatchedSelector(selector, selections),
             render_condition=cfg.memory.render_condition)))
     checkpoints = {seed: ckpt for _, seed, _, ckpt in selected if ckpt is not None}
     return _MemoryPlan(
@@ -80,12 +88,13 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext) -> _MemoryPlan
         {"hash": frozen.content_hash(), "records": len(frozen)})
 
 
-def _baseline_plan(cfg, method: str, wd: Workdir, ctx: context.PhaseContext) -> _MemoryPlan:
+def _baseline_plan(cfg, method: str, wd: Workdir, ctx: context.PhaseContext,
+                   checks: CheckerPool) -> _MemoryPlan:
     """A baseline row: the same agent, backbone, budgets and tasks; its frozen memory."""
     runs = []
     if method != "none":
         agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log(method),
-                      ctx.parse_failures)
+                      ctx.parse_failures, checks=checks)
         runs.append(EvalRun(method, None, agent,
                             baselines.make_baseline_augmentation(method, cfg, agent, wd.root)))
     return _MemoryPlan(runs, functools.partial(baselines.memory_fingerprint, method, wd.root),
@@ -93,26 +102,24 @@ def _baseline_plan(cfg, method: str, wd: Workdir, ctx: context.PhaseContext) -> 
 
 
 async def _run_all(cfg, runs: list, eval_tasks, ctx: context.PhaseContext) -> None:
-    """Runs every evaluation run's unfinished tasks, ``eval.concurrency`` tasks in flight."""
-    try:
-        for run in runs:
-            done = run.agent.runlog.finished(run.name)
-            todo = [t for t in eval_tasks if t.task_id not in done]
-            semaphore = asyncio.Semaphore(max(1, cfg.eval.concurrency))
-            bar = tqdm.tqdm(total=len(todo), desc=f"evaluate {run.name}", unit="task",
-                            dynamic_ncols=True, mininterval=1.0)
-            extra = {} if run.seed is None else {"seed": run.seed}
+    """Runs the unfinished tasks of every evaluation run in one pool of ``eval.concurrency``
+    tasks in flight (not one run after the other). Jobs start task by task, all runs of a task
+    together, so the memory-free drafts that base and CounterMem runs share are in flight
+    together and computed once (the response cache's single flight)."""
+    finished = {run.name: run.agent.runlog.finished(run.name) for run in runs}
+    jobs = [functools.partial(run.agent.run, task, run.augmentation, phase="evaluation",
+                              run=run.name, extra={} if run.seed is None else {"seed": run.seed})
+            for task in eval_tasks for run in runs if task.task_id not in finished[run.name]]
+    bar = tqdm.tqdm(total=len(jobs), desc=f"evaluate {len(runs)} runs", unit="task",
+                    dynamic_ncols=True, mininterval=1.0)
 
-            async def one(task, run=run, extra=extra):
-                async with semaphore:
-                    return await run.agent.run(task, run.augmentation, phase="evaluation",
-                                               run=run.name, extra=extra)
-            for fut in asyncio.as_completed([one(t) for t in todo]):
-                await fut
-                bar.update(1)
-                bar.set_postfix(tokens=ctx.ledger.total("evaluation").total)
-            bar.close()
+    def progress(_, __):
+        bar.update(1)
+        bar.set_postfix(tokens=ctx.ledger.total("evaluation").total, refresh=False)
+    try:
+        await task_pool.run_bounded(jobs, max(1, cfg.eval.concurrency), progress)
     finally:
+        bar.close()
         await ctx.backbone.aclose()
 
 
@@ -124,14 +131,16 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     method = cfg.get("method", "countermem")
     wd = Workdir(workdir_path)
     ctx = context.setup(cfg, wd, backbone, benchmark)
+    checks = ctx.checks  # one pool for the checks of every run
     base_agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log("base"),
-                       ctx.parse_failures)
-    plan = (_countermem_plan(cfg, wd, ctx) if method == "countermem"
-            else _baseline_plan(cfg, method, wd, ctx))
+                       ctx.parse_failures, checks=checks)
+    plan = (_countermem_plan(cfg, wd, ctx, checks) if method == "countermem"
+            else _baseline_plan(cfg, method, wd, ctx, checks))
     runs = [EvalRun("base", None, base_agent, Augmentation()), *plan.runs]
     before = plan.check_artefacts()
     wd.log.write("phase_start", phase="evaluation", verified=before, runs=[r.name for r in runs])
-    asyncio.run(_run_all(cfg, runs, ctx.splits.eval, ctx))
+    with checks:
+        asyncio.run(_run_all(cfg, runs, ctx.splits.eval, ctx))
     after = plan.check_artefacts()
     if after != before:
         raise PhaseError(f"frozen artefacts changed during evaluation: {before} -> {after}")

@@ -70,7 +70,7 @@ def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     _check_training_splits(ctx.splits)
     index = context.retrieval_index(cfg, frozen.records, context.condition_checker(cfg))
     agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.log,
-                  ctx.parse_failures)
+                  ctx.parse_failures, checks=ctx.checks)
     wd.log.write("phase_start", phase="selector_training", seeds=list(seeds))
 
     async def run_seeds() -> dict:

@@ -2,7 +2,10 @@
 
 r_i(s) = cos(φ(s), φ(q_i)) + λ_reuse·u_i over records whose source task differs from the current
 task and whose condition holds, top k = 3. The scoring and top-k run in one jitted function,
-batched over queries; the store's embeddings live on the device once per index.
+batched over queries; the store's embeddings live on the device once per index. Queries are scored
+in blocks of exactly ``QUERY_ROWS`` rows (``row_blocks``), so that a query's scores are the same
+bit for bit whatever other queries share its batch: retrieving the decisions in flight together
+gives the one-at-a-time result (``retrieval/batching.py``).
 """
 import dataclasses
 import functools
@@ -13,13 +16,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from countermem_jax import row_blocks
 from countermem_jax.memory.record import MemoryRecord
 from countermem_jax.retrieval import conditions as cond_lib
 from countermem_jax import text_embedding as embedding
 
 REUSE_WEIGHT = 0.2
 TOP_K = 3
+QUERY_ROWS = 16
 _NO_TASK = -1
+_NO_QUERY = -2  # a task id code no record has
 
 
 @functools.partial(jax.jit, static_argnames=("k",))
@@ -129,12 +135,16 @@ class RetrievalIndex:
                           query_embeddings: np.ndarray) -> list[RetrievalResult]:
         if not self.records or not tasks:
             return [RetrievalResult(t.task_id, (), (), (), 0) for t in tasks]
-        query_task = np.array([self._task_codes.get(t.task_id, -2) for t in tasks], np.int32)
+        query_task = np.array([self._task_codes.get(t.task_id, _NO_QUERY) for t in tasks],
+                              np.int32)
         cond_mask = self._condition_mask(tasks)
         k = min(self.top_k, self._size)
-        scores, idx, rel = jax.device_get(topk_eligible(
-            query_embeddings, self._keys_t, self._reuse, self._key_task, query_task, cond_mask,
-            self.reuse_weight, k))
+        scores, idx, rel = row_blocks.in_blocks(
+            lambda q, t, c: jax.device_get(topk_eligible(q, self._keys_t, self._reuse,
+                                                         self._key_task, t, c,
+                                                         self.reuse_weight, k)),
+            QUERY_ROWS, [np.asarray(query_embeddings, np.float32), query_task, cond_mask],
+            [0.0, _NO_QUERY, True])
         results = []
         for qi, task in enumerate(tasks):
             same = self._key_task_np == query_task[qi]

@@ -10,12 +10,14 @@ The fixed rules make the comparison the paper could not (its limitation: DQN's b
 isolated against a fixed selector): ``always_skip``, ``always_top1`` and ``relevance_threshold``.
 """
 import dataclasses
+import functools
 from typing import Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from countermem_jax import row_blocks
 from countermem_jax.selector import dqn, features
 from countermem_jax.selector.network import masked_argmax
 from countermem_jax.selector.transition import Transition
@@ -79,19 +81,24 @@ class RelevanceThreshold(Frozen):
 
 
 class GreedyDQN(Frozen):
-    """The frozen, trained selector: argmax of Q over valid actions; parameters never change."""
+    """The frozen, trained selector: argmax of Q over valid actions; parameters never change.
+    Observations are scored in blocks of exactly ``OBS_ROWS`` rows (``row_blocks``), so that a
+    decision's Q-values are the same bit for bit whether it is scored alone or together with the
+    other decisions in flight (``retrieval/batching.py``)."""
     name = "dqn"
+    OBS_ROWS = 16
 
     def __init__(self, cfg: dqn.DQNConfig, params):
         self.cfg = cfg
         self.params = jax.device_get(params)
-        self._q = jax.jit(lambda p, o: dqn.network(cfg).apply(p, o))
+        self._q = _forward_pass(cfg)
 
     def q_values(self, obs: np.ndarray) -> np.ndarray:
         """Q(z, ·) for one observation [98] or a batch [N, 98]."""
         obs = np.asarray(obs, np.float32)
         single = obs.ndim == 1
-        q = np.asarray(self._q(self.params, obs[None] if single else obs))
+        (q,) = row_blocks.in_blocks(lambda rows: self._q(self.params, rows), self.OBS_ROWS,
+                                    [obs[None] if single else obs], [0.0])
         return q[0] if single else q
 
     def select(self, obs, mask) -> Choice:
@@ -130,6 +137,13 @@ def exploration_key(seed: int, episode: int) -> jax.Array:
 
 
 _EXPLORE_STREAM = 0x6578706C  # "expl"
+
+
+@functools.lru_cache(maxsize=None)
+def _forward_pass(cfg: dqn.DQNConfig):
+    """One jitted Q-network per config, shared by every selector with it (compiled once, not
+    once per seed or validated checkpoint)."""
+    return jax.jit(lambda params, obs: dqn.network(cfg).apply(params, obs))
 
 
 def make_fixed(name: str, threshold: float = 0.5) -> Selector:

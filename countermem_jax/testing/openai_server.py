@@ -10,12 +10,17 @@ It counts requests and the peak number served at once.
 The injected failures are the ones the client must survive on a real deployment (429 and 5xx
 are retried, 400 is not, malformed JSON and dropped connections are retried), and the peak
 count lets a test check that the client's concurrency limit holds. The replies are canned
-echoes, never model output: this server tests transport, not the method.
+echoes unless a ``responder`` scripts them (``GET /stats`` reports the counts, ``GET
+/stats?reset=1`` starts them again); ``server_process`` runs one given as ``module:factory``
+with a JSON config, e.g. the benchmark's scripted SQL model (``countermem_jax/perf/
+scripted_sql.py``), after a fixed ``latency_s`` per request. This server tests transport and
+throughput, never the method.
 """
 import argparse
 import collections
 import contextlib
 import http.server
+import importlib
 import json
 import socket
 import socketserver
@@ -44,6 +49,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         """``/health`` (any path): always ok, so readiness checks never see injected failures."""
         body = b'{"status":"ok"}'
+        if self.path.startswith("/stats"):
+            body = json.dumps(self.server.owner.stats(reset="reset=1" in self.path)).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -112,8 +119,10 @@ class LocalOpenAIServer:
     """
 
     def __init__(self, latency_s: float = 0.0, default: str = "ok", with_usage: bool = True,
-                 reasoning_field: str = "reasoning_content", name: str = "local"):
+                 reasoning_field: str = "reasoning_content", name: str = "local",
+                 responder=None):
         self.latency_s = latency_s
+        self.responder = responder
         self.default = default
         self.with_usage = with_usage
         self.reasoning_field = reasoning_field
@@ -138,10 +147,21 @@ class LocalOpenAIServer:
         with self.lock:
             return self.script.popleft() if self.script else self.default
 
+    def stats(self, reset: bool = False) -> dict:
+        """Requests served, the peak number in flight and those in flight now."""
+        with self.lock:
+            out = {"requests": len(self.requests), "peak_in_flight": self.peak_in_flight,
+                   "in_flight": self.in_flight}
+            if reset:
+                self.requests.clear()
+                self.peak_in_flight = self.in_flight
+        return out
+
     def reply(self, request: dict) -> dict:
         """The chat-completion body for a request: an echo of the last message, with usage."""
         last = request.get("messages", [{}])[-1].get("content", "")
-        text = f"echo from {self.name}: {last[:50]}"
+        text = (self.responder(request) if self.responder is not None
+                else f"echo from {self.name}: {last[:50]}")
         message = {"role": "assistant", "content": text, self.reasoning_field: "thinking..."}
         out = {"id": "x", "object": "chat.completion", "model": request.get("model", "m"),
                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
@@ -159,12 +179,21 @@ class LocalOpenAIServer:
         self._httpd.server_close()
 
 
+def load_responder(spec: str, config_file: str = ""):
+    """``module:factory`` -> ``factory(config)``, the config read from a JSON file (or {})."""
+    module, _, factory = spec.partition(":")
+    config = json.loads(open(config_file, encoding="utf-8").read()) if config_file else {}
+    return getattr(importlib.import_module(module), factory)(config)
+
+
 @contextlib.contextmanager
-def server_process(latency_s: float = 0.0):
+def server_process(latency_s: float = 0.0, responder: str = "", responder_config: str = ""):
     """The same server in its own process (so a benchmark's client does not share its GIL);
-    yields the base URL."""
+    yields the base URL. ``responder`` / ``responder_config``: see ``load_responder``."""
     proc = subprocess.Popen([sys.executable, "-m", "countermem_jax.testing.openai_server",
-                             "--latency_s", str(latency_s)], stdout=subprocess.PIPE, text=True)
+                             "--latency_s", str(latency_s), "--responder", responder,
+                             "--responder_config", responder_config],
+                            stdout=subprocess.PIPE, text=True)
     try:
         url = proc.stdout.readline().strip()
         if not url.startswith("http://127.0.0.1:"):
@@ -180,8 +209,11 @@ def _main():
     waits for it)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--latency_s", type=float, default=0.0)
+    parser.add_argument("--responder", default="", help="module:factory scripting the replies")
+    parser.add_argument("--responder_config", default="", help="JSON file given to the factory")
     args = parser.parse_args()
-    with LocalOpenAIServer(latency_s=args.latency_s) as server:
+    responder = load_responder(args.responder, args.responder_config) if args.responder else None
+    with LocalOpenAIServer(latency_s=args.latency_s, responder=responder) as server:
         print(server.base_url, flush=True)
         threading.Event().wait()
 

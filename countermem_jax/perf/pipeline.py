@@ -1,0 +1,313 @@
+"""The three phases at 1 and at 64 tasks in flight against a slow OpenAI-compatible server
+(issue 14: keep a vLLM server busy in every phase, without changing any result).
+
+    python -m countermem_jax.perf.pipeline [--latency_ms=100] [--concurrency=64] [--scale=1]
+
+A scripted SQL model (``perf/scripted_sql.py``: Spider tasks when the shared data is present,
+else a generated SQLite table) is served over HTTP by the local loopback server in its own
+process, answering each request after ``latency_ms``. build_memory, train_selector and evaluate
+run once with every concurrency knob at 1 and once at ``--concurrency`` (``eval.concurrency``,
+the client's limit, and ``construction.wave_size`` / ``selector.wave_size`` where the config has
+them), each in its own workdir with its own response cache. Per phase it prints the wall time at
+both, the speedup, the server's peak number of requests in flight, whether the artefacts are
+identical (``identical``: the store's records in order with their statistics, each seed's best
+step, validation returns and parameters, the evaluation metrics of every run;
+``files_identical``: the store file's bytes and the checkpoint fingerprints training recorded,
+which also differ by the records' creation times and Orbax's metadata timestamps), and the
+framework's own overhead at ``--concurrency``: the share of the task runs' wall time spent
+neither waiting for an HTTP reply (timed around every chat call, cache hits included) nor inside
+the checker. Goals:
+evaluation ≥ 40×, construction ≥ 20×, selector training ≥ 20×, overhead ≤ 5%. Last line:
+``result: {json}``. ``--scale`` multiplies the task counts and decisions (default sizes keep
+the whole run to a few minutes on two cores).
+"""
+import contextlib
+import dataclasses
+import hashlib
+import json
+import pathlib
+import tempfile
+import threading
+import time
+import urllib.request
+
+import jax
+import numpy as np
+from absl import app, flags, logging
+
+from countermem_jax import experiment
+from countermem_jax.agents import Agent
+from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
+from countermem_jax.backbones.cache import CachedBackbone
+from countermem_jax.testing.openai_server import server_process
+from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
+from countermem_jax.config_defaults import base_config
+from countermem_jax.memory import load_frozen
+from countermem_jax.perf import scripted_sql
+from countermem_jax.perf.common import print_result
+from countermem_jax.phases.workdir import Workdir
+
+_LATENCY = flags.DEFINE_integer("latency_ms", 100, "Server latency per request.")
+_CONCURRENCY = flags.DEFINE_integer("concurrency", 64, "Tasks / waves in flight to compare with 1.")
+_SCALE = flags.DEFINE_integer("scale", 1, "Multiplies the task counts and selector decisions.")
+_WORKDIR = flags.DEFINE_string("workdir", "", "Where the two workdirs go (default: a temp dir).")
+
+GOALS = {"construction": 20.0, "selector_training": 20.0, "evaluation": 40.0}
+MODEL = "scripted-sql"
+SEEDS = (0, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+    build: int = 24
+    train: int = 8
+    validation: int = 4
+    eval: int = 64
+    decisions: int = 32     # selector decisions per seed
+
+    def scaled(self, k: int) -> "Sizes":
+        return Sizes(*(k * v for v in dataclasses.astuple(self)))
+
+
+WARM_UP = Sizes(build=4, train=2, validation=1, eval=4, decisions=8)
+
+
+class _Waits:
+    """Seconds spent waiting for HTTP replies and inside checks (thread-safe sums)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.http_s = self.check_s = self.task_s = 0.0
+        self.tasks = 0
+
+    def add(self, field: str, seconds: float) -> None:
+        with self.lock:
+            setattr(self, field, getattr(self, field) + seconds)
+
+
+class _TimedBackbone(Backbone):
+    """Times every chat call (the wait for the server, or for an identical call in flight)."""
+
+    def __init__(self, inner: Backbone, waits: _Waits):
+        super().__init__(inner.ledger)
+        self.inner, self.waits = inner, waits
+        self.model_name, self.reasoning_effort = inner.model_name, inner.reasoning_effort
+
+    async def chat(self, messages, params=SamplingParams(), charge=Charge()):
+        start = time.perf_counter()
+        try:
+            return await self.inner.chat(messages, params, charge)
+        finally:
+            self.waits.add("http_s", time.perf_counter() - start)
+
+    async def _chat(self, messages, params):  # pragma: no cover - chat() is overridden
+        raise NotImplementedError
+
+    async def aclose(self):
+        await self.inner.aclose()
+
+
+class _TimedEvaluator:
+    """The checker, timed inside its own call; everything else is the checker's own."""
+
+    def __init__(self, inner, waits: _Waits):
+        self.inner, self.waits = inner, waits
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def evaluate(self, state, action):
+        start = time.perf_counter()
+        try:
+            return self.inner.evaluate(state, action)
+        finally:
+            self.waits.add("check_s", time.perf_counter() - start)
+
+
+def _config(manifest: pathlib.Path, sizes: Sizes, concurrency: int):
+    cfg = base_config()
+    cfg.data.benchmark = "spider"
+    cfg.splits.update(manifest=str(manifest), group_by_reference=False)
+    cfg.agent.update(kind="react", max_attempts=2)
+    cfg.backbone.update(kind="openai", model=MODEL, max_concurrency=concurrency)
+    cfg.selector.update(total_decisions=sizes.decisions, learning_starts=4, train_every=1,
+                        target_sync_every=8, checkpoint_every=max(1, sizes.decisions // 2),
+                        batch_size=8, seeds=SEEDS)
+    cfg.eval.update(selector="dqn", concurrency=concurrency)
+    # Waves (issue 14) where this version of the package has them: the same module runs before
+    # and after they land, and says which knobs it could set.
+    for section in (cfg.construction, cfg.selector):
+        if "wave_size" in section:
+            section.wave_size = concurrency
+    return cfg
+
+
+def _knobs(cfg) -> dict:
+    return {"eval.concurrency": cfg.eval.concurrency,
+            "construction.wave_size": cfg.construction.get("wave_size"),
+            "selector.wave_size": cfg.selector.get("wave_size")}
+
+
+def _server_stats(url: str, reset: bool = False) -> dict:
+    root = url.rsplit("/v1", 1)[0]
+    with urllib.request.urlopen(f"{root}/stats{'?reset=1' if reset else ''}", timeout=10) as r:
+        return json.loads(r.read())
+
+
+@contextlib.contextmanager
+def _timed_tasks(waits: _Waits):
+    """Times every task run (``Agent.run``) while the phase runs: the time the decisions of a
+    task take, waits included, which the overhead is a share of."""
+    original = Agent.run
+
+    async def run(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return await original(self, *args, **kwargs)
+        finally:
+            waits.add("task_s", time.perf_counter() - start)
+            waits.add("tasks", 1)
+    Agent.run = run
+    try:
+        yield
+    finally:
+        Agent.run = original
+
+
+def _run_phase(fn, cfg, wd: pathlib.Path, url: str, bench) -> dict:
+    waits = _Waits()
+    inner = OpenAICompatibleBackbone(url, MODEL, max_concurrency=cfg.backbone.max_concurrency)
+    backbone = _TimedBackbone(CachedBackbone(inner, wd / "llm_cache"), waits)
+    tasks, evaluator, domain = bench
+    _server_stats(url, reset=True)
+    start = time.perf_counter()
+    with _timed_tasks(waits):
+        fn(cfg, wd, backbone=backbone,
+           benchmark=(tasks, _TimedEvaluator(evaluator, waits), domain))
+    wall = time.perf_counter() - start
+    stats = _server_stats(url)
+    task_s, n_tasks = waits.task_s, waits.tasks
+    overhead = task_s - waits.http_s - waits.check_s
+    return {"wall_s": round(wall, 3), "server_peak_in_flight": stats["peak_in_flight"],
+            "server_requests": stats["requests"], "tasks": n_tasks,
+            "task_wall_s": round(task_s, 3), "http_wait_s": round(waits.http_s, 3),
+            "check_s": round(waits.check_s, 3),
+            "overhead_pct": round(100.0 * overhead / task_s, 2) if task_s else None}
+
+
+def _store_records(wd: pathlib.Path) -> tuple[list, str]:
+    """The frozen store's records in order without their creation time and snapshot id, and the
+    file's bytes (which carry those two)."""
+    out = []
+    for record in load_frozen(wd / "store_frozen.jsonl").records:
+        obj = record.to_json()
+        obj["provenance"] = {k: v for k, v in obj["provenance"].items()
+                             if k not in ("created_at", "snapshot_id")}
+        out.append(obj)
+    return out, hashlib.sha256((wd / "store_frozen.jsonl").read_bytes()).hexdigest()
+
+
+def _checkpoints(wd: pathlib.Path) -> tuple[dict, str]:
+    """Per seed: the best step, the validation returns and a hash of the best parameters; and
+    the checkpoint file fingerprints training recorded (Orbax's metadata holds a timestamp)."""
+    out = {}
+    for seed in SEEDS:
+        best = json.loads((wd / "selector" / f"seed_{seed}" / "best.json").read_text())
+        selector, _ = Workdir(wd).restore_seed(seed)
+        digest = hashlib.sha256()
+        for leaf in jax.tree_util.tree_leaves(selector.params):
+            digest.update(np.asarray(leaf).tobytes())
+        out[seed] = {"best_step": best["best_step"], "val_returns": best["val_returns"],
+                     "params_sha256": digest.hexdigest()}
+    return out, (wd / "selector" / "fingerprints.json").read_text()
+
+
+def _metrics(wd: pathlib.Path) -> tuple[dict, str]:
+    """The evaluation's metrics, every run's included (its files name their workdir: no bytes
+    to compare)."""
+    m = json.loads((wd / "metrics.json").read_text())
+    runs = {p.parent.name: json.loads(p.read_text())["metrics"]
+            for p in sorted(wd.glob("eval/*/metrics.json"))}
+    return {k: m[k] for k in ("base", "aggregate", "evaluation_cost", "cost_of_building")} | \
+        {"runs": runs}, None
+
+
+PHASES = (("construction", experiment.build_memory, _store_records),
+          ("selector_training", experiment.train_selector, _checkpoints),
+          ("evaluation", experiment.evaluate, _metrics))
+
+
+def _manifest(tasks, sizes: Sizes) -> dict:
+    cuts = np.cumsum([0, sizes.build, sizes.train, sizes.validation, sizes.eval])
+    return {name: [t.task_id for t in tasks[a:b]]
+            for name, a, b in zip(("build", "train", "validation", "eval"), cuts, cuts[1:])}
+
+
+def _warm_up(root: pathlib.Path, url: str, bench, sizes: Sizes) -> None:
+    """Every phase once on a few tasks, untimed: JAX compiles its functions here, not inside
+    the first timed run (which would flatter the second). The selector schedule is the timed
+    one (the replay buffer's shape follows the number of decisions)."""
+    warm = dataclasses.replace(WARM_UP, decisions=sizes.decisions)
+    (root / "warm_up.json").write_text(json.dumps(_manifest(bench[0], warm)))
+    cfg = _config(root / "warm_up.json", warm, 1)
+    for phase, fn, _ in PHASES:
+        _run_phase(fn, cfg, root / "warm_up", url, bench)
+
+
+def _benchmark(root: pathlib.Path, sizes: Sizes) -> tuple[str, tuple]:
+    n = sizes.build + sizes.train + sizes.validation + sizes.eval
+    bench = scripted_sql.spider_tasks(n)
+    source = "spider"
+    if bench is None:
+        bench, source = scripted_sql.people_tasks(n, root), "generated sqlite"
+    return source, bench
+
+
+def main(argv):
+    del argv
+    logging.set_verbosity(logging.WARNING)  # Orbax logs every checkpoint step at INFO
+    sizes = Sizes().scaled(_SCALE.value)
+    high = _CONCURRENCY.value
+    root = pathlib.Path(_WORKDIR.value or tempfile.mkdtemp(prefix="countermem_pipeline_"))
+    root.mkdir(parents=True, exist_ok=True)
+    source, bench = _benchmark(root, sizes)
+    tasks = bench[0]
+    (root / "manifest.json").write_text(json.dumps(_manifest(tasks, sizes)))
+    (root / "responder.json").write_text(json.dumps(scripted_sql.responder_config(tasks)))
+    print(f"{source}: {len(tasks)} tasks ({dataclasses.asdict(sizes)}), server latency "
+          f"{_LATENCY.value} ms, concurrency 1 vs {high}; workdirs under {root}")
+    result = {"benchmark": source, "sizes": dataclasses.asdict(sizes),
+              "latency_ms": _LATENCY.value, "concurrency": high}
+    with server_process(_LATENCY.value / 1000.0, "countermem_jax.perf.scripted_sql:make_responder",
+                        str(root / "responder.json")) as url:
+        _warm_up(root, url, bench, sizes)
+        runs, artefacts = {}, {}
+        for level in (1, high):
+            cfg = _config(root / "manifest.json", sizes, level)
+            result.setdefault("knobs", {})[str(level)] = _knobs(cfg)
+            wd = root / f"c{level}"
+            for phase, fn, read in PHASES:
+                runs[(phase, level)] = _run_phase(fn, cfg, wd, url, bench)
+                artefacts[(phase, level)] = read(wd)
+                print(f"  {phase} at {level}: {runs[(phase, level)]}", flush=True)
+    for phase, _, _ in PHASES:
+        one, many = runs[(phase, 1)], runs[(phase, high)]
+        speedup = one["wall_s"] / many["wall_s"]
+        row = {"wall_1_s": one["wall_s"], f"wall_{high}_s": many["wall_s"],
+               "speedup": round(speedup, 2), "goal": GOALS[phase],
+               "peak_in_flight_1": one["server_peak_in_flight"],
+               f"peak_in_flight_{high}": many["server_peak_in_flight"],
+               "identical": artefacts[(phase, 1)][0] == artefacts[(phase, high)][0],
+               "files_identical": None if artefacts[(phase, 1)][1] is None
+               else artefacts[(phase, 1)][1] == artefacts[(phase, high)][1],
+               f"overhead_pct_at_{high}": many["overhead_pct"]}
+        result[phase] = row
+        print(f"{phase:>18}: {one['wall_s']:8.2f} s at 1, {many['wall_s']:7.2f} s at {high} "
+              f"-> {speedup:6.1f}x (goal {GOALS[phase]:g}x); server peak in flight "
+              f"{one['server_peak_in_flight']} / {many['server_peak_in_flight']}; identical "
+              f"{row['identical']}; framework overhead {many['overhead_pct']}% of task time")
+    print_result(result)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,106 @@
+"""A deterministic SQL benchmark and the scripted model that answers it over HTTP (issue 14's
+pipeline benchmark; ``perf/pipeline.py``).
+
+Tasks: Spider questions (the first ``n`` of the shared copy's dev split, in file order) when the
+data is present, else questions over a generated SQLite table of people. The scripted model knows
+every task's gold query and makes one deterministic mistake on about half of them (it appends
+`` LIMIT 0``, so the checker sees no rows); it proposes the edit that removes it, distils a record
+with a free-text condition, answers the condition judge YES, and applies a retrieved record by
+removing the mistake. Every reply is a function of the request alone, so any number of requests
+in flight, in any order, get the replies one request at a time would get.
+"""
+import hashlib
+import pathlib
+import re
+import sqlite3
+
+from evaluators.base import Task
+
+MISTAKE = " LIMIT 0"
+_SCHEMA_MARK = "\nSchema:"
+
+
+def task_key(task: Task) -> str:
+    """What identifies a task inside a prompt: its question and database line."""
+    return task.visible_text().split(_SCHEMA_MARK, 1)[0]
+
+
+def _flawed(key: str) -> bool:
+    return hashlib.sha256(key.encode()).digest()[0] % 2 == 0
+
+
+def responder_config(tasks) -> dict:
+    """The scripted model's knowledge: every task's gold query (``make_responder``'s config)."""
+    return {"gold": {task_key(t): t.reference.gold_sql.strip().rstrip(";") for t in tasks}}
+
+
+def _code_block(sql: str) -> str:
+    return f"```sql\n{sql}\n```"
+
+
+def make_responder(config: dict):
+    """The scripted model: request (OpenAI chat body) -> reply text."""
+    gold: dict = config["gold"]
+
+    def reply(request: dict) -> str:
+        text = request["messages"][-1]["content"]
+        if text.startswith("You decide whether a stored correction applies"):
+            return "YES"
+        if "Propose up to" in text and "Failed action:" in text:
+            return f"EDIT 1\nFIND: {MISTAKE.strip()}\nREPLACE:\n"
+        if "Original action (failed):" in text:
+            return ("SITUATION: a row limit of zero was appended to a query whose answer has rows\n"
+                    "CONDITION: the question asks for data stored in the database")
+        if "A stored correction from an earlier task" in text:
+            draft = re.search(r"Your draft action:\n```\n(.*?)\n```", text, re.S).group(1)
+            return _code_block(draft.replace(MISTAKE, ""))
+        key = text.split(_SCHEMA_MARK, 1)[0]
+        if key in gold:  # a draft (first or later attempt): the same mistake every time
+            sql = gold[key]
+            return _code_block(sql + MISTAKE if _flawed(key) else sql)
+        raise ValueError(f"the scripted SQL model has no reply for: {text[:120]!r}")
+    return reply
+
+
+def spider_tasks(n: int, data_dir: str = ""):
+    """The first ``n`` Spider tasks with the SQL checker and domain, or None without the data."""
+    from countermem_jax import domains  # the package's loaders (data/fetch.py paths)
+    from countermem_jax.config_defaults import base_config
+    cfg = base_config().data
+    cfg.update(benchmark="spider", data_dir=data_dir)
+    try:
+        tasks, evaluator, domain = domains.load_benchmark(cfg)
+    except (FileNotFoundError, OSError, ValueError):
+        return None
+    if len(tasks) < n:
+        return None
+    return tasks[:n], evaluator, domain
+
+
+def people_tasks(n: int, directory: pathlib.Path):
+    """``n`` threshold questions over a generated table of people (no data needed)."""
+    from countermem_jax.domains import SQL
+    from evaluators.sql import SQLEvaluator
+    from evaluators.sql.checker import SQLReference
+    from evaluators.sql.features import question_features
+    db = directory / "people.sqlite"
+    if not db.exists():
+        conn = sqlite3.connect(db)
+        conn.execute("CREATE TABLE people (name TEXT, age INTEGER)")
+        conn.executemany("INSERT INTO people VALUES (?, ?)",
+                         [(f"p{i}", 18 + (i * 7) % 60) for i in range(200)])
+        conn.commit()
+        conn.close()
+    tasks = []
+    for i in range(n):
+        age, op = 20 + i % 50, (">=", ">", "<=", "<")[i % 4]
+        question = f"Question {i}: names of people whose age is {op} {age}."
+        tasks.append(Task(f"people/{i}", "sql", "spider", question,
+                          "Database: people\nSchema:\n"
+                          "CREATE TABLE people (name TEXT, age INTEGER);",
+                          "join / predicate",
+                          reference=SQLReference(f"SELECT name FROM people WHERE age {op} {age}",
+                                                 str(db), "spider"),
+                          features={"db_id": "people", **question_features(question)},
+                          environment="people"))
+    return tasks, SQLEvaluator(), SQL

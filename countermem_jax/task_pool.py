@@ -1,0 +1,38 @@
+"""One bounded pool of tasks in flight for a whole phase (issue 14: keep a vLLM server busy).
+
+``run_bounded`` starts the jobs in the order given, keeps at most ``limit`` of them in flight and
+starts the next one as soon as any finishes, so that the evaluation runs (base, each method, each
+seed) share one pool instead of running one after the other. Each job is its own asyncio task (its
+own context variables). The first failure cancels the jobs in flight and is raised; a job's
+results never depend on the others', so the outcome is that of the jobs run one at a time.
+"""
+import asyncio
+from typing import Awaitable, Callable, Sequence, TypeVar
+
+T = TypeVar("T")
+
+
+async def run_bounded(jobs: Sequence[Callable[[], Awaitable[T]]], limit: int,
+                      on_done: Callable[[int, T], None] | None = None) -> list[T]:
+    """Runs ``job()`` for every job with at most ``limit`` in flight; returns the results in job
+    order; ``on_done(index, result)`` is called as each job finishes (e.g. a progress bar)."""
+    if limit < 1:
+        raise ValueError(f"at most {limit} tasks in flight: needs at least one")
+    results: list = [None] * len(jobs)
+    queue = iter(range(len(jobs)))
+
+    async def worker():
+        for i in queue:  # the shared iterator hands each job to exactly one worker, in order
+            results[i] = await asyncio.create_task(jobs[i]())
+            if on_done is not None:
+                on_done(i, results[i])
+
+    workers = [asyncio.create_task(worker()) for _ in range(min(limit, len(jobs)))]
+    try:
+        await asyncio.gather(*workers)
+    except BaseException:
+        for w in workers:
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        raise
+    return results

@@ -1,0 +1,95 @@
+"""Evaluation over a real loopback HTTP server: all runs in one pool, shared drafts computed once
+(issue 14; phases/evaluate.py, backbones/cache.py single flight, perf/scripted_sql.py)."""
+import asyncio
+import json
+import urllib.request
+
+from countermem_jax import experiment
+from countermem_jax.backbones.cache import CachedBackbone
+from countermem_jax.testing.openai_server import LocalOpenAIServer
+from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
+from countermem_jax.config_defaults import base_config
+from countermem_jax.perf import scripted_sql
+
+N_BUILD, N_EVAL = 4, 10
+
+
+def _stats(srv, reset=False):
+    root = srv.base_url.rsplit("/v1", 1)[0]
+    with urllib.request.urlopen(f"{root}/stats{'?reset=1' if reset else ''}") as r:
+        return json.loads(r.read())
+
+
+def test_the_server_scripts_replies_and_reports_its_peak_in_flight():
+    with LocalOpenAIServer(latency_s=0.05, responder=lambda req: "OK " + req["model"]) as srv:
+        client = OpenAICompatibleBackbone(srv.base_url, "m1", max_concurrency=4)
+
+        async def burst():
+            try:
+                return await asyncio.gather(
+                    *[client.chat([{"role": "user", "content": str(i)}]) for i in range(8)])
+            finally:
+                await client.aclose()
+        replies = asyncio.run(burst())
+        assert {r.text for r in replies} == {"OK m1"}
+        assert _stats(srv, reset=True) == {"requests": 8, "peak_in_flight": 4, "in_flight": 0}
+        assert _stats(srv) == {"requests": 0, "peak_in_flight": 0, "in_flight": 0}
+
+
+def _config(tmp_path, concurrency):
+    tasks, _, _ = scripted_sql.people_tasks(N_BUILD + N_EVAL, tmp_path)
+    manifest = {"build": [t.task_id for t in tasks[:N_BUILD]], "train": [], "validation": [],
+                "eval": [t.task_id for t in tasks[N_BUILD:]]}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    cfg = base_config()
+    cfg.splits.update(manifest=str(tmp_path / "manifest.json"), group_by_reference=False)
+    cfg.agent.max_attempts = 2
+    cfg.eval.update(selector="always_top1", concurrency=concurrency)
+    return cfg
+
+
+def test_base_and_countermem_drafts_in_flight_together_are_requested_once(tmp_path):
+    """Both runs' first drafts of a task are the same request; with the runs in one pool they
+    are in flight together and the server answers each once (the second joins the first)."""
+    bench = scripted_sql.people_tasks(N_BUILD + N_EVAL, tmp_path)
+    cfg = _config(tmp_path, concurrency=2 * N_EVAL)
+    with LocalOpenAIServer(latency_s=0.05,
+                           responder=scripted_sql.make_responder(
+                               scripted_sql.responder_config(bench[0]))) as srv:
+        def backbone(cache):
+            return CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "scripted-sql"),
+                                  tmp_path / cache)
+        experiment.build_memory(cfg, tmp_path / "wd", backbone=backbone("build_cache"),
+                                benchmark=bench)
+        srv.requests.clear()
+        _stats(srv, reset=True)
+        cached = backbone("eval_cache")
+        result = experiment.evaluate(cfg, tmp_path / "wd", backbone=cached, benchmark=bench)
+        bodies = [json.dumps(r["messages"], sort_keys=True) for r in srv.requests]
+        peak = _stats(srv)["peak_in_flight"]
+    assert len(bodies) == len(set(bodies))  # no request reached the server twice
+    first_drafts = [b for b in bodies if "Decision unit:" in b and "Attempt 1:" not in b]
+    assert len(first_drafts) == N_EVAL
+    # every CounterMem first draft joined the base run's identical call in flight
+    assert cached.joined_in_flight >= N_EVAL and cached.hits >= N_EVAL
+    assert peak > N_EVAL // 2  # the two runs' tasks were in flight at once
+    assert result["aggregate"]["per_seed"]["fixed"]["score"] > result["base"]["score"]
+
+
+def test_gptoss_configs_keep_what_the_vllm_replicas_hold_in_flight_and_cpu_configs_one():
+    """replicas × max-num-seqs of launch/serve_vllm.sh as the configs start it (README "Sizing
+    concurrency"); llama.cpp runs in-process, one call at a time."""
+    import pathlib
+    import re
+
+    from countermem_jax import config_defaults
+    script = (pathlib.Path(__file__).parents[1] / "launch" / "serve_vllm.sh").read_text()
+    max_seqs = int(re.search(r"\bMAX_SEQS=(\d+)", script).group(1))
+    assert config_defaults.VLLM_MAX_NUM_SEQS == max_seqs
+    served = config_defaults.VLLM_REPLICAS * max_seqs
+    gpt = config_defaults.setting_config("spider", "react", "gptoss")
+    assert gpt.eval.concurrency == gpt.backbone.max_concurrency == served
+    assert "--replicas 4" in pathlib.Path(__file__).parents[1].joinpath(
+        "configs", "spider_react_gptoss.py").read_text()
+    for agent in ("react", "reflexion"):
+        assert config_defaults.spider_cpu_config(agent).eval.concurrency == 1
