@@ -3,8 +3,8 @@
     python -m countermem_jax.sweep --sweep=configs/sweeps/spider_cpu.py --dry_run
     python -m countermem_jax.sweep --sweep=configs/sweeps/spider_cpu.py --local
 
-The dry run prints 7 phase runs in 2 workdirs: the CounterMem build, training and evaluation
-of seeds 0 and 1 and their aggregate, and the base agent's evaluation (method none). `--local` runs
+The dry run prints 6 phase runs in 2 workdirs: the CounterMem build, training and evaluation
+of seeds 0 and 1 (the second evaluation also aggregates both seeds), and the base agent's evaluation (method none). `--local` runs
 them one after another in this process (the quickstart's schedule, `configs/spider_react_cpu.py`),
 printing a summary line every 30 s, and writes the report to runs/sweeps/spider_cpu/report/.
 """

@@ -1,10 +1,10 @@
 """The sweep as a dependency graph of phase runs (issue 18; the phases of Algorithm 1).
 
 Per workdir: ``build_memory`` (CounterMem's store, or a baseline's memory; none for methods
-without one) -> ``train_selector`` once per selector seed -> ``evaluate`` once per seed, then one
-``evaluate`` over all seeds that only aggregates (every run is finished by then, so it makes no
-LLM call and writes ``metrics.json`` with the mean and CI over seeds). A fixed selector
-(``eval.selector`` != "dqn") or a baseline is evaluated once.
+without one) -> ``train_selector`` once per selector seed -> ``evaluate`` once per seed; the
+last seed's evaluation names every seed, so after its own run it finds the other seeds' runs
+finished (no LLM call) and writes ``metrics.json`` with the mean and CI over seeds. A fixed
+selector (``eval.selector`` != "dqn") or a baseline is evaluated once.
 
 Runs that share a store share its build: a workdir is keyed by the fingerprint of the fields that
 define its results (``workdir_guard.fingerprint_fields``: build_memory's fields, plus the selector
@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import json
 import pathlib
+import re
 
 from countermem_jax import baselines, workdir_guard
 from countermem_jax.sweep import spec as spec_lib
@@ -42,7 +43,7 @@ class PhaseRun:
     @property
     def marker(self) -> pathlib.Path:
         """Written when the phase run returns: a finished run is not started again."""
-        tag = self.name.rsplit(":", 1)[1].replace(" ", "_").replace("[", "-").replace("]", "")
+        tag = re.sub(r"[^\w.-]+", "_", self.name.rsplit(":", 1)[1]).strip("_")
         return pathlib.Path(self.workdir) / ".sweep" / f"{tag}.done.json"
 
 
@@ -99,17 +100,15 @@ def build_graph(sweep) -> list[PhaseRun]:
             b.add(workdir, "evaluate", spec_lib.for_phase(cfg, slots["evaluate"]),
                   slots["evaluate"], deps, "" if method != "countermem" else cfg.eval.selector)
             continue
-        evaluations = []
-        for seed in seeds:
+        previous = deps
+        for i, seed in enumerate(seeds):
             trained = b.add(workdir, "train_selector", spec_lib.for_phase(
                 cfg, slots["train_selector"], selector__seeds=(seed,)),
-                slots["train_selector"], deps, f"seed {seed}")
-            evaluations.append(b.add(workdir, "evaluate", spec_lib.for_phase(
-                cfg, slots["evaluate"], eval__seeds=(seed,)), slots["evaluate"], [trained],
-                f"seed {seed}"))
-        if len(seeds) > 1:  # aggregates the finished per-seed runs: no LLM call, one slot
-            b.add(workdir, "evaluate", spec_lib.for_phase(cfg, 1, eval__concurrency=1), 1,
-                  evaluations, "all seeds")
+                slots["train_selector"], previous, f"seed {seed}")
+            last = i == len(seeds) - 1   # also aggregates the finished runs of the other seeds
+            previous = [b.add(workdir, "evaluate", spec_lib.for_phase(
+                cfg, slots["evaluate"], eval__seeds=() if last else (seed,)),
+                slots["evaluate"], [trained], f"seed {seed}" + (", all seeds" if last else ""))]
     return list(b.runs.values())
 
 

@@ -1,11 +1,12 @@
 """Phase runs as Ray tasks (the optional ``sweep`` extra: ``pip install -e '.[sweep]'``).
 
-Each run is one ``ray.remote`` task in a fresh worker process (``max_calls=1``: no state of one
-phase leaks into the next), reserving ``num_cpus`` (the checkers run on the node's CPUs) and
+Each run is one ``ray.remote`` task, reserving ``num_cpus`` (the checkers run on the node's CPUs) and
 ``llm_slots`` (a custom resource that each node advertises: its local vLLM replicas ×
 ``--max-num-seqs``; ``launch/ray_cluster.sh``). The run's concurrency equals the slots it
 reserved (``spec.with_slots`` / ``spec.for_phase``), so the requests in flight on a node's
-servers never exceed what the node advertised.
+servers never exceed what the node advertised. Workers are reused from run to run, as
+``--local`` runs every phase in one process: each phase sets up its own state (backbone, limits,
+logs), and JAX's compiled functions stay warm.
 
 A worker or node that dies is retried by Ray up to ``max_retries`` times, and so are transient
 errors (a backbone that stopped answering); the retried run resumes from its log. Other errors
@@ -60,7 +61,7 @@ class RayExecutor:
     def __init__(self, ray, urls_env: str, imports: tuple, max_retries: int):
         self.ray = ray
         self.urls_env, self.imports, self.max_retries = urls_env, tuple(imports), max_retries
-        self.task = ray.remote(max_calls=1)(_run_remote)
+        self.task = ray.remote(_run_remote)
         self.pending = {}
 
     def submit(self, run) -> None:

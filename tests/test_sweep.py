@@ -1,0 +1,144 @@
+"""The sweep without Ray (issue 18): the graph of ``--dry_run``, the serial ``--local`` run with
+its skipping of finished runs, failures and what they block, and the line a missing Ray prints."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import sweep_fixture
+import sweep_helpers
+from countermem_jax.sweep import SweepError, graph, run_sweep
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _binary(*args, block_ray=False, env=None):
+    """``python -m countermem_jax.sweep ARGS`` (optionally as if Ray were not installed)."""
+    code = ("import sys, runpy\n" + ("sys.modules['ray'] = None\n" if block_ray else "") +
+            f"sys.argv = ['countermem_jax.sweep', *{list(args)!r}]\n"
+            "runpy.run_module('countermem_jax.sweep', run_name='__main__', alter_sys=True)\n")
+    path = os.pathsep.join([str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, timeout=300,
+                          env={**os.environ, "PYTHONPATH": path, **(env or {})})
+
+
+def test_dry_run_prints_the_graph_and_starts_nothing(tmp_path):
+    path = sweep_helpers.write_sweep(tmp_path, tmp_path / "root")
+    out = _binary(f"--sweep={path}", "--dry_run")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"sweep: 12 phase runs in 4 workdirs under {tmp_path / 'root'}/"
+    runs = [line for line in lines if line.startswith("#")]
+    assert len(runs) == 12
+    people = [r for r in runs if "sweep_people/react_scripted/countermem-" in r]
+    assert [r.split()[1].split(":")[1] for r in people] == [
+        "build_memory", "train_selector[seed", "evaluate[seed", "train_selector[seed",
+        "evaluate[seed"]
+    first = int(people[0].split()[0][1:])
+    assert people[0].endswith("after: -") and people[1].endswith(f"after: #{first}")
+    assert "evaluate[seed 1, all seeds]" in people[4]
+    # eval.concurrency of the run config (2) is what an evaluation reserves; the others 1
+    assert "llm_slots=2" in people[2] and "llm_slots=1" in people[0]
+    assert lines[-1] == "runs per phase: build_memory 2, train_selector 4, evaluate 6"
+    assert not (tmp_path / "root").exists()
+
+
+def test_paper_grid_dry_run_has_one_build_per_store():
+    out = _binary("--sweep=configs/sweeps/paper_grid.py", "--dry_run")
+    assert out.returncode == 0, out.stderr
+    # 12 benchmarks x 2 agents x 2 backbones = 48 settings; per setting 8 memories (CounterMem
+    # and 7 baselines), 5 selector seeds, 5 CounterMem + 9 baseline evaluations
+    assert out.stdout.splitlines()[-1] == \
+        "runs per phase: build_memory 384, train_selector 240, evaluate 672"
+
+
+def test_missing_ray_names_the_extra(tmp_path):
+    path = sweep_helpers.write_sweep(tmp_path, tmp_path / "root")
+    out = _binary(f"--sweep={path}", block_ray=True)
+    assert out.returncode == 1
+    assert out.stderr.strip() == (
+        "error: Ray is not installed: pip install -e '.[sweep]' (the optional `sweep` extra), "
+        "or run the sweep in this process with --local")
+    assert not list((tmp_path / "root").glob("*/*/*/log.jsonl"))
+
+
+def test_unknown_override_is_one_line(tmp_path):
+    path = sweep_helpers.write_sweep(tmp_path, tmp_path / "root")
+    path.write_text(path.read_text().replace('"splits": {', '"splits": {"n_evall": 3, '))
+    out = _binary(f"--sweep={path}", "--dry_run")
+    assert out.returncode == 1
+    assert out.stderr.strip() == \
+        "error: sweep.overrides: the run config has no field 'splits.n_evall'"
+
+
+def test_local_sweep_skips_finished_runs_and_reports_failures(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # --local needs no Ray
+    path = sweep_helpers.write_sweep(tmp_path, tmp_path / "root", benchmarks=("sweep_pets",),
+                                     seeds=(0,))
+    sweep = sweep_helpers.load_sweep(path)
+    with sweep_fixture.ScriptedServer() as server:
+        monkeypatch.setenv("COUNTERMEM_LLM_URLS", server.base_url)
+        first = run_sweep(sweep, local=True, report=False, echo=lambda line: None)
+        assert first.ok and set(first.states.values()) == {"done"}
+        calls = len(server.requests)
+        again = run_sweep(sweep, local=True, report=False, echo=lambda line: None)
+        assert set(again.states.values()) == {"skipped"} and len(server.requests) == calls
+    status = json.loads((tmp_path / "root" / "sweep_status.json").read_text())
+    assert {s["state"] for s in status.values()} == {"skipped"}
+    # a workdir made with another config: its runs fail before they start, the others run
+    with sweep_fixture.ScriptedServer() as server:
+        monkeypatch.setenv("COUNTERMEM_LLM_URLS", server.base_url)
+        changed = sweep_helpers.load_sweep(path)
+        changed.seeds = (0, 1)
+        runs = graph.build_graph(changed)
+        cm = next(r for r in runs if r.phase == "build_memory").workdir
+        fp = pathlib.Path(cm) / "fingerprint.json"
+        recorded = json.loads(fp.read_text())
+        recorded["build_memory"]["fields"]["agent.max_attempts"] = 7
+        fp.write_text(json.dumps(recorded))
+        (pathlib.Path(cm) / ".sweep" / "build_memory.done.json").unlink()
+        lines = []
+        outcome = run_sweep(changed, local=True, report=False, echo=lines.append)
+    assert not outcome.ok
+    failed = {n: e for n, e in outcome.errors.items() if outcome.states[n] == "failed"}
+    assert list(failed) == [f"{cm}:build_memory"]
+    assert "agent.max_attempts: 7 -> 2" in failed[f"{cm}:build_memory"]
+    blocked = [n for n, s in outcome.states.items() if s == "blocked"]
+    assert len(blocked) == 3 and all(n.startswith(cm) for n in blocked)
+    assert [s for n, s in outcome.states.items() if not n.startswith(cm)] == ["skipped"]
+    assert any("runs did not finish" in line for line in lines)
+
+
+def test_bad_axis_is_refused():
+    sweep = sweep_helpers.load_sweep(REPO / "configs" / "sweeps" / "spider_cpu.py")
+    sweep.methods = ("countermem", "lru_memory")
+    with pytest.raises(SweepError, match="unknown method 'lru_memory'"):
+        graph.build_graph(sweep)
+
+
+def test_ray_cluster_script_serves_and_advertises_the_hosts_slots(tmp_path):
+    """launch/ray_cluster.sh with stand-ins for `vllm` and `ray` (tests/fake_bin): 2 replicas x
+    64 sequences = 128 slots, and the node's workers get the URL file of its own replicas."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, PATH=f"{REPO / 'tests' / 'fake_bin'}:{os.environ['PATH']}",
+               FAKE_VLLM_LOG_DIR=str(tmp_path), FAKE_RAY_LOG=str(tmp_path / "ray.json"))
+    out = subprocess.run(["bash", str(REPO / "launch" / "ray_cluster.sh"), "worker",
+                          "--address", "127.0.0.1:6379", "--num-cpus", "8", "--replicas", "2",
+                          "--max-seqs", "64", "--port-base", str(port + 1)],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    ray_call = json.loads((tmp_path / "ray.json").read_text())
+    assert ray_call["urls"] == str(tmp_path / "vllm_urls.txt")
+    assert len((tmp_path / "vllm_urls.txt").read_text().splitlines()) == 2
+    assert ray_call["args"] == ["start", "--block", "--resources", '{"llm_slots": 128}',
+                                "--num-cpus", "8", "--address", "127.0.0.1:6379"]
+    refused = subprocess.run(["bash", str(REPO / "launch" / "ray_cluster.sh"), "worker"],
+                             env=env, capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 2 and "--address" in refused.stderr
