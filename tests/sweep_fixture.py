@@ -13,6 +13,7 @@ import json
 import pathlib
 import re
 import sqlite3
+import time
 
 import filelock
 
@@ -104,13 +105,19 @@ def scripted_reply(messages: list[dict]) -> str | None:
 
 class ScriptedServer(LocalOpenAIServer):
     """A loopback OpenAI-format server answering with ``scripted_reply``; prompts it has no
-    reply for are kept in ``unscripted`` (and answered with text no parser accepts)."""
+    reply for are kept in ``unscripted`` (and answered with text no parser accepts). ``slow``
+    maps a text to extra seconds for prompts that contain it (a phase that lasts long enough to
+    be killed midway)."""
 
-    def __init__(self, latency_s: float = 0.0, name: str = "scripted"):
+    def __init__(self, latency_s: float = 0.0, name: str = "scripted",
+                 slow: dict[str, float] | None = None):
         super().__init__(latency_s=latency_s, name=name)
         self.unscripted: list[str] = []
+        self.slow = dict(slow or {})
 
     def reply(self, request: dict) -> dict:
+        last = request["messages"][-1]["content"]
+        time.sleep(sum(s for text, s in self.slow.items() if text in last))
         out = super().reply(request)
         text = scripted_reply(request["messages"])
         if text is None:

@@ -69,11 +69,13 @@ def results(root: pathlib.Path) -> dict:
                 if e.get("event") == "transition":
                     transitions.append((e["seed"], e["episode"], e["task_id"], e["action"],
                                         round(e["reward"], 6)))
-        store = wd / "store_frozen.sha256"
+        store = wd / "store_frozen.jsonl"   # its records; the hash covers creation times
         out[str(wd.relative_to(root))] = {
             "score": m["aggregate"]["score"] if "aggregate" in m else None,
             "base": m["base"]["score"], "countermem": m["countermem"].get("score"),
             "paired": m["paired"], "seeds": m["seeds"], "ends": ends,
             "transitions": sorted(transitions),
-            "store": store.read_text().strip() if store.exists() else None}
+            "store": sorted((r["record_id"], r["uses"], r["helpful_uses"], r["reuse_utility"])
+                            for r in map(json.loads, store.read_text().splitlines()[1:]))
+            if store.exists() else None}
     return out
