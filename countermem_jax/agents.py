@@ -10,8 +10,9 @@ import dataclasses
 import logging
 from typing import Any
 
-from countermem_jax.backbones import prompts
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
+from countermem_jax.prompting import prompts
+from countermem_jax.prompting.failures import ParseFailureLog
 from evaluators.base import Evaluator, Outcome, State, Task
 
 log = logging.getLogger(__name__)
@@ -90,19 +91,31 @@ class AgentConfig:
 
 
 class Agent:
+    """A ReAct or Reflexion agent (paper §4.1) on one backbone, evaluator and domain.
+    ``failures`` is the run's log of reply-contract violations (Appendix D.8); every template
+    call made through ``llm`` (the agent's own, its augmentation's, a baseline's) is logged there.
+    """
+
     def __init__(self, backbone: Backbone, evaluator: Evaluator, domain, cfg: AgentConfig,
-                 runlog=None):
+                 runlog=None, failures: ParseFailureLog | None = None):
         if cfg.kind not in ("react", "reflexion"):
             raise ValueError(f"unknown agent {cfg.kind!r}; expected 'react' or 'reflexion'")
         self.backbone, self.evaluator, self.domain, self.cfg = backbone, evaluator, domain, cfg
         self.runlog = runlog
+        self.failures = failures if failures is not None else ParseFailureLog()
         self.params = SamplingParams(temperature=cfg.temperature, max_tokens=cfg.max_tokens,
                                      seed=cfg.seed)
 
     async def llm(self, ctx: TaskContext, template, fields, parse_args=None,
                   params: SamplingParams | None = None) -> prompts.Parsed:
+        """A template call on behalf of ``ctx``: charged to its decision, booked on the task run,
+        failures logged in ``self.failures``. A template that asks for an action has it parsed
+        by this agent's domain, the one the action is checked in."""
+        if template.parses_action:
+            parse_args = {**(parse_args or {}), "domain": self.domain}
         parsed = await prompts.call_template(self.backbone, template, fields, charge=ctx.charge(),
-                                             params=params or self.params, parse_args=parse_args)
+                                             params=params or self.params, parse_args=parse_args,
+                                             failures=self.failures)
         ctx.book(parsed.tokens, parsed.attempts)
         return parsed
 
@@ -128,8 +141,7 @@ class Agent:
     async def draft(self, ctx: TaskContext) -> str:
         parsed = await self.llm(ctx, prompts.DRAFT_ACTION, {
             "task": ctx.task.visible_text(), "unit": ctx.task.decision_unit,
-            "instructions": self.domain.instructions, "history": self._history(ctx)},
-            parse_args={"domain": self.domain.name})
+            "instructions": self.domain.instructions, "history": self._history(ctx)})
         return parsed.value if parsed.ok else (parsed.raw.strip() or "")
 
     async def run(self, task: Task, augmentation: Augmentation, *, phase: str, run: str,

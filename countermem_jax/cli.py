@@ -20,6 +20,8 @@ from countermem_jax.memory.persistence import StoreFormatError
 from countermem_jax.selector.checkpoint import CheckpointIntegrityError, IncompatibleCheckpointError
 from countermem_jax.splits import SplitError
 
+# Errors caused by what the user gave (config, workdir, data); anything else is a bug and
+# keeps its traceback.
 USER_ERRORS = (config_validation.ConfigError, workdir_guard.WorkdirMismatch,
                workdir_guard.WorkdirBusy, SplitError, PhaseError, StoreFormatError,
                CheckpointIntegrityError, IncompatibleCheckpointError, MissingData,
@@ -33,6 +35,9 @@ def run_phase(phase) -> None:
     workdir = flags.DEFINE_string("workdir", None, "Where the store, selector, logs and metrics go.")
 
     def main(argv):
+        """absl main: quiet logging unless asked, validate the config, run the phase; user errors
+        become one ``error:`` line and exit 1.
+        """
         del argv
         if not flags.FLAGS["verbosity"].present:  # progress bars and summaries; -v 0 for INFO logs
             logging.set_verbosity(logging.WARNING)

@@ -1,14 +1,19 @@
 """How the condition c of a memory record (paper Appendix B.2) is read from text: a distilled reply
 or a stored record. The model's literal "none" (and friends) means no condition.
 
-It sits below the reply parsers (``backbones/parsers.py``) and the memory record
+It sits below the reply parsers (``prompting/parsers.py``) and the memory record
 (``memory/record.py``), which both normalise conditions, so neither imports the other.
 """
 _NONE_CONDITIONS = frozenset({"", "none", "n/a", "na", "null", "always", "no condition"})
 
 
 def normalize_condition(text: str | None) -> str:
-    """The model's literal "none" (and friends) means *no* condition: the empty string."""
+    """The model's literal "none" (and friends) means *no* condition: the empty string.
+
+    Appendix D.8: an empty condition is universal for the compatibility rule, so the word "none"
+    must not be stored as a requirement that no task could meet. Quotes and a trailing period
+    are ignored when recognising these words; any other text is kept as written (stripped).
+    """
     if text is None:
         return ""
     cleaned = text.strip().strip('"').strip("'").strip()

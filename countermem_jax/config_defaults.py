@@ -6,15 +6,27 @@ import ml_collections
 
 
 def base_config() -> ml_collections.ConfigDict:
+    """Every config field with its default; a config file starts from this and overrides fields.
+
+    Sections: ``data`` (benchmark and where its files are), ``splits`` (sizes, Appendix D.2),
+    ``agent`` (ReAct / Reflexion budgets), ``backbone`` (which model, how it is reached),
+    ``memory`` (store capacity B, retention, top-k, λ_reuse, condition handling; Appendix B.4),
+    ``construction`` (Modules I–II: K, budgets, ε_adm), ``selector`` (the DQN schedule of
+    Appendix C.2), ``eval`` (which selector and seeds are evaluated), ``method`` (the Table 1
+    row) and ``baselines`` (their settings). Configs are locked by the binaries, so this
+    function is also the list of fields an override may name.
+    """
     c = ml_collections.ConfigDict()
     c.data = ml_collections.ConfigDict(dict(
         benchmark="spider", split="dev", db_ids=(), data_dir="", bird_json="", bird_db_root="",
         check_timeout_s=10.0, generated_per_family=10, swebench_json="", swebench_checkouts="",
         lean_split="test", lean_project="", dafny_legacy=False))
-    # Fields of the registered benchmarks (countermem_jax/domains/benchmarks.py, issue 17).
+    # Fields of the registered benchmarks (loaders in countermem_jax/domains/<family>.py, issue 17).
     c.data.update(dict(bugsinpy_root="", bugsinpy_checkouts="", vericoding_sources=(),
                        sat_families=(), max_conflicts=200_000, smt_logics=(),
                        smt_max_timeout_ms=10_000, smt_max_rlimit=0))
+    # Appendix D.2: 60 construction and 40 evaluation tasks; the selector-training and
+    # validation sizes are ours (the paper counts training in decisions, not tasks).
     c.splits = ml_collections.ConfigDict(dict(
         n_build=60, n_train=200, n_validation=20, n_eval=40, separate_environments=False,
         # D.2's database-separated configuration: 35 construction and 34 evaluation databases
@@ -28,6 +40,7 @@ def base_config() -> ml_collections.ConfigDict:
         kind="llama_cpp", model_path="", n_ctx=4096, n_threads=0, base_urls="", model="",
         max_concurrency=64, timeout_s=600.0, max_attempts=6, reasoning_effort="", cache_dir=""))
     c.backbone.api_key_env = ""   # hosted APIs: the environment variable holding the key
+    # Appendix B.4: B = 200 records, k = 3 retrieved, λ_reuse = 0.2; utility retention (Eq. 5).
     c.memory = ml_collections.ConfigDict(dict(
         capacity=200, retention="utility", seed=0, top_k=3, reuse_weight=0.2,
         use_conditions=True, render_condition=True,
@@ -43,15 +56,24 @@ def base_config() -> ml_collections.ConfigDict:
         # verified edit (edit_conditions.py), "exclude" = kept out of retrieval. "exclude" broke
         # nothing where "derive" broke 1 of 20 tasks and rescued none (README, CPU measurement).
         fallback_condition="exclude"))
+    # Appendix B.4: K = 4 alternatives, at most two failed decisions expanded per task,
+    # ε_adm = 0.05. The per-task verification allowance is ours: the paper keeps it separate
+    # from the solving budget but gives no number.
     c.construction = ml_collections.ConfigDict(dict(
         k=4, max_expanded_failures=2, verification_budget=8, epsilon=0.05,
         reuse_policy="always_top1", relevance_threshold=0.5, scope_free_text_conditions=False))
+    # Appendix C.2, Table 4: 2,000 training decisions, learning starts after 100, an update
+    # every 4, target sync every 250, batch 32, seeds 0-4; a checkpoint every 250 decisions
+    # is scored on the validation split and the best one is evaluated.
     c.selector = ml_collections.ConfigDict(dict(
         total_decisions=2000, learning_starts=100, train_every=4, target_sync_every=250,
         checkpoint_every=250, batch_size=32, seeds=(0, 1, 2, 3, 4)))
     # eval.seeds: the DQN seeds evaluated, one run each; () = every seed in selector.seeds.
     c.eval = ml_collections.ConfigDict(dict(
         selector="dqn", seeds=(), relevance_threshold=0.5, concurrency=1))
+    # Construction tasks in flight (README "Construction in waves"): the store is the same for
+    # every value; a larger one keeps a served backbone busy, at the cost of re-runs.
+    c.construction.wave_size = 1
     c.method = "countermem"   # none | countermem | best_of_n | expel | ... (countermem_jax.baselines)
     c.baselines = baseline_defaults()
     return c

@@ -46,7 +46,7 @@ INT_RANGES = {
     "agent.max_attempts": (1, None), "agent.token_budget": (1, None), "agent.max_tokens": (1, None),
     "memory.capacity": (1, None), "memory.top_k": (1, features.NUM_SLOTS),
     "construction.k": (1, None), "construction.max_expanded_failures": (0, None),
-    "construction.verification_budget": (0, None),
+    "construction.verification_budget": (0, None), "construction.wave_size": (1, None),
     "selector.total_decisions": (1, None), "selector.learning_starts": (0, None),
     "selector.train_every": (1, None), "selector.target_sync_every": (1, None),
     "selector.checkpoint_every": (1, None), "selector.batch_size": (1, None),
@@ -63,6 +63,7 @@ REAL_RANGES = {
     "backbone.timeout_s": (0.0, math.inf), "data.check_timeout_s": (0.0, math.inf),
 }
 
+# Marks a field the config does not have (distinct from a field set to None).
 _ABSENT = object()
 
 
@@ -78,6 +79,10 @@ def lookup(cfg, dotted: str):
 
 
 def _problems(cfg):
+    """Yields one message per bad field: choices, integer ranges (bools are not integers here), and
+    finite real ranges, then the selector-seed rules. All problems are collected, so one run of
+    the binary reports every mistake in the config at once.
+    """
     for field, allowed in CHOICES.items():
         value = lookup(cfg, field)
         if value is not _ABSENT and value not in allowed:
@@ -104,6 +109,9 @@ def _problems(cfg):
 
 
 def _selector_seed_problems(cfg):
+    """``selector.seeds`` must be distinct non-negative integers (one selector per seed, Appendix
+    C.2 uses 0–4), and ``eval.seeds`` may only name seeds that were trained.
+    """
     seeds = lookup(cfg, "selector.seeds")
     if seeds is _ABSENT:
         return

@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import datetime
 
-from countermem_jax.backbones import parsers, prompts
+from countermem_jax.prompting import parsers, prompts
 from countermem_jax.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
 from countermem_jax.memory.record import edit_text, make_record_id, normalize_condition
 from countermem_jax.retrieval import edit_conditions
@@ -23,6 +23,14 @@ from evaluators.base import Outcome, State
 
 @dataclasses.dataclass(frozen=True)
 class ConstructionConfig:
+    """Budgets and thresholds of Modules I–II during memory construction (Appendix B.4).
+
+    ``k`` is K, the most alternatives proposed for one failed action; ``max_expanded_failures``
+    caps how many failed decisions of one task are expanded (the paper's two);
+    ``verification_budget`` is the construction checking allowance per task, kept apart from the
+    agent's ordinary solving budget but counted in interaction totals; ``epsilon`` is ε_adm, the
+    raw-gain floor a checked alternative must exceed before it is distilled at all.
+    """
     k: int = 4
     max_expanded_failures: int = 2
     verification_budget: int = 8     # counterfactual checks per task
@@ -34,16 +42,29 @@ class ConstructionConfig:
 
 
 def _check(o: Outcome) -> CheckOutcome:
+    """A world-model ``Outcome`` as stored evidence, its feedback clipped like a prompt field."""
     return CheckOutcome(o.utility, o.success, o.completed, prompts.clip(o.feedback, "feedback"))
 
 
 class CounterfactualBuilder:
+    """Expands failed decisions of a construction task into checked, distilled, admitted records.
+
+    ``agent`` supplies the backbone calls (``agent.llm``), the domain's rule edits and the
+    evaluator H; ``store`` is the open ``MemoryStore`` that admission writes into; ``runlog``,
+    when given, receives one "counterfactual" event per checked alternative, so every admission
+    decision can be audited afterwards. Used only in the construction phase: selector training
+    and evaluation never create records (§4.2).
+    """
     def __init__(self, agent, store, cfg: ConstructionConfig, runlog=None, backbone_name: str = ""):
         self.agent, self.store, self.cfg, self.runlog = agent, store, cfg, runlog
         self.backbone_name = backbone_name or agent.backbone.model_name
 
     async def alternatives(self, ctx, action: str, outcome: Outcome) -> tuple[list[str], int]:
-        """LLM edits first, rule edits fill the free slots; returns (candidates, n_from_llm)."""
+        """Module I (Eq. 1): A_cf = G(s_t, a_t, o_t; K). LLM edits first, rule edits fill the free slots.
+
+        Returns (candidates, n_from_llm): at most K distinct candidates differing from ``action``,
+        the first ``n_from_llm`` of them from the backbone (logged as their source).
+        """
         parsed = await self.agent.llm(ctx, prompts.GENERATE_LOCAL_ALTERNATIVES, {
             "task": ctx.task.visible_text(), "action": action, "feedback": outcome.feedback,
             "k": self.cfg.k, "unit": ctx.task.decision_unit},
@@ -56,6 +77,13 @@ class CounterfactualBuilder:
         return candidates[: self.cfg.k], min(len(llm_edits), self.cfg.k)
 
     async def expand(self, ctx, state_before: State, action: str, outcome: Outcome) -> list[dict]:
+        """Runs Modules I and II for one failed decision; returns one log entry per checked alternative.
+
+        ``state_before`` is the state s_t the failed ``action`` was taken from: every alternative is
+        evaluated from it, so Δ (Eq. 2) compares the two actions from the same start. Returns []
+        without any call when this task already expanded its share of failures or spent its
+        verification budget. Tokens spent here are also booked to ``ctx.cf_tokens``.
+        """
         if ctx.expanded_failures >= self.cfg.max_expanded_failures:
             return []
         if ctx.cf_checks >= self.cfg.verification_budget:
@@ -71,6 +99,11 @@ class CounterfactualBuilder:
 
     async def _check_alternatives(self, ctx, state_before: State, action: str,
                                   outcome: Outcome) -> list[dict]:
+        """Module II: evaluates each alternative from ``state_before`` and distils those with Δ > ε.
+
+        Every check is a world-model call and, if it fails, a failed attempt (Appendix D.6), charged
+        to the task's context like any other evaluation.
+        """
         candidates, n_llm = await self.alternatives(ctx, action, outcome)
         results = []
         for i, alt in enumerate(candidates):
@@ -94,11 +127,18 @@ class CounterfactualBuilder:
 
     @staticmethod
     def _derived_condition(ctx, original: str, improved: str) -> str:
+        """The condition derived from the checked edit itself (``edit_conditions``)."""
         return edit_conditions.derived_condition(ctx.task.domain, original, improved,
                                                  ctx.task.environment)
 
     async def _distil_and_admit(self, ctx, original: str, o: Outcome, improved: str,
                                 o2: Outcome) -> dict:
+        """Distils a verified contrast into a record m = (q, a-, a+, e, c, u) and proposes it to the store.
+
+        The backbone writes q and c (DISTIL_RECORD, Appendix D.8); u starts at 0. Returns the
+        admission outcome for the construction log: admitted or not and why, S_adm, the record id,
+        condition and situation, the ids evicted, and whether the distillation fell back.
+        """
         parsed = await self.agent.llm(ctx, prompts.DISTIL_RECORD, {
             "task": ctx.task.visible_text(), "original": original, "improved": improved,
             "evidence": f"original scored {o.utility:.2f} ({o.feedback}); improved scored "

@@ -14,6 +14,9 @@ _TOP = flags.DEFINE_integer("top", 10, "How many records to show in full.")
 
 
 def main(argv):
+    """Prints ``memory.summary.summarize`` of the store; a file that fails validation exits with
+    one line naming the file, line and field. Read-only: the store is never rewritten.
+    """
     del argv
     try:
         store = load_store(_STORE.value)

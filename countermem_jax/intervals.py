@@ -23,7 +23,11 @@ _CHUNK = 500  # replicates per vectorised step (bounds memory for large task cou
 def bootstrap_means(values: np.ndarray, n_resamples: int = N_RESAMPLES,
                     seed: int = BOOTSTRAP_SEED) -> np.ndarray:
     """Replicate means of a [seeds, tasks] matrix: seeds drawn with replacement, and one draw of
-    tasks with replacement shared by the drawn seeds."""
+    tasks with replacement shared by the drawn seeds.
+
+    Returns ``n_resamples`` means (float64). The same ``seed`` always gives the same replicates,
+    which is what makes every interval in a report reproducible.
+    """
     values = np.asarray(values, np.float64)
     if values.ndim != 2 or values.shape[0] == 0 or values.shape[1] == 0:
         raise ValueError(f"expected a non-empty [seeds, tasks] matrix, got shape {values.shape}")
@@ -34,13 +38,20 @@ def bootstrap_means(values: np.ndarray, n_resamples: int = N_RESAMPLES,
         b = min(_CHUNK, n_resamples - start)
         seeds = rng.integers(0, m, size=(b, m))
         tasks = rng.integers(0, n, size=(b, n))
+        # Fancy indexing gives a [b, m, n] block: replicate × drawn seed × drawn task.
         out.append(values[seeds[..., None], tasks[:, None, :]].mean(axis=(1, 2)))
     return np.concatenate(out)
 
 
 def summarize(values: np.ndarray, n_resamples: int = N_RESAMPLES,
               seed: int = BOOTSTRAP_SEED) -> dict:
-    """Mean, std over seeds and the 95% two-level bootstrap CI of a [seeds, tasks] matrix."""
+    """Mean, std over seeds and the 95% two-level bootstrap CI of a [seeds, tasks] matrix.
+
+    Returns a JSON-ready dict: ``mean`` (same units as the matrix, e.g. score points),
+    ``std`` (None with one seed), ``ci95`` = [lo, hi], the per-seed means, the matrix shape, and
+    ``method``, a sentence saying how the interval was computed, printed under every table so a
+    figure always carries its provenance.
+    """
     values = np.asarray(values, np.float64)
     per_seed = values.mean(axis=1)
     replicates = bootstrap_means(values, n_resamples, seed)

@@ -18,7 +18,7 @@ import dataclasses
 import numpy as np
 
 from countermem_jax.agents import Augmentation, DecisionInfo
-from countermem_jax.backbones import prompts
+from countermem_jax.prompting import prompts
 from countermem_jax.backbones.base import SamplingParams
 from countermem_jax.memory import reuse as reuse_lib
 from countermem_jax import text_embedding as embedding

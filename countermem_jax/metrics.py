@@ -21,6 +21,15 @@ from countermem_jax import intervals
 
 
 def run_metrics(task_ends: list[dict], decisions: list[dict]) -> dict:
+    """The §4.4 / Appendix D.6 metrics of one run, from its ``task_end`` and ``decision`` events.
+
+    Scores are 0–100 per benchmark; a domain's score is the unweighted mean of its benchmarks'
+    (§4.4), not a pooled rate. Calls and failures per solved task are None when nothing was
+    solved (the ratio is undefined, not zero). The memory block exists only for runs whose
+    decisions logged retrieval: coverage is per retrieval opportunity, the harmful-use rate
+    per *selected* record use (Appendix D.4), so a record retrieved and then skipped is never
+    counted as harmful.
+    """
     n = len(task_ends)
     solved = sum(e["solved"] for e in task_ends)
     calls = sum(e["calls"] for e in task_ends)
@@ -40,10 +49,12 @@ def run_metrics(task_ends: list[dict], decisions: list[dict]) -> dict:
     for (d, _), v in by_bench.items():
         domains[d].append(100.0 * sum(v) / len(v))
     out["score_by_domain"] = {d: sum(v) / len(v) for d, v in domains.items()}
+    # Decisions with a memory block are the retrieval opportunities of Appendix D.4.
     memory = [d["memory"] for d in decisions if d.get("memory")]
     if memory:
         opportunities = len(memory)
         covered = sum(bool(m.get("covered")) for m in memory)
+        # Selected uses: the selector chose a record rather than skipping (the harmful-use denominator).
         used = [d for d in decisions if d.get("memory", {}).get("record_id")]
         harmful = sum(1 for d in used if (d.get("reuse") or {}).get("label") == -1)
         out.update({"retrieval_opportunities": opportunities,
@@ -63,6 +74,11 @@ def run_metrics(task_ends: list[dict], decisions: list[dict]) -> dict:
 
 
 def paired(base_ends: list[dict], mem_ends: list[dict]) -> dict:
+    """Rescued / broken counts over the tasks both runs evaluated (Appendix E.3).
+
+    Rescued: failed by the base agent and solved with memory; broken: the reverse; ``net`` is
+    their difference. Tasks present in only one run are ignored rather than counted as failed.
+    """
     base = {e["task_id"]: e["solved"] for e in base_ends}
     mem = {e["task_id"]: e["solved"] for e in mem_ends}
     common = sorted(set(base) & set(mem))
@@ -73,6 +89,10 @@ def paired(base_ends: list[dict], mem_ends: list[dict]) -> dict:
 
 
 def _aligned(base_ends: list[dict], seed_ends: dict) -> list[str]:
+    """Sorted task ids of the base run; ``ValueError`` if a seed evaluated a different set.
+
+    The paired difference per task is only meaningful when every seed saw the same tasks.
+    """
     ids = sorted({e["task_id"] for e in base_ends})
     for seed, ends in seed_ends.items():
         if sorted(e["task_id"] for e in ends) != ids:
@@ -86,6 +106,7 @@ def seed_aggregate(base_ends: list[dict], seed_ends: dict, seed_decisions: dict)
     ids = _aligned(base_ends, seed_ends)
     base = {e["task_id"]: 100.0 * e["solved"] for e in base_ends}
     per_seed = {str(s): run_metrics(ends, seed_decisions[s]) for s, ends in seed_ends.items()}
+    # Tasks × seeds matrix in a fixed task order, so seed rows line up with the base vector.
     solved = np.array([[100.0 * {e["task_id"]: e["solved"] for e in ends}[t] for t in ids]
                        for ends in seed_ends.values()])
     pairs = {str(s): paired(base_ends, ends) for s, ends in seed_ends.items()}
@@ -112,6 +133,7 @@ def mean_metrics(runs: list[dict]) -> dict:
     return out
 
 
+# (reported name, task_end field); None means "count the task ends themselves".
 _COST_KEYS = (("tasks", None), ("llm_calls", "llm_calls"), ("tokens", "tokens"),
               ("world_model_calls", "calls"), ("failed_attempts", "failures"),
               ("counterfactual_checks", "cf_checks"), ("counterfactual_tokens", "cf_tokens"))
@@ -142,6 +164,7 @@ def building_cost(task_ends: list[dict], untasked: list[dict] = ()) -> dict:
     """
     last = {}
     for e in task_ends:
+        # Later events win: a task restarted after a kill keeps only its finished attempt.
         last[(e.get("phase"), e.get("run"), e.get("seed"), e["task_id"])] = e
     ends = list(last.values())
     construction = [e for e in ends if e.get("phase") == "construction"]
@@ -168,6 +191,7 @@ VALIDATION = "validation"  # run-name prefix of selector validation episodes
 
 
 def _fmt(v):
+    """Table cell: '—' for undefined, integers without decimals, 3 or 1 decimals otherwise."""
     if v is None:
         return "—"
     if isinstance(v, float) and v.is_integer():
@@ -178,6 +202,7 @@ def _fmt(v):
 
 
 def _interval(summary: dict, signed: bool = False) -> str:
+    """``mean [lo, hi]`` of an ``intervals.summarize`` result, signed for differences."""
     sign = "+" if signed else ""
     lo, hi = summary["ci95"]
     return f"{summary['mean']:{sign}.1f} [{lo:{sign}.1f}, {hi:{sign}.1f}]"

@@ -2,6 +2,7 @@
 import os
 import pathlib
 
+# The checkout root (this file is countermem_jax/paths.py); data sits beside it, not inside.
 _REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 

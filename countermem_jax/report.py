@@ -15,6 +15,8 @@ from countermem_jax.reporting import ReportError
 
 
 def main(argv=None) -> int:
+    """Parses the arguments, writes the report and prints the paths written; returns the exit
+    status (1, with one ``error:`` line, for runs that cannot be compared)."""
     parser = argparse.ArgumentParser(prog="python -m countermem_jax.report",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",

@@ -22,6 +22,11 @@ import numpy as np
 
 
 def _default(obj):
+    """JSON fallback for values the events carry: numpy arrays and scalars, sets and tuples.
+
+    Anything else is a ``TypeError``: an event that cannot be written faithfully should fail
+    loudly at the write, not turn into a string nobody can read back.
+    """
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     if isinstance(obj, (np.floating, np.integer)):
@@ -31,6 +36,8 @@ def _default(obj):
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
+# High-rate events written while a task is under way; losing them in a machine crash
+# only loses an unfinished task, which resuming redoes.
 UNSYNCED_EVENTS = frozenset({"decision", "counterfactual", "transition"})
 
 
@@ -44,6 +51,11 @@ class _Writer:
         self._identity = None
 
     def _open(self):
+        """The open handle, reopened when the path now names a different file (or none).
+
+        Comparing (device, inode) catches a log that was rotated or deleted under a running
+        process; appending to the old handle would write into a file no one will read.
+        """
         try:
             stat = os.stat(self.path)
             current = (stat.st_dev, stat.st_ino)
@@ -64,6 +76,7 @@ class _Writer:
         return self._file
 
     def append(self, line: str, durable: bool) -> None:
+        """Writes one line; ``durable`` also fsyncs it (and everything before it)."""
         with self.lock:
             f = self._open()
             f.write(line)
@@ -72,6 +85,7 @@ class _Writer:
                 os.fsync(f.fileno())
 
     def sync(self) -> None:
+        """fsyncs everything appended so far."""
         with self.lock:
             os.fsync(self._open().fileno())
 
@@ -81,6 +95,7 @@ _WRITERS_LOCK = threading.Lock()
 
 
 def _writer(path: pathlib.Path) -> _Writer:
+    """The process-wide writer of ``path`` (created on first use, keyed by absolute path)."""
     with _WRITERS_LOCK:
         key = os.path.abspath(path)
         if key not in _WRITERS:
@@ -95,15 +110,28 @@ def _forget_writers_in_child() -> None:
     _WRITERS_LOCK = threading.Lock()
 
 
+# Worker pools fork: without this a child could inherit a lock held by a parent thread.
 os.register_at_fork(after_in_child=_forget_writers_in_child)
 
 
 class RunLog:
+    """Append-only JSON Lines log of one workdir's events; cheap to create, safe to share.
+
+    Several ``RunLog`` objects on the same path (phases, concurrent tasks in threads) append
+    through one writer, so lines never interleave. Reading skips a last line cut by a crash.
+    The log is the single source of every reported figure (``metrics``), and resuming a run
+    reads it to skip tasks already finished.
+    """
     def __init__(self, path: str | os.PathLike):
         self.path = pathlib.Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, event: str, **fields) -> None:
+        """Appends ``{"event": event, **fields}`` as one line.
+
+        Unit-closing events are fsynced; the per-decision ones in ``UNSYNCED_EVENTS`` are only
+        flushed to the OS (see the module docstring for why).
+        """
         line = json.dumps({"event": event, **fields}, default=_default, ensure_ascii=False)
         _writer(self.path).append(line + "\n", durable=event not in UNSYNCED_EVENTS)
 
@@ -113,6 +141,9 @@ class RunLog:
         _writer(self.path).sync()
 
     def events(self, event: str | None = None) -> list[dict]:
+        """All events in file order, or only those named ``event``; [] when the log does not exist
+        yet.
+        """
         if not self.path.exists():
             return []
         out = []
@@ -127,6 +158,7 @@ class RunLog:
         return out
 
     def finished(self, run: str) -> set[str]:
+        """Ids of the tasks of ``run`` that logged a ``task_end`` (what resuming skips)."""
         return {e["task_id"] for e in self.events("task_end") if e.get("run") == run}
 
     def completed_decisions(self, run: str) -> list[dict]:
@@ -139,9 +171,40 @@ class RunLog:
                 continue
             tid = e["task_id"]
             if e["event"] == "decision":
+                # Decision 0 starts an attempt: anything pending from a killed attempt is dropped.
                 if e.get("decision") == 0:
                     pending[tid] = []
                 pending.setdefault(tid, []).append(e)
             else:
                 done[tid] = pending.pop(tid, [])
         return [d for decisions in done.values() for d in decisions]
+
+
+class HeldEvents:
+    """The events of a unit of work that may still be discarded, held back from ``target``:
+    a construction task run speculatively in a wave (``countermem_jax.construction_waves``)
+    writes here; ``commit`` appends its events to the log in one write, fsynced, when the task
+    commits, and a discarded run's events are simply dropped, so nothing that reads the log
+    (resume, metrics, the cost of building) ever sees them. Serialised as they are written, so
+    later changes to the objects logged do not leak in."""
+
+    def __init__(self, target: RunLog):
+        self.target = target
+        self.path = target.path
+        self._lines: list[str] = []
+        # what else the unit of work held back (its parse failures): released with its events
+        self.on_commit: list = []
+
+    def write(self, event: str, **fields) -> None:
+        """Holds one event (the line ``RunLog.write`` would write)."""
+        self._lines.append(json.dumps({"event": event, **fields}, default=_default,
+                                      ensure_ascii=False) + "\n")
+
+    def commit(self) -> None:
+        """Appends the held events to the log, in order, and fsyncs them; holds nothing after."""
+        if self._lines:
+            _writer(self.target.path).append("".join(self._lines), durable=True)
+        self._lines = []
+        for release in self.on_commit:
+            release()
+        self.on_commit = []

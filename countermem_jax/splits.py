@@ -1,4 +1,4 @@
-"""Seeded, disjoint task splits (paper Appendix C.3 Eq. 13 and Appendix D.2).
+"""Seeded, disjoint task splits (paper Appendix C.3 Eq. 14 and Appendix D.2).
 
 build ∪ train ∪ validation must not meet eval, and neither may their *groups*: tasks that share a
 normalized reference (Spider's paraphrase twins with the same gold query on the same database, the
@@ -14,6 +14,9 @@ tasks come from what evaluation leaves (training may share identifiers with cons
 Appendix C.3; validation shares no group with training). With ``separate_environments`` the
 environments (databases) are split first into ``n_eval_envs`` evaluation and ``n_build_envs``
 construction/training environments (the paper's 35 / 34 needs Spider train + dev).
+
+The validation split is the selector-validation subset of Appendix C.2, on which checkpoints
+are scored every 250 decisions; it is drawn from the training side, never from evaluation.
 """
 import collections
 import dataclasses
@@ -27,16 +30,26 @@ log = logging.getLogger(__name__)
 
 EVAL_SEED = 12345
 BUILD_SEED = 12345 + 8675309
+# Not given by the paper; chosen apart from the two D.2 seeds so no split reuses a stream.
 TRAIN_SEED = 12345 + 2 * 8675309
 PARTS = ("build", "train", "validation", "eval")
 
 
 class SplitError(ValueError):
-    """The splits overlap or cannot be drawn; binaries refuse to run."""
+    """The splits overlap or cannot be drawn; binaries refuse to run.
+
+    Raised before any model is loaded, so a bad split request costs nothing and stores nothing.
+    """
 
 
 @dataclasses.dataclass(frozen=True)
 class Splits:
+    """The four task sets of one experiment, as tuples of tasks in their drawn order.
+
+    ``build`` is T_build (memory construction), ``train`` is T_train (selector training),
+    ``validation`` the selector-validation subset, ``eval`` is T_eval (held-out testing);
+    ``info`` records how they were drawn (seeds, grouping, removed overlaps) for the manifest.
+    """
     build: tuple
     train: tuple
     validation: tuple
@@ -61,6 +74,7 @@ class Splits:
                                  f"(by {what})")
 
     def summary(self) -> dict:
+        """Number of tasks per split, keyed by split name."""
         return {name: len(getattr(self, name)) for name in PARTS}
 
     def manifest(self) -> dict:
@@ -77,6 +91,7 @@ def same_assignment(previous: Mapping, manifest: Mapping) -> bool:
 
 def _groups(tasks: Sequence, group_by_reference: bool,
             key: Callable | None) -> dict[str, str]:
+    """task id → group key: the reference group with grouping on, the task's own id without."""
     if not group_by_reference:
         return {t.task_id: t.task_id for t in tasks}
     key = key or reference_group
@@ -84,6 +99,7 @@ def _groups(tasks: Sequence, group_by_reference: bool,
 
 
 def _group_info(tasks: Sequence, group_of: Mapping[str, str], group_by_reference: bool) -> dict:
+    """Manifest fields describing the grouping: pool size, group count, tasks in shared groups."""
     sizes = collections.Counter(group_of[t.task_id] for t in tasks)
     return {"grouping": "reference" if group_by_reference else "none", "pool_tasks": len(tasks),
             "groups": len(sizes),
@@ -91,6 +107,11 @@ def _group_info(tasks: Sequence, group_of: Mapping[str, str], group_by_reference
 
 
 def _environments(tasks: Sequence, n_build_envs: int, n_eval_envs: int):
+    """Disjoint (evaluation, construction) environment sets, drawn with the evaluation seed.
+
+    The counts must be given explicitly and fit the loaded environments; otherwise a
+    ``SplitError`` says which config fields to change.
+    """
     envs = sorted({t.environment for t in tasks})
     if n_eval_envs < 1 or n_build_envs < 1:
         raise SplitError("separate_environments needs explicit environment counts: "
@@ -109,6 +130,13 @@ def make_splits(tasks: Sequence, n_build: int, n_train: int, n_validation: int, 
                 separate_environments: bool = False, n_build_envs: int = 0,
                 n_eval_envs: int = 0, group_by_reference: bool = True,
                 group_key: Callable | None = None) -> Splits:
+    """Draws the four splits from ``tasks`` as the module docstring describes, then checks them.
+
+    ``n_*`` are the requested sizes (construction may come out smaller after overlap removal);
+    ``group_key`` overrides ``evaluators.grouping.group_key`` (tests use it). The input order does
+    not matter: tasks are sorted by id first, so the same pool always gives the same splits.
+    """
+    # Sampling from a sorted pool makes the splits independent of the loader's order.
     tasks = sorted(tasks, key=lambda t: t.task_id)
     group_of = _groups(tasks, group_by_reference, group_key)
     info = _group_info(tasks, group_of, group_by_reference)
@@ -139,6 +167,7 @@ def make_splits(tasks: Sequence, n_build: int, n_train: int, n_validation: int, 
     remaining = [t for t in pool[n_validation:] if group_of[t.task_id] not in val_groups]
     build_ids = {t.task_id for t in build}
     train = [t for t in remaining if t.task_id not in build_ids][:n_train]
+    # Only when disjoint tasks run out does training reuse construction ids (allowed by C.3).
     if len(train) < n_train:
         train += [t for t in remaining if t.task_id in build_ids][: n_train - len(train)]
     splits = Splits(tuple(build), tuple(train), tuple(validation), tuple(evaluation), info)

@@ -21,6 +21,7 @@ from countermem_jax.domains import registry
 
 @dataclasses.dataclass(frozen=True)
 class Estimate:
+    """A score or gain in points (0–100 scale) with its standard error, printed ``value ± se``."""
     value: float
     se: float
 
@@ -29,6 +30,7 @@ class Estimate:
 
 
 def score(solved: int, n: int) -> Estimate:
+    """A benchmark score 100·solved/n with its binomial standard error."""
     p = solved / n
     return Estimate(100.0 * p, 100.0 * math.sqrt(p * (1 - p) / n))
 
@@ -41,6 +43,11 @@ def paired_gain(rescued: int, broken: int, n: int) -> Estimate:
 
 
 def mean(estimates: list[Estimate]) -> Estimate:
+    """Unweighted mean of independent estimates; the error is √(Σ se²)/k.
+
+    Used for a domain (its benchmarks) and for the four-domain summary (its domains), which is
+    how §4.4 weights them: equal weight per benchmark inside a domain, per domain above it.
+    """
     k = len(estimates)
     return Estimate(sum(e.value for e in estimates) / k,
                     math.sqrt(sum(e.se ** 2 for e in estimates)) / k)
@@ -82,6 +89,11 @@ def from_metrics(paths) -> dict[str, dict[str, dict[str, Estimate]]]:
 
 
 def format_summary(agent: str, runs: dict) -> str:
+    """One agent's block: base, CounterMem and gain per domain, then both summaries.
+
+    A summary that cannot be computed shows '—' and a line naming the missing benchmarks or
+    domains, rather than a mean over whatever happened to be run.
+    """
     sums = {run: summarise(values) for run, values in runs.items()}
     lines = [f"{agent}: {'base':>15} {'CounterMem':>15} {'gain (pp)':>15}"]
     rows = [(d, [sums[r]["domains"][d] for r in ("base", "countermem", "gain")])
@@ -98,6 +110,10 @@ def format_summary(agent: str, runs: dict) -> str:
 
 
 def main(argv) -> int:
+    """CLI entry: prints one block per agent for the metrics files given; returns the exit code.
+
+    Exit 2 on missing arguments, 1 with a one-line message when a file cannot be read.
+    """
     if len(argv) < 2:
         print("usage: python -m countermem_jax.summaries WORKDIR/metrics.json ...")
         return 2

@@ -16,6 +16,7 @@ sits below all three and imports nothing from the package (no import loop betwee
 """
 import numpy as np
 
+# Sizes fixed by the paper (Appendix B.4, C.1): 512-d retrieval embedding, 32-d projection.
 DIM = 512
 NGRAM_RANGE = (3, 5)
 FNV_OFFSET = np.uint32(2166136261)
@@ -28,7 +29,12 @@ _CHUNK_BYTES = 1 << 17  # batches this size stay in cache: about twice the throu
 
 
 def embed_texts(texts: list[str] | tuple[str, ...]) -> np.ndarray:
-    """Embeds texts into a float32 array of shape [len(texts), 512]."""
+    """Embeds texts into a float32 array of shape [len(texts), 512] (φ / E of the paper).
+
+    Rows are unit-norm (zero for an empty text), so a dot product of two rows is their cosine
+    similarity, the sim term of Eq. 8. Texts are processed in chunks of about ``_CHUNK_BYTES``;
+    the result does not depend on how they are chunked.
+    """
     encoded = [t.lower().encode("utf-8") for t in texts]
     out = np.zeros((len(encoded), DIM), dtype=np.float32)
     start, size = 0, 0
@@ -43,6 +49,11 @@ def embed_texts(texts: list[str] | tuple[str, ...]) -> np.ndarray:
 
 
 def _embed_chunk(encoded: list[bytes]) -> np.ndarray:
+    """Embeddings of a batch of UTF-8 byte strings, all n-grams of all texts hashed together.
+
+    Bins are laid out as [text, bucket, sign] in one flat counter array (plus one trash bin for
+    windows that straddle two texts), so a single ``bincount`` per n replaces a per-text loop.
+    """
     n_docs = len(encoded)
     lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=n_docs)
     buf = np.frombuffer(b"".join(encoded), dtype=np.uint8).astype(np.uint32)
@@ -69,6 +80,7 @@ def _embed_chunk(encoded: list[bytes]) -> np.ndarray:
             counts += np.bincount(key, minlength=trash + 1)
     pairs = counts[:trash].reshape(n_docs, DIM, 2)
     out = (pairs[:, :, 0] - pairs[:, :, 1]).astype(np.float32)
+    # L2-normalise so that a dot product is the cosine similarity of Eq. 8.
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     np.divide(out, norms, out=out, where=norms > 0)
     return out
@@ -97,5 +109,7 @@ def projection_matrix() -> np.ndarray:
 
 
 def project(embeddings: np.ndarray) -> np.ndarray:
-    """P·E for a [..., 512] array of embeddings."""
+    """P·E for a [..., 512] array of embeddings: the 32-d text features of the observation z_t
+    (Eq. 9), for the state and for the draft action.
+    """
     return embeddings @ projection_matrix()

@@ -27,7 +27,8 @@ a refusal of the split sizes inside the phase takes the record back.
 ``eval`` section (which selector / seed is evaluated, thresholds of fixed selectors, concurrency),
 where files live (data paths, the splits manifest's path; the split *contents* are checked through
 ``splits.json``), how the backbone is reached (URLs, concurrency, timeouts, retries, threads,
-response cache) and which selector seeds are trained (each seed has its own directory). A new field
+response cache), which selector seeds are trained (each seed has its own directory) and how many
+construction tasks are in flight (the store is the same for every ``construction.wave_size``). A new field
 is fingerprinted by default; an evaluation-only or operational field is one entry in that list.
 
 A phase also holds ``WORKDIR/.locks/<phase>.lock`` (``filelock``) while it runs; a second process
@@ -61,21 +62,26 @@ NOT_FINGERPRINTED = (
     "data.swebench_checkouts", "data.lean_project", "splits.manifest",
     "backbone.base_urls", "backbone.max_concurrency", "backbone.timeout_s",
     "backbone.max_attempts", "backbone.n_threads", "backbone.cache_dir",
-    "selector.seeds",
+    "selector.seeds", "construction.wave_size",
 )
 # What a workdir made before fingerprints existed holds; such a workdir cannot be checked.
 _RESULT_FILES = ("store.jsonl", "store_frozen.jsonl", "selector", "metrics.json", "log.jsonl")
 
 
 class WorkdirMismatch(ValueError):
-    """The config differs from the one the workdir's results were made with."""
+    """The config differs from the one the workdir's results were made with.
+
+    The message lists every differing field as ``path: recorded -> now``.
+    """
 
 
 class WorkdirBusy(RuntimeError):
-    """Another process is running this phase on this workdir."""
+    """Another process is running this phase on this workdir (the message names its pid and host).
+    """
 
 
 def _leaves(tree: dict, prefix: str = "") -> Iterator[tuple[str, object]]:
+    """(dotted path, value) of every leaf of a nested dict, in sorted order."""
     for key in sorted(tree):
         value, path = tree[key], prefix + key
         if isinstance(value, dict):
@@ -85,6 +91,7 @@ def _leaves(tree: dict, prefix: str = "") -> Iterator[tuple[str, object]]:
 
 
 def _excluded(path: str) -> bool:
+    """True when ``path`` is, or lies under, an entry of ``NOT_FINGERPRINTED``."""
     return any(path == skip or path.startswith(skip + ".") for skip in NOT_FINGERPRINTED)
 
 
@@ -102,10 +109,12 @@ def fingerprint_fields(cfg, phase: str) -> dict:
 
 
 def _digest(fields: dict) -> str:
+    """sha256 of the canonical JSON of a fingerprint's fields."""
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 
 
 def _differences(recorded: dict, current: dict) -> list[str]:
+    """``path: recorded -> current`` for every field that differs, absent fields included."""
     absent = "<absent>"
     return [f"{path}: {recorded.get(path, absent)!r} -> {current.get(path, absent)!r}"
             for path in sorted(set(recorded) | set(current))
@@ -113,13 +122,18 @@ def _differences(recorded: dict, current: dict) -> list[str]:
 
 
 class PhaseGuard:
-    """The running phase's hold on its workdir: checked fingerprints and the phase lock."""
+    """The running phase's hold on its workdir: checked fingerprints and the phase lock.
+
+    ``fingerprint.json`` maps each phase that wrote results to {"sha256", "fields",
+    "recorded_at"}; the guard reads, checks and (once per phase) records it.
+    """
 
     def __init__(self, cfg, root: pathlib.Path, phase: str):
         self.cfg, self.root, self.phase = cfg, root, phase
         self.path = root / FINGERPRINT_FILE
 
     def _read(self) -> dict:
+        """The recorded fingerprints ({} when none yet); a corrupt file is a ``WorkdirMismatch``."""
         try:
             recorded = json.loads(self.path.read_text())
             if not isinstance(recorded, dict) or not all(
@@ -136,6 +150,7 @@ class PhaseGuard:
     def check(self, sections: tuple[str, ...]) -> None:
         """Refuses the config if it differs from a recorded fingerprint of ``sections``."""
         recorded = self._read()
+        # Results without any fingerprint cannot be attributed to a config: refuse instead of guessing.
         if not recorded and any((self.root / name).exists() for name in _RESULT_FILES):
             raise WorkdirMismatch(f"workdir {self.root} holds results but no {FINGERPRINT_FILE} "
                                   "(made before config fingerprints); its config cannot be "
@@ -173,15 +188,18 @@ class PhaseGuard:
                 self.path.unlink(missing_ok=True)
 
     def _file_lock(self) -> filelock.FileLock:
+        """The lock serialising read-modify-write of ``fingerprint.json``."""
         return filelock.FileLock(str(self.root / LOCK_DIR / "fingerprint.lock"), timeout=60)
 
     def _write(self, recorded: dict) -> None:
+        """Atomic replace of ``fingerprint.json`` (temporary file, then rename)."""
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(recorded, indent=1, sort_keys=True))
         os.replace(tmp, self.path)
 
 
 def _now() -> str:
+    """Current UTC time, ISO-8601 to the second."""
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
@@ -237,6 +255,7 @@ def enter_phase(cfg, root, phase: str) -> Iterator[PhaseGuard]:
     with phase_lock(root, phase):
         guard = PhaseGuard(cfg, root, phase)
         guard.check(checked_phases(cfg, phase))
+        # evaluate writes only metrics, which are recomputable: it checks but never records.
         recorded_now = phase != "evaluate" and guard.record()
         try:
             yield guard

@@ -1,5 +1,6 @@
 """Builders for small, real test objects."""
 import itertools
+import sqlite3
 
 from countermem_jax.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
 from countermem_jax.memory.record import make_record_id, normalize_condition
@@ -31,3 +32,29 @@ def pigeonhole(n):
     clauses += [(-var(a, h), -var(b, h)) for h in range(n)
                 for a, b in itertools.combinations(range(n + 1), 2)]
     return (n + 1) * n, tuple(clauses)
+
+
+PEOPLE = [("Ann", 25), ("Bob", 30), ("Cid", 35), ("Dee", 40), ("Eve", 45), ("Fay", 50), ("Gus", 55)]
+
+
+def people_benchmark(directory, questions):
+    """(tasks, evaluator, domain) over a real SQLite ``people`` table (``PEOPLE``): one SQL task
+    per {task id: (question, gold condition on age, e.g. ">= 30")}."""
+    from countermem_jax.domains import SQL
+    from evaluators.base import Task
+    from evaluators.sql import SQLEvaluator
+    from evaluators.sql.checker import SQLReference
+    from evaluators.sql.features import question_features
+    db = directory / "people.sqlite"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE people (name TEXT, age INTEGER)")
+    conn.executemany("INSERT INTO people VALUES (?, ?)", PEOPLE)
+    conn.commit()
+    conn.close()
+    tasks = [Task(tid, "sql", "people", q, "Database: people\nSchema:\nCREATE TABLE people (name "
+                  "TEXT, age INTEGER);", "join / predicate",
+                  reference=SQLReference(f"SELECT name FROM people WHERE age {gold}", str(db),
+                                         "spider"),
+                  features={"db_id": "people", **question_features(q)}, environment="people")
+             for tid, (q, gold) in questions.items()]
+    return tasks, SQLEvaluator(), SQL

@@ -12,8 +12,9 @@ import pytest
 
 from countermem_jax import baselines
 from countermem_jax.agents import Agent, AgentConfig, TaskContext
-from countermem_jax.backbones import prompts
-from countermem_jax.backbones.fake import ScriptedBackbone
+from countermem_jax.prompting import prompts
+from countermem_jax.prompting.failures import ParseFailureLog
+from countermem_jax.testing.scripted_backbone import ScriptedBackbone
 from countermem_jax.baselines import expel, generative_agents, memgpt, voyager
 from countermem_jax.baselines.memory import (BaselineMemory, FrozenMemoryError, hash_path,
                                              load_frozen_memory)
@@ -70,10 +71,10 @@ def _cfg(**sections):
     return c
 
 
-def _agent(fake, bench, wd, attempts=2):
+def _agent(fake, bench, wd, attempts=2, failures=None):
     tasks, evaluator, domain = bench
     return Agent(fake, evaluator, domain, AgentConfig(max_attempts=attempts),
-                 RunLog(wd / "log.jsonl"))
+                 RunLog(wd / "log.jsonl"), failures)
 
 
 def _tasks(bench, ids):
@@ -88,8 +89,8 @@ def _build(method, cfg, fake, bench, wd, ids=BUILD):
     return load_frozen_memory(baselines.memory_paths(wd, method).frozen, method)
 
 
-def _evaluate(method, cfg, fake, bench, wd):
-    agent = _agent(fake, bench, wd)
+def _evaluate(method, cfg, fake, bench, wd, failures=None):
+    agent = _agent(fake, bench, wd, failures=failures)
     aug = baselines.make_baseline_augmentation(method, cfg, agent, wd)
 
     async def run():
@@ -218,14 +219,15 @@ def test_best_of_n_executes_the_judged_candidate(tmp_path, people_benchmark):
 
 def test_best_of_n_falls_back_to_the_draft_and_logs_it(tmp_path, people_benchmark, caplog):
     fake = _best_of_n_backbone("the second one looks best")
-    failures = prompts.FAILURES.items
-    n_failures = len(failures)
+    failures = ParseFailureLog(tmp_path / "parse_failures.jsonl")
     with caplog.at_level(logging.WARNING):
-        _evaluate("best_of_n", _cfg(), fake, people_benchmark, tmp_path)
+        _evaluate("best_of_n", _cfg(), fake, people_benchmark, tmp_path, failures)
     d = RunLog(tmp_path / "log.jsonl").events("decision")[0]
     assert d["memory"]["choice"] == 1 and d["memory"]["judge_fallback"] is True
     assert d["action"] == d["draft"]
-    assert any(f["template"] == "BEST_OF_N_JUDGE" for f in failures[n_failures:])
+    assert any(f["template"] == "BEST_OF_N_JUDGE" for f in failures.items)
+    logged = (tmp_path / "parse_failures.jsonl").read_text().splitlines()
+    assert len(logged) == len(failures.items)   # the run's own log, mirrored to its file
     assert "executing candidate 1" in caplog.text
 
 
@@ -368,7 +370,7 @@ def test_inspect_memory_prints_what_was_stored(tmp_path, people_benchmark):
 
 # ----------------------------------------------------------------------------- contracts
 def test_new_prompt_contracts():
-    from countermem_jax.backbones import parsers
+    from countermem_jax.prompting import parsers
     assert parsers.parse_insight_operations("**AGREE 2:** yes\nEDIT 1: better\nNONE", 2) == [
         ("AGREE", 1, "yes"), ("EDIT", 0, "better")]
     assert parsers.parse_insight_operations("NONE", 3) == []

@@ -11,7 +11,7 @@ from countermem_jax.agents import Agent, AgentConfig
 from countermem_jax.agents import TaskContext as AgentTaskContext
 from countermem_jax.backbones.base import TokenLedger
 from countermem_jax.backbones.cache import CachedBackbone
-from countermem_jax.backbones.local_server import LocalOpenAIServer
+from countermem_jax.testing.openai_server import LocalOpenAIServer
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 from countermem_jax.memory_use import CounterMemAugmentation
 from countermem_jax.retrieval.conditions import (CompositeChecker, JudgeSettings,

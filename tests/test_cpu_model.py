@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from countermem_jax.backbones import gguf, parsers
+from countermem_jax import domains
+from countermem_jax.backbones import gguf
 from countermem_jax.backbones.base import SamplingParams
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="cpu extra (llama-cpp-python) not installed")
@@ -38,7 +39,7 @@ def test_in_process_model_answers_sql_the_parser_accepts(model_path):
     from countermem_jax.backbones.llama_cpp_backbone import LlamaCppBackbone
     backbone = LlamaCppBackbone(model_path, n_ctx=1024)
     result = backbone.chat_sync(SQL_PROMPT, SamplingParams(max_tokens=60))
-    sql = parsers.parse_action(result.text, "sql")
+    sql = domains.SQL.parse_action(result.text)
     assert sql.upper().startswith("SELECT") and "singer" in sql.lower()
     assert result.usage.prompt_tokens > 20 and result.usage.completion_tokens > 0
 
@@ -71,7 +72,7 @@ def test_served_model_answers_through_the_http_client(model_path):
             pytest.fail("llama.cpp server did not come up")
         client = OpenAICompatibleBackbone(f"http://127.0.0.1:{port}/v1", "local", timeout_s=120)
         result = client.chat_sync(SQL_PROMPT, SamplingParams(max_tokens=60))
-        assert parsers.parse_action(result.text, "sql").upper().startswith("SELECT")
+        assert domains.SQL.parse_action(result.text).upper().startswith("SELECT")
         assert result.usage.source == "server" and result.usage.completion_tokens > 0
     finally:
         proc.terminate()

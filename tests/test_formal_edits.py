@@ -3,7 +3,7 @@ per variant, reachable through each registered benchmark's domain."""
 import types
 
 from countermem_jax import domains
-from countermem_jax.domains import formal_edits
+from countermem_jax.domains import formal
 from evaluators.formal.checkers import LeanReference
 
 STATEMENT = "theorem t (x y : ℝ) (h₀ : 0 < y) : x ^ 2 + y ^ 2 ≥ 2 * x * y := by"
@@ -14,7 +14,7 @@ def _lean_task():
 
 
 def test_lean_tactic_substitutions_and_hypothesis_additions():
-    variants = formal_edits.lean_edits(_lean_task(), "nlinarith", limit=20)
+    variants = formal.lean_edits(_lean_task(), "nlinarith", limit=20)
     assert {"simp", "linarith", "omega", "norm_num", "positivity"} <= set(variants)
     assert "nlinarith [sq_nonneg (x - y)]" in variants           # hint from the statement
     assert "simp [*] at *\nnlinarith" in variants                 # hypotheses into the context
@@ -23,7 +23,7 @@ def test_lean_tactic_substitutions_and_hypothesis_additions():
 
 def test_lean_edits_change_one_step_of_a_longer_proof():
     proof = "have h := sq_nonneg (x - y)\nlinarith [h]"
-    variants = formal_edits.lean_edits(_lean_task(), proof, limit=20)
+    variants = formal.lean_edits(_lean_task(), proof, limit=20)
     assert "have h := sq_nonneg (x - y)\nnlinarith [h]" in variants
     assert "have h := sq_nonneg (x - y)\nnlinarith [h, sq_nonneg (x - y)]" in variants
     assert all(v.startswith("have h := sq_nonneg (x - y)") or v.startswith("simp")
@@ -46,7 +46,7 @@ DAFNY = """method Sum(a: array<int>) returns (s: int)
 
 
 def test_dafny_edits_touch_only_invariants_and_assertions():
-    variants = formal_edits.dafny_edits(None, DAFNY, limit=20)
+    variants = formal.dafny_edits(None, DAFNY, limit=20)
     assert DAFNY.replace("invariant i <= a.Length", "invariant i < a.Length") in variants
     assert DAFNY.replace("    invariant i <= a.Length\n", "") in variants          # dropped
     assert DAFNY.replace("assert s >= 0;", "assert s > 0;") in variants
@@ -58,10 +58,10 @@ def test_dafny_edits_touch_only_invariants_and_assertions():
 
 def test_verus_edits_add_comma_terminated_invariants():
     body = "let mut i = 0;\nwhile i < n\n{\n    i = i + 1;\n}"
-    variants = formal_edits.verus_edits(None, body)
+    variants = formal.verus_edits(None, body)
     assert "let mut i = 0;\nwhile i < n\n  invariant 0 <= i <= n,\n{\n    i = i + 1;\n}" in variants
     block = "while i < n\n    invariant\n        i <= n,\n{\n    i = i + 1;\n}"
-    variants = formal_edits.verus_edits(None, block)
+    variants = formal.verus_edits(None, block)
     assert block.replace("    invariant\n", "    invariant\n        0 <= i <= n,\n") in variants
     assert block.replace("i <= n,", "i < n,") in variants
 
@@ -78,7 +78,7 @@ def test_registered_domains_dispatch_to_the_formal_operators():
 
 def test_implications_and_equivalences_are_not_comparisons():
     body = "while i < n\n    invariant\n        i < n ==> a[i] >= 0,\n        (x <==> y),\n{\n}"
-    variants = formal_edits.verus_edits(None, body, limit=20)
+    variants = formal.verus_edits(None, body, limit=20)
     flipped = [v for v in variants if v.count("\n") == body.count("\n")]
     assert body.replace("i < n ==>", "i <= n ==>") in flipped
     assert body.replace("a[i] >= 0", "a[i] > 0") in flipped

@@ -1,6 +1,9 @@
 """Import structure of the library (issue 13): no import cycle anywhere in ``countermem_jax/`` and
-``evaluators/``; ``countermem_jax/backbones`` talks to models only (never imports memory,
-retrieval, selector or evaluators); ``evaluators/`` never imports ``countermem_jax``.
+``evaluators/``; ``countermem_jax/backbones`` talks to models only (never imports prompting,
+domains, memory, retrieval, selector or evaluators); the library never imports the test doubles
+of ``countermem_jax/testing`` (only tests, ``perf/`` and ``launch/`` may); a SQL task reaches
+``evaluators/sql`` through one door, ``countermem_jax/domains/sql.py``; ``evaluators/`` never
+imports ``countermem_jax``.
 
 The graph is built from the source with ``ast`` (every ``import``/``from ... import`` statement,
 function-level ones included, relative ones resolved), so it sees imports that only run on some
@@ -13,8 +16,13 @@ import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("countermem_jax", "evaluators")
-UPWARD_FROM_BACKBONES = ("countermem_jax.memory", "countermem_jax.retrieval",
+UPWARD_FROM_BACKBONES = ("countermem_jax.prompting", "countermem_jax.domains",
+                         "countermem_jax.memory", "countermem_jax.retrieval",
                          "countermem_jax.selector", "evaluators")
+TEST_DOUBLES = "countermem_jax.testing"
+MAY_USE_TEST_DOUBLES = ("countermem_jax.testing", "countermem_jax.perf")   # perf: on purpose
+SQL_DOOR = "countermem_jax.domains.sql"
+
 
 def _module_name(path: pathlib.Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
@@ -131,9 +139,7 @@ def test_no_import_cycle():
 
 
 def test_backbones_import_nothing_above_them():
-    upward = sorted((m, t) for m, targets in _graph().items()
-                    if m.startswith("countermem_jax.backbones") for t in targets
-                    if any(t == u or t.startswith(u + ".") for u in UPWARD_FROM_BACKBONES))
+    upward = _backbone_upward_imports(_graph())
     assert not upward, f"backbones import upward: {upward}"
 
 
@@ -142,3 +148,55 @@ def test_evaluators_never_import_countermem_jax():
     upward = sorted((m, n) for m, p in modules.items() if m.startswith("evaluators")
                     for n in _imported_names(p, m) if n.split(".")[0] == "countermem_jax")
     assert not upward, f"evaluators import countermem_jax: {upward}"
+
+
+def _inside(module: str, packages) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def _backbone_upward_imports(graph) -> list[tuple[str, str]]:
+    """(module, target) where a backbone module imports prompting, domains or anything above."""
+    return sorted((m, t) for m, targets in graph.items()
+                  if _inside(m, ("countermem_jax.backbones",)) for t in targets
+                  if _inside(t, UPWARD_FROM_BACKBONES))
+
+
+def _test_double_users(graph) -> list[tuple[str, str]]:
+    """(module, target) where library code outside testing/ and perf/ imports a test double."""
+    return sorted((m, t) for m, targets in graph.items() if not _inside(m, MAY_USE_TEST_DOUBLES)
+                  for t in targets if _inside(t, (TEST_DOUBLES,)))
+
+
+def _sql_doors(graph) -> list[str]:
+    """Library modules (perf/ aside) that import anything of ``evaluators.sql``."""
+    return sorted(m for m, targets in graph.items()
+                  if _inside(m, ("countermem_jax",)) and not _inside(m, ("countermem_jax.perf",))
+                  and any(_inside(t, ("evaluators.sql",)) for t in targets))
+
+
+def test_library_never_imports_the_test_doubles():
+    graph = _graph()
+    assert TEST_DOUBLES + ".scripted_backbone" in graph   # the walker sees the package
+    used = _test_double_users(graph)
+    assert not used, f"library code imports test doubles: {used}"
+
+
+def test_sql_tasks_reach_the_sql_evaluator_through_one_door():
+    """Loaders, checker, action extraction and the schema for the rule edits: all through
+    domains/sql (the speed benchmarks in ``perf/`` time the evaluator directly, on purpose)."""
+    doors = _sql_doors(_graph())
+    assert doors == [SQL_DOOR], f"modules reaching evaluators/sql: {doors}"
+
+
+def test_the_layering_checks_catch_violations():
+    """The checks above on a made-up graph that breaks each rule once."""
+    graph = {"countermem_jax.backbones.x": {"countermem_jax.prompting.prompts", "json"},
+             "countermem_jax.agents": {"countermem_jax.testing.scripted_backbone"},
+             "countermem_jax.perf.y": {"countermem_jax.testing.openai_server", "evaluators.sql"},
+             "countermem_jax.operators": {"evaluators.sql.loaders"},
+             SQL_DOOR: {"evaluators.sql"}}
+    assert _backbone_upward_imports(graph) == [("countermem_jax.backbones.x",
+                                                "countermem_jax.prompting.prompts")]
+    assert _test_double_users(graph) == [("countermem_jax.agents",
+                                          "countermem_jax.testing.scripted_backbone")]
+    assert _sql_doors(graph) == [SQL_DOOR, "countermem_jax.operators"]

@@ -1,22 +1,26 @@
-"""Module I's rule-based edit operators: one decision unit per edit, never a rewrite."""
+"""Module I's rule-based edit operators, in their domain modules: one decision unit per edit,
+never a rewrite; the SQL ones read the schema through the SQL domain, not the database file."""
 import sqlite3
 import time
+import types
 
 import pytest
 import sqlglot
 
-from countermem_jax import operators
-from countermem_jax.backbones.parsers import is_local_edit
+from countermem_jax.domains import coding, sat, smt
+from countermem_jax.domains import sql as sql_domain
+from countermem_jax.prompting.parsers import is_local_edit
+from evaluators.sql import schema_columns
 
 
 def test_sql_operators_cover_the_named_edit_kinds():
     sql = ("SELECT T2.name, count(*) FROM concert AS T1 JOIN stadium AS T2 ON T1.stadium_id = "
            "T2.stadium_id WHERE T1.year > 2014 GROUP BY T2.name ORDER BY count(*) DESC LIMIT 1")
-    edits = operators.sql_edits(sql, limit=20)
+    edits = sql_domain.sql_edits(sql, limit=20)
     text = "\n".join(edits)
     assert "T1.year >= 2014" in text                       # comparison boundary
     assert "SELECT DISTINCT" in text                       # DISTINCT
-    assert "SELECT COUNT(DISTINCT pettype) FROM pets" in operators.sql_edits("SELECT count(pettype) FROM pets")
+    assert "SELECT COUNT(DISTINCT pettype) FROM pets" in sql_domain.sql_edits("SELECT count(pettype) FROM pets")
     assert any("ORDER BY COUNT(*) LIMIT" in e or "ASC" in e for e in edits)  # direction flip
     assert any("LIMIT" not in e for e in edits)            # LIMIT removed
     assert any("GROUP BY" not in e for e in edits)         # GROUP BY removed
@@ -28,26 +32,27 @@ def test_sql_operators_cover_the_named_edit_kinds():
 def test_sql_join_key_edit_uses_the_schema(benchdata):
     db = str(benchdata / "spider/database/concert_singer/concert_singer.sqlite")
     sql = "SELECT T2.name FROM concert AS T1 JOIN stadium AS T2 ON T1.stadium_id = T2.capacity"
-    assert any("T1.stadium_id = T2.stadium_id" in e for e in operators.sql_edits(sql, db, 20))
+    edits = sql_domain.sql_edits(sql, schema_columns(db), 20)
+    assert any("T1.stadium_id = T2.stadium_id" in e for e in edits)
 
 
 def test_sql_operator_fixes_a_boundary_slip():
-    assert "SELECT name FROM people WHERE age >= 18" in operators.sql_edits(
+    assert "SELECT name FROM people WHERE age >= 18" in sql_domain.sql_edits(
         "SELECT name FROM people WHERE age > 18")
 
 
 def test_sat_and_smt_operators():
-    assert "solver: cadical195" in operators.sat_strategy_edits("solver: glucose4")
-    assert "solver: glucose4" in operators.sat_strategy_edits("solver: glucose4\nassumptions: 1 -2")
+    assert "solver: cadical195" in sat.sat_strategy_edits("solver: glucose4")
+    assert "solver: glucose4" in sat.sat_strategy_edits("solver: glucose4\nassumptions: 1 -2")
     cnf = "c var 1 x\np cnf 2 3\n1 2 0\n-1 0\n2 0\n"
-    assert any("p cnf 2 2" in e for e in operators.sat_encoding_edits(cnf))
-    assert "solver: cvc5" in operators.smt_solver_edits("solver: z3\ntactics: smt")
-    assert "(assert (> x 3))" in operators.smt_encoding_edits("(assert (>= x 3))")
+    assert any("p cnf 2 2" in e for e in sat.sat_encoding_edits(cnf))
+    assert "solver: cvc5" in smt.smt_solver_edits("solver: z3\ntactics: smt")
+    assert "(assert (> x 3))" in smt.smt_encoding_edits("(assert (>= x 3))")
 
 
 def test_python_operators_edit_only_the_given_lines():
     src = "def f(xs, n):\n    for i in range(n):\n        if xs[i] < 0 and i > 1:\n            return i\n"
-    edits = operators.python_edits(src, [3])
+    edits = coding.python_edits(src, [3])
     assert any("xs[i] <= 0" in e for e in edits) and any(" or " in e for e in edits)
     for e in edits:
         assert e.splitlines()[1] == src.splitlines()[1] and e.splitlines()[0] == src.splitlines()[0]
@@ -55,8 +60,9 @@ def test_python_operators_edit_only_the_given_lines():
 
 def test_schema_linking_column_swap_follows_the_question(benchdata):
     db = str(benchdata / "spider/database/concert_singer/concert_singer.sqlite")
-    edits = operators.sql_edits("SELECT Song_Name FROM singer WHERE Age > 20", db, 12,
-                                question="What are the names of singers older than 20?")
+    edits = sql_domain.sql_edits("SELECT Song_Name FROM singer WHERE Age > 20",
+                                 schema_columns(db), 12,
+                                 question="What are the names of singers older than 20?")
     assert "select name from singer where age > 20" in [e.lower() for e in edits]
     assert all("where name" not in e.lower() for e in edits)  # only answer columns are swapped
 
@@ -66,14 +72,16 @@ def test_schema_edits_drop_an_unused_join_and_swap_the_table(benchdata):
     sql = ("SELECT TV_series.Episode, TV_series.Rating FROM TV_series JOIN Cartoon ON "
            "TV_series.id = Cartoon.Channel ORDER BY TV_series.Rating DESC LIMIT 3")
     assert ("SELECT TV_series.Episode, TV_series.Rating FROM TV_series ORDER BY TV_series.Rating "
-            "DESC LIMIT 3") in operators.sql_edits(sql, tv, 4, "List the top 3 TV series.")
+            "DESC LIMIT 3") in sql_domain.sql_edits(sql, schema_columns(tv), 4,
+                                                    "List the top 3 TV series.")
     used = "SELECT T1.Title FROM Cartoon AS T1 JOIN TV_Channel AS T2 ON T1.Channel = T2.id WHERE T2.Country = 'Italy'"
-    assert all("JOIN" in e for e in operators.sql_edits(used, tv, 20, "cartoons on Italian channels")
+    assert all("JOIN" in e for e in sql_domain.sql_edits(used, schema_columns(tv), 20,
+                                                         "cartoons on Italian channels")
                if "WHERE" in e)
     poker = str(benchdata / "spider/database/poker_player/poker_player.sqlite")
-    edits = operators.sql_edits("SELECT Nationality FROM poker_player GROUP BY Nationality ORDER BY "
-                                "COUNT(*) DESC LIMIT 1", poker, 4,
-                                "Give the nationality that is most common across all people.")
+    edits = sql_domain.sql_edits("SELECT Nationality FROM poker_player GROUP BY Nationality "
+                                 "ORDER BY COUNT(*) DESC LIMIT 1", schema_columns(poker), 4,
+                                 "Give the nationality that is most common across all people.")
     assert edits[0] == "SELECT Nationality FROM people GROUP BY Nationality ORDER BY COUNT(*) DESC LIMIT 1"
 
 
@@ -84,7 +92,32 @@ def test_schema_edits_drop_an_unused_join_and_swap_the_table(benchdata):
 def test_sql_operators_never_raise_on_queries_sqlite_accepts(sql):
     sqlite3.connect(":memory:").execute("CREATE TABLE t(a, b)").connection.execute(sql)
     start = time.perf_counter()
-    edits = operators.sql_edits(sql, limit=4)
-    assert time.perf_counter() - start < operators.SQL_EDIT_SECONDS + 1.0
+    edits = sql_domain.sql_edits(sql, limit=4)
+    assert time.perf_counter() - start < sql_domain.SQL_EDIT_SECONDS + 1.0
     assert edits and all(">=" in e or "(" in e for e in edits)
     assert len(edits) <= 4
+
+
+def test_sql_rule_edits_ask_the_sql_evaluator_for_the_schema(monkeypatch):
+    """The SQL domain is the one door to ``evaluators/sql``: its rule edits get the schema from
+    ``evaluators.sql.schema_columns`` (here a stand-in), never by opening the database file."""
+    import evaluators.sql
+    asked = []
+
+    def schema(db_path):
+        asked.append(db_path)
+        return {"concert": ("stadium_id", "year"), "stadium": ("stadium_id", "capacity")}
+    monkeypatch.setattr(evaluators.sql, "schema_columns", schema)
+    task = types.SimpleNamespace(reference=types.SimpleNamespace(db_path="/nonexistent/x.sqlite"),
+                                 prompt="Which stadiums?")
+    sql = "SELECT T2.capacity FROM concert AS T1 JOIN stadium AS T2 ON T1.stadium_id = T2.capacity"
+    edits = sql_domain.SQL.rule_edits(task, sql)
+    assert asked == ["/nonexistent/x.sqlite"]
+    assert any("T1.stadium_id = T2.stadium_id" in e for e in edits)
+
+
+def test_sql_rule_edits_without_a_readable_database_skip_the_schema_edits():
+    task = types.SimpleNamespace(reference=types.SimpleNamespace(db_path="/nonexistent/x.sqlite"),
+                                 prompt="Which stadiums?")
+    sql = "SELECT T2.capacity FROM concert AS T1 JOIN stadium AS T2 ON T1.stadium_id = T2.capacity"
+    assert sql_domain.SQL.rule_edits(task, sql) == sql_domain.sql_edits(sql, None, 8)

@@ -1,23 +1,18 @@
 """CounterMem end to end with the scripted backbone and the real SQL checker (paper Alg. 1)."""
 import json
 import re
-import sqlite3
 
+import helpers
 import pytest
 
 from countermem_jax import experiment, splits as splits_lib
-from countermem_jax.backbones.fake import ScriptedBackbone
+from countermem_jax.testing.scripted_backbone import Rule, ScriptedBackbone
 from countermem_jax.config_defaults import base_config
-from countermem_jax.domains import SQL
 from countermem_jax.memory import load_frozen, load_store
 from countermem_jax.runlog import RunLog
 from countermem_jax.selector import checkpoint
 from evaluators.base import Task
-from evaluators.sql import SQLEvaluator
-from evaluators.sql.checker import SQLReference
-from evaluators.sql.features import question_features
 
-PEOPLE = [("Ann", 25), ("Bob", 30), ("Cid", 35), ("Dee", 40), ("Eve", 45), ("Fay", 50), ("Gus", 55)]
 QUESTIONS = {
     "b1": ("List the names of people aged at least 30.", ">= 30", "> 30"),
     "b2": ("List the names of people aged at least 50.", ">= 50", "> 50"),
@@ -33,18 +28,8 @@ MANIFEST = {"build": ["b1", "b2"], "train": ["t1", "t2"], "validation": ["v1"],
 
 @pytest.fixture
 def people_benchmark(tmp_path):
-    db = tmp_path / "people.sqlite"
-    conn = sqlite3.connect(db)
-    conn.execute("CREATE TABLE people (name TEXT, age INTEGER)")
-    conn.executemany("INSERT INTO people VALUES (?, ?)", PEOPLE)
-    conn.commit()
-    conn.close()
-    tasks = [Task(tid, "sql", "people", q, "Database: people\nSchema:\nCREATE TABLE people (name TEXT, "
-                  "age INTEGER);", "join / predicate",
-                  reference=SQLReference(f"SELECT name FROM people WHERE age {gold}", str(db), "spider"),
-                  features={"db_id": "people", **question_features(q)}, environment="people")
-             for tid, (q, gold, _) in QUESTIONS.items()]
-    return tasks, SQLEvaluator(), SQL
+    return helpers.people_benchmark(tmp_path,
+                                    {t: (q, gold) for t, (q, gold, _) in QUESTIONS.items()})
 
 
 def _draft_for(task_id):
@@ -94,6 +79,20 @@ def test_failed_draft_produces_a_verified_record(tmp_path, people_benchmark):
     assert record.provenance.evaluator == "sqlite-exec"
     # The reuse on b2 changed the action and solved the task: y = +1, u = 0.3 · 1.
     assert (record.uses, record.helpful_uses) == (1, 1) and record.reuse_utility == pytest.approx(0.3)
+
+
+def test_contract_violations_go_to_the_workdirs_parse_failure_log(tmp_path, people_benchmark):
+    """The phase hands its agents the workdir's ParseFailureLog (Appendix D.8): a distillation
+    reply without its fields is logged there, and the repair round still yields the record."""
+    fake = scripted()
+    fake.rules.insert(0, Rule("I would rather not say.", template="DISTIL_RECORD", times=1))
+    experiment.build_memory(_config(tmp_path), tmp_path / "wd", backbone=fake,
+                            benchmark=people_benchmark)
+    logged = [json.loads(line) for line in
+              (tmp_path / "wd" / "parse_failures.jsonl").read_text().splitlines()]
+    assert [(f["template"], f["attempt"]) for f in logged] == [("DISTIL_RECORD", 1)]
+    assert "/b1#" in logged[0]["decision"]
+    assert len(load_frozen(tmp_path / "wd" / "store_frozen.jsonl")) == 1
 
 
 def test_task_never_sees_its_own_records(tmp_path, people_benchmark):
@@ -200,8 +199,6 @@ def test_interrupted_build_resumes_to_the_same_store(tmp_path, people_benchmark)
 
 
 def _crash_rule():
-    from countermem_jax.backbones.fake import Rule
-
     def boom(messages):
         raise _Crash("killed during b2")
     return Rule(boom, task="/b2#")
@@ -225,7 +222,7 @@ def test_reflexion_writes_reflections_and_uses_them_in_later_attempts(people_ben
     from countermem_jax.agents import Agent, AgentConfig, Augmentation
     tasks, evaluator, domain = people_benchmark
     fake = scripted()
-    fake.rules.insert(0, __import__("countermem_jax.backbones.fake", fromlist=["Rule"]).Rule(
+    fake.rules.insert(0, Rule(
         "REFLECTION: 'at least' includes the boundary, so use >=", template="REFLEXION_REFLECT"))
     agent = Agent(fake, evaluator, domain, AgentConfig(kind="reflexion", max_attempts=2))
     ctx = asyncio.run(agent.run(tasks[0], Augmentation(), phase="evaluation", run="base"))
@@ -249,7 +246,7 @@ def test_decisions_of_a_killed_task_are_not_counted_twice(tmp_path):
 
 def test_verified_correction_survives_a_broken_distillation(tmp_path, people_benchmark):
     fake = scripted()
-    fake.rules.insert(0, __import__("countermem_jax.backbones.fake", fromlist=["Rule"]).Rule(
+    fake.rules.insert(0, Rule(
         "I think the query was wrong somehow.", template="DISTIL_RECORD"))
     experiment.build_memory(_config(tmp_path), tmp_path / "wd", backbone=fake,
                             benchmark=people_benchmark)
@@ -263,7 +260,7 @@ def test_verified_correction_survives_a_broken_distillation(tmp_path, people_ben
 
 def test_free_text_conditions_can_be_scoped_to_the_edit(tmp_path, people_benchmark):
     fake = scripted()
-    fake.rules.insert(0, __import__("countermem_jax.backbones.fake", fromlist=["Rule"]).Rule(
+    fake.rules.insert(0, Rule(
         "SITUATION: strict comparison for an inclusive request\nCONDITION: the question says at least",
         template="DISTIL_RECORD"))
     cfg = _config(tmp_path)

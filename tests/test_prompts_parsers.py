@@ -3,9 +3,12 @@ import asyncio
 
 import pytest
 
-from countermem_jax.backbones import parsers, prompts
 from countermem_jax.backbones.base import Charge
-from countermem_jax.backbones.fake import ScriptedBackbone
+from countermem_jax.domains import SMT_SOLVER, SQL
+from countermem_jax.domains.sql import extract_sql
+from countermem_jax.prompting import parsers, prompts
+from countermem_jax.prompting.failures import ParseFailureLog
+from countermem_jax.testing.scripted_backbone import ScriptedBackbone
 from helpers import make_record
 
 ACTION = "SELECT name FROM people WHERE age > 18"
@@ -19,19 +22,19 @@ ACTION = "SELECT name FROM people WHERE age > 18"
     ("ACTION: SELECT a FROM b", "SELECT a FROM b"),
 ])
 def test_parse_sql_action(reply, expected):
-    assert parsers.parse_action(reply, "sql") == expected
+    assert SQL.parse_action(reply) == expected
 
 
 def test_extract_sql_from_chatty_model_output():
     reply = "Sure! Here is the query:\n```sql\nSELECT name FROM singer WHERE age >= 30;\n```\nDone."
-    assert parsers.extract_sql(reply) == "SELECT name FROM singer WHERE age >= 30"
-    assert parsers.extract_sql("The answer is SELECT count(*) FROM pets;\nThis counts pets.") == \
+    assert extract_sql(reply) == "SELECT name FROM singer WHERE age >= 30"
+    assert extract_sql("The answer is SELECT count(*) FROM pets;\nThis counts pets.") == \
         "SELECT count(*) FROM pets"
 
 
 def test_parse_action_rejects_empty():
     with pytest.raises(parsers.ParseError, match="no action"):
-        parsers.parse_action("   ", "smt")
+        SMT_SOLVER.parse_action("   ")
 
 
 def test_local_edits_good_and_messy():
@@ -129,7 +132,7 @@ def test_repair_retry_then_success_and_failures_logged():
     fake = ScriptedBackbone()
     fake.add("I cannot decide.", template="BEST_OF_N_JUDGE", times=1)
     fake.add("CHOICE: 2", template="BEST_OF_N_JUDGE")
-    failures = prompts.ParseFailures()
+    failures = ParseFailureLog()
     parsed = asyncio.run(prompts.call_template(
         fake, prompts.BEST_OF_N_JUDGE, {"task": "t", "candidates": "1) a\n2) b"},
         charge=Charge("evaluation", "t#0"), parse_args={"n": 2}, failures=failures))
@@ -141,7 +144,7 @@ def test_repair_retry_then_success_and_failures_logged():
 
 def test_judge_falls_back_to_candidate_one_and_logs():
     fake = ScriptedBackbone().add("no idea", template="BEST_OF_N_JUDGE")
-    failures = prompts.ParseFailures()
+    failures = ParseFailureLog()
     parsed = asyncio.run(prompts.call_template(
         fake, prompts.BEST_OF_N_JUDGE, {"task": "t", "candidates": "1) a\n2) b"},
         charge=Charge("evaluation"), parse_args={"n": 2}, failures=failures))

@@ -12,7 +12,7 @@ from countermem_jax import experiment, intervals, metrics
 from countermem_jax.agents import Agent, AgentConfig, Augmentation
 from countermem_jax.analysis import load_selector
 from countermem_jax.backbones.base import SamplingParams
-from countermem_jax.backbones.fake import Rule
+from countermem_jax.testing.scripted_backbone import Rule
 from countermem_jax.runlog import RunLog
 from countermem_jax.selector import checkpoint, dqn, training
 from test_pipeline import MANIFEST, _config, people_benchmark, scripted  # noqa: F401 (fixture)

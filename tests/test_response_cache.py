@@ -3,7 +3,7 @@ import multiprocessing
 
 from countermem_jax.backbones.base import SamplingParams, TokenLedger
 from countermem_jax.backbones.cache import CachedBackbone
-from countermem_jax.backbones.local_server import LocalOpenAIServer
+from countermem_jax.testing.openai_server import LocalOpenAIServer
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 
 MSG = [{"role": "user", "content": "hello"}]

@@ -1,4 +1,4 @@
-"""LLM backbones behind one async chat interface, prompts and their parser contracts."""
+"""LLM backbones behind one async chat interface: what talks to a model (paper §4.1 backbones)."""
 from countermem_jax.backbones.base import (Backbone, ChatResult, Message, SamplingParams, Usage,
                                            run_sync)
 

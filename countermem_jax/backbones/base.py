@@ -3,21 +3,33 @@
 ``Backbone.chat(messages, params, charge)`` is async and returns the text, the reasoning the
 server separated from it (if any) and token usage. Every call is charged to a phase
 (construction, selector training, evaluation) and a decision in a ``TokenLedger``.
+
+The paper keeps the base LLM frozen throughout (§3.1): nothing here trains or adapts it. Token
+accounting lives in this base class, not in the adapters, so that every backend (HTTP server,
+in-process llama.cpp, response cache, test double) is charged by the same rule; the token
+figures of §4.4 and the selector's token penalty (Eq. 10) both come from it.
 """
 import abc
 import asyncio
 import collections
+import contextvars
 import dataclasses
 import threading
 from typing import Any, Sequence
 
 Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
 
+# The three phases of Algorithm 1 (Appendix C.3); "other" for tools outside a run.
 PHASES = ("construction", "selector_training", "evaluation", "other")
 
 
 @dataclasses.dataclass(frozen=True)
 class SamplingParams:
+    """Decoding settings of one call; part of the response-cache key.
+
+    The defaults (greedy, fixed seed) make a call as repeatable as the server allows.
+    ``stop`` are stop strings; ``reasoning_effort`` is sent only to servers that accept it.
+    """
     temperature: float = 0.0
     top_p: float = 1.0
     max_tokens: int = 512
@@ -26,11 +38,17 @@ class SamplingParams:
     reasoning_effort: str | None = None   # gpt-oss: "low" | "medium" | "high"
 
     def to_json(self) -> dict:
+        """The settings as a dict (a tuple ``stop`` stays a tuple until JSON-dumped)."""
         return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass(frozen=True)
 class Usage:
+    """Token counts of one call or a sum of calls.
+
+    ``reasoning_tokens`` are the part of ``completion_tokens`` the server reported as thinking;
+    they are not added again to ``total``. Adding usages of different ``source`` gives "mixed".
+    """
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0
@@ -38,6 +56,7 @@ class Usage:
 
     @property
     def total(self) -> int:
+        """Prompt plus completion tokens: what a call is charged in the reported token totals."""
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: "Usage") -> "Usage":
@@ -49,6 +68,12 @@ class Usage:
 
 @dataclasses.dataclass(frozen=True)
 class ChatResult:
+    """What one chat call returned.
+
+    ``text`` is the answer channel; ``reasoning`` the thinking the server separated from it (empty
+    when none); ``model`` the name the server reported; ``cached`` whether the response cache
+    served it; ``server`` which base URL answered (for load and failure diagnosis).
+    """
     text: str
     reasoning: str = ""
     usage: Usage = Usage()
@@ -81,7 +106,12 @@ class TokenLedger:
         self.cached_calls = 0
 
     def record(self, charge: Charge, usage: Usage, cached: bool = False) -> None:
+        """Books one call's usage to its phase, decision and purpose."""
         with self._lock:
+            held = _HELD.get()
+            if held is not None:  # a run that may be discarded: booked by book_held, or never
+                held.append((self, charge, usage, cached))
+                return
             self.by_phase[charge.phase] += usage
             if charge.decision:
                 self.by_decision[charge.decision] += usage
@@ -91,6 +121,7 @@ class TokenLedger:
             self.cached_calls += cached
 
     def total(self, phase: str | None = None) -> Usage:
+        """Summed usage of ``phase``, or of all phases when ``phase`` is None."""
         with self._lock:
             if phase is not None:
                 return self.by_phase.get(phase, Usage())
@@ -100,10 +131,30 @@ class TokenLedger:
             return out
 
     def summary(self) -> dict[str, Any]:
+        """JSON-ready totals per phase (with ``total``), call counts, cached calls."""
         with self._lock:
             return {"by_phase": {k: dataclasses.asdict(v) | {"total": v.total}
                                  for k, v in self.by_phase.items()},
                     "calls": dict(self.calls), "cached_calls": self.cached_calls}
+
+
+_HELD: contextvars.ContextVar[list | None] = contextvars.ContextVar("held_charges", default=None)
+
+
+def hold_charges() -> list:
+    """From now on in this context (an asyncio task, and the tasks and threads it starts), ledger
+    records are appended to the returned list instead of booked: a construction task run in a
+    wave that may be discarded (``countermem_jax.construction_waves``). ``book_held`` books them
+    when the run commits; a discarded run's charges are dropped (and reported apart)."""
+    held: list = []
+    _HELD.set(held)
+    return held
+
+
+def book_held(held: list) -> None:
+    """Books charges held by ``hold_charges``, in the order they were made."""
+    for ledger, charge, usage, cached in held:
+        ledger.record(charge, usage, cached)
 
 
 class Backbone(abc.ABC):
@@ -116,16 +167,23 @@ class Backbone(abc.ABC):
 
     async def chat(self, messages: Sequence[Message], params: SamplingParams = SamplingParams(),
                    charge: Charge = Charge()) -> ChatResult:
+        """Sends one chat and books its usage under ``charge``; the only public way to call a model.
+
+        Cached responses are booked too (flagged ``cached``), so a rerun from the response cache
+        reports the same token totals as the run that filled it.
+        """
         result = await self._chat(list(messages), params)
         self.ledger.record(charge, result.usage, result.cached)
         return result
 
     @abc.abstractmethod
     async def _chat(self, messages: list[Message], params: SamplingParams) -> ChatResult:
+        """The backend's call: messages in, ``ChatResult`` out, no accounting."""
         ...
 
     def chat_sync(self, messages, params: SamplingParams = SamplingParams(),
                   charge: Charge = Charge()) -> ChatResult:
+        """``chat`` for synchronous callers (see ``run_sync``)."""
         return run_sync(self.chat(messages, params, charge))
 
     async def aclose(self) -> None:

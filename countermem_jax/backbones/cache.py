@@ -23,12 +23,23 @@ from countermem_jax.backbones.base import Backbone, ChatResult, SamplingParams, 
 
 
 def cache_key(model: str, messages, params: SamplingParams) -> str:
+    """sha256 hex of the canonical JSON of (model, messages, sampling params).
+
+    Everything that can change a reply is in the key and nothing else: the server URL, the
+    phase and the charge are not, so one cached reply serves any run that asks the same thing.
+    """
     payload = json.dumps({"model": model, "messages": messages, "params": params.to_json()},
                          sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
 class CachedBackbone(Backbone):
+    """Wraps a backbone with the on-disk response cache and in-process single-flight.
+
+    Shares the inner backbone's ledger, model name and reasoning effort, so callers cannot tell
+    it apart except by ``ChatResult.cached``. ``hits`` / ``misses`` count lookups of this
+    process (for the speed reports).
+    """
     def __init__(self, inner: Backbone, directory: str | os.PathLike):
         super().__init__(inner.ledger)
         self.inner = inner
@@ -40,9 +51,15 @@ class CachedBackbone(Backbone):
         self._in_flight_lock = threading.Lock()
 
     def _path(self, key: str) -> pathlib.Path:
+        """``<dir>/<first two hex digits>/<key>.json``: fan-out keeps folders small."""
         return self.directory / key[:2] / f"{key}.json"
 
     async def _chat(self, messages, params):
+        """Single-flight front of ``_lookup_or_call``: one call per key in flight, waiters share its reply.
+
+        The leader publishes its outcome through a ``concurrent.futures.Future`` (usable from any
+        event loop or thread); ``_CANCELLED`` tells waiters to try again themselves.
+        """
         key = cache_key(self.model_name, messages, params)
         while True:
             with self._in_flight_lock:
@@ -70,10 +87,14 @@ class CachedBackbone(Backbone):
         return result
 
     def _forget(self, key: str) -> None:
+        """Drops ``key`` from the in-flight table (before its outcome is published)."""
         with self._in_flight_lock:
             del self._in_flight[key]
 
     async def _lookup_or_call(self, key, messages, params) -> ChatResult:
+        """A cached reply if a valid entry exists, else the inner backbone's reply, stored
+        atomically.
+        """
         path = self._path(key)
         if path.exists():
             try:
@@ -94,6 +115,7 @@ class CachedBackbone(Backbone):
         return result
 
     async def aclose(self):
+        """Closes the inner backbone's connections."""
         await self.inner.aclose()
 
 

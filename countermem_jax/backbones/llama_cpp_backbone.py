@@ -1,4 +1,9 @@
-"""In-process CPU backbone on llama.cpp (``llama-cpp-python``, the ``cpu`` extra)."""
+"""In-process CPU backbone on llama.cpp (``llama-cpp-python``, the ``cpu`` extra).
+
+The stand-in for the paper's served gpt-oss-120b on machines without an accelerator: same
+``Backbone`` interface, same accounting, a 0.5B GGUF model by default (``gguf.py``). It
+reports no separate reasoning channel.
+"""
 import asyncio
 import os
 import threading
@@ -7,6 +12,12 @@ from countermem_jax.backbones.base import Backbone, ChatResult, SamplingParams, 
 
 
 class LlamaCppBackbone(Backbone):
+    """A GGUF model run in this process; ``model_path`` None means the pinned CPU default.
+
+    ``n_threads`` defaults to all cores. Generations are serialised by a lock, so concurrent
+    decisions queue here rather than corrupting the shared context; ``_chat`` runs generation in
+    a worker thread so the event loop keeps serving other tasks meanwhile.
+    """
     def __init__(self, model_path: str | os.PathLike | None = None, *, n_ctx: int = 4096,
                  n_threads: int | None = None, ledger=None, verbose: bool = False):
         super().__init__(ledger)
@@ -26,6 +37,7 @@ class LlamaCppBackbone(Backbone):
         self._lock = threading.Lock()  # one generation at a time: the context is not shareable
 
     def _generate(self, messages, params: SamplingParams) -> ChatResult:
+        """One blocking chat completion; usage as llama.cpp reports it."""
         with self._lock:
             out = self._llm.create_chat_completion(
                 messages=messages, temperature=params.temperature, top_p=params.top_p,
@@ -38,4 +50,5 @@ class LlamaCppBackbone(Backbone):
                           self.model_name, server="in-process")
 
     async def _chat(self, messages, params):
+        """``_generate`` off the event loop."""
         return await asyncio.to_thread(self._generate, messages, params)

@@ -34,6 +34,11 @@ class BackboneError(RuntimeError):
 
 
 class _Retryable(Exception):
+    """A failure worth another attempt (429, 408, 5xx, timeout, dropped connection, bad JSON).
+
+    Internal to ``_chat``: tenacity retries on it, and when attempts run out it becomes a
+    ``BackboneError`` naming the last server and reason.
+    """
     def __init__(self, server: str, reason: str):
         super().__init__(f"{server}: {reason}")
         self.server, self.reason = server, reason
@@ -49,7 +54,13 @@ class _SharedLimit:
         self._waiters: collections.deque[asyncio.Future] = collections.deque()
 
     async def __aenter__(self):
+        """Takes a slot, queueing first-in first-out behind earlier waiters from any loop.
+
+        A waiter cancelled just after its slot was granted passes the slot on, so cancelled
+        requests never leak capacity.
+        """
         with self._lock:
+            # A free slot is taken directly only when nobody is queued: first come, first served.
             if self._free > 0 and not self._waiters:
                 self._free -= 1
                 return
@@ -67,6 +78,7 @@ class _SharedLimit:
             raise
 
     async def __aexit__(self, *exc):
+        """Returns the slot (to the oldest waiter, if any)."""
         self._release()
 
     def _release(self) -> None:
@@ -89,6 +101,7 @@ class _SharedLimit:
             self._free += 1
 
     def _grant(self, waiter: asyncio.Future) -> None:
+        """Runs on the waiter's own loop: wakes it, or passes the slot on if it was cancelled."""
         if waiter.cancelled():
             self._release()
         else:
@@ -97,6 +110,9 @@ class _SharedLimit:
 
 @dataclasses.dataclass
 class _Replica:
+    """Load and health of one base URL: requests in flight, total requests, and the monotonic time
+    until which it is avoided after a failure (5 s after a connection error, 2 s after a 5xx).
+    """
     url: str
     in_flight: int = 0
     failed_until: float = 0.0
@@ -104,6 +120,15 @@ class _Replica:
 
 
 class OpenAICompatibleBackbone(Backbone):
+    """Client for one model served by one or more OpenAI-compatible replicas (the module docstring
+    lists the policies).
+
+    ``base_urls`` are the replicas' ``.../v1`` roots; ``model`` the served name sent with every
+    request; ``max_concurrency`` bounds requests in flight across all replicas and event loops;
+    ``timeout_s`` is the total per request; ``max_attempts`` counts the first try; backoff is
+    full-jitter exponential from ``backoff_initial_s`` up to ``backoff_max_s``.
+    ``peak_in_flight`` records the highest concurrency reached (reported by the speed checks).
+    """
     def __init__(self, base_urls: Sequence[str] | str, model: str, *, api_key: str = "EMPTY",
                  max_concurrency: int = 64, timeout_s: float = 600.0, max_attempts: int = 6,
                  backoff_initial_s: float = 0.5, backoff_max_s: float = 30.0,
@@ -141,12 +166,18 @@ class OpenAICompatibleBackbone(Backbone):
         return session
 
     def _pick(self, avoid: str | None) -> _Replica:
+        """The least-loaded replica, preferring healthy ones and never ``avoid`` (the one that just failed)
+        unless it is the only one. Ties go to the replica that has served fewer requests.
+        """
         now = time.monotonic()
         healthy = [r for r in self.replicas if r.failed_until <= now and r.url != avoid]
         pool = healthy or [r for r in self.replicas if r.url != avoid] or self.replicas
         return min(pool, key=lambda r: (r.in_flight, r.requests))
 
     def _body(self, messages: list[Message], params: SamplingParams) -> dict:
+        """The ``/chat/completions`` request body; optional fields are sent only when set, since some
+        servers reject keys they do not know (``reasoning_effort`` in particular).
+        """
         body = {"model": self.model_name, "messages": messages, "temperature": params.temperature,
                 "top_p": params.top_p, "max_tokens": params.max_tokens}
         if params.seed is not None:
@@ -159,8 +190,12 @@ class OpenAICompatibleBackbone(Backbone):
         return body
 
     async def _chat(self, messages: list[Message], params: SamplingParams) -> ChatResult:
+        """One chat through the concurrency limit, with retries on another replica; raises
+        ``BackboneError``.
+        """
         client = self._client()
         body = self._body(messages, params)
+        # The replica of the previous attempt: ``_pick`` avoids it, so a retry goes elsewhere.
         last = {"server": None}
         retrying = tenacity.AsyncRetrying(
             stop=tenacity.stop_after_attempt(self.max_attempts),
@@ -179,6 +214,10 @@ class OpenAICompatibleBackbone(Backbone):
         raise AssertionError("unreachable")
 
     async def _post(self, client, replica: _Replica, body: dict, messages) -> ChatResult:
+        """One HTTP attempt against ``replica``; classifies the failure as retryable or final.
+
+        A 4xx other than 408/429 is final at once: the request itself is wrong and would fail again.
+        """
         replica.in_flight += 1
         replica.requests += 1
         self.peak_in_flight = max(self.peak_in_flight, sum(r.in_flight for r in self.replicas))
@@ -207,6 +246,11 @@ class OpenAICompatibleBackbone(Backbone):
             replica.in_flight -= 1
 
     def _result(self, payload: dict, message: dict, messages, server: str) -> ChatResult:
+        """``ChatResult`` from a response; usage from the server, else counted with the gpt-oss tokenizer.
+
+        A locally counted usage is marked ``source="tokenizer"`` so reports can tell estimates from
+        what the server billed.
+        """
         text = message.get("content") or ""
         reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
         usage = payload.get("usage")

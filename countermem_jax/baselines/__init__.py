@@ -3,13 +3,13 @@
 ``METHODS`` maps each ``method`` config value to what it needs and how it is built and used:
 
   none                    the base agent alone: no construction, no selector, ``Augmentation()``
-  countermem              built and trained by ``experiment.py`` (Modules I–III, the DQN)
+  countermem              built and trained by ``countermem_jax.phases`` (Modules I–III, the DQN)
   best_of_n               compute control: no memory, no construction, no selector
   expel, generative_agents, voyager, memgpt, reasoningbank, reasoningbank_matts,
   reasoningbank_verified  memory built on the construction split, frozen, read-only at evaluation;
                           no selector
 
-Library entry points (what ``experiment.py`` calls):
+Library entry points (what ``countermem_jax.phases`` calls):
   ``build_baseline_memory(method, cfg, agent, construction_tasks, workdir)``   phase 1
   ``make_baseline_augmentation(method, cfg, agent, workdir)``                  phase 3
   ``memory_fingerprint(method, workdir)``       before/after evaluation, to prove nothing changed
@@ -39,15 +39,22 @@ default_config = config_lib.default_config
 
 @dataclasses.dataclass(frozen=True)
 class MethodSpec:
+    """What one row of the comparison needs: which phases run, and who writes its memory.
+
+    ``builder`` is the construction-time writer (its ``augmentation_cls`` reads the frozen memory
+    at evaluation); ``about`` is the one-line description printed when a phase is skipped.
+    """
     builder: type | None          # construction-time writer of the memory (None: no memory)
     needs_construction: bool
     needs_selector: bool
     about: str
 
 
+# Table 1's rows (§4.1), plus ReasoningBank and its two controls from the accumulation,
+# transfer and fixed-budget studies (§4.3, Appendix E.2).
 METHODS = {
     "none": MethodSpec(None, False, False, "base agent, no augmentation"),
-    "countermem": MethodSpec(None, True, True, "CounterMem (experiment.py: Modules I-III, DQN)"),
+    "countermem": MethodSpec(None, True, True, "CounterMem (countermem_jax.phases: Modules I-III, DQN)"),
     "best_of_n": MethodSpec(None, False, False, "Best-of-N compute control, no memory"),
     "expel": MethodSpec(ExpelBuilder, True, False, "ExpeL insights + few-shot successes"),
     "generative_agents": MethodSpec(GenerativeAgentsBuilder, True, False,
@@ -67,16 +74,21 @@ class UnknownMethod(ValueError):
 
 
 def spec(method: str) -> MethodSpec:
+    """The ``MethodSpec`` of ``method``; ``UnknownMethod`` listing the valid names otherwise."""
     if method not in METHODS:
         raise UnknownMethod(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
     return METHODS[method]
 
 
 def needs_construction(method: str) -> bool:
+    """Whether phase 1 (memory construction on T_build) runs for ``method``."""
     return spec(method).needs_construction
 
 
 def needs_selector(method: str) -> bool:
+    """Whether phase 2 (selector training) runs: only CounterMem has a learned selector; the
+    baselines read their memory as their papers describe, with no trained gate (Appendix D.5).
+    """
     return spec(method).needs_selector
 
 
@@ -87,16 +99,21 @@ def skip_message(method: str, phase: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class MemoryPaths:
+    """Where a baseline's memory lives in a workdir: the working file construction appends to
+    after every task, and the frozen snapshot evaluation reads.
+    """
     work: pathlib.Path      # the memory as construction leaves it after each task (resumable)
     frozen: pathlib.Path    # the frozen snapshot evaluation reads; hash in frozen + ".sha256"
 
 
 def memory_paths(workdir, method: str) -> MemoryPaths:
+    """``WORKDIR/baselines/<method>.jsonl`` and ``<method>_frozen.jsonl``."""
     root = pathlib.Path(workdir) / "baselines"
     return MemoryPaths(root / f"{method}.jsonl", root / f"{method}_frozen.jsonl")
 
 
 def _memory_method(method: str) -> str:
+    """``method`` itself, or ``UnknownMethod`` if it keeps no baseline memory."""
     if spec(method).builder is None:
         raise UnknownMethod(f"method {method!r} keeps no baseline memory")
     return method
@@ -108,7 +125,7 @@ async def abuild_baseline_memory(method: str, cfg, agent, construction_tasks, wo
     builder, saving the memory after every task (resumes from its processed task ids), then
     freezes it. Every LLM call is charged to the construction phase. Returns a summary."""
     if method == "countermem":
-        raise UnknownMethod("countermem's memory is built by experiment.build_memory")
+        raise UnknownMethod("countermem's memory is built by phases.build_memory")
     if not needs_construction(method):
         print(skip_message(method, "build_memory"))
         return {"method": method, "skipped": True}
@@ -121,10 +138,12 @@ async def abuild_baseline_memory(method: str, cfg, agent, construction_tasks, wo
         return {"method": method, "items": len(frozen.items), "hash": frozen.content_hash()}
     memory = load_memory(paths.work, method) if paths.work.exists() else \
         BaselineMemory(method, settings)
+    # A resumed build must not mix items made under two configs.
     if memory.config != settings:
         raise FrozenMemoryError(f"{paths.work}: built with {memory.config}, the config now says "
                                 f"{settings}; use a new workdir")
     builder = spec(method).builder(agent, memory, settings)
+    # Builders that learn from the whole stream (ExpeL's insights) finish after this task.
     builder.final_task_id = construction_tasks[-1].task_id if construction_tasks else None
     done = set(memory.meta.get("processed_tasks", []))
     todo = [t for t in construction_tasks if t.task_id not in done]
@@ -172,7 +191,7 @@ def make_baseline_augmentation(method: str, cfg, agent, workdir) -> Augmentation
     if method == "best_of_n":
         return BestOfNAugmentation(agent, config_lib.section(cfg, method))
     if method == "countermem":
-        raise UnknownMethod("countermem's augmentation is built by experiment.py")
+        raise UnknownMethod("countermem's augmentation is built by phases/evaluate.py")
     memory = load_frozen_memory(memory_paths(workdir, _memory_method(method)).frozen, method)
     if thaw(memory.config) != config_lib.section(cfg, method):
         raise FrozenMemoryError(f"the frozen {method} memory was built with {thaw(memory.config)}, "

@@ -19,14 +19,18 @@ Adaptation to the common interface (the same for every row, so rows differ only 
 import numpy as np
 
 from countermem_jax.agents import Augmentation, DecisionInfo
-from countermem_jax.backbones import prompts
+from countermem_jax.prompting import prompts
 from countermem_jax.memory import reuse as reuse_lib
 from countermem_jax.memory_use import state_text
 from countermem_jax import text_embedding as embedding
 
 
 def eligible(items, task_id: str) -> tuple[list, list[str]]:
-    """Items the current task may see, and the ids excluded because the task wrote them."""
+    """Items the current task may see, and the ids excluded because the task wrote them.
+
+    The same-task exclusion CounterMem applies to its records (Eq. 7), applied to every
+    baseline, so no row can retrieve a trace of the task it is solving.
+    """
     keep, excluded = [], []
     for item in items:
         (excluded.append(item["item_id"]) if task_id in item["source_task_ids"]
@@ -87,9 +91,20 @@ class MemoryAugmentation(Augmentation):
             memory.verify()
 
     async def retrieve(self, ctx, draft: str, items: list) -> tuple[list[str], list[str], dict]:
+        """What to show for this decision: (rendered entries, ids of the items shown, log fields).
+
+        ``items`` are already filtered by same-task exclusion; an empty entry list means the draft
+        runs unchanged (no revision call, no tokens spent on memory).
+        """
         raise NotImplementedError
 
     async def decide(self, ctx, draft: str) -> DecisionInfo:
+        """Retrieves from the memory and, when something was found, has the backbone revise the draft.
+
+        The decision's log records coverage, the excluded same-task items and what was shown, so the
+        baselines' retrieval coverage is computed with CounterMem's denominator (Appendix D.4). A
+        revision that fails to parse falls back to the draft.
+        """
         items, excluded = eligible(self.memory.items, ctx.task.task_id)
         entries, used, log = await self.retrieve(ctx, draft, items)
         log = {"method": self.name, "memory_items": len(self.memory.items),
@@ -99,14 +114,17 @@ class MemoryAugmentation(Augmentation):
             parsed = await self.agent.llm(ctx, prompts.REVISE_WITH_MEMORY, {
                 "task": ctx.task.visible_text(), "draft": draft,
                 "memory": prompts.render_memory_block(self.kind, entries),
-                "instructions": self.agent.domain.instructions},
-                parse_args={"domain": self.agent.domain.name})
+                "instructions": self.agent.domain.instructions})
             info.action = parsed.value if parsed.ok else draft
             info.record_id = ",".join(used)   # the items shown, for the reuse metrics
             log["record_id"] = info.record_id
         return info
 
     async def observe(self, ctx, draft, info, outcome, previous_utility) -> dict:
+        """The reuse label of Appendix B.3 for a decision that showed memory, for the harmful-use metric.
+
+        Only logged: a baseline's memory is never updated from use at evaluation.
+        """
         if info.record_id is None:
             return {}
         return {"record_id": info.record_id,
@@ -114,6 +132,7 @@ class MemoryAugmentation(Augmentation):
                                                outcome.utility, previous_utility)}
 
     async def end_task(self, ctx) -> None:
+        """Re-verifies a frozen memory's hash after every task (evaluation must not write)."""
         if self.memory.frozen:
             self.memory.verify()  # evaluation never changes the memory; refuse if it did
 
@@ -124,9 +143,11 @@ class SimilarityAugmentation(MemoryAugmentation):
     match_field = "text"
 
     def render(self, item) -> str:
+        """How one retrieved item is shown to the backbone (one entry of the memory block)."""
         raise NotImplementedError
 
     async def retrieve(self, ctx, draft, items):
+        """The ``top_k`` items by similarity of ``match_field`` to the task state."""
         chosen = top_k(query_text(ctx), items, lambda i: i[self.match_field],
                        int(self.settings["top_k"]))
         return [self.render(i) for i, _ in chosen], [i["item_id"] for i, _ in chosen], {
@@ -145,12 +166,18 @@ class _Learning(Augmentation):
         self.inner, self.builder, self.name = inner, builder, builder.method
 
     async def decide(self, ctx, draft):
+        """Delegates to the mechanism's use-time augmentation (or none)."""
         return await self.inner.decide(ctx, draft)
 
     async def observe(self, ctx, draft, info, outcome, previous_utility):
+        """Delegates to the mechanism's use-time augmentation."""
         return await self.inner.observe(ctx, draft, info, outcome, previous_utility)
 
     async def end_task(self, ctx) -> None:
+        """Closes the inner augmentation, then lets the builder write memory from this run.
+
+        The builder's tokens are measured as the growth of ``ctx.tokens`` and logged with what it wrote.
+        """
         await self.inner.end_task(ctx)
         before = ctx.tokens
         written = await self.builder.learn(ctx) or {}
@@ -173,21 +200,31 @@ class Builder:
         self.method = memory.method
 
     def construction_augmentation(self) -> Augmentation:
+        """The augmentation a construction task runs with: the mechanism's own retrieval when the
+        original system consults memory while gathering experience, wrapped so that the builder
+        learns after each run.
+        """
         inner = (self.augmentation_cls(self.agent, self.memory, self.settings)
                  if self.use_during_construction else Augmentation())
         return _Learning(inner, self)
 
     async def run_task(self, task, run: str) -> list:
+        """Runs one construction task (one agent run; MaTTS overrides this to run several) and returns
+        the task results.
+        """
         return [await self.agent.run(task, self.construction_augmentation(), phase="construction",
                                      run=run)]
 
     async def learn(self, ctx) -> dict:
+        """Writes memory from the finished run in ``ctx``; returns fields for the construction log.
+        """
         raise NotImplementedError
 
     async def finalize(self, save) -> None:
         """After the last construction task (``save()`` persists progress)."""
 
     def log(self, run: str, task_id: str, **fields) -> None:
+        """One ``baseline_memory`` event: what the builder did after a task and the memory size."""
         if self.agent.runlog:
             self.agent.runlog.write("baseline_memory", method=self.method, run=run, phase="construction",
                                     task_id=task_id, items=len(self.memory.items), **fields)

@@ -24,16 +24,20 @@ An insight's ``source_task_ids`` are the tasks whose comparisons added, agreed w
 """
 import logging
 
-from countermem_jax.backbones import prompts
+from countermem_jax.prompting import prompts
 from countermem_jax.backbones.base import Charge
 from countermem_jax.baselines import common
 
 log = logging.getLogger(__name__)
 
+# ExpeL's initial importance of a new insight; AGREE / EDIT add 1, REMOVE takes 1.
 START_IMPORTANCE = 2
 
 
 def room_text(n: int, cap: int) -> str:
+    """The "room" line of ``EXPEL_UPDATE``: how many insights exist out of ``cap``, and at the cap
+    that ADD will be refused, so the backbone can make room by REMOVE or EDIT instead.
+    """
     if n >= cap:
         return f"{n} of at most {cap}: the list is full, so ADD is refused; REMOVE or EDIT instead"
     return f"{n} of at most {cap}"
@@ -73,9 +77,15 @@ def apply_operations(memory, ops, cap: int, task_ids) -> list[dict]:
 
 
 class ExpelAugmentation(common.MemoryAugmentation):
+    """ExpeL at use time: all visible insights by importance, plus the most similar solved tasks."""
     kind = "insights from earlier tasks and examples of solved tasks"
 
     async def retrieve(self, ctx, draft, items):
+        """Insights (highest importance first) as one entry, then up to ``fewshot_k`` solved examples.
+
+        Every insight the task may see is shown, as in ExpeL; only the examples are retrieved by
+        similarity (φ, the shared 512-d embedding) of their task text to the current state.
+        """
         insights = sorted((i for i in items if i["kind"] == "insight"),
                           key=lambda i: -i["importance"])
         successes = [i for i in items if i["kind"] == "success"]
@@ -93,10 +103,19 @@ class ExpelAugmentation(common.MemoryAugmentation):
 
 
 class ExpelBuilder(common.Builder):
+    """ExpeL's construction: keeps solved trajectories and maintains the insight list by comparison.
+
+    Gathering runs the base agent (``use_during_construction = False``). The builder state holds
+    the pending batch of one-shot successes between tasks, so an interrupted build resumes with
+    the same batches.
+    """
     augmentation_cls = ExpelAugmentation
     use_during_construction = False
 
     async def learn(self, ctx) -> dict:
+        """After a construction task: stores a success, compares what is due, and flushes the last batch
+        at the final task. Returns what was compared and which insight operations were applied.
+        """
         out = await self._learn_from(ctx)
         if ctx.task.task_id == self.final_task_id and self.memory.state.get("success_batch"):
             # The last, partial success batch is compared within the final construction task,
@@ -105,6 +124,9 @@ class ExpelBuilder(common.Builder):
         return out
 
     async def _learn_from(self, ctx) -> dict:
+        """Keeps a verified success and compares: a fail-then-success run at once, a one-shot success
+        when its batch is full. Unsolved runs are not compared.
+        """
         attempts = ctx.state.attempts
         task_id = ctx.task.task_id
         if not common.verified_success(attempts[-1] if attempts else None):
@@ -122,6 +144,7 @@ class ExpelBuilder(common.Builder):
         return (await self._update(ctx, *self._take_batch()))[0]
 
     def _take_batch(self) -> tuple[str, list[str]]:
+        """Removes the pending success batch; returns its comparison text and task ids."""
         batch = self.memory.state.pop("success_batch", [])
         text = "Successful attempts at different tasks:\n\n" + "\n\n---\n\n".join(
             b["trajectory"] for b in batch)
@@ -129,6 +152,11 @@ class ExpelBuilder(common.Builder):
 
     async def _update(self, ctx, experience: str, task_ids: list[str],
                       charge=None) -> tuple[dict, int]:
+        """One ``EXPEL_UPDATE`` call over the current insights; applies the parsed operations.
+
+        Called inside a task (``ctx``, charged to it) or, for a leftover batch, with an explicit
+        ``charge``. Returns (log fields, tokens spent). A reply that does not parse applies nothing.
+        """
         insights = self.memory.of_kind("insight")
         cap = int(self.settings["max_insights"])
         fields = {"room": room_text(len(insights), cap),
@@ -140,7 +168,8 @@ class ExpelBuilder(common.Builder):
         else:
             parsed = await prompts.call_template(self.agent.backbone, prompts.EXPEL_UPDATE, fields,
                                                  charge=charge, params=self.agent.params,
-                                                 parse_args=parse_args)
+                                                 parse_args=parse_args,
+                                                 failures=self.agent.failures)
         ops = parsed.value if parsed.ok else []
         results = apply_operations(self.memory, ops, cap, task_ids)
         for r in results:

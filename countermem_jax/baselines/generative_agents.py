@@ -22,16 +22,25 @@ would be a write at evaluation.
 """
 import numpy as np
 
-from countermem_jax.backbones import prompts
+from countermem_jax.prompting import prompts
 from countermem_jax.baselines import common
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:
+    """Min-max scaling to [0, 1]; a constant vector becomes 0.5 everywhere, so a component that
+    cannot tell the memories apart adds the same amount to each and leaves the ranking alone.
+    """
     span = x.max() - x.min() if x.size else 0.0
     return (x - x.min()) / span if span > 0 else np.full_like(x, 0.5)
 
 
 def retrieval_scores(query: str, items: list, now: int, settings: dict) -> np.ndarray:
+    """Park et al.'s retrieval score of every item for ``query`` at construction step ``now``.
+
+    ``settings`` supplies ``recency_decay`` (per step) and the three ``weights`` (recency,
+    importance, relevance). Each component is normalised over ``items`` only, i.e. over what
+    this task may see, so an excluded same-task memory cannot shift the scale.
+    """
     recency = np.array([settings["recency_decay"] ** (now - i["step"]) for i in items], np.float64)
     importance = np.array([i["importance"] for i in items], np.float64)
     relevance = common.similarities(query, [i["text"] for i in items]).astype(np.float64)
@@ -41,9 +50,15 @@ def retrieval_scores(query: str, items: list, now: int, settings: dict) -> np.nd
 
 
 class GenerativeAgentsAugmentation(common.MemoryAugmentation):
+    """Generative Agents at use time: the top-scoring memories of the stream."""
     kind = "observations and reflections from earlier tasks"
 
     async def retrieve(self, ctx, draft, items):
+        """The ``top_k`` items by retrieval score, each shown with its kind and importance.
+
+        ``now`` is the stream's final construction step: the frozen memory has no clock of its own,
+        and evaluation does not advance it.
+        """
         if not items:
             return [], [], {}
         scores = retrieval_scores(common.query_text(ctx), items, self.memory.state.get("step", 0),
@@ -56,13 +71,21 @@ class GenerativeAgentsAugmentation(common.MemoryAugmentation):
 
 
 class GenerativeAgentsBuilder(common.Builder):
+    """Writes the memory stream during construction: observations per attempt, reflections on a
+    threshold. The builder state keeps the step counter and the importance since the last
+    reflection, so a resumed build continues the same stream.
+    """
     augmentation_cls = GenerativeAgentsAugmentation
 
     async def _importance(self, ctx, text: str) -> int:
+        """The backbone's 1–10 importance of ``text`` (the parser falls back to 5 on a broken
+        reply).
+        """
         return int((await self.agent.llm(ctx, prompts.GENERATIVE_AGENTS_IMPORTANCE,
                                          {"memory": text})).value)
 
     def _remember(self, kind: str, text: str, importance: int, sources) -> dict:
+        """Appends a memory at the current step and advances the step counter."""
         state = self.memory.state
         item = self.memory.add(kind, sources, text=text, importance=importance,
                                step=state.get("step", 0))
@@ -70,6 +93,9 @@ class GenerativeAgentsBuilder(common.Builder):
         return item
 
     async def learn(self, ctx) -> dict:
+        """Turns each evaluated attempt of the finished task into a scored observation, reflecting
+        whenever the importance sum reaches the threshold. Returns the ids written.
+        """
         written, reflections = [], []
         for attempt in ctx.state.attempts:
             text = (f"On task '{prompts.clip(ctx.task.prompt, 'feedback')[:300]}' I tried "
@@ -85,6 +111,11 @@ class GenerativeAgentsBuilder(common.Builder):
         return {"observations": written, "reflections": reflections}
 
     async def _reflect(self, ctx) -> str | None:
+        """One reflection over the recent window; stored with its importance and its evidence ids.
+
+        The importance sum restarts before the call, so a reply that breaks the contract (None
+        returned, nothing stored) does not trigger a reflection at every following observation.
+        """
         recent = self.memory.items[-int(self.settings["reflection_window"]):]
         self.memory.state["importance_since_reflection"] = 0
         parsed = await self.agent.llm(ctx, prompts.GENERATIVE_AGENTS_REFLECT, {

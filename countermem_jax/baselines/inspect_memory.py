@@ -20,16 +20,23 @@ _METHOD = flags.DEFINE_string("method", None, "Method whose frozen memory to sho
 _WORKDIR = flags.DEFINE_string("workdir", None, "Experiment work directory.")
 _TOP = flags.DEFINE_integer("top", 20, "How many items to show.")
 
+# Item fields worth printing, across all mechanisms; absent ones are skipped.
 _SHOWN = ("name", "block", "title", "text", "description", "content", "importance", "step",
           "verdict", "task", "action", "steps")
 
 
 def _clip(value, width: int = 160) -> str:
+    """Collapses whitespace and cuts ``value`` to ``width`` characters (with an ellipsis)."""
     text = " ".join(str(value).split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def summarize_memory(mem, path=None, top: int = 20) -> str:
+    """Text report of a baseline memory: identity, hash check, settings, state and the top items.
+
+    ``path`` enables the sidecar-hash comparison; items are ordered by importance where the
+    mechanism has one (others keep their memory order).
+    """
     lines = [f"{mem.method} memory ({'frozen' if mem.frozen else 'open'})  hash "
              f"{mem.content_hash()[:16]}"]
     if path is not None and memory_lib.hash_path(path).exists():
@@ -51,6 +58,9 @@ def summarize_memory(mem, path=None, top: int = 20) -> str:
 
 
 def main(argv):
+    """CLI entry: exactly one of a memory file or ``--method`` with ``--workdir``; a file that does
+    not load exits with one line naming the problem.
+    """
     if len(argv) > 2 or (len(argv) == 2) == bool(_METHOD.value and _WORKDIR.value):
         sys.exit("inspect_memory: give one memory file, or --method and --workdir")
     if len(argv) == 2:

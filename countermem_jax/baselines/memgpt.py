@@ -24,9 +24,10 @@ and one page of results fit the 4,000-character memory field of ``REVISE_WITH_ME
 remembers the tasks whose calls wrote it (``source_task_ids``); a block written by the current task
 is withheld from it, like any other item.
 """
-from countermem_jax.backbones import prompts
+from countermem_jax.prompting import prompts
 from countermem_jax.baselines import common
 
+# The function-call surface: all four at construction, search only at use.
 ALL_TOOLS = ("core_memory_append", "core_memory_replace", "archival_memory_insert",
              "archival_memory_search")
 SEARCH_ONLY = ("archival_memory_search",)
@@ -34,11 +35,14 @@ BLOCKS = ("persona", "task")
 
 
 def core_text(blocks, block_chars: int) -> str:
+    """Core memory as the prompts show it: each block with its fill level against ``block_chars``.
+    """
     return "\n".join(f"[{b['block']}] ({len(b['text'])}/{block_chars} chars)\n{b['text'] or '(empty)'}"
                      for b in blocks)
 
 
 def search(items: list, query: str, page_size: int) -> list:
+    """``archival_memory_search``: the ``page_size`` archival passages most similar to ``query``."""
     passages = [i for i in items if i["kind"] == "archival"]
     return [i for i, _ in common.top_k(query, passages, lambda i: i["text"], page_size)]
 
@@ -71,9 +75,16 @@ def execute(memory, call: dict, task_id: str, settings: dict) -> str:
 
 
 class MemgptAugmentation(common.MemoryAugmentation):
+    """MemGPT at use time: core memory always, archival passages only where the model searches."""
     kind = "core memory and archival passages"
 
     async def retrieve(self, ctx, draft, items):
+        """Shows core memory and, when passages exist, lets the backbone search the archive.
+
+        Results are de-duplicated across searches and admitted in order while they fit
+        ``context_chars``; the rest are dropped and logged. Only search is offered: the parser
+        refuses any write call, so a frozen memory cannot be asked to change.
+        """
         block_chars = int(self.settings["block_chars"])
         core = [i for i in items if i["kind"] == "core" and i["text"]]
         archival = [i for i in items if i["kind"] == "archival"]
@@ -105,6 +116,10 @@ class MemgptAugmentation(common.MemoryAugmentation):
 
 
 class MemgptBuilder(common.Builder):
+    """Manages MemGPT's memory during construction by executing the backbone's function calls.
+
+    A new memory starts with a short persona block and an empty task block.
+    """
     augmentation_cls = MemgptAugmentation
 
     def __init__(self, agent, memory, settings):
@@ -116,6 +131,12 @@ class MemgptBuilder(common.Builder):
             memory.add("core", [], block="task", text="")
 
     async def learn(self, ctx) -> dict:
+        """Presents the finished task as an event and executes the memory calls the backbone makes.
+
+        Loops for at most ``max_steps`` steps, continuing only while a step searched (MemGPT's
+        heartbeat: the model sees the results before deciding more). Returns the calls and the
+        start of each result.
+        """
         settings, task_id = self.settings, ctx.task.task_id
         event = common.trajectory_text(ctx.task, ctx.state.attempts) + \
             f"\n\nResult: {'solved' if ctx.solved else 'not solved'}"

@@ -33,6 +33,7 @@ class FrozenMemoryError(RuntimeError):
 
 
 def _freeze(value):
+    """Deep read-only copy: dicts become ``MappingProxyType``, lists become tuples."""
     if isinstance(value, dict):
         return types.MappingProxyType({k: _freeze(v) for k, v in value.items()})
     if isinstance(value, (list, tuple)):
@@ -50,6 +51,7 @@ def thaw(value):
 
 
 def _hash(method: str, config: dict, state: dict, items: Iterable) -> str:
+    """Content hash of a memory: sha256 of method, config, builder state and items, in order."""
     return sha256_json({"method": method, "config": thaw(config), "state": thaw(state),
                         "items": [thaw(i) for i in items]})
 
@@ -66,19 +68,27 @@ class BaselineMemory:
         self.meta: dict[str, Any] = dict(meta or {})  # bookkeeping (processed tasks); not hashed
 
     def add(self, kind: str, source_task_ids: Iterable[str], **fields) -> dict:
-        """Appends an item; its id is a hash of its content and position (stable on resume)."""
+        """Appends an item; its id is a hash of its content and position (stable on resume).
+
+        ``source_task_ids`` are the construction tasks whose runs wrote the item: the same-task
+        exclusion at use time reads them. Returns the stored item (a builder may update it later,
+        e.g. ExpeL's importance counts, until the memory is frozen).
+        """
         item = {"kind": kind, "source_task_ids": sorted(set(source_task_ids)), **fields}
         item["item_id"] = sha256_json([len(self.items), item])[:16]
         self.items.append(item)
         return item
 
     def of_kind(self, kind: str) -> list:
+        """Items of one ``kind`` (e.g. ExpeL's insights vs its successes), in order."""
         return [i for i in self.items if i["kind"] == kind]
 
     def content_hash(self) -> str:
+        """Hash of the current content (recomputed on every call; the memory is mutable)."""
         return _hash(self.method, self.config, self.state, self.items)
 
     def freeze(self) -> "FrozenBaselineMemory":
+        """A read-only snapshot of the current content, for evaluation."""
         return FrozenBaselineMemory(self.method, self.config, self.items, self.state, self.meta)
 
 
@@ -88,6 +98,7 @@ class FrozenBaselineMemory:
 
     def __init__(self, method: str, config: dict, items: Iterable[dict], state: dict,
                  meta: dict | None = None):
+        # ``__setattr__`` is disabled below, so the fields are set through ``object``.
         object.__setattr__(self, "method", method)
         object.__setattr__(self, "config", _freeze(dict(config)))
         object.__setattr__(self, "items", _freeze(list(items)))
@@ -102,13 +113,16 @@ class FrozenBaselineMemory:
         raise FrozenMemoryError(f"frozen {self.method} memory is read-only")
 
     def add(self, *args, **kwargs):
+        """Always raises ``FrozenMemoryError``: evaluation never writes memory."""
         raise FrozenMemoryError(f"frozen {self.method} memory is read-only: evaluation never "
                                 "writes memory")
 
     def of_kind(self, kind: str) -> list:
+        """Items of one ``kind``, in order (read-only mappings)."""
         return [i for i in self.items if i["kind"] == kind]
 
     def content_hash(self) -> str:
+        """The hash computed when the snapshot was made."""
         return self._hash
 
     def verify(self) -> str:
@@ -121,6 +135,7 @@ class FrozenBaselineMemory:
 
 
 def save_memory(memory: BaselineMemory | FrozenBaselineMemory, path) -> pathlib.Path:
+    """Atomically writes ``memory`` (open or frozen) in the format of the module docstring."""
     header = {"format": FORMAT, "version": VERSION, "method": memory.method,
               "frozen": memory.frozen, "content_hash": memory.content_hash(),
               "num_items": len(memory.items), "config": thaw(memory.config),
@@ -157,6 +172,7 @@ def load_memory(path, method: str | None = None) -> BaselineMemory | FrozenBasel
 
 
 def hash_path(path) -> pathlib.Path:
+    """``<file>.sha256``: the sidecar holding a frozen memory's expected content hash."""
     return pathlib.Path(str(path) + ".sha256")
 
 

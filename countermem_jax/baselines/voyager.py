@@ -12,7 +12,7 @@ Use. The ``top_k`` (5, Voyager's value) skills whose applicability description i
 the task's state (shared embedding φ; Voyager embeds the description too) are shown to
 ``REVISE_WITH_MEMORY``.
 """
-from countermem_jax.backbones import prompts
+from countermem_jax.prompting import prompts
 from countermem_jax.baselines import common
 
 
@@ -35,18 +35,24 @@ def admit_skill(memory, skill: dict, action: str, outcome, task_id: str) -> dict
 
 
 class VoyagerAugmentation(common.SimilarityAugmentation):
+    """Voyager at use time: the skills whose applicability best matches the task."""
     kind = "skills verified on earlier tasks"
     match_field = "description"
 
     def render(self, item) -> str:
+        """A skill as shown: name, when to use it, its steps and the verified action."""
         return (f"Skill {item['name']} (use when: {item['description']})\nSteps: "
                 + "; ".join(item["steps"]) + f"\nVerified action:\n{item['action']}")
 
 
 class VoyagerBuilder(common.Builder):
+    """Adds a skill for every construction task that ends in a checker-confirmed success."""
     augmentation_cls = VoyagerAugmentation
 
     async def learn(self, ctx) -> dict:
+        """Describes the final verified action as a skill and admits it; unverified runs add
+        nothing.
+        """
         last = ctx.state.last
         if not common.verified_success(last):
             return {"skill": None, "reason": "not verified by the checker"}

@@ -19,15 +19,18 @@ from countermem_jax.data import fetch as fetch_lib
 from countermem_jax.data import registry
 from countermem_jax.paths import data_root
 
+# Flags shared by the subcommands; each subcommand reads only those it needs.
 _ROOT = flags.DEFINE_string("root", None, "Data folder (default: $COUNTERMEM_DATA or "
                             "../shared/benchdata beside the repository).")
 _ALLOW = flags.DEFINE_bool("allow_unverified", False, "Accept a source with no recorded sha256.")
 _OUT = flags.DEFINE_string("out", "checkouts", "checkouts: where the clones go.")
 
+# Each name has a ``cmd_<name>(root, names) -> exit code`` below; ``main`` dispatches by name.
 COMMANDS = ("list", "fetch", "verify", "calibrate", "checkouts")
 
 
 def _size(n: int) -> str:
+    """Human-readable decimal size (B, KB, MB, GB) of ``n`` bytes."""
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1000 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -35,6 +38,9 @@ def _size(n: int) -> str:
 
 
 def cmd_list(root: pathlib.Path, names) -> int:
+    """``list``: one line per registered benchmark (optionally only ``names``) with its data status
+    under ``root``; always exit 0. Generated benchmarks show as built-in.
+    """
     from countermem_jax import domains
     print(f"data root: {root}")
     print(f"{'benchmark':18} {'data':11} {'status':8} {'known files':>13} {'size':>9}  needs")
@@ -61,6 +67,12 @@ def cmd_list(root: pathlib.Path, names) -> int:
 
 
 def cmd_fetch(root: pathlib.Path, names) -> int:
+    """``fetch NAME...``: installs each named benchmark's data, then prints the export line.
+
+    Stops at the first failure with exit 1 and the one-line reason (earlier names stay installed);
+    what cannot be downloaded (toolchains, per-instance environments) is printed as the command
+    to run instead.
+    """
     if not names:
         print("fetch: name at least one benchmark (python -m countermem_jax.data list)")
         return 2
@@ -86,6 +98,10 @@ def cmd_fetch(root: pathlib.Path, names) -> int:
 
 
 def cmd_verify(root: pathlib.Path, names) -> int:
+    """``verify [NAME...]``: re-hashes installed files; exit 1 if any differs from its record.
+
+    Entries not installed are reported and skipped, not counted as failures.
+    """
     keys = sorted({registry.data_key(n) for n in names}) if names else sorted(registry.load())
     status = 0
     for key in keys:
@@ -101,6 +117,7 @@ def cmd_verify(root: pathlib.Path, names) -> int:
 
 
 def cmd_calibrate(root: pathlib.Path, names) -> int:
+    """``calibrate [satlib|smtlib]``: prints the headroom table and its ``result:`` line."""
     from countermem_jax.data import calibrate
     settings = tuple(names) or ("satlib", "smtlib")
     rows, seconds = calibrate.calibrate(root, settings)
@@ -110,6 +127,11 @@ def cmd_calibrate(root: pathlib.Path, names) -> int:
 
 
 def cmd_checkouts(root: pathlib.Path, names) -> int:
+    """``checkouts swebench``: prints, does not run, one clone-and-checkout command per instance.
+
+    Repositories are large and their clones are the user's decision; printing keeps this tool
+    free of network side effects beyond the pinned archives.
+    """
     if names != ["swebench"]:
         print("checkouts: only 'swebench' (BugsInPy has its own bugsinpy-checkout tool)")
         return 2
@@ -126,6 +148,9 @@ def cmd_checkouts(root: pathlib.Path, names) -> int:
 
 
 def main(argv):
+    """Dispatches to ``cmd_<command>``; returns the exit code (2 for usage errors and unknown
+    names).
+    """
     if len(argv) < 2 or argv[1] not in COMMANDS:
         print(f"usage: python -m countermem_jax.data {{{'|'.join(COMMANDS)}}} [NAME...] "
               "[--root DIR]")

@@ -7,6 +7,9 @@ budget under which defaults fail on a sizeable fraction.
 Every figure is a real check through the setting's evaluator (no model involved). Other settings
 have no solver-free default action: the coding settings' unedited repository fails its
 FAIL_TO_PASS tests by construction (0%), and Lean / Dafny / Verus need their toolchains.
+
+The chosen budgets go into the configs; this module only measures, so the numbers behind a
+budget can be regenerated with ``python -m countermem_jax.data calibrate``.
 """
 import dataclasses
 import json
@@ -22,6 +25,9 @@ SMT_RLIMITS = (20_000, 5_000, 2_000)
 
 @dataclasses.dataclass
 class Row:
+    """One calibration figure: ``solved`` of ``total`` tasks of ``setting`` succeed with ``action``
+    under ``budget`` (a loader or evaluator limit, written as ``name=value``).
+    """
     setting: str
     action: str
     budget: str
@@ -30,10 +36,12 @@ class Row:
 
     @property
     def rate(self) -> float:
+        """Fraction solved, 0 for an empty setting."""
         return self.solved / self.total if self.total else 0.0
 
 
 def _run(tasks, evaluator, action: str) -> int:
+    """How many ``tasks`` the fixed ``action`` solves, each checked from a fresh reset."""
     return sum(evaluator.evaluate(evaluator.reset(t), action).success for t in tasks)
 
 
@@ -75,6 +83,7 @@ def calibrate_smtlib(root, solvers=SMT_SOLVERS, timeouts=SMT_TIMEOUTS_MS,
 
 
 def format_rows(rows: list[Row]) -> str:
+    """Fixed-width text table of calibration rows (solved/total and percentage)."""
     lines = [f"{'setting':38} {'default action':20} {'budget':28} {'solved':>9} {'rate':>6}"]
     for r in rows:
         lines.append(f"{r.setting:38} {r.action:20} {r.budget:28} {r.solved:>4}/{r.total:<4} "
@@ -94,5 +103,6 @@ def calibrate(root, settings=("satlib", "smtlib")) -> tuple[list[Row], float]:
 
 
 def result_line(rows: list[Row], seconds: float) -> str:
+    """The machine-readable last line: ``result: {rows, seconds}`` as JSON."""
     return "result: " + json.dumps({"rows": [dict(dataclasses.asdict(r), rate=round(r.rate, 4))
                                              for r in rows], "seconds": round(seconds, 1)})

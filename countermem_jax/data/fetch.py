@@ -24,19 +24,29 @@ import urllib.request
 from countermem_jax.data import registry
 from countermem_jax.file_hash import sha256_file
 
+# Written into every installed top-level folder: what was fetched, from where, how verified.
 RECEIPT = ".countermem_fetch.json"
 
 
 class FetchError(RuntimeError):
+    """A download or install failed; the message names the URL or file and, for an interrupted
+    download, says that rerunning the same command resumes it.
+    """
     pass
 
 
 class ChecksumMismatch(FetchError):
+    """Downloaded content differs from the sha256 recorded in the registry; nothing was installed
+    and the bad archive was deleted, so a rerun downloads afresh.
+    """
     pass
 
 
 @dataclasses.dataclass
 class FetchReport:
+    """What ``fetch`` installed: the data entry, the root, how many files were verified by hash,
+    which files were installed without a recorded hash, and the top-level folders replaced.
+    """
     name: str
     root: pathlib.Path
     verified: int = 0
@@ -46,7 +56,12 @@ class FetchReport:
 
 def download(url: str, target: pathlib.Path, timeout: float = 60.0, chunk: int = 1 << 16,
              opener=None) -> pathlib.Path:
-    """``url`` to ``target``, resuming ``target.part`` when the server honours Range."""
+    """``url`` to ``target``, resuming ``target.part`` when the server honours Range.
+
+    Returns ``target``, which exists only once the whole file arrived (the part is renamed
+    at the end). Network failures, HTTP errors and short transfers are a ``FetchError``; the
+    part file is kept so the next call resumes. ``opener`` replaces urllib's default opener.
+    """
     target.parent.mkdir(parents=True, exist_ok=True)
     part = target.with_name(target.name + ".part")
     have = part.stat().st_size if part.exists() else 0
@@ -88,6 +103,11 @@ def download(url: str, target: pathlib.Path, timeout: float = 60.0, chunk: int =
 
 
 def _dest_for(member: str, source: dict, explicit: dict) -> str | None:
+    """Layout path of an archive member, or None if the entry does not install it.
+
+    An explicit per-file mapping wins; otherwise the first ``include`` prefix rule that
+    matches maps it, unless the result falls under an ``exclude`` prefix.
+    """
     if member in explicit:
         return explicit[member]
     for src_prefix, dest_prefix in source.get("include", ()):
@@ -102,12 +122,15 @@ def _dest_for(member: str, source: dict, explicit: dict) -> str | None:
 
 
 def _safe(rel: str) -> bool:
+    """True for a relative path that stays inside its root (no absolute path, no ``..``)."""
     parts = pathlib.PurePosixPath(rel).parts
     return bool(parts) and not rel.startswith("/") and ".." not in parts
 
 
 def _extract(archive: pathlib.Path, source: dict, staging: pathlib.Path) -> dict[str, str]:
     """Unpacks the source's files into ``staging``; returns layout path -> sha256."""
+    # A file record is [sha256, size] or [sha256, size, archive path]; the third element pins
+    # a file whose layout path is not derived from an include prefix.
     explicit = {v[2]: dest for dest, v in source["files"].items() if len(v) > 2}
     nested = source.get("nested")
     out = {}
@@ -119,6 +142,7 @@ def _extract(archive: pathlib.Path, source: dict, staging: pathlib.Path) -> dict
         for member in tar:
             if not member.isfile():
                 continue
+            # GitHub archives wrap everything in one <repo>-<commit>/ folder: strip it.
             name = member.name.split("/", 1)[1] if "/" in member.name else ""
             if nested and name == nested["archive"]:
                 data = tar.extractfile(member).read()
@@ -134,6 +158,9 @@ def _extract(archive: pathlib.Path, source: dict, staging: pathlib.Path) -> dict
 
 
 def _extract_nested(data: bytes, nested: dict, staging: pathlib.Path) -> dict[str, str]:
+    """Unpacks the files of an archive inside the archive (flattened to their base names, filtered
+    by suffix) into ``staging``; returns layout path → sha256.
+    """
     out = {}
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as inner:
         for member in inner:
@@ -145,6 +172,7 @@ def _extract_nested(data: bytes, nested: dict, staging: pathlib.Path) -> dict[st
 
 
 def _write(path: pathlib.Path, stream) -> str:
+    """Streams ``stream`` into ``path`` (1 MiB blocks); returns the sha256 of what was written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     h = hashlib.sha256()
     with open(path, "wb") as f:
@@ -155,6 +183,10 @@ def _write(path: pathlib.Path, stream) -> str:
 
 
 def _check(name: str, source: dict, got: dict[str, str]) -> None:
+    """Refuses the unpacked files unless every recorded file is present with its recorded sha256.
+
+    Files without a recorded hash are not judged here; ``fetch`` reports them as unverified.
+    """
     bad = [d for d, v in source["files"].items() if d in got and got[d] != v[0]]
     missing = [d for d in source["files"] if d not in got]
     if bad or missing:
@@ -203,7 +235,12 @@ def _install(staging: pathlib.Path, root: pathlib.Path) -> list[str]:
 
 
 def fetch(name: str, root: pathlib.Path, allow_unverified: bool = False, opener=None) -> FetchReport:
-    """Downloads, verifies and installs ``name``'s files under ``root``."""
+    """Downloads, verifies and installs ``name``'s files under ``root``.
+
+    An entry with no pinned hash at all is refused unless ``allow_unverified``. Each installed
+    folder receives a receipt (``.countermem_fetch.json``) naming the sources and the verified
+    and unverified files. ``opener`` replaces urllib's (tests serve archives from loopback).
+    """
     key = registry.data_key(name)
     entry = registry.load()[key]
     if not entry["sources"]:
@@ -215,11 +252,14 @@ def fetch(name: str, root: pathlib.Path, allow_unverified: bool = False, opener=
                          "accept it as is")
     root = pathlib.Path(root).expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
+    # Everything is unpacked and checked here first; ROOT changes only in ``_install``.
     staging = root / f".staging-{key}-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     report = FetchReport(key, root)
     try:
         for i, source in enumerate(entry["sources"]):
+            # Archives are kept by repository and commit, so a rerun (or another entry from the same
+            # release) reuses the download.
             archive = root / ".downloads" / f"{source['repo'].replace('/', '+')}@{source['commit']}.tar.gz"
             if not archive.exists():
                 download(source["url"], archive, opener=opener)

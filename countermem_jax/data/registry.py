@@ -11,11 +11,18 @@ REGISTRY_FILE = pathlib.Path(__file__).with_name("sources.json")
 
 
 class UnknownData(ValueError):
+    """A name is neither a data entry nor a benchmark with downloadable data; the message lists
+    both.
+    """
     pass
 
 
 @functools.lru_cache(maxsize=1)
 def load() -> dict:
+    """The ``benchmarks`` mapping of ``sources.json`` (entry name → entry), read once per process.
+
+    The file carries a format name and version; anything else is refused rather than misread.
+    """
     reg = json.loads(REGISTRY_FILE.read_text())
     if reg.get("format") != "countermem-data-registry" or reg.get("version") != 1:
         raise ValueError(f"{REGISTRY_FILE}: not a countermem-data-registry v1 file")
@@ -38,6 +45,7 @@ def data_key(name: str) -> str:
 
 
 def entry(name: str) -> dict:
+    """The registry entry (sources, files, notes) of a data or benchmark name."""
     return load()[data_key(name)]
 
 

@@ -1,18 +1,23 @@
-"""Domains as plugins (paper §3.1, Appendix D.1): the action formats and rule edits of each domain
-kind (``families``), and the benchmark registry (``registry``, filled by ``benchmarks``) that maps
-a benchmark name to its loader. ``load_benchmark(cfg.data)`` is what the phase binaries call."""
-from countermem_jax.domains import benchmarks as _benchmarks  # noqa: F401  (fills the registry)
-from countermem_jax.domains.base import Domain
-from countermem_jax.domains.families import (AMBER, CODING, DAFNY, LEAN, SAT_ENCODING,
-                                             SAT_STRATEGY, SMT_ENCODING, SMT_SOLVER, SQL,
-                                             VERICODING_DAFNY, VERUS)
-from countermem_jax.domains.registry import BENCHMARKS, Benchmark, MissingData, get, paper_settings
+"""Domains as plugins (paper §3.1, Appendix D.1): one module per domain family (``sql``, ``sat``,
+``smt``, ``coding``, ``formal``), each defining its ``Domain`` (action format and parsing, Module
+I's rule edits, condition hint) and the loaders of its benchmarks; ``registry`` maps a benchmark
+name to them. ``load_benchmark(cfg.data)`` is what the phases call."""
+from countermem_jax.domains.base import Benchmark, Domain, MissingData
+from countermem_jax.domains.coding import CODING
+from countermem_jax.domains.formal import AMBER, DAFNY, LEAN, VERICODING_DAFNY, VERUS
+from countermem_jax.domains.registry import BENCHMARKS, get, paper_settings
+from countermem_jax.domains.sat import SAT_ENCODING, SAT_STRATEGY
+from countermem_jax.domains.smt import SMT_ENCODING, SMT_SOLVER
+from countermem_jax.domains.sql import SQL
 
 __all__ = ["AMBER", "BENCHMARKS", "Benchmark", "CODING", "DAFNY", "Domain", "LEAN", "MissingData",
            "SAT_ENCODING", "SAT_STRATEGY", "SMT_ENCODING", "SMT_SOLVER", "SQL", "VERICODING_DAFNY",
            "VERUS", "get", "load_benchmark", "paper_settings"]
 
 
-def load_benchmark(cfg):
-    """(tasks, evaluator, domain) for ``cfg.benchmark``; an unknown name lists the registered ones."""
-    return get(cfg.benchmark).load(cfg)
+def load_benchmark(data_cfg):
+    """(tasks, evaluator, domain) for ``data_cfg.benchmark``; an unknown name lists the registered
+    ones."""
+    benchmark = get(data_cfg.benchmark)
+    tasks, evaluator = benchmark.load(data_cfg)
+    return tasks, evaluator, benchmark.domain

@@ -1,4 +1,15 @@
-"""The counterfactual memory store (paper §3.3 and Appendix B)."""
+"""The counterfactual memory store (paper §3.3 and Appendix B).
+
+  record       the record m = (q, a-, a+, e, c, u) and its strict JSON form (Appendix B.2)
+  scoring      admission gate and S_adm (Eq. 4), retention score S_keep (Eq. 5)
+  retention    which record leaves at capacity: utility, recency, random, similarity
+  reuse        reuse labels y and the update of u (Eq. 6)
+  store        the open construction-time store and its frozen, hashed snapshot
+  persistence  store files: atomic writes, validation on load, a lock for writers
+  summary      a readable report of a store (``python -m countermem_jax.inspect_store``)
+Retrieval over the store (Eq. 7–8) lives in ``countermem_jax.retrieval``; deciding whether
+to use a retrieved record is the selector's job (``countermem_jax.selector``).
+"""
 from countermem_jax.memory.record import (CheckOutcome, Evidence, MemoryRecord, Provenance,
                                           normalize_condition)
 from countermem_jax.memory.scoring import AdmissionConfig, AdmissionDecision

@@ -33,14 +33,23 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class StoreFormatError(ValueError):
-    """A store file is missing, malformed, of another version, or fails validation."""
+    """A store file is missing, malformed, of another version, or fails validation.
+
+    The message always starts with the file (and ``:line`` where one is to blame), so the binaries
+    can print it as the single line a user sees, with no traceback.
+    """
 
 
 class SnapshotHashMismatch(StoreFormatError):
-    """A frozen snapshot's content is not the one the caller (or its own header) expects."""
+    """A frozen snapshot's content is not the one the caller (or its own header) expects.
+
+    Raised when a file was edited after it was written, or when a phase is pointed at a store
+    other than the one its workdir recorded; either way results would not be reproducible.
+    """
 
 
 def _header(store: MemoryStore | FrozenStore, frozen: bool) -> dict:
+    """Line 1 of a store file (see the module docstring for its fields)."""
     return {"format": FORMAT, "version": VERSION, "frozen": frozen,
             "snapshot_id": store.snapshot_id, "content_hash": store.content_hash(),
             "num_records": len(store), "next_seq": store.next_seq, "evictions": store.evictions,
@@ -48,6 +57,7 @@ def _header(store: MemoryStore | FrozenStore, frozen: bool) -> dict:
 
 
 def _write_lines(handle, lines: Iterator[str]) -> None:
+    """Writes each line followed by a newline (the file ends with one)."""
     for line in lines:
         handle.write(line)
         handle.write("\n")
@@ -71,6 +81,7 @@ def write_jsonl_atomic(path: str | os.PathLike, objects) -> pathlib.Path:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    # fsync the folder too, so the rename itself survives a power loss.
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
@@ -113,13 +124,21 @@ def read_jsonl(path: pathlib.Path, what: str = FORMAT) -> list[tuple[int, dict]]
 
 
 def save_store(store: MemoryStore | FrozenStore, path: str | os.PathLike) -> pathlib.Path:
-    """Atomically writes ``store`` to ``path``; returns the path."""
+    """Atomically writes ``store`` to ``path``; returns the path.
+
+    A ``FrozenStore`` is written with ``"frozen": true`` and comes back frozen from ``load_store``.
+    """
     frozen = isinstance(store, FrozenStore)
     return write_jsonl_atomic(path, [_header(store, frozen)] + [r.to_json() for r in store.records])
 
 
 def load_store(path: str | os.PathLike) -> MemoryStore | FrozenStore:
-    """Loads and validates a store file; a frozen file comes back as a ``FrozenStore``."""
+    """Loads and validates a store file; a frozen file comes back as a ``FrozenStore``.
+
+    Beyond per-field checks it rejects duplicate record ids, a record count differing from the
+    header (a truncated file), more records than the capacity allows, and a content hash that
+    does not match the header. Every failure is a ``StoreFormatError`` naming file and line.
+    """
     path = pathlib.Path(path)
     (_, header), *lines = read_jsonl(path, "store")
     config = _check_header(path, header)
@@ -151,7 +170,11 @@ def load_store(path: str | os.PathLike) -> MemoryStore | FrozenStore:
 
 
 def load_frozen(path: str | os.PathLike, expected_hash: str | None = None) -> FrozenStore:
-    """Loads a frozen snapshot for selector training or evaluation, checking its hash."""
+    """Loads a frozen snapshot for selector training or evaluation, checking its hash.
+
+    ``expected_hash`` is the hash the construction phase recorded; passing it makes the check
+    "this is the store construction wrote", not merely "this file is internally consistent".
+    """
     store = load_store(path)
     if not isinstance(store, FrozenStore):
         raise StoreFormatError(f"{path}: not a frozen snapshot; freeze the store after construction "
@@ -181,6 +204,11 @@ def locked_store(path: str | os.PathLike, config: StoreConfig | None = None,
 
 
 def _parse_json(path: pathlib.Path, lineno: int, line: str) -> dict:
+    """One line → JSON object, or a ``StoreFormatError`` with line and column.
+
+    ``RecursionError`` is caught too: a hostile line of ten thousand ``[`` must not crash the
+    loader with a traceback.
+    """
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as err:

@@ -2,6 +2,11 @@
 
 Records are immutable values: the store replaces a record when its reuse statistics change, so a
 frozen snapshot can share record objects without any risk of them changing underneath it.
+
+Reading a record back from JSON is strict: every field is type- and range-checked and the first
+bad one is named (``RecordFieldError``), because a store file is an input that a person may have
+edited by hand, and a silently coerced value would change retrieval (Eq. 8) or the selector's
+features (Appendix C.1) without anyone noticing.
 """
 import dataclasses
 import difflib
@@ -19,11 +24,17 @@ def normalize_action(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().rstrip(";").strip()
 
 
+# Words and runs of punctuation: ">=" stays one token, so "> → >=" reads as one edit.
 _TOKEN = re.compile(r"\w+|[^\w\s]+")
 
 
 def edit_text(original: str, improved: str) -> str:
-    """A token-level description of what changed: "- removed tokens + added tokens"."""
+    """A token-level description of what changed: "- removed tokens + added tokens".
+
+    For the running example of §3.1, ``age > 18`` → ``age >= 18`` gives "- > + >=". The text is
+    lower-cased and independent of where in the action the edit sits, so the same fix applied
+    to two different queries yields the same description (the repeated-advice term R).
+    """
     a, b = _TOKEN.findall(original.lower()), _TOKEN.findall(improved.lower())
     removed, added = [], []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
@@ -35,7 +46,12 @@ def edit_text(original: str, improved: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class CheckOutcome:
-    """What the world model said about one action, as kept in a record's evidence."""
+    """What the world model said about one action, as kept in a record's evidence.
+
+    ``utility`` is U(o) in [0, 1] (correctness or fraction of tests passed, paper §3.3);
+    ``success`` is the benchmark's own success criterion; ``completed`` is False when the check
+    did not finish (timeout, crash), in which case the outcome is no evidence at all.
+    """
     utility: float
     success: bool
     completed: bool
@@ -44,7 +60,11 @@ class CheckOutcome:
 
 @dataclasses.dataclass(frozen=True)
 class Evidence:
-    """Both checks of the contrast, run from the same state."""
+    """The field e of a record: both checks of the contrast, run from the same state (§3.3).
+
+    The original and the edited action are evaluated from a copy or reset of the same s_t, so
+    their difference is attributable to the edit alone.
+    """
     original: CheckOutcome
     improved: CheckOutcome
 
@@ -61,7 +81,11 @@ class Evidence:
 
 @dataclasses.dataclass(frozen=True)
 class Provenance:
-    """Where a record came from, so that results can be traced and stores compared."""
+    """Where a record came from, so that results can be traced and stores compared.
+
+    ``created_at`` is the UTC time the record was distilled (ISO-8601); ``snapshot_id`` is the id of the
+    store the record was built into, so records from different construction runs stay apart.
+    """
     domain: str
     benchmark: str
     backbone_model: str
@@ -97,6 +121,7 @@ class MemoryRecord:
 
     @property
     def delta(self) -> float:
+        """Raw utility gain Δ of the stored contrast (Eq. 2), read from the evidence."""
         return self.evidence.delta
 
     @property
@@ -110,6 +135,10 @@ class MemoryRecord:
         return edit_text(self.original_action, self.improved_action)
 
     def to_json(self) -> dict[str, Any]:
+        """Plain-JSON form of every field (nested dataclasses become objects).
+
+        ``from_json`` inverts it exactly; the store file (memory/persistence.py) holds these objects.
+        """
         return dataclasses.asdict(self)
 
     @staticmethod
@@ -136,6 +165,12 @@ class RecordFieldError(ValueError):
 
 
 def _get(obj: Mapping[str, Any], key: str, types: tuple[type, ...], prefix: str = "") -> Any:
+    """Reads ``obj[key]`` and checks it is one of ``types`` (and finite, for numbers).
+
+    ``bool`` is rejected where it is not listed, because ``isinstance(True, int)`` holds and a
+    hand-edited ``"uses": true`` must not pass as a count. ``prefix`` is the dotted path of the
+    enclosing object, so the error names e.g. ``evidence.original.utility``.
+    """
     name = prefix + key
     if not isinstance(obj, Mapping):
         raise RecordFieldError(prefix.rstrip(".") or "<record>", "expected an object")
@@ -177,10 +212,12 @@ def check_dataclass_fields(obj: Any, cls: type, prefix: str) -> None:
 
 
 def _type_names(types: tuple[type, ...]) -> str:
+    """``int or float``-style rendering of a type tuple for error messages."""
     return " or ".join(t.__name__ for t in types)
 
 
 def _outcome(obj: Any, prefix: str) -> CheckOutcome:
+    """Parses one ``CheckOutcome``; utilities outside [0, 1] are rejected (U maps into [0, 1])."""
     utility = float(_get(obj, "utility", (int, float), prefix))
     if not 0.0 <= utility <= 1.0:
         raise RecordFieldError(prefix + "utility", f"must lie in [0, 1], got {utility}")
@@ -190,6 +227,12 @@ def _outcome(obj: Any, prefix: str) -> CheckOutcome:
 
 
 def _record_from_json(obj: Mapping[str, Any]) -> MemoryRecord:
+    """Strict JSON → ``MemoryRecord``: types, ranges and the count invariants are checked.
+
+    Invariants enforced: u in [-1, 1] (an exponential average of labels in {-1, 0, +1}, Eq. 6),
+    non-negative counters, and helpful + harmful uses never exceeding all uses. The condition is
+    normalised on the way in so that a stored "none" means universal (Appendix D.8).
+    """
     evidence_obj = _get(obj, "evidence", (dict,))
     evidence = Evidence(original=_outcome(_get(evidence_obj, "original", (dict,), "evidence."),
                                           "evidence.original."),

@@ -1,21 +1,31 @@
-"""Reuse labels and the reuse statistic update u <- (1 - ρ)u + ρy (Appendix B.3, Eq. 4).
+"""Reuse labels and the reuse statistic update u <- (1 - ρ)u + ρy (Appendix B.3, Eq. 6).
 
 The label is judged against the memory-free draft at the same decision:
   * executed action unchanged from the draft            -> 0 (the record did nothing);
   * changed and the task is solved                      -> +1;
   * otherwise, with a previous evaluated attempt        -> sign(U(now) − U(previous));
   * otherwise                                           -> 0.
+Judging against the draft means a record shown on a hard task but ignored by the LLM is not
+blamed for the task's failure.
+
+Updates happen only while construction is active; once the store is frozen for selector
+training and evaluation, u and the use counters no longer change (§4.2, Appendix C.3).
 """
 import dataclasses
 
 from countermem_jax.memory.record import MemoryRecord, normalize_action
 
+# ρ of Eq. 6 (Appendix B.4): the weight of the newest observation.
 RHO = 0.3
 
 
 def reuse_label(draft_action: str, executed_action: str, solved: bool, utility: float,
                 previous_utility: float | None) -> int:
-    """y ∈ {-1, 0, +1} for one use of a record."""
+    """y ∈ {-1, 0, +1} for one use of a record.
+
+    ``utility`` is U of the executed action; ``previous_utility`` is U of the last evaluated
+    attempt on the same task, or None on the first attempt.
+    """
     if normalize_action(draft_action) == normalize_action(executed_action):
         return 0
     if solved:

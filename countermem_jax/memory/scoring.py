@@ -1,4 +1,4 @@
-"""Admission and retention scores, paper Appendix B.1 (Eq. 2) and B.3 (Eq. 3).
+"""Admission and retention scores, paper Appendix B.1 (Eq. 4, S_adm) and B.3 (Eq. 5, S_keep).
 
 Normalisations (the paper leaves them to the implementation; these are ours):
   * Δ̃ = clip(Δ, 0, 1). Δ is a difference of utilities in [0, 1], and only Δ > ε_adm is admitted,
@@ -13,6 +13,9 @@ Normalisations (the paper leaves them to the implementation; these are ours):
     (after whitespace normalisation) but a different improved action, else 0.
 An exact duplicate (same original, improved action and condition) is refused outright as
 "duplicate": with Δ̃ = 1 the score alone (1 − 0.7) would let it in, and a copy adds nothing.
+
+Everything here is a pure function of the records passed in; the store (memory/store.py)
+decides when to call it and keeps the advice-embedding matrix row-aligned with its records.
 """
 import dataclasses
 from typing import Sequence
@@ -30,7 +33,12 @@ _DELTA_TOLERANCE = 1e-9
 
 @dataclasses.dataclass(frozen=True)
 class AdmissionConfig:
-    """Appendix B.4 defaults: ε_adm = 0.05, weights (1.0, 0.5, 0.7, 1.0), τ_adm = 0.1."""
+    """Admission gate and S_adm weights (Eq. 4); defaults are the paper's (Appendix B.4).
+
+    ``epsilon`` is ε_adm, the floor on the raw gain Δ (0.05); ``w_delta``, ``w_reuse``,
+    ``w_repeat``, ``w_conflict`` are (λ_Δ, λ_u, λ_r, λ_I) = (1.0, 0.5, 0.7, 1.0); ``threshold``
+    is τ_adm = 0.1, which the score must strictly exceed.
+    """
     epsilon: float = 0.05
     w_delta: float = 1.0
     w_reuse: float = 0.5
@@ -41,7 +49,10 @@ class AdmissionConfig:
 
 @dataclasses.dataclass(frozen=True)
 class RetentionWeights:
-    """Utility retention (α, β, ω, η) = (1.0, 1.0, 0.5, 0.7)."""
+    """Coefficients (α, β, ω, η) of S_keep (Eq. 5); defaults are the reported (1.0, 1.0, 0.5, 0.7).
+
+    They weight checked improvement Δ̃, reuse utility ũ, use frequency F and redundancy R.
+    """
     alpha: float = 1.0
     beta: float = 1.0
     omega: float = 0.5
@@ -50,7 +61,11 @@ class RetentionWeights:
 
 @dataclasses.dataclass(frozen=True)
 class AdmissionDecision:
-    """Why a candidate was or was not admitted."""
+    """Why a candidate was or was not admitted, kept in the construction log for every candidate.
+
+    ``score`` is S_adm, or -inf when a gate refused the record before it was scored; ``repeat``
+    and ``conflict`` are the R and I terms that entered the score.
+    """
     admitted: bool
     reason: str  # "admitted" | "unverified" | "delta<=epsilon" | "duplicate" | "score<=threshold"
     score: float
@@ -60,14 +75,20 @@ class AdmissionDecision:
 
 
 def normalized_delta(delta: float) -> float:
+    """Δ̃ = clip(Δ, 0, 1): a negative gain counts as none, and U's range bounds the top."""
     return float(min(max(delta, 0.0), 1.0))
 
 
 def normalized_reuse(u: float) -> float:
+    """ũ = clip(u, -1, 1), the range of an exponential average of ±1/0 labels."""
     return float(min(max(u, -1.0), 1.0))
 
 
 def advice_embeddings(records: Sequence[MemoryRecord]) -> np.ndarray:
+    """Unit-norm n-gram embeddings of each record's edit (``advice_text``), one row per record.
+
+    Row i belongs to ``records[i]``; R (repeated advice) is a dot product between these rows.
+    """
     return embedding.embed_texts([r.advice_text() for r in records])
 
 
@@ -91,6 +112,11 @@ def conflict_score(candidate: MemoryRecord, records: Sequence[MemoryRecord]) -> 
 
 
 def is_duplicate(candidate: MemoryRecord, records: Sequence[MemoryRecord]) -> bool:
+    """True when a record with the same original action, improved action and condition exists.
+
+    Actions are compared after whitespace normalisation and conditions case-insensitively; the
+    situation text is deliberately ignored, since the same fix worded twice is still one fix.
+    """
     key = (normalize_action(candidate.original_action), normalize_action(candidate.improved_action),
            candidate.condition.strip().lower())
     return any((normalize_action(r.original_action), normalize_action(r.improved_action),
@@ -99,8 +125,12 @@ def is_duplicate(candidate: MemoryRecord, records: Sequence[MemoryRecord]) -> bo
 
 def admission_decision(candidate: MemoryRecord, records: Sequence[MemoryRecord],
                        advice_matrix: np.ndarray, config: AdmissionConfig) -> AdmissionDecision:
-    """Eq. 2 with the verification gate in front of it. ``advice_matrix`` holds the advice
-    embeddings of ``records`` (row-aligned)."""
+    """Eq. 4 with the verification gate in front of it (Appendix B.1).
+
+    Gates, in order: both checks completed ("unverified" otherwise), Δ > ε_adm ("delta<=epsilon"),
+    not an exact duplicate ("duplicate"); only then is S_adm computed and compared with τ_adm.
+    ``advice_matrix`` holds the advice embeddings of ``records`` (row-aligned).
+    """
     delta = candidate.delta
     if not candidate.evidence.verified:
         return AdmissionDecision(False, "unverified", float("-inf"), delta)
@@ -120,7 +150,10 @@ def admission_decision(candidate: MemoryRecord, records: Sequence[MemoryRecord],
 
 def keep_scores(records: Sequence[MemoryRecord], advice_matrix: np.ndarray,
                 weights: RetentionWeights = RetentionWeights()) -> np.ndarray:
-    """Eq. 3 for every record: S_keep = αΔ̃ + βũ + ωF − ηR, R taken against the rest of the store."""
+    """Eq. 5 for every record: S_keep = αΔ̃ + βũ + ωF − ηR, R taken against the rest of the store.
+
+    Returns one score per record (same order); the lowest is evicted under the ``utility`` rule.
+    """
     n = len(records)
     if n == 0:
         return np.zeros(0)

@@ -2,6 +2,11 @@
 
 ``MemoryStore`` is the construction-time store. ``freeze()`` turns it into a ``FrozenStore``: an
 immutable snapshot with a content hash, which is what selector training and evaluation read.
+
+The split into two types is the held-out protocol of §4.2 and Appendix C.3 made structural:
+during selector training and evaluation neither records nor reuse statistics may change, so
+the object those phases hold has no way to change them, and its hash lets a later phase prove
+it read the very store construction wrote.
 """
 import dataclasses
 import hashlib
@@ -22,7 +27,13 @@ class FrozenStoreError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class StoreConfig:
-    """Capacity B and the admission / retention rules (Appendix B.4 defaults)."""
+    """Capacity B and the admission / retention rules (Appendix B.4 defaults).
+
+    ``capacity`` counts records, not tasks or tokens (Appendix B.3); ``retention`` is one of
+    ``retention.RULES``; ``seed`` drives only the ``random`` rule; ``reuse_rho`` is ρ of Eq. 6.
+    The config is part of the content hash: two stores with equal records but different rules
+    are different snapshots.
+    """
     capacity: int = 200
     retention: str = "utility"
     seed: int = 0
@@ -38,10 +49,13 @@ class StoreConfig:
                              f"expected one of {retention.RULES}")
 
     def to_json(self) -> dict[str, Any]:
+        """Nested plain-JSON form (admission and retention weights as objects)."""
         return dataclasses.asdict(self)
 
     @staticmethod
     def from_json(obj: Mapping[str, Any]) -> "StoreConfig":
+        """Inverse of ``to_json``; absent admission / retention weight fields take their defaults.
+        """
         obj = dict(obj)
         obj["admission"] = scoring.AdmissionConfig(**obj.get("admission", {}))
         obj["retention_weights"] = scoring.RetentionWeights(**obj.get("retention_weights", {}))
@@ -55,17 +69,26 @@ def sha256_json(obj) -> str:
 
 
 def content_hash(config: StoreConfig, records: Sequence[MemoryRecord]) -> str:
-    """sha256 over the canonical JSON of the config and the records in order."""
+    """sha256 over the canonical JSON of the config and the records in order.
+
+    Covers every record field, reuse statistics included, so any change to u or the use
+    counters after freezing is detectable; ``meta`` (run bookkeeping) is deliberately left out.
+    """
     return sha256_json({"config": config.to_json(), "records": [r.to_json() for r in records]})
 
 
 class _StoreView:
-    """Read access shared by the mutable and the frozen store."""
+    """Read access shared by the mutable and the frozen store.
+
+    Lookups by id are linear scans: a store holds at most B = 200 records, so an index would
+    cost more to keep consistent than it saves.
+    """
     config: StoreConfig
     snapshot_id: str
 
     @property
     def records(self) -> tuple[MemoryRecord, ...]:
+        """The records in insertion order, as an immutable tuple."""
         return tuple(self._records)
 
     def __len__(self) -> int:
@@ -78,17 +101,24 @@ class _StoreView:
         return any(r.record_id == record_id for r in self._records)
 
     def get(self, record_id: str) -> MemoryRecord:
+        """The record with ``record_id``; ``KeyError`` naming the store if absent."""
         for r in self._records:
             if r.record_id == record_id:
                 return r
         raise KeyError(f"no record {record_id!r} in store {self.snapshot_id}")
 
     def content_hash(self) -> str:
+        """sha256 of the config and the records in order (see ``content_hash``)."""
         return content_hash(self.config, self._records)
 
 
 class MemoryStore(_StoreView):
-    """Construction-time store: admits verified records, evicts by the retention rule."""
+    """Construction-time store: admits verified records, evicts by the retention rule.
+
+    Alongside the records it keeps their advice embeddings (one row per record, same order), so
+    admission's repeated-advice term and utility retention do not re-embed the whole store for
+    every candidate. ``snapshot_id`` is random per new store and survives save / load.
+    """
 
     def __init__(self, config: StoreConfig = StoreConfig(), records: Iterable[MemoryRecord] = (),
                  snapshot_id: str | None = None, next_seq: int = 0, evictions: int = 0,
@@ -103,6 +133,7 @@ class MemoryStore(_StoreView):
 
     @property
     def next_seq(self) -> int:
+        """Insertion sequence the next admitted record will get; recency retention orders by it."""
         return self._next_seq
 
     def propose(self, candidate: MemoryRecord) -> tuple[scoring.AdmissionDecision, list[str]]:
@@ -111,6 +142,7 @@ class MemoryStore(_StoreView):
         Returns the decision and the ids evicted (which may include the newcomer itself when it
         ranks lowest under the retention rule).
         """
+        # Same content-derived id = the same correction from the same task (re-run of a task).
         if candidate.record_id in self:
             return scoring.AdmissionDecision(False, "duplicate", float("-inf"), candidate.delta,
                                              repeat=1.0), []
@@ -130,6 +162,7 @@ class MemoryStore(_StoreView):
         return decision, evicted
 
     def _evict_one(self) -> str:
+        """Removes the retention rule's victim (and its embedding row); returns its id."""
         victim = retention.choose_victim(self._records, self._advice, self.config.retention,
                                          self.config.seed, self.evictions,
                                          self.config.retention_weights)
@@ -137,6 +170,16 @@ class MemoryStore(_StoreView):
         record = self._records.pop(victim)
         self._advice = np.delete(self._advice, victim, axis=0)
         return record.record_id
+
+    def copy(self) -> "MemoryStore":
+        """An independent copy with the same snapshot id, counters and advice embeddings: what
+        construction in waves gives a task as its private view of the committed store, and
+        replays the task's changes onto (``countermem_jax.construction_waves``)."""
+        twin = MemoryStore.__new__(MemoryStore)
+        twin.__dict__.update(self.__dict__)
+        twin.meta, twin._records, twin._advice = dict(self.meta), list(self._records), \
+            self._advice.copy()
+        return twin
 
     def observe_reuse(self, record_id: str, label: int) -> MemoryRecord:
         """Construction-time reuse feedback: u <- (1-ρ)u + ρy and the use counters."""
@@ -147,15 +190,24 @@ class MemoryStore(_StoreView):
         raise KeyError(f"no record {record_id!r} in store {self.snapshot_id}")
 
     def freeze(self) -> "FrozenStore":
+        """An immutable snapshot of the current records and counters, sharing the record objects.
+
+        The open store stays usable; later changes to it do not reach the snapshot.
+        """
         return FrozenStore(self.config, self._records, self.snapshot_id, self._next_seq,
                            self.evictions, self.meta)
 
 
 class FrozenStore(_StoreView):
-    """An immutable snapshot. Every mutating call raises ``FrozenStoreError``."""
+    """An immutable snapshot. Every mutating call raises ``FrozenStoreError``.
+
+    The content hash is computed once at construction; since nothing can change afterwards it
+    stays valid, and phases compare it with the hash recorded when the store was written.
+    """
 
     def __init__(self, config: StoreConfig, records: Iterable[MemoryRecord], snapshot_id: str,
                  next_seq: int = 0, evictions: int = 0, meta: dict | None = None):
+        # ``__setattr__`` is disabled below, so the fields are set through ``object``.
         object.__setattr__(self, "config", config)
         object.__setattr__(self, "meta", types.MappingProxyType(dict(meta or {})))
         object.__setattr__(self, "_records", tuple(records))
@@ -165,6 +217,7 @@ class FrozenStore(_StoreView):
         object.__setattr__(self, "_hash", content_hash(config, self._records))
 
     def content_hash(self) -> str:
+        """The hash computed when the snapshot was made (it cannot go stale)."""
         return self._hash
 
     def __setattr__(self, name, value):
@@ -174,6 +227,7 @@ class FrozenStore(_StoreView):
         raise FrozenStoreError(f"frozen store {self.snapshot_id} is immutable")
 
     def _refuse(self, *args, **kwargs):
+        """Shared body of every mutating method of a frozen snapshot."""
         raise FrozenStoreError(f"frozen store {self.snapshot_id} is immutable: records, reuse "
                                "statistics and capacity are fixed after construction")
 

@@ -1,4 +1,10 @@
-"""A readable summary of a store: what a researcher looks at first."""
+"""A readable summary of a store: what a researcher looks at first.
+
+Used by ``countermem_jax.inspect_store``. It shows the store's identity (snapshot id, content
+hash), how full it is against capacity B (Appendix B.3), where its records came from, how many
+carry an applicability condition c, what reuse was observed during construction, the
+distributions of Δ, u and S_adm, and the records that retention (Eq. 5) would keep first.
+"""
 import collections
 import textwrap
 
@@ -9,6 +15,7 @@ from countermem_jax.memory.store import FrozenStore, MemoryStore
 
 
 def _distribution(name: str, values: np.ndarray) -> str:
+    """One text line with mean and quantiles (min, p25, median, p75, max) of ``values``."""
     if values.size == 0:
         return f"  {name:<6} (no records)"
     q = np.percentile(values, [0, 25, 50, 75, 100])
@@ -17,11 +24,18 @@ def _distribution(name: str, values: np.ndarray) -> str:
 
 
 def _clip(text: str, width: int) -> str:
+    """Collapses whitespace and cuts ``text`` to ``width`` characters (with an ellipsis)."""
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def summarize(store: MemoryStore | FrozenStore, top: int = 10) -> str:
+    """Multi-line text report of ``store`` (open or frozen); ``top`` limits the record listing.
+
+    The listed records are ranked by the same retention score S_keep that eviction uses, computed
+    with the store's own retention weights, so the listing shows what the store values most. Only
+    reads the store: summarising a frozen snapshot does not change its hash.
+    """
     records = store.records
     cfg = store.config
     lines = [
@@ -49,6 +63,7 @@ def summarize(store: MemoryStore | FrozenStore, top: int = 10) -> str:
     ]
     if records:
         keep = scoring.keep_scores(records, scoring.advice_embeddings(records), cfg.retention_weights)
+        # Stable sort: equal scores keep insertion order, so the listing is reproducible.
         order = np.argsort(-keep, kind="stable")[:top]
         lines += ["", f"top {len(order)} records by retention score S_keep:"]
         for rank, i in enumerate(order, 1):

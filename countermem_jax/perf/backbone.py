@@ -10,7 +10,7 @@ import time
 from absl import app, flags
 
 from countermem_jax.backbones.base import SamplingParams
-from countermem_jax.backbones.local_server import server_process
+from countermem_jax.testing.openai_server import server_process
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 from countermem_jax.perf.common import print_result
 
@@ -21,6 +21,10 @@ _NO_CPU = flags.DEFINE_bool("no_cpu_model", False, "Skip the CPU-model tokens/s 
 
 
 async def _throughput(url: str, concurrency: int, n: int) -> float:
+    """Requests per second of ``n`` concurrent chats at client concurrency ``concurrency``.
+
+    Connections are warmed with one round first, so connection setup is not timed.
+    """
     client = OpenAICompatibleBackbone(url, "bench", max_concurrency=concurrency)
     msg = [{"role": "user", "content": "ping"}]
     await asyncio.gather(*[client.chat(msg) for _ in range(concurrency)])  # warm connections
@@ -32,12 +36,16 @@ async def _throughput(url: str, concurrency: int, n: int) -> float:
 
 
 def main(argv):
+    """Measures the HTTP client against the loopback server at each concurrency level, then (unless
+    ``--no_cpu_model``) the CPU model's generation speed; prints the ``result:`` line.
+    """
     del argv
     latency = _LATENCY.value / 1000
     result = {"latency_ms": _LATENCY.value}
     with server_process(latency_s=latency) as url:
         for c in map(int, _LEVELS.value):
             n = max(_REQUESTS.value if c <= 32 else 2 * _REQUESTS.value, 4 * c)
+            # Sequential requests cost latency each: 30 are enough for a stable rate.
             if c == 1:
                 n = min(n, 30)
             rate = asyncio.run(_throughput(url, c, n))

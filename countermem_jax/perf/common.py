@@ -1,4 +1,10 @@
-"""Timing and optional-dependency helpers shared by the speed scripts."""
+"""Timing and optional-dependency helpers shared by the speed scripts.
+
+Speed goals are checked as ratios against a baseline timed in the same process and run, never
+as absolute times in tests: the machines differ too much for a fixed number to mean anything.
+``best_time`` suits micro-benchmarks (the minimum filters out scheduler noise), ``median_time``
+suits operations with real I/O (sandboxes, subprocesses), whose typical cost is what matters.
+"""
 import importlib
 import json
 import statistics
@@ -19,6 +25,9 @@ def best_time(fn: Callable[[], object], repeats: int = 5, number: int = 1) -> fl
 
 
 def print_result(result: dict) -> None:
+    """Prints the machine-readable last line ``result: {json}`` (sorted keys) that tools and the
+    README's measurements read.
+    """
     print("result: " + json.dumps(result, sort_keys=True))
 
 

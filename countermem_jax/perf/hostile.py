@@ -30,6 +30,7 @@ from countermem_jax.paths import data_root
 _ONLY = flags.DEFINE_string("only", "", "Run only the cases whose name contains this.")
 
 HOST_MEMORY_MB = 400        # growth of the host's peak RSS allowed during one case
+# Payloads end in the wrong gcd, or the right one only if their attack worked: a pass = a bypass.
 CORRECT_GCD = "def gcd(a, b):\n    return a if b == 0 else gcd(b, a % b)\n"
 WRONG_GCD = "def gcd(a, b):\n    return 0\n"
 CANARY = "COUNTERMEM_CANARY_API_KEY"
@@ -44,6 +45,7 @@ def _code(body: str, then_correct_if: str = "") -> str:
             + "else:\n" + "".join(f"    {l}\n" for l in WRONG_GCD.splitlines()))
 
 
+# Edits the tests to assert nothing, then re-executes pytest so the edited tests are collected.
 _REWRITE_AND_REEXEC = """
 import os, sys
 if not os.environ.get('HOSTILE_REEXEC'):
@@ -64,6 +66,7 @@ if not os.environ.get('HOSTILE_REEXEC'):
     os.execv(sys.executable, [sys.executable, '-m', 'pytest'] + sys.argv[1:])
 """
 
+# Writes a JUnit report listing every test as passed, where a naive checker would read it.
 _FORGE_JUNIT = """
 import os, subprocess, sys
 def forge_junit():
@@ -83,12 +86,14 @@ def forge_junit():
             pass
 """
 
+# Forges the report at import, then exits 0 before any test runs.
 _FORGE_REPORT = _FORGE_JUNIT + """
 if not os.environ.get('HOSTILE_COLLECT'):
     forge_junit()
     os._exit(0)
 """
 
+# Forges the report and floods every inherited descriptor with fake "passed" verdict lines at exit.
 _ATEXIT_FORGE = _FORGE_JUNIT + """
 import atexit, json
 def forge():
@@ -107,6 +112,7 @@ if not os.environ.get('HOSTILE_COLLECT'):
     atexit.register(forge)
 """
 
+# Looks for the reference solution on the import path and in host folders.
 _IMPORT_REFERENCE = """
 import importlib, sys
 found = None
@@ -124,6 +130,7 @@ for root in ['/work', '/work/..', '/', '/tmp', '/harness']:
         pass
 """
 
+# Links report paths to a secret file (or replaces them with FIFOs that block a reader).
 _REPORT_PATHS = "['.countermem-junit.xml', '.countermem-expected.json', 'report.xml']"
 _SYMLINK_AT_REPORT_PATHS = f"""
 import os
@@ -138,6 +145,7 @@ for path in {_REPORT_PATHS}:
 _FIFO_AT_REPORT_PATHS = _SYMLINK_AT_REPORT_PATHS.replace("os.symlink('/etc/shadow', path)",
                                                          "os.mkfifo(path)")
 
+# Reads other processes' environments: the host's canary must not be visible in the sandbox.
 _READ_CANARY = f"""
 import glob, os
 leaked = False
@@ -149,6 +157,7 @@ for path in ['/proc/1/environ', '/proc/self/environ'] + glob.glob('/proc/*/envir
 leaked |= '{CANARY}' in os.environ
 """
 
+# Writes 256 MB into every pipe it holds, aiming to exhaust the checker's memory or block it.
 _FLOOD = """
 import os
 chunk = b'x' * (1 << 20)
@@ -166,6 +175,7 @@ for fd in [1, 2] + sorted(int(n) for n in os.listdir('/proc/self/fd')):
         pass
 """
 
+# Tries to write 2 GB into each writable folder; the sandbox's size caps must stop it.
 _FILL_DISK = """
 import os
 def fill(folder):
@@ -182,6 +192,7 @@ def fill(folder):
 written = sum(fill(d) for d in ['/tmp', '/work', '/dev/shm', '/work/python_programs', '/var', '/'])
 """
 
+# Monkey-patches pytest's report construction so every test reports "passed".
 _PATCH_REPORTS = """
 import _pytest.reports
 original = _pytest.reports.TestReport.from_item_and_call.__func__
@@ -192,6 +203,7 @@ def always_passed(cls, item, call):
 _pytest.reports.TestReport.from_item_and_call = classmethod(always_passed)
 """
 
+# Finds the running pytest config and registers a plugin that rewrites outcomes.
 _REGISTER_PLUGIN = """
 import gc, pytest
 class Pass:
@@ -208,6 +220,7 @@ for obj in gc.get_objects():
         break
 """
 
+# Writes a conftest that rewrites outcomes, and registers it in the running session.
 _PLANT_CONFTEST = """
 import gc, importlib.util, os
 source = ('import pytest\\n@pytest.hookimpl(hookwrapper=True)\\n'
@@ -230,6 +243,7 @@ for path in ['/work/conftest.py', '/work/python_testcases/conftest.py', '/work/p
     break
 """
 
+# Replaces every collected test function with one that does nothing.
 _STUB_TEST_CALLS = """
 import _pytest.python
 original_init = _pytest.python.Function.__init__
@@ -239,6 +253,7 @@ def init(self, *args, **kwargs):
 _pytest.python.Function.__init__ = init
 """
 
+# Leaves hundreds of sleeping processes behind, to outlive the check or starve the next one.
 _PARK_PROCESSES = """
 import os, time
 for _ in range(500):
@@ -251,6 +266,8 @@ for _ in range(500):
 time.sleep(120)
 """
 
+# Expectations: "fail" = a completed check that fails; "timeout" = stopped at the wall limit;
+# "concurrent_fix_passes" = refused while a correct fix run beside it still passes.
 CODING_CASES = {
     # name: (module source, expectation)
     "rewrite_tests_and_reexec_pytest": (_code(_REWRITE_AND_REEXEC), "fail"),
@@ -278,40 +295,55 @@ CODING_CASES = {
     "park_processes_beside_a_correct_fix": (_PARK_PROCESSES + CORRECT_GCD, "concurrent_fix_passes"),
 }
 
+# Queries that try to exhaust memory or time inside SQLite (huge blobs and strings,
+# unbounded recursion, a nine-way cross join); each must be stopped, never scored.
 SQL_CASES = {
+    # Single values far past the checker's per-value cap (SQLite's length limit, 8 MB).
     "zeroblob_1gb": "SELECT zeroblob(1000000000)",
     "randomblob_1gb": "SELECT randomblob(1000000000)",
     "printf_padding_1e9_chars": "SELECT printf('%.*c', 1000000000, 'x')",
     "printf_width_1e9": "SELECT printf('%1000000000d', 1)",
+    # Every value under the per-value cap, but 700 GB in all: the fetch's result-size cap.
     "many_rows_of_7mb_blobs": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
                               "LIMIT 100000) SELECT randomblob(7000000) FROM c",
+    # Values built up step by step (aggregation, recursion, nested calls): stopped by the length
+    # limit or the deadline.
     "group_concat_unbounded": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
                               "SELECT group_concat(printf('%.*c', 1000, 'x')) FROM c",
     "replace_hex_zeroblob": "SELECT replace(hex(zeroblob(400000000)), '0', 'xx')",
     "recursive_string_growth": "WITH RECURSIVE c(s) AS (SELECT 'x' UNION ALL SELECT s || s FROM c) "
                                "SELECT length(s) FROM c",
+    # Pure time, tiny memory: only the progress-handler deadline stops it.
     "cartesian_join_bomb": "SELECT count(*) FROM singer a, singer b, singer c, singer d, "
                            "singer e, singer f, singer g, singer h, singer i",
 }
 
+# Fourteen nested concatenations double a 4096-bit vector to 64 Mbit.
 _DOUBLINGS = "".join(f"(let ((x{i + 1} (concat x{i} x{i}))) " for i in range(14))
 SOLVER_CASES = {  # name: (checker, action); SMT encodings get a 2 s limit, SAT encodings 3 s
+    # A literal far beyond the declared variable count; then a header claiming 1e20 variables.
     "sat_literal_2e9": ("sat", "p cnf 2000000000 1\nc var 1 x\n2000000000 0\n"),
     "sat_header_1e20_variables": ("sat", "p cnf 99999999999999999999 1\nc var 1 x\n1 0\n"),
+    # Bit widths that make the solver allocate gigabytes if it takes them at their word.
     "smt_bitvector_1e8_bits": ("smt", "(declare-const a (_ BitVec 100000000))"
                                       "(assert (= a (bvmul a a)))"),
     "smt_concat_doubling_to_64m_bits": ("smt", "(declare-const x0 (_ BitVec 4096))(assert "
                                                + _DOUBLINGS + "(= (bvmul x14 x14) (bvadd x14 x14))"
                                                + ")" * 15),
+    # The encoding raises its own time limit around a hard nonlinear problem: the checker's
+    # limit, not the script's, must decide.
     "smt_timeout_option_1e6_s": ("smt", "(set-option :timeout 1000000000)(declare-const x Int)"
                                         "(declare-const y Int)(declare-const z Int)(assert (> x 2))"
                                         "(assert (> y 2))(assert (> z 2))(assert (= (+ (* x x x x)"
                                         " (* y y y y)) (* z z z z)))"),
+    # A recursive definition that never bottoms out.
     "smt_recursive_function": ("smt", "(declare-const a Int)(define-fun-rec f ((x Int)) Int "
                                       "(+ 1 (f x)))(assert (= a (f 1)))"),
 }
 
+# Model output that is hard to parse: deep nesting and huge IN lists for the SQL edit operators.
 OPERATOR_CASES = {
+    # Deep nesting, a huge IN list and nested subqueries stress the recursive SQL parser.
     "sql_50_nested_parentheses": "SELECT " + "(" * 50 + "1" + ")" * 50 + " FROM t WHERE a > 1",
     "sql_500_nested_parentheses": "SELECT " + "(" * 500 + "1" + ")" * 500 + " FROM t WHERE a > 1",
     "sql_80kb_in_list": "SELECT a FROM t WHERE a > 1 AND b IN ("
@@ -323,6 +355,13 @@ OPERATOR_CASES = {
 
 @dataclasses.dataclass
 class CaseResult:
+    """What one hostile case did and every requirement it broke.
+
+    ``outcome`` is the checker's verdict in words; ``wall_s`` the check's own time;
+    ``peak_mb`` the growth of this process's peak RSS during the case; ``identical`` whether the
+    original repository or database is byte-identical afterwards; ``processes_left`` how many
+    sandbox or solver processes outlived the check; ``failures`` is empty for a passed case.
+    """
     checker: str
     case: str
     outcome: str
@@ -333,6 +372,7 @@ class CaseResult:
     failures: list
 
     def line(self) -> str:
+        """The case as one fixed-width report line, failures appended."""
         return (f"{self.checker:<13} {self.case:<46} {self.outcome:<42} {self.wall_s:6.2f} s "
                 f"{self.peak_mb:6.0f} MB  identical={self.identical}  "
                 f"processes_left={self.processes_left}"
@@ -340,6 +380,11 @@ class CaseResult:
 
 
 def tree_hash(root: pathlib.Path) -> str:
+    """sha256 over the relative paths and bytes of every regular file under ``root``.
+
+    Symlinks are skipped rather than followed: a planted link must not make the hash read
+    files outside the tree.
+    """
     digest = hashlib.sha256()
     for p in sorted(root.rglob("*")):
         if p.is_file() and not p.is_symlink():
@@ -357,17 +402,23 @@ def _reset_peak() -> float:
 
 
 def _peak_mb() -> float:
+    """This process's peak resident memory (VmHWM) in MB."""
     status = pathlib.Path("/proc/self/status").read_text()
     return int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) / 1024
 
 
 class Fixture:
-    """A private readable copy of QuixBugs (gcd) and one Spider database, made once."""
+    """A private readable copy of QuixBugs (gcd) and one Spider database, made once.
+
+    Cases run against the copy, never the shared data: a case that did manage to write would
+    otherwise corrupt the benchmark for every later run. ``root`` overrides the data root.
+    """
 
     def __init__(self, root: pathlib.Path | None = None):
         from evaluators.coding.loaders import load_quixbugs
         from evaluators.sql import load_spider
         self.tmp = pathlib.Path(tempfile.mkdtemp(prefix="countermem-hostile-"))
+        # The sandbox runs tests as an unprivileged user, which must be able to read the copy.
         self.tmp.chmod(0o755)
         data = root or data_root()
         self.repo = self.tmp / "quixbugs"
@@ -378,16 +429,25 @@ class Fixture:
         self.sql_task = next(t for t in load_spider(data / "spider", db_ids={"concert_singer"}))
 
     def close(self):
+        """Deletes the private copies."""
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def _coding(fx: Fixture, name: str) -> CaseResult:
+    """Submits a coding case as a whole-file replacement of ``gcd.py`` to the sandboxed test checker.
+
+    The host environment carries a fresh random canary while the case runs, so a case that can
+    read the host's environment could turn that into a pass. ``concurrent_fix_passes`` cases
+    also run the known correct fix beside the attack, which must still pass: an attack must not
+    be able to starve or poison a neighbouring check.
+    """
     from evaluators.coding import sandbox
     from evaluators.coding.checker import RepoTestEvaluator
     from evaluators.coding.loaders import known_fix_diff
     code, expect = CODING_CASES[name]
     n = len((fx.repo / "python_programs" / "gcd.py").read_text().splitlines())
     action = f"FILE: python_programs/gcd.py\nLINES: 1-{n}\nREPLACE:\n{code}"
+    # Small limits keep each case within seconds; what is tested is that the bounds hold.
     limits = sandbox.Limits(wall_s=8, cpu_s=10, tmp_bytes=64 << 20, work_bytes=16 << 20)
     evaluator = RepoTestEvaluator(limits)
     before = tree_hash(fx.repo)
@@ -398,6 +458,7 @@ def _coding(fx: Fixture, name: str) -> CaseResult:
         if expect == "concurrent_fix_passes":
             with concurrent.futures.ThreadPoolExecutor(2) as pool:
                 parked = pool.submit(evaluator.evaluate, evaluator.reset(fx.gcd), action)
+                # Let the parked processes start before the correct fix runs beside them.
                 time.sleep(2.0)
                 fix = RepoTestEvaluator().evaluate(RepoTestEvaluator().reset(fx.gcd),
                                                    known_fix_diff(fx.repo, "gcd"))
@@ -417,6 +478,8 @@ def _coding(fx: Fixture, name: str) -> CaseResult:
         failures.append(f"expected a completed failure, got completed=False ({outcome.reason})")
     if outcome.wall_time > limits.wall_s + 10:
         failures.append("past its time bound")
+    # Sandbox processes may need a moment to be reaped after the verdict; only those still
+    # alive after 3 s count as left behind.
     deadline = time.time() + 3
     while (left := sandbox.processes_of(sandbox.sandbox_uids())) and time.time() < deadline:
         time.sleep(0.1)
@@ -428,6 +491,9 @@ def _coding(fx: Fixture, name: str) -> CaseResult:
 
 
 def _sql(fx: Fixture, name: str) -> CaseResult:
+    """Runs a SQL case against a Spider database through the SQL checker with a 3 s limit; the
+    database file must be byte-identical afterwards.
+    """
     from evaluators.sql import SQLEvaluator
     evaluator = SQLEvaluator(timeout_s=3.0)
     db = pathlib.Path(fx.sql_task.reference.db_path)
@@ -452,6 +518,8 @@ def _children() -> list[int]:
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
+                # The command name in /proc/<pid>/stat is parenthesised and may hold spaces: split after
+                # the last ')'. fields[0] is the state (Z = zombie), fields[1] the parent pid.
                 fields = pathlib.Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
@@ -461,6 +529,7 @@ def _children() -> list[int]:
 
 
 def _solver(fx: Fixture, name: str) -> CaseResult:
+    """Submits a SAT or SMT encoding case (3 s and 2 s limits) and counts solver processes left."""
     from evaluators.sat import SATEncodingEvaluator, encoding_tasks as sat_tasks
     from evaluators.smt import SMTEncodingEvaluator, encoding_tasks as smt_tasks
     kind, action = SOLVER_CASES[name]
@@ -483,22 +552,26 @@ def _solver(fx: Fixture, name: str) -> CaseResult:
 
 
 def _operator(fx: Fixture, name: str) -> CaseResult:
-    from countermem_jax import operators
+    """Feeds a pathological query to the SQL rule edit operators of Module I, which parse model
+    output; they must return within their time bound instead of raising or hanging.
+    """
+    from countermem_jax.domains import sql as sql_domain
     sql = OPERATOR_CASES[name]
     start = time.perf_counter()
     failures = []
     try:
-        edits = operators.sql_edits(sql, limit=4)
+        edits = sql_domain.sql_edits(sql, limit=4)
         label = f"{len(edits)} edits"
     except Exception as err:  # the failure being tested for
         label = f"raised {type(err).__name__}"
         failures.append(label)
     wall = time.perf_counter() - start
-    if wall > operators.SQL_EDIT_SECONDS + 1.5:
+    if wall > sql_domain.SQL_EDIT_SECONDS + 1.5:
         failures.append("past its time bound")
     return CaseResult("sql-operators", name, label, wall, 0, True, 0, failures)
 
 
+# Case name -> the runner for its checker; names are unique across the four catalogues.
 CASES: dict[str, Callable[[Fixture, str], CaseResult]] = {
     **{name: _coding for name in CODING_CASES}, **{name: _sql for name in SQL_CASES},
     **{name: _solver for name in SOLVER_CASES}, **{name: _operator for name in OPERATOR_CASES}}
@@ -519,6 +592,9 @@ def run_case(fx: Fixture, name: str) -> CaseResult:
 
 
 def main(argv):
+    """Runs every case (or those matching ``--only``) in catalogue order, one line each, then the
+    ``result:`` line with the failure count (goal 0) and the largest memory peak.
+    """
     del argv
     fx = Fixture()
     results = []

@@ -38,6 +38,11 @@ def numpy_embed_one(text: str) -> np.ndarray:
 
 
 def numpy_topk(queries, keys, reuse, key_task, query_task, k=3):
+    """Reference top-k of Eq. 8 in plain NumPy: cosine + 0.2·u, same-task records masked out.
+
+    ``queries`` [q, 512] and ``keys`` [n, 512] are unit-norm; returns [q, k] record indices in
+    descending score order. Both the speed baseline and the agreement check of the jitted path.
+    """
     scores = queries @ keys.T + 0.2 * reuse[None, :]
     scores[key_task[None, :] == query_task[:, None]] = -np.inf
     part = np.argpartition(-scores, k, axis=1)[:, :k]
@@ -46,6 +51,13 @@ def numpy_topk(queries, keys, reuse, key_task, query_task, k=3):
 
 
 def main(argv):
+    """Times embedding throughput, then single and batched top-3 retrieval at each store size,
+    against the plain NumPy versions measured in the same run; prints the ``result:`` line.
+
+    Synthetic unit vectors stand in for records: retrieval cost depends on the store's shape,
+    not on what the texts say. ``topk_agreement`` is the fraction of queries whose top-3 equals
+    NumPy's, so a speed-up that changes results is visible.
+    """
     del argv
     rng = np.random.default_rng(0)
     alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz     SELECT FROM WHERE=<>()", np.uint8)
@@ -53,10 +65,13 @@ def main(argv):
              for _ in range(_TEXTS.value)]
     result = {"device": jax.devices()[0].platform}
 
+    # Warm-up call, so one-time allocation is not timed.
     embedding.embed_texts(texts[:64])
     t_ours = best_time(lambda: embedding.embed_texts(texts), repeats=3)
+    # The plain version is slow: time 200 texts and scale to the full set.
     sample = texts[:200]
     t_np = best_time(lambda: [numpy_embed_one(t) for t in sample], repeats=2) * len(texts) / len(sample)
+    # The plain version must embed identically, or the speed comparison is meaningless.
     np.testing.assert_allclose(np.stack([numpy_embed_one(t) for t in sample[:5]]),
                                embedding.embed_texts(sample[:5]), atol=1e-6)
     result["embed_texts_per_s"] = len(texts) / t_ours
@@ -69,6 +84,7 @@ def main(argv):
     q_all = embedding.embed_texts(texts[: _BATCH.value])
     for size in map(int, _SIZES.value):
         keys = rng.standard_normal((size, embedding.DIM)).astype(np.float32)
+        # Unit rows, as stored embeddings are; u in [-1, 1], and about two records per source task.
         keys /= np.linalg.norm(keys, axis=1, keepdims=True)
         reuse = rng.uniform(-1, 1, size).astype(np.float32)
         key_task = rng.integers(0, max(size // 2, 1), size).astype(np.int32)
@@ -87,6 +103,7 @@ def main(argv):
         ours_idx = np.asarray(jax_batch()[1])
         ref_idx = numpy_topk(q_all, keys, reuse, key_task, query_task)
         agree = float((ours_idx == ref_idx).all(axis=1).mean())
+        # Calls per timing: many for microsecond-scale queries, few at 100,000 records.
         number = 200 if size <= 10000 else 5
         one = best_time(jax_one, repeats=5, number=number)
         one_np = best_time(lambda: numpy_topk(q1, keys, reuse, key_task, t1), 5, number)

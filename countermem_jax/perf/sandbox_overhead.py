@@ -10,6 +10,12 @@ from countermem_jax.paths import data_root
 
 
 def measure(repeats: int = 5, program: str = "gcd") -> dict:
+    """Median sandbox overhead (ms) of ``RepoTestEvaluator`` over a bare pytest run of ``program``.
+
+    Returns {} when bubblewrap is not installed (the sandboxed checker cannot run at all then).
+    Both sides run the known fix, so they execute the same passing tests and differ only by
+    the checker's isolation and bookkeeping. Needs the QuixBugs data under the data root.
+    """
     if shutil.which("bwrap") is None:
         return {}
     from evaluators.coding.checker import RepoTestEvaluator

@@ -26,6 +26,10 @@ def _train(cfg: dqn.DQNConfig, log: training.TransitionLog, seeds: tuple) -> obj
 
 
 def synthetic_log(n: int, seed: int = 0) -> training.TransitionLog:
+    """``n`` random logged decisions shaped like the real ones (98-d observations, 5 actions with
+    skip always valid, 3-decision episodes), all in the "train" split. Training speed does not
+    depend on what the numbers mean, so random data times the real computation.
+    """
     rng = np.random.default_rng(seed)
     mask = rng.random((n, features.NUM_ACTIONS)) < 0.7
     mask[:, 0] = True
@@ -50,6 +54,7 @@ class TorchDQN:
             layers += [torch.nn.Linear(width, h), torch.nn.ReLU()]
             width = h
         self.q = torch.nn.Sequential(*layers, torch.nn.Linear(width, features.NUM_ACTIONS))
+        # The target network: the same layers, fresh, then loaded with q's weights.
         self.target = torch.nn.Sequential(*[type(m)(*([m.in_features, m.out_features])
                                             if isinstance(m, torch.nn.Linear) else []) for m in self.q])
         self.target.load_state_dict(self.q.state_dict())
@@ -57,6 +62,9 @@ class TorchDQN:
         self.rng = np.random.default_rng(seed)
 
     def update(self, obs, action, reward, next_obs, next_mask, done):
+        """One gradient step on a batch: the target of Eq. 12 with invalid next actions masked, and
+        the squared TD loss of Eq. 13. Returns the loss tensor.
+        """
         torch = self.torch
         with torch.no_grad():
             q_next = self.target(next_obs).masked_fill(~next_mask, -float("inf")).max(1).values
@@ -69,6 +77,10 @@ class TorchDQN:
         return loss
 
     def train(self, log: training.TransitionLog) -> None:
+        """The DQN schedule of Appendix C.2 over the logged decisions: an update every ``train_every``
+        decisions after ``learning_starts``, target sync every ``target_sync_every``; uniform
+        replay over the decisions seen so far.
+        """
         torch, cfg = self.torch, self.cfg
         arrays = {k: torch.as_tensor(getattr(log, k)) for k in
                   ("obs", "action", "reward", "next_obs", "next_mask", "done")}
@@ -102,6 +114,9 @@ def torch_figures(torch, cfg: dqn.DQNConfig, log: training.TransitionLog, jax_on
 
 
 def main(argv):
+    """Times JAX compile, one-seed and five-seed (vmapped) training and the update step, then
+    the PyTorch side if torch is installed; prints every figure and the ``result:`` line.
+    """
     del argv
     n = _DECISIONS.value
     cfg = dqn.DQNConfig(total_decisions=n, checkpoint_every=n)
@@ -110,6 +125,8 @@ def main(argv):
     result = {"decisions": n, "updates": updates, "device": jax.devices()[0].platform}
 
     start = time.perf_counter()
+    # The first calls include tracing and XLA compilation, reported apart from the
+    # steady-state times measured next.
     jax.block_until_ready(_train(cfg, log, (0,)))
     result["jax_compile_and_first_run_s"] = time.perf_counter() - start
     start = time.perf_counter()
@@ -119,6 +136,7 @@ def main(argv):
     five = best_time(lambda: jax.block_until_ready(_train(cfg, log, (0, 1, 2, 3, 4))), 3)
 
     state, replay = dqn.init_state(cfg, 0), dqn.init_replay(cfg)
+    # Fill the replay with real transitions so the timed update samples real batches.
     for t in range(200):
         replay = dqn.replay_add(replay, jax.tree_util.tree_map(lambda x: x[t], log.transitions()))
     update = jax.jit(dqn.update, static_argnames=("cfg",))

@@ -15,6 +15,10 @@ _PROVENANCE_COLUMNS = ("workdir", "method", "agent", "benchmark", "held-out task
 
 
 def _provenance_rows(provenances: list) -> list:
+    """One provenance row per workdir: what was run, on which tasks and stores, by which code.
+
+    Missing records show ``load.NOT_RECORDED`` rather than being guessed.
+    """
     def joined(mapping):
         return "; ".join(f"{k}: {v}" for k, v in mapping.items()) or load.NOT_RECORDED
     return [{"workdir": p.workdir, "method": p.method, "agent": p.agent, "benchmark": p.benchmark,
@@ -39,17 +43,27 @@ _COST_COLUMNS = ["agent", "method", "benchmark", "runs", "tasks", "tokens_per_ta
 
 
 def write_report(run_dirs, out) -> dict:
-    """Writes the report into ``out``; returns {name: path} of everything written."""
+    """Writes the report into ``out``; returns {name: path} of everything written.
+
+    Files: ``main_table.csv`` and ``domain_table.csv`` (per benchmark and in Table 1's domain
+    layout), ``scores.csv``, ``differences.csv``, ``rescued_broken.csv``, ``cost.csv`` and
+    ``provenance.csv`` (the numbers behind every table and figure), one PNG per kind of data
+    (a difference or rescued/broken figure only when there is something to pair), and
+    ``report.md`` embedding them with a sentence on how each interval was computed. The run
+    directories are loaded and checked comparable first, so a refusal leaves ``out`` untouched.
+    """
     arms, provenances = load.load_all(run_dirs)  # refuses before anything is written
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = {}
 
     def csv_of(name, rows):
+        """Writes ``rows`` as CSV ``name`` in ``out`` and records it."""
         written[name] = out / name
         tables.write_csv(rows, written[name])
 
     def png_of(name, draw, rows):
+        """Draws ``rows`` with ``draw`` into PNG ``name`` in ``out`` and records it."""
         written[name] = out / name
         draw(rows, written[name])
 

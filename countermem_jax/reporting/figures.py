@@ -27,17 +27,22 @@ def _errors(rows: list, prefix: str = "") -> np.ndarray:
 
 
 def _label(row: dict, *keys) -> str:
+    """Tick label joining the given fields, marked when the row rests on few tasks."""
     mark = FEW_TASKS_MARK if row.get("few_tasks") else ""
     return " · ".join(str(row[k]) for k in keys) + mark
 
 
 def _save(fig, path) -> None:
+    """Lays out, writes at ``_DPI`` and closes the figure (Agg keeps no window open)."""
     fig.tight_layout()
     fig.savefig(path, dpi=_DPI)
     plt.close(fig)
 
 
 def scores(rows: list, path) -> None:
+    """Bar chart of scores with CI error bars: one panel per (backbone, agent), bars per method
+    grouped by benchmark. Benchmarks resting on few tasks carry the mark on their tick.
+    """
     groups = list(dict.fromkeys((r["backbone"], r["agent"]) for r in rows))
     fig, axes = plt.subplots(1, len(groups), figsize=(max(5, 4 * len(groups)), 4), squeeze=False)
     for ax, (backbone, agent) in zip(axes[0], groups):
@@ -61,6 +66,7 @@ def scores(rows: list, path) -> None:
 
 
 def differences(rows: list, path) -> None:
+    """Forest plot of paired differences B − A with CIs, annotated with both p-values."""
     fig, ax = plt.subplots(figsize=(8, 1.2 + 0.45 * len(rows)))
     y = np.arange(len(rows))[::-1]
     ax.errorbar([r["difference_b_minus_a"] for r in rows], y, xerr=_errors(
@@ -79,6 +85,8 @@ def differences(rows: list, path) -> None:
 
 
 def rescued_broken(rows: list, path) -> None:
+    """Rescued tasks as bars above zero and broken ones below, per method and benchmark, with CIs.
+    """
     fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(rows) + 2), 4))
     x = np.arange(len(rows))
     ax.bar(x, [r["rescued_mean"] for r in rows], 0.6, yerr=_errors(rows, "rescued_"),
@@ -95,6 +103,7 @@ def rescued_broken(rows: list, path) -> None:
 
 
 def cost(rows: list, path) -> None:
+    """Two panels: task-run tokens per task and world-model calls per task, with CIs."""
     fig, axes = plt.subplots(1, 2, figsize=(max(8, 1.4 * len(rows) + 4), 4))
     x = np.arange(len(rows))
     labels = [_label(r, "agent", "method", "benchmark") for r in rows]

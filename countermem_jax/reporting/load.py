@@ -31,7 +31,11 @@ CODE_VERSION_FILE = "code_version.txt"
 
 
 class ReportError(ValueError):
-    """The given run directories cannot be reported (together)."""
+    """The given run directories cannot be reported (together).
+
+    Raised before anything is written; the message is one line naming the workdir(s) and what
+    is missing or differs, which the report binary prints as is.
+    """
 
 
 @dataclasses.dataclass
@@ -86,6 +90,8 @@ def code_version_now() -> str:
 
 
 def _read_json(path: pathlib.Path, what: str):
+    """Parsed JSON of a workdir file; missing or unreadable files are a ``ReportError`` naming it.
+    """
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
@@ -124,6 +130,10 @@ def _recorded_code_version(root: pathlib.Path, metrics: list, fingerprint: dict)
 
 
 def _store_hash(root: pathlib.Path, method: str) -> str:
+    """The frozen memory's recorded hash: CounterMem's store or the baseline's memory sidecar.
+
+    Pooling runs is refused when it differs, since runs over different stores are different arms.
+    """
     if method == "countermem":
         path = root / "store_frozen.sha256"
     else:
@@ -132,12 +142,20 @@ def _store_hash(root: pathlib.Path, method: str) -> str:
 
 
 def _backbone(fields: dict) -> str:
+    """The backbone identity as configured (kind, model, path, reasoning effort, context size).
+
+    Read from the build fingerprint: the configuration is what the workdir can prove, the
+    served weights behind a URL are not.
+    """
     keys = ("kind", "model", "model_path", "reasoning_effort", "n_ctx")
     parts = [f"{k}={fields[f'backbone.{k}']}" for k in keys if fields.get(f"backbone.{k}")]
     return ", ".join(parts) + " (as configured)" if parts else NOT_RECORDED
 
 
 def _arm_label(method: str, run: str) -> str:
+    """The Table 1 row label of a run: the baseline's label, "CounterMem" for the trained DQN, or
+    "CounterMem (<selector>)" for a fixed selector evaluated on the same store.
+    """
     if method != "countermem":
         return METHOD_LABELS.get(method, method)
     if run.startswith("countermem-dqn-"):
@@ -146,12 +164,21 @@ def _arm_label(method: str, run: str) -> str:
 
 
 def _seed(ends: dict) -> str | None:
+    """The selector seed(s) recorded in a run's task ends, or None when the run has none."""
     seeds = {e.get("seed") for e in ends.values()}
     return None if seeds == {None} else ",".join(sorted(str(s) for s in seeds))
 
 
 def load_workdir(path) -> tuple[list, Provenance]:
-    """One workdir's arms (its base run included) and its provenance."""
+    """One workdir's arms (its base run included) and its provenance.
+
+    Every run listed in the metrics files must have a result for every held-out task, or the
+    workdir is refused as unfinished: a partial run would silently score on fewer tasks.
+    Outcomes are read per task from each run's own log, not from the metrics summary, so every
+    figure of the report is recomputed from per-task results. A workdir made before
+    fingerprints still loads (its config fields show as not recorded); the splits hash covers
+    only the task assignment, so manifests differing in bookkeeping fields hash alike.
+    """
     root = pathlib.Path(path)
     if not root.is_dir():
         raise ReportError(f"{root}: not a directory")
@@ -204,6 +231,7 @@ def load_workdir(path) -> tuple[list, Provenance]:
 
 
 def _first_differences(a: tuple, b: tuple, limit: int = 3) -> str:
+    """How two task-id sets differ, with a few examples from each side."""
     only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
     return (f"{len(only_a)} only in the first (e.g. {only_a[:limit]}), {len(only_b)} only in "
             f"the second (e.g. {only_b[:limit]})")

@@ -24,7 +24,12 @@ def summarize(matrix, seed: int = intervals.BOOTSTRAP_SEED) -> dict:
 
 
 def paired_test(a_per_task, b_per_task) -> dict:
-    """B − A over the same tasks: mean difference, 95% CI, bootstrap and sign-test p-values."""
+    """B − A over the same tasks: mean difference, 95% CI, bootstrap and sign-test p-values.
+
+    Inputs are per-task outcomes in the same task order (e.g. 100 · solved, averaged over a
+    method's runs). ``b_better`` / ``a_better`` count the tasks where one strictly beats the other;
+    ties carry no information for the sign test and are left out of it.
+    """
     a, b = np.asarray(a_per_task, np.float64), np.asarray(b_per_task, np.float64)
     if a.shape != b.shape or a.ndim != 1 or a.size == 0:
         raise ValueError(f"paired outcomes must be two equal non-empty vectors, got {a.shape}, "

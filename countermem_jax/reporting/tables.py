@@ -31,6 +31,7 @@ FEW_TASKS_MARK = "†"
 
 
 def _label_order(label: str) -> tuple:
+    """Sort key: base agent, then the baselines in the paper's order, then CounterMem rows."""
     order = [BASE_LABEL] + [v for k, v in METHOD_LABELS.items() if k not in ("none", "countermem")]
     if label in order:
         return (order.index(label), label)
@@ -38,11 +39,13 @@ def _label_order(label: str) -> tuple:
 
 
 def _agent_order(agent: str) -> tuple:
+    """Sort key following ``AGENT_LABELS`` (ReAct before Reflexion), unknown agents last."""
     agents = list(AGENT_LABELS.values())
     return (agents.index(agent) if agent in agents else len(agents), agent)
 
 
 def sorted_arms(arms: list) -> list:
+    """Arms in report order: backbone, agent, method (paper order), configured benchmark."""
     return sorted(arms, key=lambda a: (a.backbone, _agent_order(a.agent), _label_order(a.label),
                                        a.benchmark))
 
@@ -72,19 +75,27 @@ def _bootstrap_seeds(arms: list) -> dict:
 
 
 def _matrix(runs: list, ids: list, value) -> np.ndarray:
+    """[runs, tasks] matrix of ``value(run, task_id)`` in the given task order."""
     return np.array([[float(value(run, t)) for t in ids] for run in runs])
 
 
 def _solved(run, task_id) -> float:
+    """A task's outcome on the score scale: 100 if solved, else 0."""
     return 100.0 * bool(run.tasks[task_id]["solved"])
 
 
 def _interval_fields(summary: dict, prefix: str = "") -> dict:
+    """``mean`` / ``ci95_low`` / ``ci95_high`` of a summary, with an optional prefix."""
     return {f"{prefix}mean": summary["mean"], f"{prefix}ci95_low": summary["ci95"][0],
             f"{prefix}ci95_high": summary["ci95"][1]}
 
 
 def scores(arms: list) -> list:
+    """One row per (arm, benchmark): score with 95% CI, spread over runs, and where it came from.
+
+    Each benchmark uses its own bootstrap seed from ``_bootstrap_seeds``, so the same cell gets
+    the same interval in every table.
+    """
     rows, seeds = [], _bootstrap_seeds(arms)
     for arm in sorted_arms(arms):
         for bench, ids in sorted(_columns(arm).items()):
@@ -98,6 +109,7 @@ def scores(arms: list) -> list:
 
 
 def cell(row: dict) -> str:
+    """A main-table cell: ``mean [low, high]``, marked when it rests on few tasks."""
     mark = FEW_TASKS_MARK if row["few_tasks"] else ""
     return f"{row['mean']:.1f} [{row['ci95_low']:.1f}, {row['ci95_high']:.1f}]{mark}"
 
@@ -113,6 +125,7 @@ def main_table(score_rows: list) -> tuple[list, list]:
 
 
 def _domain_order(domain: str) -> tuple:
+    """Sort key: the four Table 1 domains first, then the other paper domains, then the rest."""
     known = list(registry.FOUR_DOMAINS) + [d for d in registry.PAPER_DOMAINS
                                            if d not in registry.FOUR_DOMAINS]
     return (known.index(domain) if domain in known else len(known), domain)
@@ -140,6 +153,9 @@ def domain_table(arms: list) -> tuple[list, list]:
     alpha = (1 - intervals.CONFIDENCE) / 2
 
     def text(value, replicates, few, digits=1):
+        """``value [low, high]`` from bootstrap replicates (percentile bounds, as ``intervals`` uses),
+        marked when the cell rests on few tasks.
+        """
         lo, hi = np.quantile(replicates, [alpha, 1 - alpha])
         mark = FEW_TASKS_MARK if few else ""
         return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]{mark}"
@@ -157,6 +173,11 @@ def domain_table(arms: list) -> tuple[list, list]:
 
 
 def differences(arms: list) -> list:
+    """Every pair of methods sharing backbone, agent and configured benchmark, compared per task.
+
+    Only tasks both arms evaluated enter; each method's per-task outcome is averaged over its
+    runs before the paired test (``stats.paired_test``).
+    """
     rows = []
     groups = itertools.groupby(sorted_arms(arms), key=lambda a: (a.backbone, a.agent))
     for (backbone, agent), members in groups:
@@ -183,6 +204,11 @@ def differences(arms: list) -> list:
 
 
 def rescued_broken(arms: list) -> list:
+    """Rescued / broken counts per non-base arm and benchmark against its own base run (Appendix E.3).
+
+    Each run is paired with the base run of the same workdir, so the pairs share tasks and
+    splits; counts are averaged over runs, with a bootstrap CI over tasks.
+    """
     rows = []
     for arm in sorted_arms(arms):
         if arm.label == BASE_LABEL:
@@ -204,6 +230,11 @@ def rescued_broken(arms: list) -> list:
 
 
 def cost(arms: list) -> list:
+    """Task-run tokens and world-model calls per task per arm and benchmark, with 95% CIs.
+
+    Only evaluation-phase task runs: construction and selector training are reported separately
+    (``metrics.building_cost``), as §4.4 defines the token figures.
+    """
     rows = []
     for arm in sorted_arms(arms):
         for bench, ids in sorted(_columns(arm).items()):
@@ -218,6 +249,8 @@ def cost(arms: list) -> list:
 
 
 def write_csv(rows: list, path: pathlib.Path) -> None:
+    """Writes dict rows as CSV (header = the first row's keys); an empty list gives an empty file.
+    """
     with open(path, "w", newline="", encoding="utf-8") as f:
         if not rows:
             return
@@ -227,6 +260,7 @@ def write_csv(rows: list, path: pathlib.Path) -> None:
 
 
 def write_rows_csv(header: list, rows: list, path: pathlib.Path) -> None:
+    """Writes a header and list rows as CSV."""
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(header)
@@ -234,6 +268,7 @@ def write_rows_csv(header: list, rows: list, path: pathlib.Path) -> None:
 
 
 def _fmt(value) -> str:
+    """Markdown cell text: yes/blank for flags, 4 significant digits below 1, '—' for None."""
     if isinstance(value, bool):
         return "yes" if value else ""
     if isinstance(value, float):
@@ -242,10 +277,12 @@ def _fmt(value) -> str:
 
 
 def markdown(header: list, rows: list) -> str:
+    """A GitHub-flavoured markdown table of ``header`` and ``rows``."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
 def markdown_dicts(rows: list, columns: list) -> str:
+    """A markdown table of dict rows restricted to ``columns``, in that order."""
     return markdown(columns, [[r[c] for c in columns] for r in rows])

@@ -39,9 +39,13 @@ class TaskContext:
 
 
 class ConditionChecker(Protocol):
-    def check(self, condition: str, task: TaskContext) -> bool | None: ...
+    """Anything that can rule on a condition c for a task (the eligibility test of Eq. 7)."""
+
+    def check(self, condition: str, task: TaskContext) -> bool | None:
+        """True if ``condition`` holds for ``task``, False if it fails, None if it cannot tell."""
 
 
+# Patterns of the rule grammar in the module docstring, one per clause form.
 _CLAUSE_SPLIT = re.compile(r"\s+(?:and|&&)\s+", re.IGNORECASE)
 _CMP = re.compile(r"^([A-Za-z_][\w.]*)\s*(==|!=|=)\s*(.+)$")
 _IN = re.compile(r"^([A-Za-z_][\w.]*)\s+in\s+\[(.*)\]$", re.IGNORECASE)
@@ -50,6 +54,7 @@ _CONTAINS = re.compile(r"^(?:text|question|prompt)\s+contains\s+(['\"])(.+)\1$",
 
 
 def _norm(value: Any) -> str:
+    """Lower-case string form of a feature value or literal, quotes and outer spaces removed."""
     return str(value).strip().strip("'\"").strip().lower()
 
 
@@ -72,12 +77,22 @@ class RuleChecker:
         self.fallback = fallback
 
     def check(self, condition: str, task: TaskContext) -> bool | None:
+        """Conjunction of the condition's clauses; None as soon as one clause is outside the grammar.
+
+        A condition the rules only half understand is undecided rather than judged on its known
+        half, so that it can go on to the LLM judge or the ``unknown`` policy.
+        """
         results = [self._clause(c.strip(), task) for c in _CLAUSE_SPLIT.split(condition.strip())]
         if any(r is None for r in results):
             return None
         return all(results)
 
     def _clause(self, clause: str, task: TaskContext) -> bool | None:
+        """Verdict of one clause of the rule grammar, or None when no grammar form matches.
+
+        A comparison on a feature the task does not have is False for ``==`` and True for ``!=``:
+        a condition about, say, a SQL bound cannot hold for a task that has no bound.
+        """
         features = {k.lower(): v for k, v in task.features.items()}
         if m := _EDIT.match(clause):
             if self.fallback == "exclude":
@@ -115,6 +130,7 @@ class JudgeSettings:
     temperature: float = 0.0
 
 
+# The decision's own LLM call, so the judge's tokens are charged to that decision (§4.4).
 Ask = Callable[[str], Awaitable[Any]]   # prompt -> a str, or a reply with .text / .reasoning
 
 
@@ -138,6 +154,11 @@ class LLMJudgeChecker:
         self._cache: dict[tuple[str, str, str], bool | None] = {}
 
     async def judge(self, condition: str, task: TaskContext, ask: Ask) -> bool | None:
+        """Verdict for (condition, task), asking the backbone through ``ask`` at most once per run scope.
+
+        Accepts a plain string reply or a reply object with ``.text`` and optional ``.reasoning``
+        (a reasoning model may put its answer only in the latter; ``parse_verdict`` handles both).
+        """
         key = (condition, task.task_id, task.scope)
         if key not in self._cache:
             reply = await ask(self.PROMPT.format(condition=condition, task=task.text[: self._max]))
@@ -147,6 +168,7 @@ class LLMJudgeChecker:
         return self._cache[key]
 
     def check(self, condition: str, task: TaskContext) -> bool | None:
+        """The cached verdict; ``RuntimeError`` if this condition was never judged."""
         key = (condition, task.task_id, task.scope)
         if key not in self._cache:
             raise RuntimeError(f"condition {condition[:60]!r} was not judged for task "
@@ -163,6 +185,11 @@ _WORDS = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
 
 
 def _verdict_in(text: str, reasoning: bool) -> bool | None:
+    """YES/NO stated in one text; ``reasoning`` selects the stricter rules for thinking traces.
+
+    In an answer, a leading YES/NO or a single word used throughout decides; in a reasoning
+    trace only an explicit "answer is …" or a bare final line counts.
+    """
     plain = _MARKUP.sub(" ", text).strip()
     if not plain:
         return None
@@ -208,6 +235,7 @@ class VerdictCounts:
     judged_by_llm: int = 0
 
     def to_json(self) -> dict:
+        """The four counts as a dict (the ``memory.conditions`` log entry)."""
         return dataclasses.asdict(self)
 
 
@@ -224,6 +252,7 @@ class CompositeChecker:
 
     @property
     def judge(self) -> LLMJudgeChecker | None:
+        """The LLM judge among the checkers, or None when conditions are judged by rules only."""
         return next((c for c in self._checkers if isinstance(c, LLMJudgeChecker)), None)
 
     def verdict(self, condition: str, task: TaskContext) -> bool | None:
@@ -237,6 +266,10 @@ class CompositeChecker:
         return None
 
     def compatible(self, condition: str, task: TaskContext) -> bool:
+        """The eligibility test of Eq. 7 for one condition: the verdict, or the ``unknown`` policy.
+
+        With the default "exclude", a record whose condition nobody could decide is not offered.
+        """
         verdict = self.verdict(condition, task)
         return (self._unknown == "include") if verdict is None else verdict
 

@@ -26,10 +26,13 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.diff import Insert, Remove, Update, diff
 
+# Clause keyword shared with ``conditions.RuleChecker``, which evaluates these conditions.
 EDIT_CLAUSE = "edit touches"
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WORD = re.compile(r"[a-z0-9]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# Words that say nothing about which data an edit touched: language and SQL keywords,
+# plus option names of the solver domains.
 _KEYWORDS = frozenset("""
     and or not if else elif for while return def class in is none true false null let var fn mut
     pub use import from as with lambda pass break continue try except finally raise yield assert
@@ -51,6 +54,11 @@ def _sql_tables(tree: exp.Expression) -> dict[str, str]:
 
 
 def _sql_names(node: exp.Expression, tables: dict[str, str], out: dict[str, set]) -> None:
+    """Adds to ``out`` the tables, columns and non-empty string literals found under ``node``.
+
+    Column qualifiers are resolved through ``tables`` (alias → table), so ``T1.name`` counts
+    as touching the table ``T1`` stands for.
+    """
     for n in node.walk():
         if isinstance(n, exp.Table):
             out["tables"].add(n.name.lower())
@@ -106,6 +114,11 @@ def text_touched(original: str, improved: str) -> set[str]:
 
 
 def _listed(names) -> str:
+    """Sorted, comma-joined identifiers for a clause; names that would break the grammar are dropped.
+
+    A literal containing a comma, a bracket or a spaced ``and`` would split the clause when the
+    condition is parsed back, so it is left out rather than escaped.
+    """
     return ", ".join(sorted(n for n in names if n and not re.search(r",|\]|\[|\s(and|&&)\s", n)))
 
 
@@ -130,6 +143,7 @@ def derived_condition(domain: str, original: str, improved: str, environment: st
 
 
 def _stem(word: str) -> str:
+    """Crude plural stripping (-ies, -es after s/x/z, -s) so "players" matches ``player``."""
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
     if len(word) > 4 and word.endswith("es") and word[-3] in "sxz":
@@ -140,6 +154,11 @@ def _stem(word: str) -> str:
 
 
 def _word_matches(part: str, words: set[str]) -> bool:
+    """``part`` equals a word of the request, or one is a prefix of the other (≥ 4 letters).
+
+    The prefix rule lets ``release`` match "released" without a real stemmer; the 4-letter floor
+    keeps short parts from matching everything.
+    """
     if part in words:
         return True
     for w in words:

@@ -27,23 +27,37 @@ from countermem_jax.selector.dqn import DQNConfig, init_state
 
 
 class IncompatibleCheckpointError(ValueError):
-    """The checkpoint was written for another observation layout or network."""
+    """The checkpoint was written for another observation layout or network.
+
+    Restoring it would silently feed the network features in an order it was not trained on, so
+    the version and sizes of the observation are compared before any weight is read.
+    """
 
 
 class CheckpointIntegrityError(ValueError):
-    """A checkpoint or its metadata is missing, unreadable, or not what was saved."""
+    """A checkpoint or its metadata is missing, unreadable, or not what was saved.
+
+    The message starts with the offending path, so the binaries can print it as one line.
+    """
 
 
 def _hash_file(directory: pathlib.Path, step: int) -> pathlib.Path:
+    """``<dir>/<step>.sha256.json``: the integrity record kept beside each step."""
     return directory / f"{int(step)}.sha256.json"
 
 
 def _file_digests(step_dir: pathlib.Path) -> dict[str, str]:
+    """sha256 of every file under a step directory, keyed by relative path."""
     return {str(p.relative_to(step_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(step_dir.rglob("*")) if p.is_file()}
 
 
 def _arrays_digest(params, meta: dict) -> str:
+    """One sha256 over the metadata and every parameter array (tree path, dtype, shape, bytes).
+
+    Checked after Orbax has restored the arrays, so it also catches a step directory swapped for
+    another whose files are internally consistent.
+    """
     digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode())
     for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
         array = np.ascontiguousarray(np.asarray(leaf))
@@ -53,6 +67,7 @@ def _arrays_digest(params, meta: dict) -> str:
 
 
 def _read_json(path: pathlib.Path, what: str):
+    """Parsed JSON of ``path``; missing or unreadable files name the file and what it is."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -96,6 +111,11 @@ def _verify_files(directory: pathlib.Path, step: int) -> dict:
 
 
 def _manager(directory: str | os.PathLike) -> ocp.CheckpointManager:
+    """An Orbax ``CheckpointManager`` that keeps every step and tracks the best by ``val_return``.
+
+    All steps are kept (``max_to_keep=None``): the evaluation checkpoint is chosen by validation
+    return every 250 decisions (Appendix C.2), and the curve itself is part of the report.
+    """
     options = ocp.CheckpointManagerOptions(
         max_to_keep=None, best_fn=lambda m: m["val_return"], best_mode="max",
         keep_checkpoints_without_metrics=True, create=True)
@@ -103,6 +123,11 @@ def _manager(directory: str | os.PathLike) -> ocp.CheckpointManager:
 
 
 def metadata(cfg: DQNConfig, seed: int, decisions: int, val_return: float) -> dict:
+    """What a checkpoint records beside its weights, for compatibility checks and provenance.
+
+    The observation version, size and feature names, the DQN config, the selector seed, the
+    number of training decisions and the validation return of this checkpoint.
+    """
     return {"obs_version": features.OBS_VERSION, "obs_dim": features.OBS_DIM,
             "num_actions": features.NUM_ACTIONS, "slot_features": list(features.SLOT_FEATURE_NAMES),
             "budget_features": list(features.BUDGET_FEATURE_NAMES), "config": cfg.to_json(),
@@ -110,7 +135,12 @@ def metadata(cfg: DQNConfig, seed: int, decisions: int, val_return: float) -> di
 
 
 class SelectorCheckpointer:
-    """Saves one seed's parameters every ``checkpoint_every`` decisions."""
+    """Saves one seed's parameters every ``checkpoint_every`` decisions.
+
+    Each save also writes the step's integrity record and refreshes ``best.json`` (best step,
+    its return, and the return of every step), so the checkpoint that evaluation must use can
+    be read without opening Orbax.
+    """
 
     def __init__(self, directory: str | os.PathLike, cfg: DQNConfig, seed: int):
         self.directory = pathlib.Path(directory)
@@ -118,6 +148,11 @@ class SelectorCheckpointer:
         self._mngr = _manager(directory)
 
     def save(self, decisions: int, params, val_return: float) -> None:
+        """Saves ``params`` as step ``decisions`` with its validation return; blocks until written.
+
+        A non-finite return is refused: the best checkpoint is chosen by this number, and a NaN
+        would silently win or lose every comparison.
+        """
         if not math.isfinite(val_return):
             raise ValueError(f"{self.directory}: validation return {val_return} at {decisions} "
                              "decisions is not finite; a checkpoint is chosen by its score")
@@ -152,16 +187,20 @@ class SelectorCheckpointer:
         return out
 
     def steps(self) -> list[int]:
+        """Decision counts of all saved checkpoints, ascending."""
         return list(self._mngr.all_steps())
 
     def best_step(self) -> int | None:
+        """Step with the highest validation return so far (None before any save)."""
         return self._mngr.best_step()
 
     def close(self) -> None:
+        """Releases Orbax's background resources; call once when training ends."""
         self._mngr.close()
 
 
 def _check_compatible(meta: dict, directory) -> None:
+    """Refuses metadata whose observation version, size or action count differ from this code's."""
     expected = {"obs_version": features.OBS_VERSION, "obs_dim": features.OBS_DIM,
                 "num_actions": features.NUM_ACTIONS}
     for key, value in expected.items():
@@ -186,6 +225,8 @@ def restore(directory: str | os.PathLike, step: int | str = "best") -> tuple[dic
         if step is None or step not in mngr.all_steps():
             raise CheckpointIntegrityError(f"{directory / str(step)}: no such checkpoint; "
                                            f"available {sorted(mngr.all_steps())}")
+        # Files are checked before Orbax opens them: a swapped or truncated array file must be
+        # refused, not restored as other weights.
         record = _verify_files(directory, step)
         try:
             meta = mngr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
@@ -194,6 +235,7 @@ def restore(directory: str | os.PathLike, step: int | str = "best") -> tuple[dic
                                            f"checkpoint metadata ({err})") from None
         _check_compatible(meta, directory)
         cfg = DQNConfig.from_json(meta["config"])
+        # Restoring into a template of the recorded network shape refuses parameters of another size.
         template = jax.device_get(init_state(cfg, 0).params)
         try:
             params = mngr.restore(step, args=ocp.args.Composite(

@@ -37,6 +37,21 @@ def render_schema(db_path: str) -> str:
     return "\n".join(" ".join(r[0].split()) + ";" for r in rows)
 
 
+@functools.lru_cache(maxsize=64)
+def schema_columns(db_path: str) -> dict[str, tuple[str, ...]]:
+    """Lower-cased table name -> its lower-cased column names, read from the database file
+    (read-only); raises ``sqlite3.Error`` when the file cannot be read. What the SQL rule edits
+    of Module I need to know about a task's database (join keys, schema linking)."""
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        tables = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
+        return {t.lower(): tuple(r[1].lower() for r in conn.execute(f'PRAGMA table_info("{t}")'))
+                for t in tables}
+    finally:
+        conn.close()
+
+
 def _read_json(path: pathlib.Path):
     if not path.exists():
         raise DataError(f"{path}: file not found")

@@ -1,4 +1,6 @@
-"""Rule edit operators of Module I for the formal domains (paper §3.2, Appendix B.4).
+"""Math and formal verification (miniF2F, ProofNet, AMBER on Lean 4; DafnyBench, Vericoding on
+Dafny and Verus; paper Appendix D.1): their domains, rule edit operators of Module I (paper §3.2,
+Appendix B.4) and loaders.
 
 Lean (miniF2F, ProofNet, AMBER; decision unit tactic / proof step): substitute one closing tactic
 by another from the arithmetic family (``simp``, ``linarith``, ``nlinarith``, ``omega``,
@@ -10,17 +12,26 @@ the bound invariant that a loop guard ``i < n`` implies (``0 <= i <= n``). None 
 operators, and none touches a specification line (the checkers refuse that anyway).
 Every operator changes one decision unit and returns at most ``limit`` distinct variants.
 """
+import dataclasses
 import re
 
+from countermem_jax.domains.base import Domain, data_dir, require
+from countermem_jax.paths import data_root
+
 CLOSING_TACTICS = ("simp", "linarith", "nlinarith", "omega", "norm_num", "positivity")
+# Whole tactic names only: ``nlinarith`` holds no ``linarith`` and ``simp_all`` no ``simp``.
 _TACTIC = re.compile(r"\b(" + "|".join(CLOSING_TACTICS) + r")\b(?!_)")
+# A binder ``(x y : ℝ)`` of a number type: the variables a nonlinear hint may square.
 _BINDER = re.compile(r"\(\s*([^():]+?)\s*:\s*[^()]*?(?:ℝ|ℤ|ℕ|ℚ|Real|Int|Nat|Rat)\s*\)")
 _FLIP = {"<=": "<", "<": "<=", ">=": ">", ">": ">=", "≤": "<", "≥": ">"}
+# A comparison operator, but not part of ``==>``, ``<==>``, ``<==``, ``<<``, ``>>`` or ``->``:
+# implications and shifts are not boundaries.
 _CMP = re.compile(r"<=(?![=>])|(?<![=<])>=|≤|≥|(?<![<>=-])<(?![=<>])|(?<![<>=-])>(?![=>])")
 _ANNOTATION = re.compile(r"^\s*(invariant|assert|decreases)\b")
 
 
 def _dedupe(original: str, candidates, limit: int) -> list[str]:
+    """At most ``limit`` distinct non-blank candidates that differ from ``original``."""
     out = []
     for c in candidates:
         if c.strip() and c.strip() != original.strip() and c not in out:
@@ -31,6 +42,7 @@ def _dedupe(original: str, candidates, limit: int) -> list[str]:
 
 
 def _variables(statement: str) -> list[str]:
+    """The names bound with a number type in a Lean statement, in order."""
     names = []
     for group in _BINDER.findall(statement):
         names += [n for n in group.split() if re.fullmatch(r"[^\W\d]\w*", n)]
@@ -50,6 +62,8 @@ def tactic_substitutions(proof: str) -> list[str]:
 def hypothesis_additions(proof: str, statement: str) -> list[str]:
     """Hint terms for (n)linarith from the statement's variables, and simp over all hypotheses."""
     names = _variables(statement)
+    # sq_nonneg (a - b) for each pair, then sq_nonneg a: the usual hint terms that let
+    # nlinarith prove a polynomial inequality (at most three are tried per call site).
     hints = [f"sq_nonneg ({a} - {b})" for i, a in enumerate(names) for b in names[i + 1:]]
     hints += [f"sq_nonneg {a}" for a in names]
     out = []
@@ -58,6 +72,8 @@ def hypothesis_additions(proof: str, statement: str) -> list[str]:
         for hint in hints[:3]:
             inner = f"{existing.strip()[1:-1]}, {hint}" if existing else hint
             out.append(proof[:m.start()] + f"nlinarith [{inner.lstrip(', ')}]" + proof[m.end():])
+    # ``simp [*] at *`` inserted before the last line, at its indentation, so it runs inside the
+    # same tactic block.
     lines = proof.rstrip().splitlines() or [""]
     indent = re.match(r"\s*", lines[-1]).group(0)
     out.append("\n".join(lines[:-1] + [f"{indent}simp [*] at *", lines[-1]]))
@@ -75,11 +91,15 @@ def amber_edits(task, action: str, limit: int = 8) -> list[str]:
     """AMBER solutions hold the construction and its proofs; only the proofs' tactics are edited
     (the construction is the agent's answer and is not a tactic)."""
     statement = getattr(task.reference, "formal_statement", "") or task.context
+    # [:-1] drops the ``simp [*] at *`` insertion: the last line of a whole AMBER solution need
+    # not be inside a tactic proof.
     variants = tactic_substitutions(action) + hypothesis_additions(action, statement)[:-1]
     return _dedupe(action, variants, limit)
 
 
 def _annotation_variants(program: str, bound_invariant: str) -> list[str]:
+    """One annotation's comparison flipped, one annotation dropped, or the bound invariant of a
+    ``while i < n`` loop added (written with ``bound_invariant``)."""
     lines = program.splitlines()
     out = []
     in_block = False    # inside a Verus ``invariant`` clause list written one clause per line
@@ -122,3 +142,93 @@ def verus_edits(task, action: str, limit: int = 8) -> list[str]:
     """Invariant / assertion edits of a Verus body (``invariant`` clauses end with commas)."""
     return _dedupe(action, _annotation_variants(action, "{indent}invariant 0 <= {var} <= {bound},"),
                    limit)
+
+
+LEAN = Domain("math", "Write only the tactic proof that follows ':= by', in a ```lean code block.",
+              "A condition may test 'split == <name>'.", lean_edits)
+
+AMBER = Domain(
+    "math", "Write the whole Lean 4 solution in a ```lean code block: first the construction "
+    "(replace every `sorry` in the definitions by an explicit term), then the proofs of the "
+    "theorems about it. Do not change any theorem statement.",
+    "A condition may test 'task_type == <evaluation|algorithm|representation|proof>' or "
+    "'area == <name>'.", amber_edits)
+
+DAFNY = Domain("formal", "Write the whole program in a ```dafny code block.",
+               "A condition may test 'source == <name>'.", dafny_edits)
+
+VERUS = Domain("formal", "Write the function body (the <vc-code> section) in a ```rust code block.",
+               "A condition may test 'source == <name>'.", verus_edits)
+
+VERICODING_DAFNY = Domain(
+    "formal", "Write the method body (the <vc-code> section) in a ```dafny code block.",
+    "A condition may test 'source == <name>'.", dafny_edits)
+
+
+# --- Loaders ---------------------------------------------------------------------------------
+
+def _with_unit(tasks, unit: str):
+    """Tasks labelled with the setting's decision unit where the loader uses a narrower label."""
+    return [t if t.decision_unit == unit else dataclasses.replace(t, decision_unit=unit)
+            for t in tasks]
+
+
+def lean_jsonl_tasks(name: str, default: str, unit: str):
+    """A loader of a Lean benchmark in the prover JSONL layout (miniF2F, ProofNet), labelled with
+    the setting's decision unit."""
+    def tasks(data_cfg):
+        from evaluators.formal.loaders import load_lean_jsonl
+        path = require(data_cfg.get("data_dir") or data_root() / default, name, f"{name} JSONL")
+        return _with_unit(load_lean_jsonl(path, name, data_cfg.get("lean_split") or None,
+                                          data_cfg.get("lean_project", "")), unit)
+    return tasks
+
+
+def lean_evaluator(data_cfg):
+    """The Lean 4 kernel checker (needs Lean + Mathlib, third_party/README.md)."""
+    from evaluators.formal.checkers import LeanEvaluator
+    return LeanEvaluator()
+
+
+def amber_tasks(data_cfg):
+    """AMBER's construction-and-proof tasks."""
+    from evaluators.formal.amber import load_amber
+    path = require(data_cfg.get("data_dir") or data_root() / "amber/amber.jsonl", "amber",
+                   "AMBER tasks (amber.jsonl)")
+    return load_amber(path, data_cfg.get("lean_project", ""))
+
+
+def amber_evaluator(data_cfg):
+    """AMBER's Lean-based construction-verification checker."""
+    from evaluators.formal.amber import AmberEvaluator
+    return AmberEvaluator()
+
+
+def dafny_evaluator(data_cfg):
+    """The Dafny verifier (``dafny_legacy`` selects Dafny 2.3, labelled as such)."""
+    from evaluators.formal.checkers import DafnyEvaluator
+    return DafnyEvaluator(legacy=data_cfg.get("dafny_legacy", False))
+
+
+def verus_evaluator(data_cfg):
+    """The Verus verifier."""
+    from evaluators.formal.checkers import VerusEvaluator
+    return VerusEvaluator()
+
+
+def dafnybench_tasks(data_cfg):
+    """DafnyBench programs with their annotations removed."""
+    from evaluators.formal.loaders import load_dafnybench
+    return load_dafnybench(require(data_dir(data_cfg, "dafnybench/DafnyBench/dataset"),
+                                   "dafnybench", "DafnyBench dataset"))
+
+
+def vericoding_tasks(language: str):
+    """A loader of the Vericoding tasks in ``language`` ("dafny" or "verus")."""
+    def tasks(data_cfg):
+        from evaluators.formal.loaders import load_vericoding
+        root = require(data_dir(data_cfg, "vericoding/benchmarks"), f"vericoding_{language}",
+                       "Vericoding benchmarks")
+        return load_vericoding(root, language,
+                               tuple(data_cfg.get("vericoding_sources") or ()) or None)
+    return tasks

@@ -3,6 +3,13 @@
 They accept what small local models actually write — code fences, chatter before and after,
 ``**bold**`` field names, lower-case keys — and raise ``ParseError`` with a short reason when the
 contract is not met; the caller then asks once more with that reason (the repair message).
+The reason is written for the model, so it says what to write rather than what went wrong in
+the parser.
+
+The parsers are also where the method's contracts are enforced rather than trusted: Module I's
+edits must be local (``parse_local_edits``, §3.2), and Module II's condition must be one short
+checkable requirement or explicitly none (``parse_distilled``, §3.3). The parsers of the
+baselines' templates (Appendix D.5) follow the same rules, so no method gets a laxer contract.
 """
 import dataclasses
 import difflib
@@ -16,50 +23,43 @@ class ParseError(ValueError):
     """The reply does not meet the template's contract; the message says how."""
 
 
+# A fence's language tag and body; the closing fence may be missing when a reply was cut off at
+# the token limit, and the body up to the end is still taken.
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n?(.*?)(?:```|$)", re.S)
 
 
 def strip_markup(text: str) -> str:
+    """The reply without Markdown bold/underline markers around field names."""
     return re.sub(r"\*\*|__", "", text).strip()
 
 
 def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """(language tag in lower case, body) of every non-empty code fence, an unclosed last one
+    included."""
     return [(lang.lower(), body.strip("\n")) for lang, body in _FENCE.findall(text)
             if body.strip()]
 
 
-def extract_sql(text: str) -> str:
-    """The SQL statement in a model reply: inside a code fence if there is one, from the first
-    SELECT/WITH, up to the first semicolon that ends a statement."""
-    fence = re.search(r"```(?:sql|sqlite)?\s*\n?(.*?)```", text, re.S | re.I)
-    body = fence.group(1) if fence else text
-    m = re.search(r"\b(with|select)\b", body, re.I)
-    if not m:
-        return body.strip()
-    sql = body[m.start():]
-    end = re.search(r";\s*(\n|$)", sql)
-    if end:
-        sql = sql[: end.start()]
-    return sql.strip()
-
-
-def parse_action(text: str, domain: str = "") -> str:
-    """The action in a reply: the first fenced block (preferring one tagged for the domain),
-    else, for SQL, the statement starting at SELECT/WITH, else the whole reply."""
+def parse_action(text: str, fences: tuple[str, ...] = (), extract=None) -> str:
+    """The action in a reply: the first fenced block tagged with one of ``fences`` (or
+    ``action``), else the first fenced block, else the whole reply without an ``ACTION:`` /
+    ``Answer:`` / ``SQL:`` label; then ``extract`` (the domain's own extraction, e.g. the SQL
+    statement) if given. The domain supplies ``fences`` and ``extract``
+    (``countermem_jax/domains/base.Domain.parse_action``)."""
     blocks = fenced_blocks(text)
-    preferred = {"sql": ("sql", "sqlite"), "smt": ("smt2", "smt", "lisp", "scheme"),
-                 "sat": ("dimacs", "cnf", "text", ""), "coding": ("diff", "python", "patch")}
     body = None
+    # A reply may hold several blocks (e.g. the schema it looked at, then its query); the
+    # domain's own language tag marks the action.
     for lang, block in blocks:
-        if lang in preferred.get(domain, ()) or lang == "action":
+        if lang in fences or lang == "action":
             body = block
             break
     if body is None and blocks:
         body = blocks[0][1]
     if body is None:
         body = re.sub(r"^\s*(?:ACTION|Answer|SQL)\s*:\s*", "", text.strip(), flags=re.I)
-    if domain == "sql":
-        body = extract_sql(body)
+    if extract is not None:
+        body = extract(body)
     body = body.strip()
     if not body:
         raise ParseError("no action found: put the action in a ``` code block")
@@ -69,12 +69,14 @@ def parse_action(text: str, domain: str = "") -> str:
 def _fields(text: str, names: tuple[str, ...]) -> dict[str, str]:
     """``NAME: value`` fields (values may span lines until the next field)."""
     clean = strip_markup(text)
+    # A field name at a line start, after any quote, heading or list markers models put there.
     pattern = re.compile(r"^[ \t>#*-]*(" + "|".join(names) + r")[ \t]*:[ \t]*", re.I | re.M)
     hits = list(pattern.finditer(clean))
     out = {}
     for i, m in enumerate(hits):
         end = hits[i + 1].start() if i + 1 < len(hits) else len(clean)
         key = m.group(1).upper()
+        # The first occurrence wins: models often restate a field in an explanation afterwards.
         if key not in out:
             value = clean[m.end():end].strip()
             value = re.sub(r"^```\w*\n?|```$", "", value).strip()
@@ -83,6 +85,7 @@ def _fields(text: str, names: tuple[str, ...]) -> dict[str, str]:
 
 
 def require_fields(text: str, names: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
+    """The ``NAME: value`` fields of a reply; ParseError naming any of ``names`` missing."""
     found = _fields(text, names + optional)
     missing = [n for n in names if not found.get(n)]
     if missing:
@@ -90,6 +93,7 @@ def require_fields(text: str, names: tuple[str, ...], optional: tuple[str, ...] 
     return found
 
 
+# Words and single punctuation marks: the units in which ``is_local_edit`` measures a change.
 _TOKENS = re.compile(r"\w+|[^\w\s]")
 
 
@@ -106,6 +110,7 @@ def is_local_edit(original: str, edited: str, max_removed_fraction: float = 0.5)
 
 def _locate(find: str, action: str) -> tuple[int, int] | None:
     """Where FIND occurs in the action: exactly, or up to differences in whitespace."""
+    # Models re-wrap and re-indent the text they copy into FIND; an exact match is tried first.
     i = action.find(find)
     if i >= 0:
         return i, i + len(find)
@@ -122,6 +127,8 @@ def parse_local_edits(text: str, action: str, k: int) -> list[str]:
     Returns the edited actions (distinct, different from the original).
     """
     clean = strip_markup(text)
+    # A REPLACE body runs to the next EDIT / FIND / numbered item or the end, so multi-line
+    # replacements survive.
     pairs = re.findall(r"FIND\s*:\s*(.+?)\s*\n\s*REPLACE\s*:\s*(.*?)(?=\n\s*(?:EDIT\b|FIND\s*:|\d+[.)]"
                        r"|$)|\Z)", clean, re.I | re.S)
     out, problems = [], []
@@ -147,6 +154,8 @@ def parse_local_edits(text: str, action: str, k: int) -> list[str]:
 
 
 def _unquote(s: str) -> str:
+    """The text with a wrapping code fence or matching quotes removed (how models set off the
+    FIND and REPLACE text)."""
     s = s.strip()
     s = re.sub(r"^```\w*\s*|\s*```$", "", s).strip()
     if len(s) >= 2 and s[0] == s[-1] and s[0] in "`'\"":
@@ -156,18 +165,24 @@ def _unquote(s: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class DistilledRecord:
+    """DISTIL_RECORD's output (Module II, paper §3.3): the situation and its applicability
+    condition."""
     situation: str
     condition: str  # "" = universal
 
 
 def parse_distilled(text: str, max_condition_chars: int = 300) -> DistilledRecord:
+    """DISTIL_RECORD: 'SITUATION:' and 'CONDITION:' (normalized; "none"/"always" = universal)."""
     f = require_fields(text, ("SITUATION", "CONDITION"))
+    # One line only: the condition is a requirement to check, not an explanation.
     condition = normalize_condition(f["CONDITION"].splitlines()[0] if f["CONDITION"] else "")
     if len(condition) > max_condition_chars:  # small models explain at length: keep the first sentence
         condition = re.split(r"(?<=[.;!?])\s", condition, maxsplit=1)[0].strip()
     if len(condition) > max_condition_chars:
         raise ParseError(f"CONDITION is longer than {max_condition_chars} characters: state one "
                          "checkable requirement")
+    # Words that claim universality are stored as the empty condition, which is what they mean
+    # to the compatibility rule (Appendix D.8), rather than as a requirement no task can meet.
     if condition and condition.lower() in ("always", "true", "any task", "all tasks"):
         condition = ""
     return DistilledRecord(" ".join(f["SITUATION"].split()), condition)
@@ -175,6 +190,7 @@ def parse_distilled(text: str, max_condition_chars: int = 300) -> DistilledRecor
 
 def parse_choice(text: str, n: int) -> int:
     """BEST_OF_N_JUDGE: 'CHOICE: <k>' with 1 <= k <= n."""
+    # An out-of-range choice is a contract violation, not candidate n: the repair round asks again.
     m = re.search(r"CHOICE\s*[:=]\s*\[?(\d+)", strip_markup(text), re.I)
     if not m:
         raise ParseError("reply with 'CHOICE: <number>'")
@@ -185,6 +201,7 @@ def parse_choice(text: str, n: int) -> int:
 
 
 def parse_single_field(name: str):
+    """A parser of one required field ``NAME: <text>`` (whitespace collapsed)."""
     def parse(text: str) -> str:
         value = require_fields(text, (name,))[name]
         return " ".join(value.split())
@@ -199,6 +216,7 @@ def parse_strategy_item(text: str) -> dict:
 
 
 def parse_skill(text: str) -> dict:
+    """VOYAGER_SKILL: NAME, APPLIES_WHEN and numbered STEPS."""
     f = require_fields(text, ("NAME", "APPLIES_WHEN", "STEPS"))
     steps = [re.sub(r"^\s*(?:\d+[.)]|[-*])\s*", "", s).strip()
              for s in f["STEPS"].splitlines() if s.strip()]
@@ -206,6 +224,7 @@ def parse_skill(text: str) -> dict:
 
 
 def parse_look_alike(text: str) -> str:
+    """LOOK_ALIKE_TASK: the new task after 'TASK:'."""
     return require_fields(text, ("TASK",))["TASK"]
 
 
@@ -219,6 +238,8 @@ def parse_insight_operations(text: str, n_insights: int) -> list[tuple[str, int 
     (operation, 0-based index or None for ADD, text) in the order written."""
     ops, problems = [], []
     clean = strip_markup(text)
+    # Lines that are not operations are ignored; an operation with a missing or out-of-range
+    # number is skipped, and named in the error only when no operation is usable.
     for line in clean.splitlines():
         m = re.match(r"^[ \t>*-]*(ADD|AGREE|EDIT|REMOVE)\b[ \t]*(?:#|RULE[ \t]*)?(\d+)?[ \t]*[:.)-]?"
                      r"[ \t]*(.*)$", line.strip(), re.I)
@@ -278,6 +299,8 @@ def parse_function_calls(text: str, allowed: tuple[str, ...]) -> list[dict]:
     """MEMGPT_MANAGE / MEMGPT_RECALL: lines 'CALL: {"name": …, "arguments": {…}}' ending with
     'DONE'; only ``allowed`` functions, each with its string arguments. 'DONE' alone = no call."""
     clean = text.replace("**", "")
+    # raw_decode reads exactly one JSON object after each CALL:, so nested braces in arguments
+    # and text after the object are handled; any malformed call fails the whole reply.
     decoder = json.JSONDecoder()
     calls = []
     for m in re.finditer(r"CALL\s*:\s*", clean, re.I):

@@ -1,5 +1,8 @@
 """Deterministic scripted backbone for tests: replies chosen by prompt template, task and text.
 
+It stands in for the LLM backbone of paper §4.1 behind the same ``Backbone`` interface, so the
+pipeline tests run every phase without a model.
+
 Rules are tried in order; the first whose ``template`` (the call's purpose, e.g. "DRAFT_ACTION"),
 ``task`` (substring of the charged decision) and ``contains`` (substring of the last user message)
 all match gives the reply: a string, or a function of the messages. A call no rule answers raises,
@@ -14,6 +17,7 @@ from countermem_jax.backbones.base import (Backbone, ChatResult, Charge, Samplin
 
 @dataclasses.dataclass
 class Rule:
+    """One scripted reply and the calls it answers (``None`` matches anything)."""
     reply: str | Callable[[list], str]
     template: str | None = None
     task: str | None = None
@@ -21,6 +25,7 @@ class Rule:
     times: int | None = None   # answer at most this many calls, then let later rules match
 
     def matches(self, charge: Charge, messages) -> bool:
+        """Whether this rule answers a call with ``charge`` and ``messages``."""
         last = messages[-1].get("content", "") if messages else ""
         return ((self.template is None or charge.purpose == self.template)
                 and (self.task is None or self.task in charge.decision)
@@ -29,6 +34,8 @@ class Rule:
 
 
 class ScriptedBackbone(Backbone):
+    """A backbone whose replies come from ``rules``, tried in order; every call is kept in
+    ``calls`` and booked in the ledger with tokenizer counts."""
     model_name = "scripted-fake"
 
     def __init__(self, rules: list[Rule] | None = None, ledger=None):
@@ -37,11 +44,13 @@ class ScriptedBackbone(Backbone):
         self.calls: list[tuple[Charge, list]] = []
 
     def add(self, reply, **match) -> "ScriptedBackbone":
+        """Appends a rule (``template=``, ``task=``, ``contains=``, ``times=``); chainable."""
         self.rules.append(Rule(reply, **match))
         return self
 
     async def chat(self, messages, params: SamplingParams = SamplingParams(),
                    charge: Charge = Charge()) -> ChatResult:
+        """The first matching rule's reply; LookupError when no rule answers the call."""
         messages = list(messages)
         self.calls.append((charge, messages))
         for rule in self.rules:

@@ -1,0 +1,306 @@
+"""Construction in waves: W construction tasks in flight, committed in split order, the store
+identical to the sequential run (paper §3.2–3.3, Algorithm 1 phase 1; issue 14).
+
+Construction is order-dependent: a task retrieves the records earlier tasks admitted, its reuse
+observations update their statistic u (which enters the retrieval score, Eq. 8), and Modules I–II
+admit its own records under admission and capacity rules that look at the whole store. Up to
+``construction.wave_size`` = W tasks run at once, each against a private ``TaskView``: a copy of
+the store as committed when the task started, to which only its own admissions and reuse
+observations are applied. Everything a task reads from the store is recorded, in order:
+
+  index     per decision, what the condition judge is shown: whether the store is empty and the
+            distinct non-empty conditions of the other tasks' records (each may cost an LLM call);
+  retrieve  the retrieval result: the candidates (their full records, scores, relevance and
+            ranks) and the records excluded as the task's own or by their condition;
+  propose   Module II's admission decision for a candidate and the records evicted for it;
+  reuse     a reuse observation (and whether its record was still there).
+
+Tasks commit in split order. To commit, a task's reads are replayed against the committed store:
+the same operations in the same order, each answer compared with the one the task saw. If all
+agree, the sequential run would have shown the task exactly what it saw, so it would have run the
+same way (the backbone and the checkers are deterministic functions of what a task sees), and the
+store after the replay is the committed store after the task. Otherwise (it would have seen a
+record committed earlier in the same wave, a changed reuse statistic, another eviction) it is run
+again against the committed store; that run replays by construction, and its LLM calls that did
+not change come from the response cache (and single-flight). A run that raised is re-run the
+same way when its reads are stale; when they are not, the sequential run would have raised too,
+and the error stops the phase.
+
+A run's log events are held (``runlog.HeldEvents``) and its ledger charges too
+(``backbones.base.hold_charges``) until it commits: a discarded run leaves nothing in the log or
+the ledger that resume, the metrics or the cost of building read; what it spent is logged per
+wave (``construction_wave``: tasks, re-runs, discarded LLM calls and tokens). The store is saved
+atomically after every commit with the processed task ids, so a kill mid-wave resumes to the same
+final store. W = 1 is the sequential run.
+"""
+import asyncio
+import collections
+import dataclasses
+from typing import Awaitable, Callable, Iterable, Sequence
+
+import numpy as np
+
+from countermem_jax.backbones.base import book_held, hold_charges
+from countermem_jax.memory.store import MemoryStore
+from countermem_jax.retrieval import conditions as cond_lib
+from countermem_jax.retrieval.retrieve import RetrievalIndex
+from countermem_jax.runlog import HeldEvents, RunLog
+
+# (records, checker) -> the retrieval index over them (phases: ``context.retrieval_index``)
+IndexBuilder = Callable[[Sequence, cond_lib.CompositeChecker], RetrievalIndex]
+
+
+def _index_read(records, task_id: str, use_conditions: bool) -> tuple:
+    """What a decision's condition judge reads from the index (``memory_use``): whether there
+    are records at all, and the distinct conditions of the records it could retrieve."""
+    conditions = (tuple(dict.fromkeys(r.condition.strip() for r in records
+                                      if r.condition.strip() and r.source_task_id != task_id))
+                  if use_conditions else ())
+    return bool(records), conditions
+
+
+def _observed(results) -> tuple:
+    """What a decision sees of its retrieval results (logged, rendered, fed to the selector)."""
+    return tuple((r.candidates, r.excluded_same_task, r.excluded_condition) for r in results)
+
+
+class _RecordingIndex(RetrievalIndex):
+    """A retrieval index over the same records as ``inner`` (its arrays shared, not copied) with
+    the task run's own condition checker (its judge's verdicts are the run's), recording every
+    retrieval and what it returned in the task view's reads."""
+
+    def __init__(self, inner: RetrievalIndex, checker: cond_lib.CompositeChecker, reads: list):
+        self.__dict__.update(inner.__dict__)
+        self.checker = checker
+        self._reads = reads
+
+    def retrieve_embedded(self, tasks, query_embeddings):
+        """``RetrievalIndex.retrieve_embedded``, its query and answer recorded as a read."""
+        results = super().retrieve_embedded(tasks, query_embeddings)
+        self._reads.append(("retrieve", (tuple(tasks), np.array(query_embeddings, copy=True)),
+                            _observed(results)))
+        return results
+
+
+class TaskView:
+    """One task run's private view of the store: a copy of the committed store to which only
+    this run's admissions and reuse observations are applied, and the log of what it read
+    (``reads``: (kind, argument, answer) in order). It is the run's index source (``index``)
+    and the store its builder proposes to; ``snapshot_id`` is the committed store's."""
+
+    def __init__(self, committed: MemoryStore, task_id: str, make_index: IndexBuilder,
+                 checker: cond_lib.CompositeChecker):
+        self.store = committed.copy()
+        self.task_id, self.make_index, self.checker = task_id, make_index, checker
+        self.reads: list[tuple] = []
+        self._version, self._index, self._index_version = 0, None, -1
+
+    @property
+    def snapshot_id(self) -> str:
+        """The committed store's snapshot id (in the provenance of the records admitted)."""
+        return self.store.snapshot_id
+
+    def _current_index(self) -> _RecordingIndex:
+        if self._index_version != self._version:  # rebuilt only after a change, as before
+            self._index = _RecordingIndex(self.make_index(self.store.records, self.checker),
+                                          self.checker, self.reads)
+            self._index_version = self._version
+        return self._index
+
+    def index(self) -> RetrievalIndex:
+        """The index source: the retrieval index over this view, as the run's decisions see it."""
+        index = self._current_index()
+        self.reads.append(("index", None, _index_read(self.store.records, self.task_id,
+                                                      index.use_conditions)))
+        return index
+
+    def propose(self, record):
+        """Module II on this view (``MemoryStore.propose``); the decision and the records
+        evicted are a read."""
+        decision, evicted = self.store.propose(record)
+        self._version += 1
+        self.reads.append(("propose", record, (decision, tuple(evicted))))
+        return decision, evicted
+
+    def observe_reuse(self, record_id: str, label: int):
+        """A reuse observation on this view; whether the record was there is a read."""
+        found = record_id in self.store
+        self.reads.append(("reuse", (record_id, label), found))
+        self._version += found
+        return self.store.observe_reuse(record_id, label)  # KeyError, as the store, if gone
+
+
+def replay(committed: MemoryStore, view: TaskView) -> MemoryStore | None:
+    """The committed store after ``view``'s run, if every read of the run gives the same answer
+    against ``committed`` (the run is then exactly the sequential run of its task); else None."""
+    twin = TaskView(committed, view.task_id, view.make_index, view.checker)
+    for kind, argument, answer in view.reads:
+        if kind == "index":
+            twin.index()
+        elif kind == "retrieve":
+            twin._current_index().retrieve_embedded(*argument)
+        elif kind == "propose":
+            twin.propose(argument)
+        else:
+            try:
+                twin.observe_reuse(*argument)
+            except KeyError:
+                pass  # recorded as not found; compared below
+        if twin.reads[-1][2] != answer:
+            return None
+    return twin.store
+
+
+class TaskHooks:
+    """The construction hooks of one task run: its reuse observations and Modules I–II
+    (``builder``, proposing to the run's view) after a failure."""
+
+    def __init__(self, view: TaskView, builder):
+        self.view, self.builder = view, builder
+
+    def observe_reuse(self, record_id: str, label: int):
+        """u <- (1-ρ)u + ρy for the record used, on the run's view."""
+        return self.view.observe_reuse(record_id, label)
+
+    async def after_failure(self, ctx, state_before, action, outcome) -> None:
+        """Modules I–II on the failed action (at most ``max_expanded_failures`` per task)."""
+        await self.builder.expand(ctx, state_before, action, outcome)
+
+    async def expand(self, ctx, state_before, action, outcome) -> None:
+        """The builder interface of the augmentation's construction phase (``memory_use``)."""
+        await self.after_failure(ctx, state_before, action, outcome)
+
+
+@dataclasses.dataclass
+class _Run:
+    task: object
+    view: TaskView
+    events: HeldEvents
+    future: asyncio.Task | None = None
+    charges: list = dataclasses.field(default_factory=list)
+
+    async def settle(self):
+        """(the task context, None) or (None, the exception the run raised)."""
+        try:
+            return await self.future, None
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # noqa: BLE001 - judged by replay: stale run or a real error
+            return None, err
+
+
+@dataclasses.dataclass
+class WaveLog:
+    """Per wave (W consecutive tasks of the split): the tasks, those re-run, and what the
+    discarded runs spent (their LLM calls, many of them answered by the response cache)."""
+    wave: int
+    tasks: list = dataclasses.field(default_factory=list)
+    reruns: list = dataclasses.field(default_factory=list)
+    discarded_llm_calls: int = 0
+    discarded_tokens: int = 0
+
+
+RunTask = Callable[[object, TaskView, HeldEvents], Awaitable[object]]
+
+
+async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask, *,
+                         wave_size: int, make_index: IndexBuilder,
+                         make_checker: Callable[[], cond_lib.CompositeChecker], log: RunLog,
+                         commit: Callable[[MemoryStore, object, object], None],
+                         position: int = 0) -> tuple[MemoryStore, dict]:
+    """Runs ``tasks`` (in split order) with up to ``wave_size`` in flight and commits them in
+    order; ``run_task(task, view, events)`` runs one task against its view, logging to
+    ``events``; ``commit(store, task, ctx)`` persists the committed store after each task.
+    ``position``: tasks of the split already processed (resume). Returns the final store and
+    the totals (tasks, re-runs, discarded calls and tokens)."""
+    if wave_size < 1:
+        raise ValueError(f"construction.wave_size must be >= 1, got {wave_size}")
+    pending = iter(tasks)
+    in_flight: collections.deque[_Run] = collections.deque()
+    totals = {"wave_size": wave_size, "tasks": 0, "reruns": 0, "discarded_llm_calls": 0,
+              "discarded_tokens": 0}
+    wave = WaveLog(position // wave_size)
+
+    abandoned: list[asyncio.Task] = []  # cancelled stale runs, awaited at the end
+    indexes: dict[tuple, RetrievalIndex] = {}  # by the records (frozen dataclasses: content)
+
+    def shared_index(records, checker) -> RetrievalIndex:
+        """One index build per store content for all the runs and replays that read it."""
+        key = tuple(records)
+        if key not in indexes:
+            if len(indexes) >= min(2 * wave_size + 8, 64):
+                del indexes[next(iter(indexes))]
+            indexes[key] = make_index(records, checker)
+        return indexes[key]
+
+    def launch(task) -> _Run:
+        run = _Run(task, TaskView(store, task.task_id, shared_index, make_checker()),
+                   HeldEvents(log))
+
+        async def body():
+            run.charges = hold_charges()  # this run's context only
+            return await run_task(task, run.view, run.events)
+        run.future = asyncio.create_task(body())
+        return run
+
+    def fill() -> None:
+        while len(in_flight) < wave_size:
+            task = next(pending, None)
+            if task is None:
+                return
+            in_flight.append(launch(task))
+
+    def rerun(stale: _Run) -> _Run:
+        """Discards a stale run (its held events and charges; counted in the wave's log) and
+        runs its task again against the committed store."""
+        stale.future.cancel()
+        abandoned.append(stale.future)
+        wave.reruns.append(stale.task.task_id)
+        wave.discarded_llm_calls += len(stale.charges)
+        wave.discarded_tokens += sum(usage.total for _, _, usage, _ in stale.charges)
+        return launch(stale.task)
+
+    def close_wave() -> None:
+        if wave.tasks:
+            log.write("construction_wave", phase="construction", wave_size=wave_size,
+                      **dataclasses.asdict(wave))
+        totals["tasks"] += len(wave.tasks)
+        totals["reruns"] += len(wave.reruns)
+        totals["discarded_llm_calls"] += wave.discarded_llm_calls
+        totals["discarded_tokens"] += wave.discarded_tokens
+
+    try:
+        fill()
+        while in_flight:
+            run = in_flight.popleft()
+            if not run.future.done() and replay(store, run.view) is None:
+                run = rerun(run)  # already stale: no need to wait for the rest of it
+            ctx, error = await run.settle()
+            after = replay(store, run.view)
+            if after is None:  # it read what the sequential order would not have shown it
+                run = rerun(run)
+                ctx, error = await run.settle()
+                after = replay(store, run.view)
+                if after is None:
+                    raise RuntimeError(f"construction task {run.task.task_id}: a run against the "
+                                       "committed store does not replay onto it (retrieval or "
+                                       "admission is not deterministic)")
+            if error is not None:
+                raise error
+            run.events.commit()
+            book_held(run.charges)
+            store = after
+            commit(store, run.task, ctx)
+            wave.tasks.append(run.task.task_id)
+            position += 1
+            if position % wave_size == 0:
+                close_wave()
+                wave = WaveLog(position // wave_size)
+            fill()
+        close_wave()
+    finally:
+        for run in in_flight:
+            run.future.cancel()
+        await asyncio.gather(*(run.future for run in in_flight), *abandoned,
+                             return_exceptions=True)
+    return store, totals

@@ -1,0 +1,129 @@
+"""Phase 1 of Algorithm 1: memory construction on the construction split (paper §3.2–3.3).
+
+CounterMem runs the base agent on each construction task with retrieval over the store as it
+grows; after a failure Modules I–II propose ≤ K local edits, check them from the same state and
+admit verified improvements as records. The store is saved atomically after every task with the
+processed task ids in its header, so a killed run resumes where it stopped. Up to
+``construction.wave_size`` tasks run at once and commit in split order, with the store identical
+to the one-at-a-time run (``countermem_jax.construction_waves``). At the end the store is
+frozen and its content hash written for the later phases. A baseline method (``cfg.method``)
+builds its own memory instead (``countermem_jax.baselines``), or skips a phase it has no use for.
+"""
+import asyncio
+import functools
+
+import tqdm
+
+from countermem_jax import baselines
+from countermem_jax import construction_waves as waves
+from countermem_jax.agents import Agent
+from countermem_jax.counterfactual import CounterfactualBuilder
+from countermem_jax.memory import load_frozen, load_store, save_store
+from countermem_jax.memory.store import MemoryStore
+from countermem_jax.memory_use import CounterMemAugmentation
+from countermem_jax.phases import context
+from countermem_jax.phases.workdir import Workdir
+from countermem_jax.prompting.failures import HeldParseFailures
+from countermem_jax.selector import policies
+from countermem_jax import workdir_guard
+
+
+def _construction_augmentation(cfg, agent: Agent, index_source, hooks):
+    """Module III of one construction task run: the fixed construction policy over the index
+    source (the task's view of the store), reuse observations and Modules I–II (after failures)
+    through the construction hooks (``construction_waves.TaskHooks``)."""
+    return CounterMemAugmentation(
+        agent, phase="construction", store=hooks, builder=hooks, index_factory=index_source,
+        selector=policies.make_fixed(cfg.construction.reuse_policy,
+                                     cfg.construction.relevance_threshold),
+        render_condition=cfg.memory.render_condition)
+
+
+def _already_frozen(wd: Workdir) -> dict:
+    """The summary of a store frozen by an earlier run: a frozen store is never rebuilt, since
+    the selector and evaluation runs of this workdir are tied to its hash."""
+    frozen = load_frozen(wd.frozen)
+    print(f"memory already built and frozen: {len(frozen)} records, hash "
+          f"{frozen.content_hash()[:16]} ({wd.frozen})")
+    return {"records": len(frozen), "hash": frozen.content_hash()}
+
+
+async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
+                     store: MemoryStore) -> tuple[MemoryStore, dict]:
+    """Runs the construction tasks not yet processed, ``construction.wave_size`` in flight,
+    committed in split order and saved after each (``construction_waves``); returns the final
+    store and the waves' totals (re-runs and what they spent)."""
+    done = set(store.meta.get("processed_tasks", []))
+    construction_cfg = context.construction_config(cfg)
+    todo = [t for t in ctx.splits.build if t.task_id not in done]
+    wd.log.write("phase_start", phase="construction", tasks=len(ctx.splits.build),
+                 resumed=len(done))
+
+    async def run_task(task, view: waves.TaskView, events):
+        """One construction task on its view of the store; what it writes (records, reuse
+        observations, parse failures) reaches the store and the logs only when it commits."""
+        failures = HeldParseFailures(ctx.parse_failures)  # released when the task commits
+        events.on_commit.append(failures.release)
+        agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, events, failures)
+        builder = CounterfactualBuilder(agent, view, construction_cfg, events)
+        augmentation = _construction_augmentation(cfg, agent, view.index,
+                                                  waves.TaskHooks(view, builder))
+        return await agent.run(task, augmentation, phase="construction", run="build")
+
+    solved = 0
+    bar = tqdm.tqdm(total=len(todo), desc="build memory", unit="task", dynamic_ncols=True,
+                    mininterval=1.0)
+
+    def commit(committed: MemoryStore, task, run_ctx) -> None:
+        """Called in split order once a task's run is final: the resume point advances."""
+        nonlocal solved
+        solved += run_ctx.solved
+        done.add(task.task_id)
+        committed.meta["processed_tasks"] = sorted(done)
+        save_store(committed, wd.store)  # atomic: records and processed ids land together
+        bar.update(1)
+        bar.set_postfix(records=len(committed), solved=solved,
+                        tokens=ctx.ledger.total("construction").total)
+    try:
+        return await waves.build_in_waves(
+            store, todo, run_task, wave_size=cfg.construction.wave_size,
+            make_index=functools.partial(context.retrieval_index, cfg),
+            make_checker=functools.partial(context.condition_checker, cfg), log=wd.log,
+            commit=commit, position=len(done))
+    finally:
+        bar.close()
+        await ctx.backbone.aclose()
+
+
+@workdir_guard.guarded_phase("build_memory")  # config checked, phase locked, fingerprint
+def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
+    """Phase 1 on the construction split: CounterMem's Modules I–II (§3.2–3.3), or the memory of
+    the baseline named by ``cfg.method`` (a no-op for methods without memory). Resumable after a
+    kill; the store is frozen at the end. Returns the record count, store hash and tokens."""
+    method = cfg.get("method", "countermem")
+    # Methods without memory (the base agent alone, Best-of-N) have nothing to build; they exit
+    # before the benchmark or the backbone is loaded.
+    if method != "countermem" and not baselines.needs_construction(method):
+        print(baselines.skip_message(method, "build_memory"))
+        return {"method": method, "skipped": True}
+    wd = Workdir(workdir_path)
+    ctx = context.setup(cfg, wd, backbone, benchmark)
+    if method != "countermem":
+        agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.log,
+                      ctx.parse_failures)
+        return baselines.build_baseline_memory(method, cfg, agent, ctx.splits.build, wd.root)
+    if wd.frozen.exists():
+        return _already_frozen(wd)
+    store = load_store(wd.store) if wd.store.exists() else MemoryStore(context.store_config(cfg))
+    store, wave_totals = asyncio.run(_construct(cfg, wd, ctx, store))
+    # From here on records and reuse statistics are fixed (§4.2): training and evaluation load
+    # this snapshot and refuse it if its content hash changed.
+    frozen = store.freeze()
+    wd.write_frozen(frozen)
+    summary = {"records": len(frozen), "hash": frozen.content_hash(),
+               "tasks": len(ctx.splits.build), "tokens": ctx.ledger.total("construction").total,
+               "waves": wave_totals}
+    wd.log.write("phase_end", phase="construction", ledger=ctx.ledger.summary(), **summary)
+    print(f"built {len(frozen)} records from {len(ctx.splits.build)} construction tasks; frozen "
+          f"store {wd.frozen} (hash {frozen.content_hash()[:16]})")
+    return summary

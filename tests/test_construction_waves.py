@@ -1,0 +1,309 @@
+"""Construction in waves (issue 14): W tasks in flight, the store byte-identical to W = 1.
+
+A people database with four kinds of questions (inclusive lower / upper bounds, strict bounds, and
+an "or more" phrasing whose records carry a free-text condition the LLM judge decides), a store of
+capacity 2 (evictions), and a scripted backbone that revises a draft only with a record of the
+matching operator: later tasks retrieve, reuse (helpfully or not) and re-admit records admitted
+by earlier ones, so a concurrent run has reads that go stale and must be re-run.
+"""
+import datetime
+import hashlib
+import json
+import re
+import types
+import uuid
+
+import helpers
+import pytest
+
+from countermem_jax import construction_waves as waves
+from countermem_jax import counterfactual, experiment, metrics
+from countermem_jax.testing.scripted_backbone import Rule, ScriptedBackbone
+from countermem_jax.config_defaults import base_config
+from countermem_jax.memory import load_frozen, load_store
+from countermem_jax.memory import store as store_lib
+from countermem_jax.retrieval import conditions as cond_lib
+from countermem_jax.retrieval.retrieve import RetrievalIndex
+from countermem_jax.runlog import RunLog
+
+KINDS = {  # question, gold operator, drafted operator
+    "least": ("List the names of people aged at least {n}.", ">=", ">"),
+    "most": ("List the names of people aged at most {n}.", "<=", "<"),
+    "strict": ("Which people are strictly above {n} years old? Give their names.", ">", ">"),
+    "more": ("Name every person whose age is {n} or more.", ">=", ">"),
+}
+BUILD = [("more", 35), ("least", 30), ("strict", 35), ("least", 45), ("most", 40), ("least", 50),
+         ("most", 30), ("strict", 45), ("more", 50), ("least", 35), ("most", 50), ("more", 40),
+         ("least", 40), ("strict", 30), ("most", 45), ("least", 55)]
+OTHER = {"train": [("least", 25)], "validation": [("most", 35)], "eval": [("strict", 50)]}
+FREE_TEXT = "the request also counts people whose age equals the threshold"
+
+
+def _tid(kind, n, part="b"):
+    return f"{part}-{kind}-{n}"
+
+
+def _questions():
+    out = {_tid(k, n): (k, n) for k, n in BUILD}
+    for part, items in OTHER.items():
+        out.update({_tid(k, n, part[0]): (k, n) for k, n in items})
+    return out
+
+
+QUESTIONS = _questions()
+MANIFEST = {"build": [_tid(k, n) for k, n in BUILD],
+            **{part: [_tid(k, n, part[0]) for k, n in items] for part, items in OTHER.items()}}
+
+
+@pytest.fixture
+def people(tmp_path):
+    questions = {}
+    for tid, (kind, n) in QUESTIONS.items():
+        question, gold, _ = KINDS[kind]
+        questions[tid] = (question.format(n=n), f"{gold} {n}")
+    return helpers.people_benchmark(tmp_path, questions)
+
+
+def _alternatives(messages):
+    op, n = re.search(r"age ([<>]) (\d+)", messages[-1]["content"]).groups()
+    return f"EDIT 1\nFIND: age {op} {n}\nREPLACE: age {op}= {n}"
+
+
+def _distil(messages):
+    if "or more" in messages[-1]["content"]:
+        return f"SITUATION: an 'or more' threshold was written as strict\nCONDITION: {FREE_TEXT}"
+    return ("SITUATION: an inclusive threshold was written as a strict comparison\n"
+            "CONDITION: bound == inclusive")
+
+
+def _revise(messages):
+    """Applies a record only to a draft with the record's operator (an 'at least' record leaves
+    an 'at most' draft unchanged: a use with label 0, the task fails and expands)."""
+    text = messages[-1]["content"]
+    draft = re.search(r"Your draft action:\n```\n(.*?)\n```", text, re.S).group(1)
+    improved = re.search(r"improved action: (.*)", text).group(1)
+    for strict, inclusive in (("age > ", "age >= "), ("age < ", "age <= ")):
+        if inclusive in improved:
+            draft = draft.replace(strict, inclusive)
+    return f"```sql\n{draft}\n```"
+
+
+def _judge(messages):
+    task = messages[-1]["content"].split("<task>")[1]
+    return "YES" if re.search(r"at least|or more|at most", task) else "NO"
+
+
+def scripted(crash_after: int | None = None) -> ScriptedBackbone:
+    """The deterministic backbone; ``crash_after``: every call after that many raises."""
+    fake = ScriptedBackbone()
+    if crash_after is not None:
+        count = {"calls": 0}
+
+        def crash(messages):
+            raise Killed(f"killed after {crash_after} calls")
+
+        def counting(charge, messages):
+            count["calls"] += 1
+            return count["calls"] > crash_after
+        fake.rules.append(Rule(crash))
+        fake.rules[-1].matches = counting
+    for tid, (kind, n) in QUESTIONS.items():
+        _, _, op = KINDS[kind]
+        fake.add(f"```sql\nSELECT name FROM people WHERE age {op} {n}\n```",
+                 template="DRAFT_ACTION", task=f"/{tid}#")
+    fake.add(_alternatives, template="GENERATE_LOCAL_ALTERNATIVES")
+    fake.add(_distil, template="DISTIL_RECORD")
+    fake.add(_revise, template="REVISE_WITH_RECORD")
+    fake.add(_judge, template="CONDITION_JUDGE")
+    return fake
+
+
+class Killed(RuntimeError):
+    pass
+
+
+@pytest.fixture
+def pinned(monkeypatch):
+    """Pins the only inputs of a store file that are not functions of the tasks and the
+    backbone: the snapshot id (a random uuid) and the records' creation time."""
+    monkeypatch.setattr(store_lib.uuid, "uuid4", lambda: uuid.UUID(int=0xC0FFEE))
+
+    class _Clock(datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime.datetime(2026, 11, 23, 5, 0, 0, tzinfo=tz)
+    monkeypatch.setattr(counterfactual, "datetime",
+                        types.SimpleNamespace(datetime=_Clock, timezone=datetime.timezone))
+
+
+def _config(tmp_path, wave_size=None):
+    c = base_config()
+    (tmp_path / "manifest.json").write_text(json.dumps(MANIFEST))
+    c.splits.manifest = str(tmp_path / "manifest.json")
+    c.agent.max_attempts = 2
+    c.memory.capacity = 2
+    if wave_size is not None:
+        c.construction.wave_size = wave_size
+    return c
+
+
+def _build(tmp_path, people, name, wave_size=None, backbone=None):
+    wd = tmp_path / name
+    experiment.build_memory(_config(tmp_path, wave_size), wd, backbone=backbone or scripted(),
+                            benchmark=people)
+    return wd
+
+
+def _sha(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _waves(wd):
+    return RunLog(wd / "log.jsonl").events("construction_wave")
+
+
+def _without_timing(events):
+    """Log events with their wall-clock fields removed (the only fields a run's timing sets)."""
+    out = []
+    for e in events:
+        e = json.loads(json.dumps(e))
+        if "outcome" in e:
+            e["outcome"].pop("wall_time", None)
+        out.append(e)
+    return out
+
+
+def _construction_events(wd):
+    log = RunLog(wd / "log.jsonl")
+    events = {kind: _without_timing(log.events(kind))
+              for kind in ("decision", "counterfactual", "task_end")}
+    assert [e["task_id"] for e in events["task_end"]] == MANIFEST["build"]
+    assert len(events["decision"]) > len(BUILD) and events["counterfactual"]
+    return events
+
+
+# Hashes of the files the sequential build wrote before construction in waves existed (main at
+# c6b3308, this scenario, pinned snapshot id and clock).
+SEQUENTIAL_STORE_SHA256 = "437012ce9aa9cd99dead3c07e698b73e791cbc8da2c648b3ad2055dc45d1564f"
+SEQUENTIAL_FROZEN_SHA256 = "5c4e6ef1f84c78c9a4882f71bbd6dbc19ad147e7b085736c368ae71432a5cc77"
+
+
+def test_one_task_in_flight_is_the_sequential_build(tmp_path, people, pinned):
+    wd = _build(tmp_path, people, "w1", wave_size=1)
+    assert _sha(wd / "store.jsonl") == SEQUENTIAL_STORE_SHA256
+    assert _sha(wd / "store_frozen.jsonl") == SEQUENTIAL_FROZEN_SHA256
+    waves = _waves(wd)
+    assert [w["tasks"] for w in waves] == [[t] for t in MANIFEST["build"]]
+    assert all(w["reruns"] == [] and w["discarded_llm_calls"] == 0 for w in waves)
+
+
+@pytest.mark.parametrize("wave_size", [4, 64])
+def test_many_tasks_in_flight_build_the_store_of_one(tmp_path, people, pinned, wave_size):
+    one = _build(tmp_path, people, "w1", wave_size=1)
+    many = _build(tmp_path, people, f"w{wave_size}", wave_size=wave_size)
+    for name in ("store.jsonl", "store_frozen.jsonl", "store_frozen.sha256"):
+        assert (many / name).read_bytes() == (one / name).read_bytes(), name
+    store = load_frozen(many / "store_frozen.jsonl")
+    assert store.evictions > 0 and sum(r.uses for r in store.records) > 0
+    waves = _waves(many)
+    assert [t for w in waves for t in w["tasks"]] == MANIFEST["build"]
+    assert [len(w["tasks"]) for w in waves] == \
+        [min(wave_size, len(BUILD) - i) for i in range(0, len(BUILD), wave_size)]
+    reruns = [t for w in waves for t in w["reruns"]]
+    assert reruns and sum(w["discarded_llm_calls"] for w in waves) > 0
+    if wave_size == 4:  # some speculative runs saw exactly the sequential store and committed
+        assert len(reruns) < len(BUILD) - 1
+    # The committed runs' log is the sequential run's: decisions (retrievals, judge verdicts,
+    # reuse labels), counterfactual checks and admissions, task ends; so is the cost of building.
+    assert _construction_events(many) == _construction_events(one)
+    cost = [metrics.building_cost(RunLog(wd / "log.jsonl").events("task_end"))
+            for wd in (one, many)]
+    assert cost[0] == cost[1] and cost[0]["construction"]["tokens"] > 0
+    ends = {wd: RunLog(wd / "log.jsonl").events("phase_end")[-1] for wd in (one, many)}
+    assert ends[many]["tokens"] == ends[one]["tokens"]  # discarded runs' calls are not booked
+    assert ends[many]["waves"]["reruns"] == len(reruns)
+
+
+def test_a_kill_mid_wave_resumes_to_the_same_store(tmp_path, people, pinned):
+    reference = _build(tmp_path, people, "ref", wave_size=1)
+    wd = tmp_path / "killed"
+    with pytest.raises(Killed):
+        experiment.build_memory(_config(tmp_path, 8), wd, backbone=scripted(crash_after=40),
+                                benchmark=people)
+    partial = load_store(wd / "store.jsonl")
+    processed = partial.meta["processed_tasks"]
+    assert 0 < len(processed) < len(BUILD)
+    assert not (wd / "store_frozen.jsonl").exists()
+    # resumed with another wave size: it is not part of the workdir's fingerprint
+    experiment.build_memory(_config(tmp_path, 3), wd, backbone=scripted(), benchmark=people)
+    for name in ("store.jsonl", "store_frozen.jsonl"):
+        assert (wd / name).read_bytes() == (reference / name).read_bytes(), name
+    # No event of an unfinished or discarded run reached the log: every task ended once.
+    ends = [e["task_id"] for e in RunLog(wd / "log.jsonl").events("task_end")]
+    assert ends == MANIFEST["build"]
+    assert _construction_events(wd) == _construction_events(reference)
+
+
+def test_a_stale_run_that_raised_is_re_run_not_fatal(tmp_path, people, pinned):
+    """In sequence, b-least-30 reuses b-more-35's record and is solved at once; run against the
+    empty store it fails and expands, and here that call raises. Its reads were stale, so the
+    error is the stale run's own: the task is re-run and the build completes."""
+    reference = _build(tmp_path, people, "ref", wave_size=1)
+    backbone = scripted()
+
+    def boom(messages):
+        raise Killed("only a stale run of b-least-30 expands a failure")
+    backbone.rules.insert(0, Rule(boom, template="GENERATE_LOCAL_ALTERNATIVES",
+                                  task="/b-least-30#"))
+    wd = _build(tmp_path, people, "w64", wave_size=64, backbone=backbone)
+    assert (wd / "store_frozen.jsonl").read_bytes() == \
+        (reference / "store_frozen.jsonl").read_bytes()
+    assert "b-least-30" in [t for w in _waves(wd) for t in w["reruns"]]
+    assert any(c.purpose == "GENERATE_LOCAL_ALTERNATIVES" and "/b-least-30#" in c.decision
+               for c, _ in backbone.calls)  # the stale run did raise
+
+
+def test_wave_size_below_one_is_refused(tmp_path, people):
+    with pytest.raises(Exception, match=r"construction\.wave_size=0 must be >= 1"):
+        experiment.build_memory(_config(tmp_path, 0), tmp_path / "wd", backbone=scripted(),
+                                benchmark=people)
+    assert not (tmp_path / "wd" / "store.jsonl").exists()
+
+
+# ----------------------------------------------------------------------------- the replay rule
+def _view(store, task_id):
+    checker = cond_lib.CompositeChecker()
+    return waves.TaskView(store, task_id, lambda records, c: RetrievalIndex(records, checker=c),
+                          checker)
+
+
+def test_a_read_the_sequential_order_would_have_answered_otherwise_is_stale(record_factory):
+    """B looked at the store before A's record was committed: B is re-run. D only observed a
+    reuse of a record A did not touch: D commits as it ran, after A, as in the sequential run."""
+    old = record_factory(source_task_id="t0")
+    empty, start = store_lib.MemoryStore(), store_lib.MemoryStore(records=[old])
+    a, b = _view(empty, "a"), _view(empty, "b")
+    a.propose(record_factory(source_task_id="a"))
+    b.index()
+    b.propose(record_factory(source_task_id="b", situation="another situation"))
+    after_a = waves.replay(empty, a)
+    assert [r.source_task_id for r in after_a.records] == ["a"]
+    assert waves.replay(after_a, b) is None  # the sequential B would have seen A's record
+    assert waves.replay(empty, b) is not None  # against what it saw, B replays
+
+    a, d = _view(start, "a"), _view(start, "d")
+    a.propose(record_factory(source_task_id="a", situation="a different situation",
+                             improved="SELECT name FROM people WHERE age >= 19"))
+    d.observe_reuse(old.record_id, 1)
+    after_a = waves.replay(start, a)
+    after_d = waves.replay(after_a, d)
+    sequential = start.copy()
+    sequential.propose(a.reads[0][1])
+    sequential.observe_reuse(old.record_id, 1)
+    assert after_d.content_hash() == sequential.content_hash()
+    assert after_d.next_seq == sequential.next_seq and after_d.records[0].uses == 1
+
+    # A reuse of a record that an earlier commit evicted is stale too.
+    e = _view(start, "e")
+    e.observe_reuse(old.record_id, -1)
+    assert waves.replay(store_lib.MemoryStore(), e) is None
