@@ -77,40 +77,75 @@ def test_unknown_override_is_one_line(tmp_path):
 
 def test_local_sweep_skips_finished_runs_and_reports_failures(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # --local needs no Ray
-    path = sweep_helpers.write_sweep(tmp_path, tmp_path / "root", benchmarks=("sweep_pets",),
-                                     seeds=(0,))
+    path = sweep_helpers.write_sweep(tmp_path, tmp_path / "root", benchmarks=("sweep_pets",))
     sweep = sweep_helpers.load_sweep(path)
     with sweep_fixture.ScriptedServer() as server:
         monkeypatch.setenv("COUNTERMEM_LLM_URLS", server.base_url)
         first = run_sweep(sweep, local=True, report=False, echo=lambda line: None)
-        assert first.ok and set(first.states.values()) == {"done"}
+        assert first.ok and set(first.states.values()) == {"done"} and len(first.states) == 6
         calls = len(server.requests)
         again = run_sweep(sweep, local=True, report=False, echo=lambda line: None)
         assert set(again.states.values()) == {"skipped"} and len(server.requests) == calls
     status = json.loads((tmp_path / "root" / "sweep_status.json").read_text())
     assert {s["state"] for s in status.values()} == {"skipped"}
+    runs = graph.build_graph(sweep)
+    cm = pathlib.Path(next(r for r in runs if r.phase == "build_memory").workdir)
+    # seeds trained one call at a time are all recorded, so evaluation checks each of them
+    prints = json.loads((cm / "selector" / "fingerprints.json").read_text())
+    assert sorted(prints) == ["0", "1"]
+    metrics = json.loads((cm / "metrics.json").read_text())
+    assert metrics["seeds"] == ["0", "1"]
     # a workdir made with another config: its runs fail before they start, the others run
+    recorded = json.loads((cm / "fingerprint.json").read_text())
+    recorded["build_memory"]["fields"]["agent.max_attempts"] = 7
+    (cm / "fingerprint.json").write_text(json.dumps(recorded))
+    for marker in (cm / ".sweep").glob("*.done.json"):
+        marker.unlink()
+    lines = []
+    outcome = run_sweep(sweep, local=True, report=False, echo=lines.append)
+    assert not outcome.ok and any("runs did not finish" in line for line in lines)
+    assert {n: s for n, s in outcome.states.items() if not n.startswith(str(cm))} == {
+        n: "skipped" for n in outcome.states if not n.startswith(str(cm))}
+    mine = {n: e for n, e in outcome.errors.items() if n.startswith(str(cm))}
+    assert len(mine) == 5 and all("agent.max_attempts: 7 -> 2" in e for e in mine.values())
+    # a run that fails while it runs blocks its dependents only
+    broken = sweep_helpers.load_sweep(path)
+    broken.root = str(tmp_path / "broken")
+    with sweep_fixture.ScriptedServer() as server:
+        server.default = "400"   # every request refused: the backbone fails for good
+        monkeypatch.setenv("COUNTERMEM_LLM_URLS", server.base_url)
+        outcome = run_sweep(broken, local=True, report=False, echo=lambda line: None)
+    states = sorted(outcome.states.values())
+    assert states == ["blocked"] * 4 + ["failed"] * 2
+    build = next(n for n in outcome.states if n.endswith(":build_memory"))
+    assert outcome.errors[build].startswith("BackboneError")
+    workdir = build.rsplit(":", 1)[0]
+    assert all(n.startswith(workdir) and e.startswith(f"not started: dependency {workdir}:")
+               for n, e in outcome.errors.items() if outcome.states[n] == "blocked")
+
+
+def test_a_seeds_replaced_checkpoint_is_refused_after_later_seeds_trained(tmp_path,
+                                                                         monkeypatch):
+    """Seed 0 trained, then seed 1 in its own call: seed 0's checkpoint is still checked."""
+    from countermem_jax import experiment
+    path = sweep_helpers.write_sweep(tmp_path, tmp_path / "root", benchmarks=("sweep_pets",),
+                                     methods=("countermem",))
+    runs = [r for r in graph.build_graph(sweep_helpers.load_sweep(path))
+            if r.phase != "evaluate"]
     with sweep_fixture.ScriptedServer() as server:
         monkeypatch.setenv("COUNTERMEM_LLM_URLS", server.base_url)
-        changed = sweep_helpers.load_sweep(path)
-        changed.seeds = (0, 1)
-        runs = graph.build_graph(changed)
-        cm = next(r for r in runs if r.phase == "build_memory").workdir
-        fp = pathlib.Path(cm) / "fingerprint.json"
-        recorded = json.loads(fp.read_text())
-        recorded["build_memory"]["fields"]["agent.max_attempts"] = 7
-        fp.write_text(json.dumps(recorded))
-        (pathlib.Path(cm) / ".sweep" / "build_memory.done.json").unlink()
-        lines = []
-        outcome = run_sweep(changed, local=True, report=False, echo=lines.append)
-    assert not outcome.ok
-    failed = {n: e for n, e in outcome.errors.items() if outcome.states[n] == "failed"}
-    assert list(failed) == [f"{cm}:build_memory"]
-    assert "agent.max_attempts: 7 -> 2" in failed[f"{cm}:build_memory"]
-    blocked = [n for n, s in outcome.states.items() if s == "blocked"]
-    assert len(blocked) == 3 and all(n.startswith(cm) for n in blocked)
-    assert [s for n, s in outcome.states.items() if not n.startswith(cm)] == ["skipped"]
-    assert any("runs did not finish" in line for line in lines)
+        from countermem_jax.sweep import execute
+        for run in runs:   # build, train seed 0, train seed 1
+            execute.execute(run)
+        wd = pathlib.Path(runs[0].workdir)
+        best = json.loads((wd / "selector" / "fingerprints.json").read_text())["0"]["step"]
+        victim = next(p for p in sorted((wd / "selector" / "seed_0" / str(best)).rglob("*"))
+                      if p.is_file())
+        victim.write_bytes(victim.read_bytes() + b" ")
+        cfg = execute.phase_config(runs[0])
+        cfg.eval.seeds = (0,)
+        with pytest.raises(Exception, match="not the one training recorded|content changed"):
+            experiment.evaluate(cfg, wd)
 
 
 def test_bad_axis_is_refused():
