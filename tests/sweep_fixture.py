@@ -29,7 +29,7 @@ TABLES = {"sweep_people": ("people", "age", [("Ann", 25), ("Bob", 30), ("Cid", 3
                                             ("Bo", 20), ("Zed", 25), ("Oli", 31)])}
 QUESTIONS = {"sweep_people": {"b1": 30, "b2": 50, "t1": 45, "t2": 35, "v1": 55, "e1": 40,
                               "e2": -40},
-             "sweep_pets": {"b1": 5, "b2": 20, "t1": 12, "t2": 8, "v1": 25, "e1": 10, "e2": -20}}
+             "sweep_pets": {"b1": 5, "b2": 20, "t1": 8, "t2": 3, "v1": 25, "e1": 12, "e2": -20}}
 MANIFEST = {"build": ["b1", "b2"], "train": ["t1", "t2"], "validation": ["v1"],
             "eval": ["e1", "e2"]}
 

@@ -52,7 +52,6 @@ def run_graph(runs, executor, *, progress_every_s: float = 30.0, echo=print,
               precheck=None) -> Outcome:
     """Runs ``runs`` (dependencies first) on ``executor``; ``precheck(run)`` may name a reason
     not to start a run (a workdir made with another config) before anything runs."""
-    by_name = {r.name: r for r in runs}
     states = {r.name: ("skipped" if execute.is_finished(r) else "waiting") for r in runs}
     errors, infos = {}, {}
     for run in runs:
@@ -86,7 +85,6 @@ def run_graph(runs, executor, *, progress_every_s: float = 30.0, echo=print,
             echo(progress.summary_line(states, tally.update(), started))
             last = time.time()
     echo(progress.summary_line(states, tally.update(), started))
-    del by_name
     return Outcome(states, errors, infos)
 
 
