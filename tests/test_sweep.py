@@ -84,8 +84,12 @@ def test_local_sweep_skips_finished_runs_and_reports_failures(tmp_path, monkeypa
         first = run_sweep(sweep, local=True, report=False, echo=lambda line: None)
         assert first.ok and set(first.states.values()) == {"done"} and len(first.states) == 6
         calls = len(server.requests)
-        again = run_sweep(sweep, local=True, report=False, echo=lambda line: None)
+        sweep.report = True
+        lines = []
+        again = run_sweep(sweep, local=True, echo=lines.append)
         assert set(again.states.values()) == {"skipped"} and len(server.requests) == calls
+    report = tmp_path / "root" / "report" / "report.md"
+    assert f"report: {report}" in lines and "sweep_pets" in report.read_text()
     status = json.loads((tmp_path / "root" / "sweep_status.json").read_text())
     assert {s["state"] for s in status.values()} == {"skipped"}
     runs = graph.build_graph(sweep)
