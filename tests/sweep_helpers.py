@@ -2,8 +2,6 @@
 import json
 import pathlib
 
-from ml_collections import config_flags  # noqa: F401  (the binary's loader, for parity)
-
 import sweep_fixture
 
 FIXTURE = pathlib.Path(sweep_fixture.__file__)

@@ -73,6 +73,10 @@ def test_unknown_override_is_one_line(tmp_path):
     assert out.returncode == 1
     assert out.stderr.strip() == \
         "error: sweep.overrides: the run config has no field 'splits.n_evall'"
+    typo = _binary(f"--sweep={path}", "--sweep.sedds=(0,)", "--dry_run")
+    assert typo.returncode == 1
+    assert typo.stderr.strip() == \
+        "error: --sweep.sedds: the config has no field 'sedds' (did you mean 'seeds'?)"
 
 
 def test_local_sweep_skips_finished_runs_and_reports_failures(tmp_path, monkeypatch):

@@ -48,7 +48,9 @@ class LogTally:
 
 
 def summary_line(states: dict[str, str], tally: LogTally, started: float) -> str:
-    """``[sweep 0:01:23] runs: 3 done, 2 skipped (finished before), 1 running, ...``."""
+    """``[sweep 0:01:23] runs: 3 done, 2 skipped, 1 running, ...``: skipped = finished by an
+    earlier sweep; running = handed to the executor (on Ray: started, or queued until a node
+    has the CPUs and LLM slots it reserves)."""
     counts = collections.Counter(states.values())
     elapsed = int(time.time() - started)
     order = ("done", "skipped", "running", "waiting", "failed", "blocked")
