@@ -8,7 +8,7 @@ comma-separated URLs). ``launch/ray_cluster.sh`` sets it for every Ray node to t
 vLLM replicas, so each node's runs use that node's servers and the node's ``llm_slots`` resource
 bounds what is in flight there.
 
-A run that returns writes its marker (``WORKDIR/.sweep/<phase>-<label>.done.json``); a run
+A run that returns writes its marker (``WORKDIR/.sweep/<phase>_<label>.done.json``); a run
 whose marker and result exist is skipped by the scheduler, and a run killed midway is started
 again and resumes from its log (the phases do that themselves).
 """
