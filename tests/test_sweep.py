@@ -185,3 +185,20 @@ def test_ray_cluster_script_serves_and_advertises_the_hosts_slots(tmp_path):
     refused = subprocess.run(["bash", str(REPO / "launch" / "ray_cluster.sh"), "worker"],
                              env=env, capture_output=True, text=True, timeout=30)
     assert refused.returncode == 2 and "--address" in refused.stderr
+
+
+def test_sweep_slots_never_change_a_fingerprinted_concurrency():
+    """Evaluation concurrency and construction waves follow the sweep's llm_slots (they do not
+    change results); a fingerprinted concurrency field (selector waves) keeps the run config's
+    value, so the sweep never turns one experiment into another."""
+    from countermem_jax.sweep import spec
+    sweep = sweep_helpers.load_sweep(REPO / "configs" / "sweeps" / "spider_cpu.py")
+    sweep.llm_slots.update(evaluate=6, build_memory=4, train_selector=8)
+    cfg = spec.cells(sweep)[0].config
+    assert spec.slots_for(sweep, cfg, "evaluate") == 6
+    assert spec.slots_for(sweep, cfg, "build_memory") == 4     # construction.wave_size
+    assert spec.slots_for(sweep, cfg, "train_selector") == (
+        1 if "wave_size" not in cfg.selector else cfg.selector.wave_size)
+    with cfg.unlocked():
+        cfg.selector.wave_size = 2   # fingerprinted: selector training in waves
+    assert spec.slots_for(sweep, cfg, "train_selector") == 2

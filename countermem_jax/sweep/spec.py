@@ -19,7 +19,7 @@ import pathlib
 
 import ml_collections
 
-from countermem_jax import baselines
+from countermem_jax import baselines, workdir_guard
 
 
 class SweepError(ValueError):
@@ -55,7 +55,8 @@ def default_sweep() -> ml_collections.ConfigDict:
     c.overrides = ml_collections.ConfigDict()   # nested fields applied to every run
     c.variants = ml_collections.ConfigDict({"main": {}})   # study name -> nested overrides
     # LLM slots a phase run reserves (= its concurrency); 0: the run config's own
-    # (eval.concurrency, construction.wave_size / selector.wave_size where present, else 1).
+    # (eval.concurrency, construction.wave_size / selector.wave_size where present, else 1);
+    # a fingerprinted field (it changes results) always keeps the run config's value.
     c.llm_slots = ml_collections.ConfigDict(dict(build_memory=0, train_selector=0, evaluate=0))
     c.cpus = ml_collections.ConfigDict(dict(build_memory=2.0, train_selector=1.0, evaluate=2.0))
     c.max_retries = 2                           # Ray retries of a dead worker / transient error
@@ -127,17 +128,27 @@ def cells(sweep) -> list[Cell]:
     return out
 
 
+# The config field that sets each phase's concurrency (absent fields: one at a time).
+CONCURRENCY = {"evaluate": ("eval", "concurrency"), "build_memory": ("construction", "wave_size"),
+               "train_selector": ("selector", "wave_size")}
+
+
 def slots_for(sweep, cfg, phase: str) -> int:
     """LLM slots a phase run of ``cfg`` reserves, which is also its concurrency: the sweep's
     ``llm_slots.<phase>`` when > 0, else the run config's own (``eval.concurrency``;
-    ``construction.wave_size`` / ``selector.wave_size`` where the config has them; else 1)."""
+    ``construction.wave_size`` / ``selector.wave_size``; 1 where the config has no such field).
+    A concurrency field that is fingerprinted (it changes results, e.g. selector waves) is
+    never changed by the sweep: the run config's value is what the run reserves."""
+    section, name = CONCURRENCY[phase]
+    if not (section in cfg and name in cfg[section]):
+        return 1   # this config's phase runs one task at a time
+    own = max(1, int(cfg[section][name] or 1))
+    defining = {**workdir_guard.fingerprint_fields(cfg, "build_memory"),
+                **workdir_guard.fingerprint_fields(cfg, "train_selector")}
+    if f"{section}.{name}" in defining:
+        return own
     given = int((sweep.get("llm_slots") or {}).get(phase, 0) or 0)
-    if given > 0:
-        return given
-    own = {"evaluate": ("eval", "concurrency"), "build_memory": ("construction", "wave_size"),
-           "train_selector": ("selector", "wave_size")}[phase]
-    section = cfg.get(own[0])
-    return max(1, int(section.get(own[1], 1) or 1)) if section is not None else 1
+    return given if given > 0 else own
 
 
 def with_slots(cfg, build: int, train: int, evaluate: int) -> ml_collections.ConfigDict:
