@@ -29,6 +29,8 @@ _EXTRAS = {
     "bench": ["torch>=2.2"],
     "test": ["pytest>=8.0", "pytest-timeout>=2.3"],
     "plots": ["matplotlib>=3.8", "scipy>=1.10"],  # countermem_jax.report
+    # Sweeps across hosts (countermem_jax.sweep on Ray); --local and --dry_run work without it.
+    "sweep": ["ray>=2.9"],
 }
 _EXTRAS["all"] = sorted({d for k, v in _EXTRAS.items() if k not in ("serve", "cpu") for d in v})
 

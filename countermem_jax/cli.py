@@ -63,8 +63,8 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
         detail = str(err)   # e.g. '\'n_evall\'\nDid you mean "n_eval" instead of "n_evall"?'
         field = re.search(r"\w+", detail).group(0)
         hint = re.search(r'Did you mean \\?"(\w+)', detail)
-        override = next((a.split("=")[0] for a in argv[1:] if a.startswith("--config.")
-                         and field in a.split("=")[0].split(".")), "--config.<field>")
+        override = next((a.split("=")[0] for a in argv[1:] if a.startswith("--")  # --config.,
+                         and field in a.split("=")[0].split(".")[1:]), "--config.<field>")
         print(f"error: {override}: the config has no field '{field}'"
               + (f" (did you mean '{hint.group(1)}'?)" if hint else ""), file=sys.stderr)
     except flags.Error as err:

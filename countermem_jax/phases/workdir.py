@@ -81,11 +81,26 @@ class Workdir:
     # ------------------------------------------------------------------ selector checkpoints
     def record_best_checkpoints(self, best_steps: dict) -> None:
         """Writes, per seed, the best checkpoint's step and file fingerprint: what evaluation
-        must find (``restore_seed``)."""
-        prints = {str(seed): {"step": step, "fingerprint": fingerprint(self.seed_dir(seed) /
-                                                                     str(step))}
-                  for seed, step in best_steps.items()}
+        must find (``restore_seed``). Seeds recorded by an earlier call keep their entries, so
+        seeds trained one call at a time (a sweep, ``countermem_jax.sweep``) are all checked."""
+        prints = self._recorded_fingerprints()
+        prints.update({str(seed): {"step": step, "fingerprint": fingerprint(self.seed_dir(seed) /
+                                                                           str(step))}
+                       for seed, step in best_steps.items()})
         self.selector_fingerprints.write_text(json.dumps(prints, indent=1))
+
+    def _recorded_fingerprints(self) -> dict:
+        """{seed: {"step", "fingerprint"}} as training recorded them ({} before any)."""
+        if not self.selector_fingerprints.exists():
+            return {}
+        try:
+            recorded = json.loads(self.selector_fingerprints.read_text())
+            if not isinstance(recorded, dict):
+                raise ValueError("expected {seed: {\"step\", \"fingerprint\"}}")
+            return recorded
+        except ValueError as err:
+            raise PhaseError(f"{self.selector_fingerprints}: unreadable checkpoint fingerprints "
+                             f"({err})") from None
 
     def restore_seed(self, seed: int):
         """The seed's best checkpoint as a greedy selector and its directory, refused if it is
@@ -96,17 +111,11 @@ class Workdir:
                              "train_selector with this seed in selector.seeds")
         params, meta = checkpoint.restore(directory, "best")
         step_dir = directory / str(meta["decisions"])
-        recorded = self.selector_fingerprints
-        if recorded.exists():
-            try:
-                expected = json.loads(recorded.read_text()).get(str(seed))
-            except (ValueError, AttributeError) as err:
-                raise PhaseError(f"{recorded}: unreadable checkpoint fingerprints ({err})") \
-                    from None
-            if expected and (expected["step"] != meta["decisions"] or
-                             expected["fingerprint"] != fingerprint(step_dir)):
-                raise PhaseError(f"{step_dir}: the selector checkpoint is not the one training "
-                                 "recorded as best (modified or replaced)")
+        expected = self._recorded_fingerprints().get(str(seed))
+        if expected and (expected["step"] != meta["decisions"] or
+                         expected["fingerprint"] != fingerprint(step_dir)):
+            raise PhaseError(f"{step_dir}: the selector checkpoint is not the one training "
+                             "recorded as best (modified or replaced)")
         return policies.GreedyDQN(dqn.DQNConfig.from_json(meta["config"]), params), step_dir
 
     def artefact_fingerprints(self, frozen, checkpoint_dirs: dict) -> dict:

@@ -1,0 +1,42 @@
+"""The sweep binary: the grid of a sweep config, on a Ray cluster or in this process.
+
+    python -m countermem_jax.sweep --sweep=configs/sweeps/<name>.py --dry_run   # the graph only
+    python -m countermem_jax.sweep --sweep=configs/sweeps/<name>.py --local     # one process
+    python -m countermem_jax.sweep --sweep=configs/sweeps/<name>.py             # Ray (address auto)
+
+Any sweep field can be overridden (``--sweep.root=/shared/runs --sweep.seeds='(0,1)'``). Prints a
+summary line every ``progress_every_s`` seconds, the runs that failed and why, and the report's
+path; exit status 1 when a run failed, or (one line, no traceback) when the sweep config is bad
+or Ray is needed and missing.
+"""
+import sys
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from countermem_jax import cli, config_validation
+from countermem_jax.sweep import SweepError, run_sweep
+
+SWEEP = config_flags.DEFINE_config_file("sweep", None, "Sweep config file (configs/sweeps/).",
+                                        lock_config=True)
+DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print the graph of phase runs; start nothing.")
+LOCAL = flags.DEFINE_bool("local", False, "Run the graph in this process, without Ray.")
+ADDRESS = flags.DEFINE_string("address", "auto", "Ray cluster address ('auto': the cluster this "
+                              "host belongs to; 'local': a one-node Ray started here).")
+REPORT = flags.DEFINE_bool("report", True, "Write the report over the evaluated workdirs.")
+
+
+def main(argv):
+    del argv
+    try:
+        outcome = run_sweep(SWEEP.value, dry_run=DRY_RUN.value, local=LOCAL.value,
+                            address=ADDRESS.value, report=REPORT.value)
+    except (SweepError, config_validation.ConfigError) as err:
+        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(0 if outcome is None or outcome.ok else 1)
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["sweep"])
+    app.run(main, flags_parser=cli.parse_flags_or_exit)

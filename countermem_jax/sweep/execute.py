@@ -1,0 +1,84 @@
+"""Runs one phase run in the current process: on a Ray worker (``ray_backend``) or in the
+sweep's own process (``--local``).
+
+Which LLM server a run talks to is decided where it runs: when the environment variable named by
+the sweep's ``urls_env`` (default ``COUNTERMEM_LLM_URLS``) is set on the host, it replaces
+``backbone.base_urls`` (a file with one URL per line, as ``launch/serve_vllm.sh`` writes, or
+comma-separated URLs). ``launch/ray_cluster.sh`` sets it for every Ray node to the node's own
+vLLM replicas, so each node's runs use that node's servers and the node's ``llm_slots`` resource
+bounds what is in flight there.
+
+A run that returns writes its marker (``WORKDIR/.sweep/<phase>_<label>.done.json``); a run
+whose marker and result exist is skipped by the scheduler, and a run killed midway is started
+again and resumes from its log (the phases do that themselves).
+"""
+import copy
+import datetime
+import importlib
+import json
+import os
+import pathlib
+import socket
+import time
+
+DEFAULT_URLS_ENV = "COUNTERMEM_LLM_URLS"
+
+
+def result_path(run) -> pathlib.Path:
+    """The file a finished run leaves besides its marker (checked before a run is skipped)."""
+    wd = pathlib.Path(run.workdir)
+    if run.phase == "build_memory":
+        method = run.config.method
+        if method == "countermem":
+            return wd / "store_frozen.sha256"
+        from countermem_jax import baselines
+        return baselines.memory_paths(wd, method).frozen
+    if run.phase == "train_selector":
+        return wd / "selector" / f"seed_{run.config.selector.seeds[0]}" / "best.json"
+    if run.config.method == "countermem" and run.config.eval.selector != "dqn":
+        return wd / f"metrics_{run.config.eval.selector}.json"
+    if run.config.method == "countermem" and len(run.config.eval.seeds) == 1:
+        return wd / "eval" / f"countermem-dqn-seed{run.config.eval.seeds[0]}" / "metrics.json"
+    return wd / "metrics.json"
+
+
+def is_finished(run) -> bool:
+    return run.marker.is_file() and result_path(run).exists()
+
+
+def phase_config(run, urls_env: str = DEFAULT_URLS_ENV):
+    """The run's config with the host's LLM server URLs, when the host names them."""
+    cfg = copy.deepcopy(run.config)
+    urls = os.environ.get(urls_env, "").strip()
+    if urls:
+        cfg.backbone.base_urls = urls
+    return cfg
+
+
+def execute(run, urls_env: str = DEFAULT_URLS_ENV, imports: tuple = ()) -> dict:
+    """Imports ``imports`` (modules that register extra benchmarks), runs the phase, writes the
+    marker; returns where and how long it ran."""
+    for module in imports:
+        importlib.import_module(module)
+    from countermem_jax import experiment
+    cfg = phase_config(run, urls_env)
+    started = time.time()
+    summary = getattr(experiment, run.phase)(cfg, run.workdir)
+    done = {"run": run.name, "host": socket.gethostname(), "pid": os.getpid(),
+            "seconds": round(time.time() - started, 3),
+            "finished_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds"),
+            "base_urls": cfg.backbone.base_urls, "llm_slots": run.llm_slots,
+            "summary": _small(summary)}
+    run.marker.parent.mkdir(parents=True, exist_ok=True)
+    tmp = run.marker.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(done, indent=1, default=str))
+    os.replace(tmp, run.marker)
+    return done
+
+
+def _small(summary) -> dict:
+    """The scalar part of a phase's summary (metrics stay in the workdir)."""
+    if not isinstance(summary, dict):
+        return {}
+    return {k: v for k, v in summary.items() if isinstance(v, (int, float, str, bool))}

@@ -1,0 +1,127 @@
+"""The sweep as a dependency graph of phase runs (issue 18; the phases of Algorithm 1).
+
+Per workdir: ``build_memory`` (CounterMem's store, or a baseline's memory; none for methods
+without one) -> ``train_selector`` once per selector seed -> ``evaluate`` once per seed; the
+last seed's evaluation names every seed, so after its own run it finds the other seeds' runs
+finished (no LLM call) and writes ``metrics.json`` with the mean and CI over seeds. A fixed
+selector (``eval.selector`` != "dqn") or a baseline is evaluated once.
+
+Runs that share a store share its build: a workdir is keyed by the fingerprint of the fields that
+define its results (``workdir_guard.fingerprint_fields``: build_memory's fields, plus the selector
+section for methods that train one), so two cells of the grid that differ only in what is not
+fingerprinted (evaluation settings, how the backbone is reached, seeds) land in one workdir and
+one build. The phase runs of one workdir are chained in the graph (``lane`` edges): runs of one
+phase hold the same phase lock, and every phase appends to the workdir's ``log.jsonl``, which
+must have one writer at a time (appends from two hosts to a shared file system can interleave).
+Parallelism is across workdirs: stores, methods, agents, benchmarks, backbones, variants.
+
+LLM slots are reserved only by runs whose backbone is a server (``backbone.kind`` "openai"); an
+in-process model (llama.cpp) reserves none.
+"""
+import dataclasses
+import hashlib
+import json
+import pathlib
+import re
+
+from countermem_jax import baselines, workdir_guard
+from countermem_jax.sweep import spec as spec_lib
+
+
+@dataclasses.dataclass
+class PhaseRun:
+    """One node: a phase on a workdir with its config, dependencies and resources."""
+    name: str
+    phase: str
+    workdir: str
+    config: object                 # the locked ConfigDict the phase runs with
+    deps: list[str]
+    cpus: float
+    llm_slots: int
+    label: str = ""                # e.g. "seed 0", "all seeds"
+
+    @property
+    def marker(self) -> pathlib.Path:
+        """Written when the phase run returns: a finished run is not started again."""
+        tag = re.sub(r"[^\w.-]+", "_", self.name.rsplit(":", 1)[1]).strip("_")
+        return pathlib.Path(self.workdir) / ".sweep" / f"{tag}.done.json"
+
+
+def store_key(cfg) -> str:
+    """What defines a workdir's results: build fields, plus the selector's if it trains one."""
+    fields = workdir_guard.fingerprint_fields(cfg, "build_memory")
+    if baselines.needs_selector(cfg.method):
+        fields.update(workdir_guard.fingerprint_fields(cfg, "train_selector"))
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+def _workdir_name(cell: spec_lib.Cell, key: str) -> str:
+    variant = "" if cell.variant == "main" else f"_{cell.variant}"
+    return f"{cell.benchmark}/{cell.agent}_{cell.backbone}/{cell.method}{variant}-{key[:8]}"
+
+
+class _Builder:
+    def __init__(self, sweep):
+        self.sweep = sweep
+        self.runs: dict[str, PhaseRun] = {}
+        self.lanes: dict[str, str] = {}   # workdir -> its last run's name
+        cpus = sweep.get("cpus") or {}
+        self.cpus = {p: float(cpus.get(p, 1.0)) for p in spec_lib.PHASES}
+
+    def add(self, workdir: str, phase: str, cfg, slots: int, deps: list[str],
+            label: str = "") -> str:
+        name = f"{workdir}:{phase}" + (f"[{label}]" if label else "")
+        if name in self.runs:
+            return name
+        lane = self.lanes.get(workdir)
+        deps = list(deps) + ([lane] if lane and lane not in deps else [])
+        reserved = slots if cfg.backbone.kind == "openai" else 0
+        self.runs[name] = PhaseRun(name, phase, workdir, cfg, deps, self.cpus[phase], reserved,
+                                   label)
+        self.lanes[workdir] = name
+        return name
+
+
+def build_graph(sweep) -> list[PhaseRun]:
+    """Every phase run of the sweep, dependencies before dependents."""
+    root = pathlib.Path(sweep.root)
+    b = _Builder(sweep)
+    for cell in spec_lib.cells(sweep):
+        slots = {p: spec_lib.slots_for(sweep, cell.config, p) for p in spec_lib.PHASES}
+        cfg = spec_lib.with_slots(cell.config, slots["build_memory"], slots["train_selector"],
+                                  slots["evaluate"])
+        workdir = str(root / _workdir_name(cell, store_key(cfg)))
+        method, seeds = cell.method, cell.seeds
+        deps = []
+        if baselines.needs_construction(method):
+            deps = [b.add(workdir, "build_memory", spec_lib.for_phase(
+                cfg, slots["build_memory"]), slots["build_memory"], [])]
+        if not baselines.needs_selector(method) or cfg.eval.selector != "dqn":
+            b.add(workdir, "evaluate", spec_lib.for_phase(cfg, slots["evaluate"]),
+                  slots["evaluate"], deps, "" if method != "countermem" else cfg.eval.selector)
+            continue
+        previous = deps
+        for i, seed in enumerate(seeds):
+            trained = b.add(workdir, "train_selector", spec_lib.for_phase(
+                cfg, slots["train_selector"], selector__seeds=(seed,)),
+                slots["train_selector"], previous, f"seed {seed}")
+            last = i == len(seeds) - 1   # also aggregates the finished runs of the other seeds
+            previous = [b.add(workdir, "evaluate", spec_lib.for_phase(
+                cfg, slots["evaluate"], eval__seeds=() if last else (seed,)),
+                slots["evaluate"], [trained], f"seed {seed}" + (", all seeds" if last else ""))]
+    return list(b.runs.values())
+
+
+def describe(runs: list[PhaseRun], root) -> str:
+    """The ``--dry_run`` listing: one line per run with its resources and dependencies."""
+    index = {r.name: i for i, r in enumerate(runs)}
+    root = str(root).rstrip("/") + "/"
+    workdirs = sorted({r.workdir for r in runs})
+    lines = [f"sweep: {len(runs)} phase runs in {len(workdirs)} workdirs under {root}"]
+    for i, r in enumerate(runs):
+        deps = ", ".join(f"#{index[d]}" for d in r.deps) or "-"
+        lines.append(f"#{i:<3} {r.name.removeprefix(root):<70} cpus={r.cpus:g} "
+                     f"llm_slots={r.llm_slots:<3} after: {deps}")
+    by_phase = {p: sum(r.phase == p for r in runs) for p in spec_lib.PHASES}
+    lines.append("runs per phase: " + ", ".join(f"{p} {n}" for p, n in by_phase.items()))
+    return "\n".join(lines)

@@ -1,0 +1,92 @@
+"""Phase runs as Ray tasks (the optional ``sweep`` extra: ``pip install -e '.[sweep]'``).
+
+Each run is one ``ray.remote`` task, reserving ``num_cpus`` (the checkers run on the node's CPUs) and
+``llm_slots`` (a custom resource that each node advertises: its local vLLM replicas ×
+``--max-num-seqs``; ``launch/ray_cluster.sh``). The run's concurrency equals the slots it
+reserved (``spec.with_slots`` / ``spec.for_phase``), so the requests in flight on a node's
+servers never exceed what the node advertised. Workers are reused from run to run, as
+``--local`` runs every phase in one process: each phase sets up its own state (backbone, limits,
+logs), and JAX's compiled functions stay warm.
+
+A worker or node that dies is retried by Ray up to ``max_retries`` times, and so are transient
+errors (a backbone that stopped answering); the retried run resumes from its log. Other errors
+(a bad config, a workdir made with another config) fail the run at once, with the reason in the
+sweep's report.
+"""
+from countermem_jax.sweep import execute
+from countermem_jax.sweep.schedule import one_line
+from countermem_jax.sweep.spec import SweepError
+
+LLM_SLOTS = "llm_slots"
+MISSING_RAY = ("Ray is not installed: pip install -e '.[sweep]' (the optional `sweep` extra), "
+               "or run the sweep in this process with --local")
+
+
+def import_ray():
+    """``ray``, or a SweepError naming the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise SweepError(MISSING_RAY) from None
+    return ray
+
+
+def _run_remote(run, urls_env, imports):
+    return execute.execute(run, urls_env, imports)
+
+
+def _transient_errors() -> list:
+    from countermem_jax.backbones.openai_http import BackboneError
+    return [BackboneError, ConnectionError, TimeoutError]
+
+
+def check_feasible(ray, runs) -> None:
+    """Refuses a run that no alive node could ever hold (Ray would wait for it forever)."""
+    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    most_slots = max((n.get(LLM_SLOTS, 0) for n in nodes), default=0)
+    most_cpus = max((n.get("CPU", 0) for n in nodes), default=0)
+    for run in runs:
+        if run.llm_slots > most_slots:
+            raise SweepError(f"{run.name} needs {run.llm_slots} {LLM_SLOTS} but the largest node "
+                             f"advertises {most_slots:g}; start nodes with launch/ray_cluster.sh "
+                             "(slots = replicas x max-num-seqs) or lower sweep.llm_slots")
+        if run.cpus > most_cpus:
+            raise SweepError(f"{run.name} needs {run.cpus:g} CPUs but the largest node has "
+                             f"{most_cpus:g}; lower sweep.cpus")
+
+
+class RayExecutor:
+    """Submits runs as Ray tasks and reports each one as it ends."""
+
+    def __init__(self, ray, urls_env: str, imports: tuple, max_retries: int):
+        self.ray = ray
+        self.urls_env, self.imports, self.max_retries = urls_env, tuple(imports), max_retries
+        self.task = ray.remote(_run_remote)
+        self.pending = {}
+
+    def submit(self, run) -> None:
+        options = dict(num_cpus=run.cpus, max_retries=self.max_retries,
+                       retry_exceptions=_transient_errors(), name=run.name)
+        if run.llm_slots:
+            options["resources"] = {LLM_SLOTS: run.llm_slots}
+        ref = self.task.options(**options).remote(run, self.urls_env, self.imports)
+        self.pending[ref] = run.name
+
+    def wait(self, timeout: float):
+        ray = self.ray
+        refs = list(self.pending)
+        ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+        if ready:
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        out = []
+        for ref in ready:
+            name = self.pending.pop(ref)
+            try:
+                out.append((name, ray.get(ref), None))
+            except ray.exceptions.RayTaskError as err:
+                cause = err.cause if getattr(err, "cause", None) is not None else err
+                out.append((name, None, one_line(cause)))
+            except ray.exceptions.RayError as err:  # the worker or its node died too often
+                out.append((name, None, f"{type(err).__name__} after {self.max_retries} "
+                                        f"retries: {' '.join(str(err).split())[:300]}"))
+        return out

@@ -1,0 +1,94 @@
+"""Runs the graph: a phase run starts when its dependencies have finished; a failed run blocks
+its dependents (and only them); the rest of the sweep goes on.
+
+The executor decides where runs go: ``LocalExecutor`` runs them one after another in this process
+(``--local``), ``ray_backend.RayExecutor`` submits each as a Ray task with its resources. Both
+answer ``submit(run)`` and ``wait(timeout) -> [(name, info, error)]``, so the order of the
+dependency graph, the skipping of finished runs and the failure report are the same.
+"""
+import dataclasses
+import time
+import traceback
+
+from countermem_jax.sweep import execute, progress
+
+
+@dataclasses.dataclass
+class Outcome:
+    states: dict            # run name -> done | skipped | failed | blocked
+    errors: dict            # run name -> one line: why it failed / which dependency failed
+    infos: dict             # run name -> what execute() returned (host, seconds, ...)
+
+    @property
+    def ok(self) -> bool:
+        return all(s in ("done", "skipped") for s in self.states.values())
+
+
+def one_line(err: BaseException) -> str:
+    return f"{type(err).__name__}: {' '.join(str(err).split())}"
+
+
+class LocalExecutor:
+    """Every run in this process, in submission order (dependencies are submitted first)."""
+
+    def __init__(self, urls_env: str, imports: tuple):
+        self.urls_env, self.imports = urls_env, imports
+        self.queue = []
+
+    def submit(self, run) -> None:
+        self.queue.append(run)
+
+    def wait(self, timeout: float):
+        del timeout
+        run = self.queue.pop(0)
+        try:
+            return [(run.name, execute.execute(run, self.urls_env, self.imports), None)]
+        except Exception as err:  # reported as this run's failure; the sweep goes on
+            traceback.print_exc()
+            return [(run.name, None, one_line(err))]
+
+
+def run_graph(runs, executor, *, progress_every_s: float = 30.0, echo=print,
+              precheck=None) -> Outcome:
+    """Runs ``runs`` (dependencies first) on ``executor``; ``precheck(run)`` may name a reason
+    not to start a run (a workdir made with another config) before anything runs."""
+    states = {r.name: ("skipped" if execute.is_finished(r) else "waiting") for r in runs}
+    errors, infos = {}, {}
+    for run in runs:
+        reason = precheck(run) if precheck and states[run.name] == "waiting" else None
+        if reason:
+            states[run.name], errors[run.name] = "failed", reason
+    tally = progress.LogTally(r.workdir for r in runs)
+    started = last = time.time()
+    while True:
+        for run in runs:
+            if states[run.name] != "waiting":
+                continue
+            dep_states = [states[d] for d in run.deps]
+            if any(s in ("failed", "blocked") for s in dep_states):
+                states[run.name] = "blocked"
+                bad = next(d for d in run.deps if states[d] in ("failed", "blocked"))
+                errors[run.name] = f"not started: dependency {bad} did not finish"
+            elif all(s in ("done", "skipped") for s in dep_states):
+                states[run.name] = "running"
+                executor.submit(run)
+        if not any(s == "running" for s in states.values()):
+            break
+        for name, info, error in executor.wait(progress_every_s):
+            states[name] = "failed" if error else "done"
+            if error:
+                errors[name] = error
+                echo(f"run failed: {name}: {error}")
+            else:
+                infos[name] = info
+        if time.time() - last >= progress_every_s:
+            echo(progress.summary_line(states, tally.update(), started))
+            last = time.time()
+    echo(progress.summary_line(states, tally.update(), started))
+    return Outcome(states, errors, infos)
+
+
+def failure_report(outcome: Outcome) -> str:
+    """One line per run that failed or was not started, with why."""
+    lines = [f"  {outcome.states[n]}: {n}: {e}" for n, e in outcome.errors.items()]
+    return "\n".join(lines)

@@ -1,0 +1,176 @@
+"""From a sweep config to the per-run configs of its grid (issue 18).
+
+A sweep config (``configs/sweeps/<name>.py``, an ``ml_collections`` config file) names the axes —
+``benchmarks``, ``agents``, ``backbones``, ``methods``, ``seeds`` and study ``variants`` — and how
+the config of one run is made: ``run_config``, a path template such as
+``configs/{benchmark}_{agent}_{backbone}.py`` (a ``FILE.py:ARG`` suffix passes ARG, also formatted,
+to the file's ``get_config``), then ``overrides`` (nested dicts, applied to every run), then the
+variant's overrides, then ``method`` and ``selector.seeds`` from the axes. An override naming a
+field the run config does not declare is refused with one line naming it (the run configs are
+locked, like the binaries' ``--config.*`` overrides).
+
+Only this module knows the sweep config's fields; ``graph.py`` turns the cells into phase runs.
+"""
+import copy
+import dataclasses
+import importlib.util
+import itertools
+import pathlib
+
+import ml_collections
+
+from countermem_jax import baselines, workdir_guard
+
+
+class SweepError(ValueError):
+    """The sweep cannot start: a bad sweep config, an unknown field, an infeasible resource."""
+
+
+PHASES = ("build_memory", "train_selector", "evaluate")
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One point of the grid: its axes and its finished per-run config (locked)."""
+    benchmark: str
+    agent: str
+    backbone: str
+    variant: str
+    method: str
+    seeds: tuple[int, ...]
+    config: ml_collections.ConfigDict
+
+
+def default_sweep() -> ml_collections.ConfigDict:
+    """Every field a sweep config has, with its default; configs/sweeps/*.py set the axes."""
+    c = ml_collections.ConfigDict()
+    c.root = "runs/sweeps/sweep"                # workdirs go under it: a path every host mounts
+    c.benchmarks = ("spider",)
+    c.agents = ("react",)
+    c.backbones = ("gptoss",)
+    c.methods = ("countermem",)
+    c.seeds = (0,)
+    # the per-run config: a file template, FILE.py or FILE.py:ARG (ARG goes to get_config)
+    c.run_config = "configs/{benchmark}_{agent}_{backbone}.py"
+    c.overrides = ml_collections.ConfigDict()   # nested fields applied to every run
+    c.variants = ml_collections.ConfigDict({"main": {}})   # study name -> nested overrides
+    # LLM slots a phase run reserves (= its concurrency); 0: the run config's own
+    # (eval.concurrency, construction.wave_size / selector.wave_size where present, else 1);
+    # a fingerprinted field (it changes results) always keeps the run config's value.
+    c.llm_slots = ml_collections.ConfigDict(dict(build_memory=0, train_selector=0, evaluate=0))
+    c.cpus = ml_collections.ConfigDict(dict(build_memory=2.0, train_selector=1.0, evaluate=2.0))
+    c.max_retries = 2                           # Ray retries of a dead worker / transient error
+    c.urls_env = "COUNTERMEM_LLM_URLS"          # node-local LLM URLs (launch/ray_cluster.sh)
+    c.imports = ()                              # modules imported first (extra benchmarks)
+    c.progress_every_s = 30.0
+    c.report = True
+    c.report_dir = ""                           # default ROOT/report
+    return c
+
+
+def load_config_file(spec: str, **fmt) -> ml_collections.ConfigDict:
+    """``FILE.py`` or ``FILE.py:ARG`` (formatted with ``fmt``) -> the file's ``get_config(...)``."""
+    spec = spec.format(**fmt)
+    path, _, arg = spec.partition(":")
+    if not pathlib.Path(path).is_file():
+        raise SweepError(f"run config {path} does not exist (from run_config={spec!r})")
+    module_spec = importlib.util.spec_from_file_location(f"sweep_run_config_{abs(hash(path))}",
+                                                         path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module.get_config(arg) if arg else module.get_config()
+
+
+def apply_overrides(cfg: ml_collections.ConfigDict, overrides, where: str, prefix: str = ""):
+    """Sets every leaf of the nested ``overrides`` on ``cfg``; an unknown field is a SweepError."""
+    items = overrides.items() if overrides is not None else ()
+    for key, value in items:
+        path = f"{prefix}{key}"
+        if key not in cfg:
+            raise SweepError(f"{where}: the run config has no field {path!r}")
+        if isinstance(value, (dict, ml_collections.ConfigDict)) and \
+                isinstance(cfg[key], ml_collections.ConfigDict):
+            apply_overrides(cfg[key], value, where, path + ".")
+        else:
+            cfg[key] = tuple(value) if isinstance(value, list) else value
+
+
+def _axis(sweep, name: str) -> tuple:
+    values = tuple(sweep.get(name) or ())
+    if not values:
+        raise SweepError(f"sweep.{name} is empty: name at least one")
+    return values
+
+
+def cells(sweep) -> list[Cell]:
+    """Every (benchmark, agent, backbone, variant, method) of the sweep with its run config."""
+    variants = sweep.get("variants") or {"main": {}}
+    seeds = tuple(int(s) for s in _axis(sweep, "seeds"))
+    if len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise SweepError(f"sweep.seeds={seeds}: give distinct seeds >= 0")
+    for method in _axis(sweep, "methods"):
+        if method not in baselines.METHODS:
+            raise SweepError(f"sweep.methods: unknown method {method!r}; expected one of "
+                             f"{', '.join(baselines.METHODS)}")
+    out = []
+    for benchmark, agent, backbone in itertools.product(
+            _axis(sweep, "benchmarks"), _axis(sweep, "agents"), _axis(sweep, "backbones")):
+        base = load_config_file(sweep.run_config, benchmark=benchmark, agent=agent,
+                                backbone=backbone)
+        apply_overrides(base, sweep.get("overrides"), "sweep.overrides")
+        for variant, method in itertools.product(variants, _axis(sweep, "methods")):
+            cfg = copy.deepcopy(base)
+            apply_overrides(cfg, variants[variant], f"sweep.variants.{variant}")
+            cfg.method = method
+            cfg.selector.seeds = seeds
+            cfg.eval.seeds = ()
+            out.append(Cell(benchmark, agent, backbone, variant, method, seeds, cfg))
+    return out
+
+
+# The config field that sets each phase's concurrency (absent fields: one at a time).
+CONCURRENCY = {"evaluate": ("eval", "concurrency"), "build_memory": ("construction", "wave_size"),
+               "train_selector": ("selector", "wave_size")}
+
+
+def slots_for(sweep, cfg, phase: str) -> int:
+    """LLM slots a phase run of ``cfg`` reserves, which is also its concurrency: the sweep's
+    ``llm_slots.<phase>`` when > 0, else the run config's own (``eval.concurrency``;
+    ``construction.wave_size`` / ``selector.wave_size``; 1 where the config has no such field).
+    A concurrency field that is fingerprinted (it changes results, e.g. selector waves) is
+    never changed by the sweep: the run config's value is what the run reserves."""
+    section, name = CONCURRENCY[phase]
+    if not (section in cfg and name in cfg[section]):
+        return 1   # this config's phase runs one task at a time
+    own = max(1, int(cfg[section][name] or 1))
+    defining = {**workdir_guard.fingerprint_fields(cfg, "build_memory"),
+                **workdir_guard.fingerprint_fields(cfg, "train_selector")}
+    if f"{section}.{name}" in defining:
+        return own
+    given = int((sweep.get("llm_slots") or {}).get(phase, 0) or 0)
+    return given if given > 0 else own
+
+
+def with_slots(cfg, build: int, train: int, evaluate: int) -> ml_collections.ConfigDict:
+    """A copy of ``cfg`` whose concurrency matches the reserved slots. The build and training
+    wave sizes are set in every phase's config of a workdir alike (a phase checks the earlier
+    phases' fingerprints); the client's own cap, ``backbone.max_concurrency``, is set per phase
+    run by ``for_phase``."""
+    cfg = copy.deepcopy(cfg)
+    if "wave_size" in cfg.construction:
+        cfg.construction.wave_size = build
+    if "wave_size" in cfg.selector:
+        cfg.selector.wave_size = train
+    cfg.eval.concurrency = evaluate
+    return cfg
+
+
+def for_phase(cfg, slots: int, **fields) -> ml_collections.ConfigDict:
+    """A copy of ``cfg`` for one phase run: the client never has more than ``slots`` requests in
+    flight; ``fields`` are dotted paths set on the copy (e.g. ``selector__seeds``)."""
+    cfg = copy.deepcopy(cfg)
+    cfg.backbone.max_concurrency = slots
+    for dotted, value in fields.items():
+        section, name = dotted.split("__")
+        cfg[section][name] = value
+    return cfg

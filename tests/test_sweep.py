@@ -1,0 +1,204 @@
+"""The sweep without Ray (issue 18): the graph of ``--dry_run``, the serial ``--local`` run with
+its skipping of finished runs, failures and what they block, and the line a missing Ray prints."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import sweep_fixture
+import sweep_helpers
+from countermem_jax.sweep import SweepError, graph, run_sweep
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _binary(*args, block_ray=False, env=None):
+    """``python -m countermem_jax.sweep ARGS`` (optionally as if Ray were not installed)."""
+    code = ("import sys, runpy\n" + ("sys.modules['ray'] = None\n" if block_ray else "") +
+            f"sys.argv = ['countermem_jax.sweep', *{list(args)!r}]\n"
+            "runpy.run_module('countermem_jax.sweep', run_name='__main__', alter_sys=True)\n")
+    path = os.pathsep.join([str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, timeout=300,
+                          env={**os.environ, "PYTHONPATH": path, **(env or {})})
+
+
+def test_dry_run_prints_the_graph_and_starts_nothing(tmp_path):
+    path = sweep_helpers.write_sweep(tmp_path, tmp_path / "root")
+    out = _binary(f"--sweep={path}", "--dry_run")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"sweep: 12 phase runs in 4 workdirs under {tmp_path / 'root'}/"
+    runs = [line for line in lines if line.startswith("#")]
+    assert len(runs) == 12
+    people = [r for r in runs if "sweep_people/react_scripted/countermem-" in r]
+    assert [r.split()[1].split(":")[1] for r in people] == [
+        "build_memory", "train_selector[seed", "evaluate[seed", "train_selector[seed",
+        "evaluate[seed"]
+    first = int(people[0].split()[0][1:])
+    assert people[0].endswith("after: -") and people[1].endswith(f"after: #{first}")
+    assert "evaluate[seed 1, all seeds]" in people[4]
+    # eval.concurrency of the run config (2) is what an evaluation reserves; the others 1
+    assert "llm_slots=2" in people[2] and "llm_slots=1" in people[0]
+    assert lines[-1] == "runs per phase: build_memory 2, train_selector 4, evaluate 6"
+    assert not (tmp_path / "root").exists()
+
+
+def test_paper_grid_dry_run_has_one_build_per_store():
+    out = _binary("--sweep=configs/sweeps/paper_grid.py", "--dry_run")
+    assert out.returncode == 0, out.stderr
+    # 12 benchmarks x 2 agents x 2 backbones = 48 settings; per setting 8 memories (CounterMem
+    # and 7 baselines), 5 selector seeds, 5 CounterMem + 9 baseline evaluations
+    assert out.stdout.splitlines()[-1] == \
+        "runs per phase: build_memory 384, train_selector 240, evaluate 672"
+
+
+def test_missing_ray_names_the_extra(tmp_path):
+    path = sweep_helpers.write_sweep(tmp_path, tmp_path / "root")
+    out = _binary(f"--sweep={path}", block_ray=True)
+    assert out.returncode == 1
+    assert out.stderr.strip() == (
+        "error: Ray is not installed: pip install -e '.[sweep]' (the optional `sweep` extra), "
+        "or run the sweep in this process with --local")
+    assert not list((tmp_path / "root").glob("*/*/*/log.jsonl"))
+
+
+def test_unknown_override_is_one_line(tmp_path):
+    path = sweep_helpers.write_sweep(tmp_path, tmp_path / "root")
+    path.write_text(path.read_text().replace('"splits": {', '"splits": {"n_evall": 3, '))
+    out = _binary(f"--sweep={path}", "--dry_run")
+    assert out.returncode == 1
+    assert out.stderr.strip() == \
+        "error: sweep.overrides: the run config has no field 'splits.n_evall'"
+    typo = _binary(f"--sweep={path}", "--sweep.sedds=(0,)", "--dry_run")
+    assert typo.returncode == 1
+    assert typo.stderr.strip() == \
+        "error: --sweep.sedds: the config has no field 'sedds' (did you mean 'seeds'?)"
+
+
+def test_local_sweep_skips_finished_runs_and_reports_failures(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # --local needs no Ray
+    path = sweep_helpers.write_sweep(tmp_path, tmp_path / "root", benchmarks=("sweep_pets",))
+    sweep = sweep_helpers.load_sweep(path)
+    with sweep_fixture.ScriptedServer() as server:
+        monkeypatch.setenv("COUNTERMEM_LLM_URLS", server.base_url)
+        first = run_sweep(sweep, local=True, report=False, echo=lambda line: None)
+        assert first.ok and set(first.states.values()) == {"done"} and len(first.states) == 6
+        calls = len(server.requests)
+        sweep.report = True
+        lines = []
+        again = run_sweep(sweep, local=True, echo=lines.append)
+        assert set(again.states.values()) == {"skipped"} and len(server.requests) == calls
+    report = tmp_path / "root" / "report" / "report.md"
+    assert f"report: {report}" in lines and "sweep_pets" in report.read_text()
+    status = json.loads((tmp_path / "root" / "sweep_status.json").read_text())
+    assert {s["state"] for s in status.values()} == {"skipped"}
+    runs = graph.build_graph(sweep)
+    cm = pathlib.Path(next(r for r in runs if r.phase == "build_memory").workdir)
+    # seeds trained one call at a time are all recorded, so evaluation checks each of them
+    prints = json.loads((cm / "selector" / "fingerprints.json").read_text())
+    assert sorted(prints) == ["0", "1"]
+    metrics = json.loads((cm / "metrics.json").read_text())
+    assert metrics["seeds"] == ["0", "1"]
+    # a workdir made with another config: its runs fail before they start, the others run
+    recorded = json.loads((cm / "fingerprint.json").read_text())
+    recorded["build_memory"]["fields"]["agent.max_attempts"] = 7
+    (cm / "fingerprint.json").write_text(json.dumps(recorded))
+    for marker in (cm / ".sweep").glob("*.done.json"):
+        marker.unlink()
+    lines = []
+    outcome = run_sweep(sweep, local=True, report=False, echo=lines.append)
+    assert not outcome.ok and any("runs did not finish" in line for line in lines)
+    assert {n: s for n, s in outcome.states.items() if not n.startswith(str(cm))} == {
+        n: "skipped" for n in outcome.states if not n.startswith(str(cm))}
+    mine = {n: e for n, e in outcome.errors.items() if n.startswith(str(cm))}
+    assert len(mine) == 5 and all("agent.max_attempts: 7 -> 2" in e for e in mine.values())
+    # a run that fails while it runs blocks its dependents only
+    broken = sweep_helpers.load_sweep(path)
+    broken.root = str(tmp_path / "broken")
+    with sweep_fixture.ScriptedServer() as server:
+        server.default = "400"   # every request refused: the backbone fails for good
+        monkeypatch.setenv("COUNTERMEM_LLM_URLS", server.base_url)
+        outcome = run_sweep(broken, local=True, report=False, echo=lambda line: None)
+    states = sorted(outcome.states.values())
+    assert states == ["blocked"] * 4 + ["failed"] * 2
+    build = next(n for n in outcome.states if n.endswith(":build_memory"))
+    assert outcome.errors[build].startswith("BackboneError")
+    workdir = build.rsplit(":", 1)[0]
+    assert all(n.startswith(workdir) and e.startswith(f"not started: dependency {workdir}:")
+               for n, e in outcome.errors.items() if outcome.states[n] == "blocked")
+
+
+def test_a_seeds_replaced_checkpoint_is_refused_after_later_seeds_trained(tmp_path,
+                                                                         monkeypatch):
+    """Seed 0 trained, then seed 1 in its own call: seed 0's checkpoint is still checked."""
+    from countermem_jax import experiment
+    path = sweep_helpers.write_sweep(tmp_path, tmp_path / "root", benchmarks=("sweep_pets",),
+                                     methods=("countermem",))
+    runs = [r for r in graph.build_graph(sweep_helpers.load_sweep(path))
+            if r.phase != "evaluate"]
+    with sweep_fixture.ScriptedServer() as server:
+        monkeypatch.setenv("COUNTERMEM_LLM_URLS", server.base_url)
+        from countermem_jax.sweep import execute
+        for run in runs:   # build, train seed 0, train seed 1
+            execute.execute(run)
+        wd = pathlib.Path(runs[0].workdir)
+        best = json.loads((wd / "selector" / "fingerprints.json").read_text())["0"]["step"]
+        victim = next(p for p in sorted((wd / "selector" / "seed_0" / str(best)).rglob("*"))
+                      if p.is_file())
+        victim.write_bytes(victim.read_bytes() + b" ")
+        cfg = execute.phase_config(runs[0])
+        cfg.eval.seeds = (0,)
+        with pytest.raises(Exception, match="not the one training recorded|content changed"):
+            experiment.evaluate(cfg, wd)
+
+
+def test_bad_axis_is_refused():
+    sweep = sweep_helpers.load_sweep(REPO / "configs" / "sweeps" / "spider_cpu.py")
+    sweep.methods = ("countermem", "lru_memory")
+    with pytest.raises(SweepError, match="unknown method 'lru_memory'"):
+        graph.build_graph(sweep)
+
+
+def test_ray_cluster_script_serves_and_advertises_the_hosts_slots(tmp_path):
+    """launch/ray_cluster.sh with stand-ins for `vllm` and `ray` (tests/fake_bin): 2 replicas x
+    64 sequences = 128 slots, and the node's workers get the URL file of its own replicas."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, PATH=f"{REPO / 'tests' / 'fake_bin'}:{os.environ['PATH']}",
+               FAKE_VLLM_LOG_DIR=str(tmp_path), FAKE_RAY_LOG=str(tmp_path / "ray.json"))
+    out = subprocess.run(["bash", str(REPO / "launch" / "ray_cluster.sh"), "worker",
+                          "--address", "127.0.0.1:6379", "--num-cpus", "8", "--replicas", "2",
+                          "--max-seqs", "64", "--port-base", str(port + 1)],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    ray_call = json.loads((tmp_path / "ray.json").read_text())
+    assert ray_call["urls"] == str(tmp_path / "vllm_urls.txt")
+    assert len((tmp_path / "vllm_urls.txt").read_text().splitlines()) == 2
+    assert ray_call["args"] == ["start", "--block", "--resources", '{"llm_slots": 128}',
+                                "--num-cpus", "8", "--address", "127.0.0.1:6379"]
+    refused = subprocess.run(["bash", str(REPO / "launch" / "ray_cluster.sh"), "worker"],
+                             env=env, capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 2 and "--address" in refused.stderr
+
+
+def test_sweep_slots_never_change_a_fingerprinted_concurrency():
+    """Evaluation concurrency and construction waves follow the sweep's llm_slots (they do not
+    change results); a fingerprinted concurrency field (selector waves) keeps the run config's
+    value, so the sweep never turns one experiment into another."""
+    from countermem_jax.sweep import spec
+    sweep = sweep_helpers.load_sweep(REPO / "configs" / "sweeps" / "spider_cpu.py")
+    sweep.llm_slots.update(evaluate=6, build_memory=4, train_selector=8)
+    cfg = spec.cells(sweep)[0].config
+    assert spec.slots_for(sweep, cfg, "evaluate") == 6
+    assert spec.slots_for(sweep, cfg, "build_memory") == 4     # construction.wave_size
+    assert spec.slots_for(sweep, cfg, "train_selector") == (
+        1 if "wave_size" not in cfg.selector else cfg.selector.wave_size)
+    with cfg.unlocked():
+        cfg.selector.wave_size = 2   # fingerprinted: selector training in waves
+    assert spec.slots_for(sweep, cfg, "train_selector") == 2
