@@ -128,3 +128,27 @@ def test_an_episodes_exploration_keys_do_not_depend_on_the_wave_size(tmp_path, p
                       for d in RunLog(wd / "log.jsonl").events("decision")
                       if d["run"] in ("train/seed0/episode0", "train/seed0/episode1")]
     assert choices[2] and sorted(choices[2]) == sorted(choices[4])
+
+
+def test_an_episodes_transitions_reach_the_log_in_one_write(tmp_path, people_benchmark,
+                                                           monkeypatch):
+    """A kill between two lines of one episode would leave half an episode that resume counts
+    as done: every episode's transitions are appended in one write."""
+    from countermem_jax import runlog
+    writes = []
+    append = runlog._Writer.append
+
+    def spy(self, line, durable):
+        episodes = [json.loads(x)["episode"] for x in line.splitlines()
+                    if json.loads(x)["event"] == "transition"]
+        if episodes:
+            writes.append(episodes)
+        return append(self, line, durable)
+    monkeypatch.setattr(runlog._Writer, "append", spy)
+    wd = _train(tmp_path, people_benchmark, "one_write", 2, JitteryBackbone(0))
+    logged = {}
+    for e in RunLog(wd / "log.jsonl").events("transition"):
+        logged.setdefault((e["seed"], e["episode"]), 0)
+        logged[(e["seed"], e["episode"])] += 1
+    assert writes and all(len(set(w)) == 1 for w in writes)  # never two episodes in one write
+    assert sorted(len(w) for w in writes) == sorted(logged.values())  # nor one split in two

@@ -28,6 +28,7 @@ from countermem_jax.agents import Agent, MemoryCalls
 from countermem_jax.memory_use import CounterMemAugmentation
 from countermem_jax.phases import context
 from countermem_jax.phases.workdir import PhaseError, Workdir
+from countermem_jax.runlog import HeldEvents
 from countermem_jax.selector import checkpoint, dqn, policies, training
 from countermem_jax.selector.transition import Transition
 from countermem_jax import workdir_guard
@@ -191,10 +192,11 @@ class SeedRun:
             if self.wave_size > 1:  # at W = 1 the learner observed them as they closed
                 for t in rows:
                     self.learner.observe(t)
-            if episode not in logged:
+            if episode not in logged:  # one write per episode: a kill never leaves half of one
+                held = HeldEvents(self.wd.log)
                 for t in rows:
-                    self.wd.log.write("transition", seed=self.seed, episode=episode,
-                                      **t.to_json())
+                    held.write("transition", seed=self.seed, episode=episode, **t.to_json())
+                held.commit()
             self.episode = episode + 1
             await self._save_pending()
             bar.set_postfix(episode=episode, tokens=ledger.total("selector_training").total)
