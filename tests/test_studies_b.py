@@ -39,3 +39,39 @@ def test_accumulation_snapshots_share_one_selector(tmp_path, bench):
     assert len(_rows(record, panel="c")) == 2 * 2  # checkpoints 2 and 4, both methods
     tokens = _rows(record, panel="b", method="CounterMem")
     assert tokens[0]["values"] == [[0.0], [0.0]] and tokens[-1]["values"][0][0] > 0
+
+
+def test_rescued_broken_per_method_against_its_own_base_run(tmp_path, bench):
+    from countermem_jax.studies import rescued
+    cfg = small_config()
+    cfg.study = ml_collections.ConfigDict(dict(
+        name="rescued", benchmarks=("spider",), methods=("countermem", "reasoningbank"),
+        n_paired=5))
+    record = rescued.run(cfg, tmp_path / "study", backbone=scripted(), benchmark=bench)
+    by = {(r["method"], r["metric"]): r for r in record["rows"]}
+    cm = {m: float(np.mean(by[("CounterMem", m)]["values"])) for m in ("rescued", "broken", "net")}
+    assert len(by[("CounterMem", "net")]["unit_ids"]) == 5
+    assert cm["net"] == cm["rescued"] - cm["broken"] and cm["rescued"] >= 1
+    # the counts equal the phases' own paired metrics
+    metrics = json.loads((tmp_path / "study" / "cells" / "spider" / "countermem" /
+                          "metrics.json").read_text())
+    assert metrics["paired"]["0"]["rescued"] == cm["rescued"]
+    assert ("ReasoningBank", "net") in by
+
+
+def test_breakdown_gains_reductions_and_summaries(tmp_path, bench):
+    from countermem_jax.studies import breakdown
+    cfg = small_config()
+    cfg.study = ml_collections.ConfigDict(dict(name="breakdown", benchmarks=("spider",),
+                                               agents=("react", "reflexion")))
+    record = breakdown.run(cfg, tmp_path / "study", backbone=scripted(), benchmark=bench)
+    gain = {r["method"]: r for r in record["rows"] if r["metric"] == "score_gain"}
+    assert set(gain) == {"ReAct", "Reflexion"} and np.mean(gain["ReAct"]["values"]) > 0
+    calls = [r for r in record["rows"] if r["metric"] == "call_reduction"]
+    assert len(calls) == 2 and all(r["estimate"] is None or len(r["estimate"]["ci95"]) == 2
+                                   for r in calls)
+    summary = {(r["method"], r["x"]): r["estimate"] for r in record["rows"] if r["panel"] == "d"}
+    # one Text-to-SQL benchmark: both summaries equal its gain, and say what is missing
+    assert summary[("ReAct", "12-benchmark")]["mean"] == pytest.approx(
+        np.mean(gain["ReAct"]["values"]))
+    assert any("missing: Math, Coding, SAT" in n for n in record["notes"])

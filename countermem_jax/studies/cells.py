@@ -30,7 +30,7 @@ import shutil
 
 import ml_collections
 
-from countermem_jax import domains, experiment, provenance
+from countermem_jax import config_defaults, domains, experiment, provenance
 from countermem_jax import splits as splits_lib
 from countermem_jax.backbones.base import TokenLedger
 from countermem_jax.backbones.factory import make_backbone
@@ -58,9 +58,16 @@ def phase_config(cfg, **overrides) -> ml_collections.ConfigDict:
     return out
 
 
-def load_tasks(cfg, benchmark=None):
-    """(tasks, evaluator, domain): the injected benchmark or the configured one."""
-    return benchmark or domains.load_benchmark(cfg.data)
+def setting_config(cfg, benchmark: str, **overrides) -> ml_collections.ConfigDict:
+    """A cell's config for another of the paper's settings: the study's config with
+    ``data.benchmark`` and that setting's split sizes and data fields (``SETTINGS``, Appendix
+    D.1), then ``overrides``; the study's own benchmark keeps the study's sizes."""
+    setting = {}
+    if benchmark != cfg.data.benchmark:
+        sizes, data = config_defaults.SETTINGS[benchmark]
+        setting = {f"splits.{k}": v for k, v in sizes.items()}
+        setting.update({f"data.{k}": v for k, v in data.items()})
+    return phase_config(cfg, **{"data.benchmark": benchmark, **setting, **overrides})
 
 
 def draw_splits(cfg, tasks) -> splits_lib.Splits:
@@ -91,7 +98,8 @@ class Study:
         self.name, self.cfg = name, cfg
         self.root = pathlib.Path(workdir)
         self.root.mkdir(parents=True, exist_ok=True)
-        self.benchmark = load_tasks(cfg, benchmark)
+        self._injected = benchmark   # tests: (tasks, evaluator, domain) for every cell
+        self._loaded: dict = {}
         if backbone is None:  # one backbone and one response cache for every cell
             backbone_cfg = ml_collections.ConfigDict(cfg.backbone.to_dict())
             if backbone_cfg.get("cache_dir") == "auto":
@@ -100,9 +108,18 @@ class Study:
         self.backbone = backbone
         self.workdirs: dict[str, str] = {}
 
+    def benchmark_for(self, cfg):
+        """(tasks, evaluator, domain) of ``cfg``'s benchmark, loaded once per study."""
+        if self._injected is not None:
+            return self._injected
+        name = cfg.data.benchmark
+        if name not in self._loaded:
+            self._loaded[name] = domains.load_benchmark(cfg.data)
+        return self._loaded[name]
+
     @property
     def tasks(self) -> list:
-        return self.benchmark[0]
+        return self.benchmark_for(self.cfg)[0]
 
     def cell(self, name: str) -> pathlib.Path:
         path = self.root / "cells" / name
@@ -121,7 +138,7 @@ class Study:
                    evaluate=True) -> dict | None:
         """The phases on one cell (each resumes and skips finished work, so a re-run study
         redoes nothing); ``train`` defaults to whether the method has a trained selector."""
-        kwargs = {"backbone": self.backbone, "benchmark": self.benchmark}
+        kwargs = {"backbone": self.backbone, "benchmark": self.benchmark_for(cfg)}
         if build:
             with _quiet():
                 experiment.build_memory(cfg, cell, **kwargs)
@@ -185,6 +202,11 @@ def task_ends(cell: pathlib.Path, run: str) -> dict:
         if e["run"] == run:
             ends[e["task_id"]] = e
     return ends
+
+
+def read_splits(cell: pathlib.Path) -> dict:
+    """The split assignment the cell's phases recorded (``splits.json``)."""
+    return json.loads((cell / "splits.json").read_text())
 
 
 def decisions(cell: pathlib.Path, run: str) -> list:
