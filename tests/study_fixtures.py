@@ -7,6 +7,8 @@ look-alike generator)."""
 import re
 import sqlite3
 
+import ml_collections
+
 from countermem_jax.backbones.fake import ScriptedBackbone
 from countermem_jax.config_defaults import base_config
 from countermem_jax.domains import SQL
@@ -104,4 +106,11 @@ def small_config(**splits):
                             group_by_reference=False), **splits})
     c.selector.update(total_decisions=4, learning_starts=1, train_every=1, target_sync_every=2,
                       checkpoint_every=2, batch_size=2, seeds=(0,))
+    return c
+
+
+def study_config(name: str, base, **protocol):
+    """A study config as ``python -m countermem_jax.study`` reads it: name, run config, protocol."""
+    c = ml_collections.ConfigDict()
+    c.study, c.base, c.protocol = name, base, ml_collections.ConfigDict(protocol)
     return c

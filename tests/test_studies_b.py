@@ -2,12 +2,11 @@
 small sizes: each writes a study.json whose rows the report can read."""
 import json
 
-import ml_collections
 import numpy as np
 import pytest
 
 from countermem_jax.studies import accumulation, cells
-from study_fixtures import make_benchmark, scripted, small_config
+from study_fixtures import make_benchmark, scripted, small_config, study_config
 
 
 @pytest.fixture
@@ -20,10 +19,9 @@ def _rows(record, **match):
 
 
 def test_accumulation_snapshots_share_one_selector(tmp_path, bench):
-    cfg = small_config(n_build=8, n_eval=3)
-    cfg.study = ml_collections.ConfigDict(dict(
-        name="accumulation", checkpoints=(0, 2, 4), orderings=2, ordering_seed=0,
-        methods=("countermem", "reasoningbank"), regression_tasks=2))
+    cfg = study_config("accumulation", small_config(n_build=8, n_eval=3), checkpoints=(0, 2, 4),
+                       orderings=2, ordering_seed=0, methods=("countermem", "reasoningbank"),
+                       regression_tasks=2)
     record = accumulation.run(cfg, tmp_path / "study", backbone=scripted(), benchmark=bench)
     saved = json.loads((tmp_path / "study" / "study.json").read_text())
     assert saved["study"] == "accumulation" and saved["code_version"]
@@ -43,10 +41,8 @@ def test_accumulation_snapshots_share_one_selector(tmp_path, bench):
 
 def test_rescued_broken_per_method_against_its_own_base_run(tmp_path, bench):
     from countermem_jax.studies import rescued
-    cfg = small_config()
-    cfg.study = ml_collections.ConfigDict(dict(
-        name="rescued", benchmarks=("spider",), methods=("countermem", "reasoningbank"),
-        n_paired=5))
+    cfg = study_config("rescued", small_config(), benchmarks=("spider",),
+                       methods=("countermem", "reasoningbank"), n_paired=5)
     record = rescued.run(cfg, tmp_path / "study", backbone=scripted(), benchmark=bench)
     by = {(r["method"], r["metric"]): r for r in record["rows"]}
     cm = {m: float(np.mean(by[("CounterMem", m)]["values"])) for m in ("rescued", "broken", "net")}
@@ -61,9 +57,8 @@ def test_rescued_broken_per_method_against_its_own_base_run(tmp_path, bench):
 
 def test_breakdown_gains_reductions_and_summaries(tmp_path, bench):
     from countermem_jax.studies import breakdown
-    cfg = small_config()
-    cfg.study = ml_collections.ConfigDict(dict(name="breakdown", benchmarks=("spider",),
-                                               agents=("react", "reflexion")))
+    cfg = study_config("breakdown", small_config(), benchmarks=("spider",),
+                       agents=("react", "reflexion"))
     record = breakdown.run(cfg, tmp_path / "study", backbone=scripted(), benchmark=bench)
     gain = {r["method"]: r for r in record["rows"] if r["metric"] == "score_gain"}
     assert set(gain) == {"ReAct", "Reflexion"} and np.mean(gain["ReAct"]["values"]) > 0

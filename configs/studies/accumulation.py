@@ -11,7 +11,7 @@ Real size (gpt-oss-120b on vLLM, Spider, ReAct; 200 construction tasks, 100 held
 
 Cells land in runs/study_accumulation/cells/<method>/order<o>/n<n>/ (ordinary workdirs), the
 numbers behind the figure in runs/study_accumulation/study.json. A smaller run changes
---config.study.checkpoints='(0,5,10)' --config.splits.n_build=10 --config.study.regression_tasks=5.
+--config.protocol.checkpoints='(0,5,10)' --config.base.splits.n_build=10 --config.protocol.regression_tasks=5.
 """
 import ml_collections
 
@@ -19,10 +19,13 @@ from countermem_jax.config_defaults import setting_config
 
 
 def get_config():
-    c = setting_config("spider", "react", "gptoss")
-    c.splits.update(n_build=200, n_eval=100)
-    c.selector.seeds = (0,)  # one selector, trained once (Appendix D.3)
-    c.study = ml_collections.ConfigDict(dict(
-        name="accumulation", checkpoints=(0, 25, 50, 100, 200), orderings=5, ordering_seed=0,
+    base = setting_config("spider", "react", "gptoss")
+    base.splits.update(n_build=200, n_eval=100)
+    base.selector.seeds = (0,)  # one selector, trained once (Appendix D.3)
+    c = ml_collections.ConfigDict()
+    c.study = "accumulation"
+    c.base = base
+    c.protocol = ml_collections.ConfigDict(dict(
+        checkpoints=(0, 25, 50, 100, 200), orderings=5, ordering_seed=0,
         methods=("countermem", "reasoningbank"), regression_tasks=25))
     return c

@@ -9,7 +9,7 @@ setting's sizes (countermem_jax/config_defaults.py SETTINGS) and all five select
     python -m countermem_jax.report runs/study_breakdown --out runs/report_breakdown
 
 Needs every benchmark's data and checker (README "The twelve settings");
---config.study.benchmarks='("spider","bird","smtlib","satlib")' runs the ones a CPU machine can
+--config.protocol.benchmarks='("spider","bird","smtlib","satlib")' runs the ones a CPU machine can
 check, and the summaries then name what is missing.
 """
 import ml_collections
@@ -19,8 +19,11 @@ from countermem_jax.domains import registry
 
 
 def get_config():
-    c = setting_config("spider", "react", "gptoss")
-    c.study = ml_collections.ConfigDict(dict(
-        name="breakdown", benchmarks=tuple(b.name for b in registry.paper_settings()),
+    base = setting_config("spider", "react", "gptoss")
+    c = ml_collections.ConfigDict()
+    c.study = "breakdown"
+    c.base = base
+    c.protocol = ml_collections.ConfigDict(dict(
+        benchmarks=tuple(b.name for b in registry.paper_settings()),
         agents=("react", "reflexion")))
     return c

@@ -8,7 +8,7 @@ DafnyBench, SAT: SATLIB), gpt-oss-120b.
     python -m countermem_jax.report runs/study_rescued --out runs/report_rescued
 
 Needs each benchmark's data (python -m countermem_jax.data fetch <name>) and its checker (Lean
-4 for miniF2F, Dafny 4 for DafnyBench); --config.study.benchmarks='("spider","satlib")' runs the
+4 for miniF2F, Dafny 4 for DafnyBench); --config.protocol.benchmarks='("spider","satlib")' runs the
 domains this machine can check. A benchmark with fewer than 120 held-out tasks available is
 refused with the number it has.
 """
@@ -18,9 +18,12 @@ from countermem_jax.config_defaults import setting_config
 
 
 def get_config():
-    c = setting_config("spider", "react", "gptoss")
-    c.selector.seeds = (0,)
-    c.study = ml_collections.ConfigDict(dict(
-        name="rescued", benchmarks=("minif2f", "swebench", "spider", "dafnybench", "satlib"),
+    base = setting_config("spider", "react", "gptoss")
+    base.selector.seeds = (0,)
+    c = ml_collections.ConfigDict()
+    c.study = "rescued"
+    c.base = base
+    c.protocol = ml_collections.ConfigDict(dict(
+        benchmarks=("minif2f", "swebench", "spider", "dafnybench", "satlib"),
         methods=("countermem", "reasoningbank"), n_paired=120))
     return c

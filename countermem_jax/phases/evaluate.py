@@ -16,7 +16,7 @@ import json
 import numpy as np
 import tqdm
 
-from countermem_jax import baselines, intervals, metrics
+from countermem_jax import baselines, intervals, metrics, provenance
 from countermem_jax.agents import Agent, Augmentation
 from countermem_jax.memory_use import CounterMemAugmentation
 from countermem_jax.phases import context
@@ -135,6 +135,7 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     result = _evaluation_metrics(cfg, wd, ctx.splits, runs)
     result["method"] = method
     result["verified_unchanged"] = after
+    result["code_version"] = provenance.code_version()  # the report refuses mixed versions
     if plan.store is not None:
         result["store"] = plan.store
     plan.metrics_path.write_text(json.dumps(result, indent=1, default=str))

@@ -50,10 +50,10 @@ def _construction_solved(cell, task_ids: list) -> dict:
 
 
 def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
-    s = cfg.study
+    s, base = cfg.protocol, cfg.base
     checkpoints = sorted(int(n) for n in s.checkpoints)
-    st = cells.Study("accumulation", cfg, workdir, backbone, benchmark)
-    sp = cells.draw_splits(cfg, st.tasks)
+    st = cells.Study(cfg, workdir, backbone, benchmark)
+    sp = cells.draw_splits(base, st.tasks)
     build_ids = cells.ids(sp.build)
     if checkpoints[-1] > len(build_ids):
         raise cells.StudyError(f"study.checkpoints go up to {checkpoints[-1]} source tasks but "
@@ -74,7 +74,7 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
                                          if (o, n) != (0, checkpoints[-1])]
         for o, n in plan:
             cell = st.cell(f"{method}/order{o}/n{n}")
-            pcfg = cells.phase_config(cfg, method=method, **{"splits.manifest": st.manifest(
+            pcfg = cells.phase_config(base, method=method, **{"splits.manifest": st.manifest(
                 cell, build=orders[o][:n], **fixed)})
             if method == "countermem" and selector_cell is None:
                 selector_cell = cell
@@ -91,7 +91,7 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
                 earlier = orders[o][:s.regression_tasks]
                 again = st.cell(f"{method}/order{o}/n{n}-earlier")
                 cells.share_memory(cell, again, store=True)
-                rcfg = cells.phase_config(cfg, method=method, **{"splits.manifest": st.manifest(
+                rcfg = cells.phase_config(base, method=method, **{"splits.manifest": st.manifest(
                     again, train=fixed["train"], validation=fixed["validation"], eval=earlier)})
                 st.run_phases(rcfg, again, build=False, train=False)
                 built = _construction_solved(cell, earlier)

@@ -27,13 +27,13 @@ def _domain(bench: str) -> str:
 
 
 def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
-    s = cfg.study
-    st = cells.Study("breakdown", cfg, workdir, backbone, benchmark)
+    s, run_cfg = cfg.protocol, cfg.base
+    st = cells.Study(cfg, workdir, backbone, benchmark)
     rows, gains, manifest = [], {}, {}
     for bench in s.benchmarks:
         for agent in s.agents:
             label = AGENT_LABELS.get(agent, agent)
-            ccfg = cells.setting_config(cfg, bench, **{"agent.kind": agent,
+            ccfg = cells.setting_config(run_cfg, bench, **{"agent.kind": agent,
                                                        "method": "countermem"})
             cell = st.cell(f"{bench}/{agent}")
             result = st.run_phases(ccfg, cell)

@@ -7,8 +7,9 @@ fingerprint.json, store, selector, eval/<run>/, metrics.json, so the usual tools
 shared LLM response cache ``llm_cache/`` (a prefix build over the same ordering therefore costs
 no new LLM calls) and ``study.json``:
 
-    {"study": name, "title": str, "paper": "§5.2 (a–c), Appendix D.3", "code_version": str,
-     "splits_hash": sha256 of the study's split assignment, "backbone": str, "config": {...},
+    {"schema": "countermem-study-rows/1", "study": name, "title": str, "paper": "§5.2 (a–c), Appendix D.3", "code_version": str,
+     "splits_hash": sha256 of the study's split assignment, "eval_task_ids": [str],
+     "benchmark": str, "agent": str, "backbone": str, "config": {the study config},
      "notes": [str],                   # allocation of a budget, kept look-alike targets, ...
      "workdirs": {cell: path},
      "rows": [{"panel": "a", "title": panel title, "metric": "score", "ylabel": str,
@@ -16,7 +17,9 @@ no new LLM calls) and ``study.json``:
                "values": [[float]],    # runs (orderings, seeds) × units
                "runs": [str],          # one name per row of values
                "units": "tasks" | "retrieval opportunities" | "selected uses" | ...,
-               "unit_ids": [str] | null}]}   # task ids when units are tasks (paired tests)
+               "unit_ids": [str] | null,     # task ids when units are tasks (paired tests)
+               "estimate": {"mean", "ci95", "method"}}]}   # instead of values, for a ratio
+                                                            # or a weighted summary (estimates)
 
 ``countermem_jax.reporting.studies`` turns every row into a mean with a 95% bootstrap CI (over
 runs and units, ``intervals``), every pair of methods at the same panel, metric and x with shared
@@ -36,6 +39,7 @@ from countermem_jax.backbones.base import TokenLedger
 from countermem_jax.backbones.factory import make_backbone
 
 STUDY_FILE = "study.json"
+SCHEMA = "countermem-study-rows/1"  # the variant studies' schema is countermem-study/1
 MEMORY_PURPOSES = ("REVISE_WITH_RECORD", "REVISE_WITH_MEMORY", "CONDITION_JUDGE")
 
 
@@ -44,11 +48,10 @@ class StudyError(ValueError):
 
 
 def phase_config(cfg, **overrides) -> ml_collections.ConfigDict:
-    """The config a cell's phases run with: ``cfg`` without its ``study`` section, with dotted
-    ``overrides`` (``{"splits.manifest": path, "method": "reasoningbank"}``) applied."""
-    tree = cfg.to_dict()
-    tree.pop("study", None)
-    out = ml_collections.ConfigDict(tree)
+    """The config a cell's phases run with: the run config ``cfg`` (a study config's ``base``)
+    copied, with dotted ``overrides`` (``{"splits.manifest": path, "method": "reasoningbank"}``)
+    applied."""
+    out = ml_collections.ConfigDict(cfg.to_dict())
     for dotted, value in overrides.items():
         *parents, leaf = dotted.split(".")
         node = out
@@ -92,10 +95,14 @@ def splits_hash(manifest: dict) -> str:
 
 
 class Study:
-    """One study directory: the shared backbone and cache, its cells and its study.json."""
+    """One study directory: the shared backbone and cache, its cells and its study.json.
+    ``study_cfg`` is the study config: ``study`` (its name), ``base`` (the run config every cell
+    starts from) and ``protocol`` (the study's own parameters)."""
 
-    def __init__(self, name: str, cfg, workdir, backbone=None, benchmark=None):
-        self.name, self.cfg = name, cfg
+    def __init__(self, study_cfg, workdir, backbone=None, benchmark=None):
+        self.name, self.study_cfg = study_cfg.study, study_cfg
+        self.cfg, self.params = study_cfg.base, study_cfg.protocol
+        cfg = self.cfg
         self.root = pathlib.Path(workdir)
         self.root.mkdir(parents=True, exist_ok=True)
         self._injected = benchmark   # tests: (tasks, evaluator, domain) for every cell
@@ -162,10 +169,12 @@ class Study:
 
     def write(self, *, title: str, paper: str, rows: list, manifest: dict,
               notes: list = ()) -> dict:
-        record = {"study": self.name, "title": title, "paper": paper,
+        record = {"schema": SCHEMA, "study": self.name, "title": title, "paper": paper,
                   "code_version": provenance.code_version(), "splits_hash": splits_hash(manifest),
+                  "eval_task_ids": sorted(manifest.get("eval", [])),
+                  "benchmark": self.cfg.data.benchmark, "agent": self.cfg.agent.kind,
                   "backbone": getattr(self.backbone, "model_name", "?"),
-                  "config": json.loads(json.dumps(self.cfg.to_dict(), default=str)),
+                  "config": json.loads(json.dumps(self.study_cfg.to_dict(), default=str)),
                   "notes": list(notes), "workdirs": dict(self.workdirs), "rows": rows}
         tmp = self.root / f".{STUDY_FILE}.tmp"
         tmp.write_text(json.dumps(record, indent=1))

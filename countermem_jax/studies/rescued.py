@@ -35,12 +35,12 @@ def paired_rows(panel: str, label: str, x, cell, result: dict) -> list:
 
 
 def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
-    s = cfg.study
-    st = cells.Study("rescued", cfg, workdir, backbone, benchmark)
+    s, run_cfg = cfg.protocol, cfg.base
+    st = cells.Study(cfg, workdir, backbone, benchmark)
     rows, manifest = [], {}
     for bench in s.benchmarks:
         for method in s.methods:
-            ccfg = cells.setting_config(cfg, bench, method=method,
+            ccfg = cells.setting_config(run_cfg, bench, method=method,
                                         **{"splits.n_eval": int(s.n_paired)})
             cell = st.cell(f"{bench}/{method}")
             result = st.run_phases(ccfg, cell)
