@@ -70,3 +70,16 @@ def test_breakdown_gains_reductions_and_summaries(tmp_path, bench):
     assert summary[("ReAct", "12-benchmark")]["mean"] == pytest.approx(
         np.mean(gain["ReAct"]["values"]))
     assert any("missing: Math, Coding, SAT" in n for n in record["notes"])
+
+
+def test_report_draws_a_real_study(tmp_path, bench):
+    """A rescued/broken study made by the phases goes through the report binary."""
+    from countermem_jax import report
+    from countermem_jax.studies import rescued
+    cfg = study_config("rescued", small_config(), benchmarks=("spider",),
+                       methods=("countermem",), n_paired=4)
+    rescued.run(cfg, tmp_path / "study", backbone=scripted(), benchmark=bench)
+    assert report.main([str(tmp_path / "study"), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "![rescued](study_rescued.png)" in md and "†" in md  # 4 tasks < 20
+    assert (tmp_path / "out" / "study_rescued.png").read_bytes()[:4] == b"\x89PNG"

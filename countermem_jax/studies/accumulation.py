@@ -106,7 +106,7 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
             rows.append(cells.row("b", "retrieval + context tokens per task",
                                   "memory_tokens_per_task", "tokens per held-out task", label, n,
                                   [[tokens[(o, n)]] for o in range(len(orders))], runs,
-                                  "orderings"))
+                                  "orderings", tasks_behind=len(fixed["eval"])))
             if n >= s.regression_tasks:
                 rows.append(cells.row("c", "regression on earlier tasks", "regression",
                                       "score lost on earlier tasks (pp)", label, n,

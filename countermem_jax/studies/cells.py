@@ -18,6 +18,7 @@ no new LLM calls) and ``study.json``:
                "runs": [str],          # one name per row of values
                "units": "tasks" | "retrieval opportunities" | "selected uses" | ...,
                "unit_ids": [str] | null,     # task ids when units are tasks (paired tests)
+               "tasks_behind": int,          # optional: held-out tasks behind a per-run value
                "estimate": {"mean", "ci95", "method"}}]}   # instead of values, for a ratio
                                                             # or a weighted summary (estimates)
 
@@ -245,10 +246,15 @@ def rate_units(decision_events: list) -> dict:
 
 
 def row(panel: str, title: str, metric: str, ylabel: str, method: str, x, values: list,
-        runs: list, units: str, unit_ids: list | None = None) -> dict:
-    return {"panel": panel, "title": title, "metric": metric, "ylabel": ylabel,
-            "method": method, "x": x, "values": values, "runs": runs, "units": units,
-            "unit_ids": unit_ids}
+        runs: list, units: str, unit_ids: list | None = None, tasks_behind: int = 0) -> dict:
+    """One row of study.json; ``tasks_behind`` = the held-out tasks a per-run aggregate (units
+    "orderings") rests on, for the report's fewer-than-20 mark."""
+    out = {"panel": panel, "title": title, "metric": metric, "ylabel": ylabel,
+           "method": method, "x": x, "values": values, "runs": runs, "units": units,
+           "unit_ids": unit_ids}
+    if tasks_behind:
+        out["tasks_behind"] = tasks_behind
+    return out
 
 
 @contextlib.contextmanager
