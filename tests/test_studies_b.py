@@ -83,3 +83,44 @@ def test_report_draws_a_real_study(tmp_path, bench):
     md = (tmp_path / "out" / "report.md").read_text()
     assert "![rescued](study_rescued.png)" in md and "†" in md  # 4 tasks < 20
     assert (tmp_path / "out" / "study_rescued.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_undo_edit_inverts_the_records_edit_once():
+    from countermem_jax.studies.transfer import undo_edit
+    original, improved = "SELECT a FROM t WHERE x > 3", "SELECT a FROM t WHERE x >= 3"
+    assert undo_edit("SELECT b FROM u WHERE y >= 7", original, improved) == \
+        "SELECT b FROM u WHERE y > 7"
+    assert undo_edit("SELECT b FROM u WHERE y >= 7 OR z >= 1", original, improved) is None
+    assert undo_edit("SELECT b FROM u WHERE y < 7", original, improved) is None
+    # a dropped token (a deletion) is anchored on its neighbour
+    assert undo_edit("SELECT DISTINCT a FROM t", "SELECT a FROM t", "SELECT DISTINCT a FROM t") \
+        == "SELECT a FROM t"
+
+
+def test_transfer_four_conditions_with_checked_look_alikes(tmp_path, bench):
+    from countermem_jax.studies import transfer
+    cfg = study_config("transfer", small_config(n_build=8, n_eval=8),
+                       methods=("countermem", "reasoningbank"), n_pairs=3, pair_seed=0)
+    record = transfer.run(cfg, tmp_path / "study", backbone=scripted(), benchmark=bench)
+    pairs = json.loads((tmp_path / "study" / "cells" / "pairs" / "pairs.json").read_text())
+    assert set(pairs) == set(transfer.CONDITIONS)
+    by_id = {t.task_id: t for t in bench[0]}
+    for src, tgt, _ in pairs["same_environment"]:
+        assert by_id[src].environment == by_id[tgt].environment
+    for src, tgt, _ in pairs["new_environment"] + pairs["new_surface"]:
+        assert by_id[src].environment != by_id[tgt].environment
+    assert pairs["look_alike"], record["notes"]
+    for src, tgt, request in pairs["look_alike"]:
+        assert "strictly above" in request and tgt.startswith(src + "~lookalike~")
+    rows = {(r["x"], r["method"], r["metric"]): r for r in record["rows"]}
+    look = transfer.CONDITIONS["look_alike"]
+    # the stored condition (bound == inclusive) is false on every look-alike target: retrieval
+    # filters the record, so CounterMem is never covered there and never harms
+    assert np.mean(rows[(look, "CounterMem", "coverage")]["values"]) == 0.0
+    assert np.mean(rows[(look, "CounterMem", "success")]["values"]) == 100.0
+    # ReasoningBank's strategy has no condition: it is applied and breaks the strict request
+    assert np.mean(rows[(look, "ReasoningBank", "coverage")]["values"]) == 100.0
+    assert np.mean(rows[(look, "ReasoningBank", "success")]["values"]) == 0.0
+    same = transfer.CONDITIONS["same_environment"]
+    assert np.mean(rows[(same, "CounterMem", "success")]["values"]) >= \
+        np.mean(rows[(same, "no memory", "success")]["values"])
