@@ -124,3 +124,25 @@ def test_transfer_four_conditions_with_checked_look_alikes(tmp_path, bench):
     same = transfer.CONDITIONS["same_environment"]
     assert np.mean(rows[(same, "CounterMem", "success")]["values"]) >= \
         np.mean(rows[(same, "no memory", "success")]["values"])
+
+
+def test_budget_allocates_construction_and_solving_tokens(tmp_path, bench):
+    from countermem_jax.studies import budget
+    cfg = study_config("budget", small_config(n_build=8, n_eval=4), benchmarks=("spider",),
+                       methods=("reasoningbank", "reasoningbank_matts", "countermem"),
+                       token_budget=5000, construction_fraction=0.5)
+    record = budget.run(cfg, tmp_path / "study", backbone=scripted(), benchmark=bench)
+    assert "2,500 construction + 2,500 solving" in record["notes"][0]
+    used = {}
+    for note in record["notes"][1:]:
+        label, rest = note.split(": ", 1)
+        used[label.split(" ", 1)[1]] = int(rest.split(" of ")[0])
+        tokens = int(rest.split("(")[1].split(" tokens")[0].replace(",", ""))
+        assert tokens <= 2500
+    # MaTTS spends k rollouts per construction task: fewer tasks fit its share
+    assert used["ReasoningBank+MaTTS"] < used["ReasoningBank"]
+    assert {r["method"] for r in record["rows"] if r["panel"] == "b"} == {
+        "ReasoningBank", "ReasoningBank+MaTTS", "CounterMem"}
+    assert budget.within_budget({"a": {"tokens": 10, "solved": True},
+                                 "b": {"tokens": 10, "solved": True}}, ["a", "b"], 15) == \
+        ([100.0, 0.0], 15, 1)
