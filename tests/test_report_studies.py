@@ -68,7 +68,10 @@ def _variant_study(root, name, code_version="v1"):
         variants[v] = {"label": v, "overrides": {}, "workdir": str(root / v), "seeds": ["0"],
                        "per_task": per_task, "score": _summary(100 * p),
                        "score_vs_base": _summary(5.0), "score_change": _summary(2.0),
-                       "metrics": {"harmful_use_rate": 0.1, "calls_per_solved": None}}
+                       "metrics": {"harmful_use_rate": 0.1, "calls_per_solved": None},
+                       "base_metrics": {"calls_per_solved": 2.0},
+                       "by_task_kind": {"ordinary": {"harmful_use_rate": 0.05},
+                                        "look_alike": {"harmful_use_rate": 0.3}}}
     root = pathlib.Path(root)
     root.mkdir(parents=True)
     (root / "study.json").write_text(json.dumps({
@@ -80,7 +83,12 @@ def _variant_study(root, name, code_version="v1"):
                     {"panel": "b", "title": "harm", "kind": "bar", "variants": list(variants),
                      "value": "metrics.harmful_use_rate", "unit": "rate"},
                     {"panel": "c", "title": "calls", "kind": "bar", "variants": list(variants),
-                     "value": "metrics.calls_per_solved", "unit": "calls"}]}))
+                     "value": "metrics.calls_per_solved", "unit": "calls",
+                     "baseline": "base_metrics.calls_per_solved"},
+                    {"panel": "d", "title": "by kind", "kind": "grouped_bar",
+                     "variants": list(variants), "unit": "rate",
+                     "values": ["by_task_kind.ordinary.harmful_use_rate",
+                                "by_task_kind.look_alike.harmful_use_rate"]}]}))
     return root
 
 
@@ -163,6 +171,9 @@ def test_every_study_gets_a_figure_csv_and_section(tmp_path):
         assert f"![{name}](study_{name}.png)" in md
         with open(tmp_path / "out" / f"study_{name}.csv") as f:
             assert len(list(csv.DictReader(f))) >= 2
+    with open(tmp_path / "out" / "study_condition_removal.csv") as f:
+        grouped = [r for r in csv.DictReader(f) if r["panel"] == "d"]
+    assert len(grouped) == 4 and {r["mean"] for r in grouped} == {"0.05", "0.3"}
     # variant studies: a paired test of each variant against the base agent's run
     with open(tmp_path / "out" / "study_retrieval_differences.csv") as f:
         assert {r["method_b"] for r in csv.DictReader(f)} == {"none", "matched"}

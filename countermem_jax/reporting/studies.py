@@ -112,33 +112,47 @@ def _rows_schema(record: dict) -> list:
 
 
 def _variant_value(variant: dict, key: str):
-    if key.startswith("metrics."):
-        return variant.get("metrics", {}).get(key.split(".", 1)[1])
-    return variant.get(key)
+    """A variant's value at a dotted key ("score_vs_base", "metrics.harmful_use_rate",
+    "by_task_kind.look_alike.harmful_use_rate"); None where absent."""
+    node = variant
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
 
 
 def _variant_schema(record: dict) -> list:
+    """One row per figure panel, variant and plotted key (``kind`` "bar": the figure's
+    ``value``; "grouped_bar": each of its ``values``; an optional ``baseline`` key is a further
+    row beside them)."""
     out = []
     variants = record.get("variants", {})
     figures = record.get("figures") or [{"panel": "a", "title": "score", "kind": "bar",
                                          "variants": list(variants), "value": "score",
                                          "unit": "score (0-100)"}]
     n_tasks = len(record.get("eval_task_ids", ()))
+    agent = AGENT_LABELS.get(record.get("agent"), str(record.get("agent")))
     for fig in figures:
+        keys = list(fig.get("values") or [fig["value"]])
+        series = [(k, k if len(keys) > 1 else agent) for k in keys]
+        if fig.get("baseline"):
+            series.append((fig["baseline"], f"{fig['baseline']} (baseline)"))
         for name in fig.get("variants", []):
             v = variants.get(name)
             if v is None:
                 continue
-            value = _variant_value(v, fig["value"])
-            base = {"study": record["study"], "panel": fig["panel"], "title": fig["title"],
-                    "metric": fig["value"], "ylabel": fig.get("unit", fig["value"]),
-                    "method": AGENT_LABELS.get(record.get("agent"), str(record.get("agent"))),
-                    "x": v.get("label", name),
-                    "runs": len(v.get("seeds", [])) or 1, "units": "tasks"}
-            if isinstance(value, dict):
-                out.append(_summary_row(base, value))
-            else:  # a plain number (a rate over its own denominator): no CI in the record
-                out.append(_interval_row(base, value, None, None, n_tasks))
+            for key, method in series:
+                value = _variant_value(v, key)
+                base = {"study": record["study"], "panel": fig["panel"], "title": fig["title"],
+                        "metric": key, "ylabel": fig.get("unit", key), "method": method,
+                        "x": v.get("label", name), "runs": len(v.get("seeds", [])) or 1,
+                        "units": "tasks"}
+                if isinstance(value, dict):
+                    out.append(_summary_row(base, value))
+                else:  # a plain number (a rate over its own denominator): no CI in the record
+                    out.append(_interval_row(base, value, None, None, n_tasks))
+                    out[-1]["estimate_method"] = "plain value in study.json (no CI recorded)"
     return out
 
 
