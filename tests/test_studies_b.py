@@ -146,3 +146,16 @@ def test_budget_allocates_construction_and_solving_tokens(tmp_path, bench):
     assert budget.within_budget({"a": {"tokens": 10, "solved": True},
                                  "b": {"tokens": 10, "solved": True}}, ["a", "b"], 15) == \
         ([100.0, 0.0], 15, 1)
+
+
+def test_protocol_dispatch_refuses_bad_input_before_running(tmp_path, bench):
+    from countermem_jax import config_validation
+    from countermem_jax.studies import protocols
+    cfg = study_config("accumulatoin", small_config(), checkpoints=(0,))
+    with pytest.raises(config_validation.ConfigError, match="'accumulatoin' is not one of"):
+        protocols.run(cfg, tmp_path / "s", backbone=scripted(), benchmark=bench)
+    cfg = study_config("accumulation", small_config(), checkpoints=(0, 50), orderings=1,
+                       ordering_seed=0, methods=("countermem",), regression_tasks=1)
+    with pytest.raises(cells.StudyError, match="checkpoints go up to 50 source tasks"):
+        protocols.run(cfg, tmp_path / "s", backbone=scripted(), benchmark=bench)
+    assert not (tmp_path / "s" / "cells").exists()

@@ -34,7 +34,7 @@ import shutil
 
 import ml_collections
 
-from countermem_jax import config_defaults, domains, experiment, provenance
+from countermem_jax import config_defaults, config_validation, domains, experiment, provenance
 from countermem_jax import splits as splits_lib
 from countermem_jax.backbones.base import TokenLedger
 from countermem_jax.backbones.factory import make_backbone
@@ -44,8 +44,8 @@ SCHEMA = "countermem-study-rows/1"  # the variant studies' schema is countermem-
 MEMORY_PURPOSES = ("REVISE_WITH_RECORD", "REVISE_WITH_MEMORY", "CONDITION_JUDGE")
 
 
-class StudyError(ValueError):
-    """A study cannot run with this config or data (one line, no traceback)."""
+class StudyError(config_validation.ConfigError):
+    """A study cannot run with this config or data (the binaries print one line, no traceback)."""
 
 
 def phase_config(cfg, **overrides) -> ml_collections.ConfigDict:
