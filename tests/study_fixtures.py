@@ -7,11 +7,10 @@ look-alike generator)."""
 import re
 import sqlite3
 
-import ml_collections
-
 from countermem_jax.backbones.fake import ScriptedBackbone
 from countermem_jax.config_defaults import base_config
 from countermem_jax.domains import SQL
+from countermem_jax.studies.protocols import study_config  # noqa: F401  (tests import it here)
 from evaluators.base import Task
 from evaluators.sql import SQLEvaluator
 from evaluators.sql.checker import SQLReference
@@ -108,9 +107,3 @@ def small_config(**splits):
                       checkpoint_every=2, batch_size=2, seeds=(0,))
     return c
 
-
-def study_config(name: str, base, **protocol):
-    """A study config as ``python -m countermem_jax.study`` reads it: name, run config, protocol."""
-    c = ml_collections.ConfigDict()
-    c.study, c.base, c.protocol = name, base, ml_collections.ConfigDict(protocol)
-    return c

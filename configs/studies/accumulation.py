@@ -13,19 +13,11 @@ Cells land in runs/study_accumulation/cells/<method>/order<o>/n<n>/ (ordinary wo
 numbers behind the figure in runs/study_accumulation/study.json. A smaller run changes
 --config.protocol.checkpoints='(0,5,10)' --config.base.splits.n_build=10 --config.protocol.regression_tasks=5.
 """
-import ml_collections
-
-from countermem_jax.config_defaults import setting_config
+from countermem_jax.studies import protocols
 
 
 def get_config():
-    base = setting_config("spider", "react", "gptoss")
-    base.splits.update(n_build=200, n_eval=100)
-    base.selector.seeds = (0,)  # one selector, trained once (Appendix D.3)
-    c = ml_collections.ConfigDict()
-    c.study = "accumulation"
-    c.base = base
-    c.protocol = ml_collections.ConfigDict(dict(
+    return protocols.paper_study(
+        "accumulation", splits=dict(n_build=200, n_eval=100),
         checkpoints=(0, 25, 50, 100, 200), orderings=5, ordering_seed=0,
-        methods=("countermem", "reasoningbank"), regression_tasks=25))
-    return c
+        methods=("countermem", "reasoningbank"), regression_tasks=25)

@@ -12,18 +12,12 @@ Needs every benchmark's data and checker (README "The twelve settings");
 --config.protocol.benchmarks='("spider","bird","smtlib","satlib")' runs the ones a CPU machine can
 check, and the summaries then name what is missing.
 """
-import ml_collections
-
-from countermem_jax.config_defaults import setting_config
+from countermem_jax.studies import protocols
 from countermem_jax.domains import registry
 
 
 def get_config():
-    base = setting_config("spider", "react", "gptoss")
-    c = ml_collections.ConfigDict()
-    c.study = "breakdown"
-    c.base = base
-    c.protocol = ml_collections.ConfigDict(dict(
+    return protocols.paper_study(
+        "breakdown", seeds=None,
         benchmarks=tuple(b.name for b in registry.paper_settings()),
-        agents=("react", "reflexion")))
-    return c
+        agents=("react", "reflexion"))

@@ -14,19 +14,12 @@ protocol.construction_fraction and printed in study.json's notes.
 --config.protocol.benchmarks='("spider","satlib")' --config.protocol.token_budget=2400000 keeps
 the per-benchmark share at 1.2M on the domains this machine can check.
 """
-import ml_collections
-
-from countermem_jax.config_defaults import setting_config
+from countermem_jax.studies import protocols
 
 
 def get_config():
-    base = setting_config("spider", "react", "gptoss")
-    base.selector.seeds = (0,)
-    c = ml_collections.ConfigDict()
-    c.study = "budget"
-    c.base = base
-    c.protocol = ml_collections.ConfigDict(dict(
+    return protocols.paper_study(
+        "budget",
         benchmarks=("minif2f", "swebench", "spider", "dafnybench", "satlib"),
         methods=("reasoningbank", "reasoningbank_matts", "reasoningbank_verified", "countermem"),
-        token_budget=6_000_000, construction_fraction=0.5))
-    return c
+        token_budget=6_000_000, construction_fraction=0.5)

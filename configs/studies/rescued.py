@@ -12,18 +12,11 @@ Needs each benchmark's data (python -m countermem_jax.data fetch <name>) and its
 domains this machine can check. A benchmark with fewer than 120 held-out tasks available is
 refused with the number it has.
 """
-import ml_collections
-
-from countermem_jax.config_defaults import setting_config
+from countermem_jax.studies import protocols
 
 
 def get_config():
-    base = setting_config("spider", "react", "gptoss")
-    base.selector.seeds = (0,)
-    c = ml_collections.ConfigDict()
-    c.study = "rescued"
-    c.base = base
-    c.protocol = ml_collections.ConfigDict(dict(
+    return protocols.paper_study(
+        "rescued",
         benchmarks=("minif2f", "swebench", "spider", "dafnybench", "satlib"),
-        methods=("countermem", "reasoningbank"), n_paired=120))
-    return c
+        methods=("countermem", "reasoningbank"), n_paired=120)

@@ -14,18 +14,10 @@ runs/study_transfer/cells/pairs/pairs.json lists every pair (source id, target i
 request); study.json's notes say how many candidates each condition had and why look-alike
 candidates were dropped.
 """
-import ml_collections
-
-from countermem_jax.config_defaults import setting_config
+from countermem_jax.studies import protocols
 
 
 def get_config():
-    base = setting_config("spider", "react", "gptoss")
-    base.splits.update(n_build=200, n_eval=200)
-    base.selector.seeds = (0,)
-    c = ml_collections.ConfigDict()
-    c.study = "transfer"
-    c.base = base
-    c.protocol = ml_collections.ConfigDict(dict(
-        methods=("countermem", "reasoningbank"), n_pairs=60, pair_seed=0))
-    return c
+    return protocols.paper_study(
+        "transfer", splits=dict(n_build=200, n_eval=200),
+        methods=("countermem", "reasoningbank"), n_pairs=60, pair_seed=0)

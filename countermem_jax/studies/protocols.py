@@ -10,7 +10,9 @@ in one line before any data or model is loaded.
 """
 import importlib
 
-from countermem_jax import config_validation
+import ml_collections
+
+from countermem_jax import config_defaults, config_validation
 
 STUDIES = {name: f"countermem_jax.studies.{name}"
            for name in ("accumulation", "transfer", "rescued", "budget", "breakdown")}
@@ -24,3 +26,22 @@ def run(study_cfg, workdir, *, backbone=None, benchmark=None) -> dict:
     config_validation.validate(study_cfg.base)
     module = importlib.import_module(STUDIES[study_cfg.study])
     return module.run(study_cfg, workdir, backbone=backbone, benchmark=benchmark)
+
+
+def study_config(name: str, base, **protocol) -> ml_collections.ConfigDict:
+    """A protocol study's config: its name, the per-run ``base`` config and ``protocol``."""
+    c = ml_collections.ConfigDict()
+    c.study, c.base, c.protocol = name, base, ml_collections.ConfigDict(protocol)
+    return c
+
+
+def paper_study(name: str, *, seeds: tuple | None = (0,), splits: dict | None = None,
+                **protocol) -> ml_collections.ConfigDict:
+    """A protocol study at paper size: ReAct on Spider with gpt-oss-120b as ``base`` (cells of
+    other benchmarks take their setting's sizes), ``seeds`` selector seeds (None: the paper's
+    five), ``splits`` overriding the split sizes."""
+    base = config_defaults.setting_config("spider", "react", "gptoss")
+    if seeds is not None:
+        base.selector.seeds = tuple(seeds)
+    base.splits.update(splits or {})
+    return study_config(name, base, **protocol)
