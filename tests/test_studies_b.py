@@ -37,6 +37,9 @@ def test_accumulation_snapshots_share_one_selector(tmp_path, bench):
     assert len(_rows(record, panel="c")) == 2 * 2  # checkpoints 2 and 4, both methods
     tokens = _rows(record, panel="b", method="CounterMem")
     assert tokens[0]["values"] == [[0.0], [0.0]] and tokens[-1]["values"][0][0] > 0
+    # run again on the same directory: every phase resumes as finished, the numbers stay
+    again = accumulation.run(cfg, tmp_path / "study", backbone=scripted(), benchmark=bench)
+    assert again["rows"] == record["rows"]
 
 
 def test_rescued_broken_per_method_against_its_own_base_run(tmp_path, bench):

@@ -83,7 +83,7 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
                 st.run_phases(pcfg, cell, train=False, evaluate=False)
                 if method == "countermem":
                     cells.share_memory(selector_cell, cell, store=False)
-            result, spent = st.memory_tokens(st.run_phases, pcfg, cell, build=False, train=False)
+            result, spent = st.evaluate_with_memory_tokens(pcfg, cell)
             mem_run = cells.memory_run(result)
             score[(o, n)] = cells.solved_row(cells.task_ends(cell, mem_run), fixed["eval"])
             tokens[(o, n)] = spent / len(fixed["eval"])

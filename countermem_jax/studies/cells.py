@@ -160,12 +160,24 @@ class Study:
         with _quiet():
             return experiment.evaluate(cfg, cell, **kwargs)
 
-    def memory_tokens(self, fn, *args, **kwargs):
-        """(result of fn, tokens of the calls that put memory into the context: revisions with a
-        record or memory block and condition judgements) spent while ``fn`` ran."""
-        before = {p: self.backbone.ledger.by_purpose[p].total for p in MEMORY_PURPOSES}
-        result = fn(*args, **kwargs)
-        spent = sum(self.backbone.ledger.by_purpose[p].total - before[p] for p in MEMORY_PURPOSES)
+    def evaluate_with_memory_tokens(self, cfg, cell: pathlib.Path) -> tuple[dict, int]:
+        """(evaluate's result, tokens of the calls that put memory into the context: revisions
+        with a record or memory block and condition judgements), measured on the ledger while
+        the cell's memory runs went (a cached reply counts with its original usage) and kept in
+        ``memory_tokens.json``. A memory run a kill left unfinished is redone whole, so the
+        number is never that of a part of the tasks."""
+        record = cell / "memory_tokens.json"
+        if record.exists():
+            return self.run_phases(cfg, cell, build=False, train=False), \
+                json.loads(record.read_text())["tokens"]
+        for run_dir in sorted((cell / "eval").glob("*")):
+            if run_dir.name != "base":
+                shutil.rmtree(run_dir)
+        ledger = self.backbone.ledger.by_purpose
+        before = {p: ledger[p].total for p in MEMORY_PURPOSES}
+        result = self.run_phases(cfg, cell, build=False, train=False)
+        spent = sum(ledger[p].total - before[p] for p in MEMORY_PURPOSES)
+        record.write_text(json.dumps({"tokens": spent, "purposes": list(MEMORY_PURPOSES)}))
         return result, spent
 
     def write(self, *, title: str, paper: str, rows: list, manifest: dict,
