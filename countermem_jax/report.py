@@ -3,11 +3,12 @@
     python -m countermem_jax.report WORKDIR_A WORKDIR_B ... --out /tmp/report
 
 Writes into --out: report.md (embedding the figures and tables), domain_table.csv (Table 1
-layout: paper domains and tokens), main_table.csv (per benchmark), scores.csv, differences.csv, rescued_broken.csv, cost.csv, provenance.csv and one PNG
-per kind of data (``countermem_jax.reporting``); per study directory (``study.json``) its
-figure in the paper's panel layout, study_<name>.csv and paired tests. Runs that cannot be
-compared (different held-out tasks, store hashes or recorded code versions) are refused with one line on stderr and
-exit status 1, before anything is written.
+layout: paper domains and tokens), main_table.csv (per benchmark), scores.csv, differences.csv,
+rescued_broken.csv, cost.csv, provenance.csv and one PNG per kind of data
+(``countermem_jax.reporting``); per study directory (holding ``study.json``) its figure in the
+paper's panel layout, study_<name>.csv and its paired tests. Runs that cannot be compared
+(different held-out tasks, store hashes or recorded code versions) are refused with one line on
+stderr and exit status 1, before anything is written.
 """
 import argparse
 import sys

@@ -104,7 +104,7 @@ def _rows_schema(record: dict) -> list:
                                      r.get("tasks_behind") or values.shape[1], s["std"]))
         else:
             est = r.get("estimate")
-            n = len(r.get("unit_ids") or []) or (len(r.get("runs") or []))
+            n = r.get("tasks_behind") or len(r.get("unit_ids") or []) or len(r.get("runs") or [])
             out.append(_summary_row(base, est and {**est, "tasks": n}) if est else
                        _interval_row(base, None, None, None, n))
             out[-1]["estimate_method"] = est["method"] if est else "undefined (no solved task)"

@@ -76,7 +76,9 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
             est = estimates.weighted_mean([per_bench[b] for b in members], weights)
             rows.append(dict(cells.row("d", "summaries of the score gain", "score_gain_summary",
                                        "mean score gain (pp)", label, name, None, [],
-                                       "benchmarks"), estimate=est))
+                                       "benchmarks", tasks_behind=sum(
+                                           np.shape(per_bench[b])[1] for b in members)),
+                             estimate=est))
             if missing:
                 notes.append(f"{label} {name} summary over {len(members)} benchmark(s); "
                              f"missing: {', '.join(missing)} (not the paper's summary)")

@@ -112,7 +112,8 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
                    for b, _ in parts]
         est = estimates.weighted_mean([v for _, v in parts], estimates.domain_weights(domains))
         rows.append(dict(cells.row("b", "average (equal domain weight)", "score_average",
-                                   "score (0-100)", label, "average", None, [], "domains"),
+                                   "score (0-100)", label, "average", None, [], "domains",
+                                   tasks_behind=sum(len(v[0]) for _, v in parts)),
                          estimate=est))
     record = st.write(title=TITLE, paper=PAPER, rows=rows, manifest=manifest, notes=notes)
     for note in notes:
