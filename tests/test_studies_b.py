@@ -55,6 +55,13 @@ def test_rescued_broken_per_method_against_its_own_base_run(tmp_path, bench):
     metrics = json.loads((tmp_path / "study" / "cells" / "spider" / "countermem" /
                           "metrics.json").read_text())
     assert metrics["paired"]["0"]["rescued"] == cm["rescued"]
+    # every phase records the code version it ran with (provenance.code_version)
+    from countermem_jax import provenance
+    cell = tmp_path / "study" / "cells" / "spider" / "countermem"
+    recorded = json.loads((cell / "fingerprint.json").read_text())
+    assert metrics["code_version"] == provenance.code_version() == record["code_version"]
+    assert {recorded[p]["code_version"] for p in ("build_memory", "train_selector")} == \
+        {provenance.code_version()}
     assert ("ReasoningBank", "net") in by
 
 
