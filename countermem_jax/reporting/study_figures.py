@@ -30,25 +30,25 @@ def _err(rows: list) -> np.ndarray:
     return np.array(out, np.float64).T.reshape(2, len(rows))
 
 
-def _lines(ax, rows: list) -> None:
+def _lines(ax, rows: list, colors: dict) -> None:
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = sorted((r for r in rows if r["method"] == method and r["mean"] is not None),
                       key=lambda r: r["x"])
         if not mine:
             continue
         x = [r["x"] for r in mine]
-        ax.plot(x, [r["mean"] for r in mine], marker="o", label=method)
+        ax.plot(x, [r["mean"] for r in mine], marker="o", label=method, color=colors[method])
         banded = [r for r in mine if r["ci95_low"] is not None]
         if banded:
             ax.fill_between([r["x"] for r in banded], [r["ci95_low"] for r in banded],
-                            [r["ci95_high"] for r in banded], alpha=0.2)
+                            [r["ci95_high"] for r in banded], alpha=0.2, color=colors[method])
         for r in mine:
             if r["few_tasks"]:
                 ax.annotate(FEW_TASKS_MARK, (r["x"], r["mean"]), fontsize=8)
     ax.set_xticks(sorted({r["x"] for r in rows}))
 
 
-def _bars(ax, rows: list) -> None:
+def _bars(ax, rows: list, colors: dict) -> None:
     cats = list(dict.fromkeys(str(r["x"]) for r in rows))
     methods = list(dict.fromkeys(r["method"] for r in rows))
     width = 0.8 / max(len(methods), 1)
@@ -59,7 +59,7 @@ def _bars(ax, rows: list) -> None:
             * width
         if shown:
             ax.bar(pos, [r["mean"] for r in shown], width, yerr=_err(shown), capsize=3,
-                   label=method if len(methods) > 1 else None)
+                   label=method if len(methods) > 1 else None, color=colors[method])
         for r in mine:
             if r["mean"] is None:
                 ax.annotate("n/a", (cats.index(str(r["x"])) + (i - (len(methods) - 1) / 2)
@@ -73,11 +73,14 @@ def _bars(ax, rows: list) -> None:
 
 def draw(record: dict, rows: list, path) -> None:
     panels = list(dict.fromkeys(r["panel"] for r in rows))
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = {m: palette[i % len(palette)]   # one colour per method in every panel
+              for i, m in enumerate(dict.fromkeys(r["method"] for r in rows))}
     fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(4.2 * max(len(panels), 1), 3.8),
                              squeeze=False)
     for ax, panel in zip(axes[0], panels):
         mine = [r for r in rows if r["panel"] == panel]
-        (_lines if _numeric([r["x"] for r in mine]) else _bars)(ax, mine)
+        (_lines if _numeric([r["x"] for r in mine]) else _bars)(ax, mine, colors)
         ax.set_title(f"({panel}) {mine[0]['title']}", fontsize=9)
         ax.set_ylabel(f"{mine[0]['ylabel']}, 95% CI", fontsize=8)
         if len({r["method"] for r in mine}) > 1 and ax.get_legend_handles_labels()[0]:
