@@ -48,7 +48,7 @@ from typing import Iterator
 
 import filelock
 
-from countermem_jax import config_validation
+from countermem_jax import config_validation, provenance
 from countermem_jax.splits import SplitError
 
 FINGERPRINT_FILE = "fingerprint.json"
@@ -173,7 +173,8 @@ class PhaseGuard:
                 return False
             fields = fingerprint_fields(self.cfg, self.phase)
             recorded[self.phase] = {"sha256": _digest(fields), "fields": fields,
-                                    "recorded_at": _now()}
+                                    "recorded_at": _now(),
+                                    "code_version": provenance.code_version()}
             self._write(recorded)
             return True
 

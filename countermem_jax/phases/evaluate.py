@@ -16,7 +16,7 @@ import json
 import numpy as np
 import tqdm
 
-from countermem_jax import baselines, intervals, metrics, task_pool
+from countermem_jax import baselines, intervals, metrics, provenance, task_pool
 from countermem_jax.agents import Agent, Augmentation, MemoryCalls
 from countermem_jax.checker_pool import CheckerPool
 from countermem_jax.memory_use import CounterMemAugmentation
@@ -147,6 +147,7 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     result = _evaluation_metrics(cfg, wd, ctx.splits, runs)
     result["method"] = method
     result["verified_unchanged"] = after
+    result["code_version"] = provenance.code_version()  # the report refuses mixed versions
     if plan.store is not None:
         result["store"] = plan.store
     plan.metrics_path.write_text(json.dumps(result, indent=1, default=str))

@@ -7,7 +7,7 @@ import datetime
 import pathlib
 
 from countermem_jax import intervals
-from countermem_jax.reporting import figures, load, stats, tables
+from countermem_jax.reporting import figures, load, stats, study_figures, studies, tables
 
 _PROVENANCE_COLUMNS = ("workdir", "method", "agent", "benchmark", "held-out tasks", "seeds",
                        "splits hash", "store hash", "config fingerprints",
@@ -45,14 +45,20 @@ _COST_COLUMNS = ["agent", "method", "benchmark", "runs", "tasks", "tokens_per_ta
 def write_report(run_dirs, out) -> dict:
     """Writes the report into ``out``; returns {name: path} of everything written.
 
-    Files: ``main_table.csv`` and ``domain_table.csv`` (per benchmark and in Table 1's domain
-    layout), ``scores.csv``, ``differences.csv``, ``rescued_broken.csv``, ``cost.csv`` and
-    ``provenance.csv`` (the numbers behind every table and figure), one PNG per kind of data
-    (a difference or rescued/broken figure only when there is something to pair), and
-    ``report.md`` embedding them with a sentence on how each interval was computed. The run
-    directories are loaded and checked comparable first, so a refusal leaves ``out`` untouched.
+    Run dirs holding a ``study.json`` are studies (``reporting.studies``: one figure, its CSVs
+    and a section per study), the others evaluated workdirs: ``main_table.csv`` and
+    ``domain_table.csv`` (per benchmark and in Table 1's domain layout), ``scores.csv``,
+    ``differences.csv``, ``rescued_broken.csv``, ``cost.csv`` and ``provenance.csv`` (the
+    numbers behind every table and figure), one PNG per kind of data (a difference or
+    rescued/broken figure only when there is something to pair), and ``report.md`` embedding
+    them with a sentence on how each interval was computed. Everything is loaded and checked
+    comparable first, so a refusal leaves ``out`` untouched.
     """
-    arms, provenances = load.load_all(run_dirs)  # refuses before anything is written
+    study_dirs = [d for d in run_dirs if studies.is_study(d)]
+    workdirs = [d for d in run_dirs if not studies.is_study(d)]
+    arms, provenances = load.load_all(workdirs) if workdirs else ([], [])
+    records = [studies.load(d) for d in study_dirs]
+    studies.check_studies(records, [(p.workdir, p.code_version) for p in provenances])
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = {}
@@ -66,6 +72,61 @@ def write_report(run_dirs, out) -> dict:
         """Draws ``rows`` with ``draw`` into PNG ``name`` in ``out`` and records it."""
         written[name] = out / name
         draw(rows, written[name])
+    now = load.code_version_now()
+    md = ["# CounterMem-JAX report", "",
+          f"Generated {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}"
+          f" by code version `{now}` (`provenance.code_version`: git describe --always --dirty)"
+          f" from {len(workdirs)} workdir(s) and {len(records)} study director"
+          + ("y" if len(records) == 1 else "ies") + ".", ""]
+    if arms:
+        md += _main_sections(arms, provenances, out, written, csv_of, png_of, now)
+    md += _study_sections(records, out, written, csv_of)
+    written["report.md"] = out / "report.md"
+    written["report.md"].write_text("\n".join(md), encoding="utf-8")
+    return written
+
+
+_STUDY_COLUMNS = ["panel", "metric", "method", "x", "mean", "ci95_low", "ci95_high",
+                  "std_over_runs", "runs", "units", "units_n"]
+_STUDY_DIFF_COLUMNS = ["panel", "metric", "x", "method_a", "method_b", "tasks",
+                       "difference_b_minus_a", "ci95_low", "ci95_high", "p_bootstrap",
+                       "p_sign_test"]
+
+
+def _study_sections(records: list, out, written, csv_of) -> list:
+    """Per study: its rows and paired tests as CSV and markdown, and its figure."""
+    md = []
+    names = {}
+    for record in records:
+        names[record["study"]] = names.get(record["study"], 0) + 1
+        stem = "study_" + record["study"] + (f"_{names[record['study']]}"
+                                             if names[record["study"]] > 1 else "")
+        rows, diffs = studies.rows(record), studies.differences(record)
+        csv_of(f"{stem}.csv", rows)
+        written[f"{stem}.png"] = out / f"{stem}.png"
+        study_figures.draw(record, rows, written[f"{stem}.png"])
+        md += [f"## Study: {record.get('title', record['study'])} ({record.get('paper', '')})",
+               "", f"From `{record['_dir']}`, code version `{record.get('code_version')}`, "
+               f"backbone `{record.get('backbone')}`.", "",
+               tables.markdown_dicts([{**r, "method": r["method"] + (
+                   tables.FEW_TASKS_MARK if r["few_tasks"] else "")} for r in rows],
+                   _STUDY_COLUMNS), "",
+               f"Mean and 95% bootstrap CI over runs (seeds, orderings) and units where a row "
+               f"has several runs, over units otherwise; {tables.FEW_TASKS_MARK} = fewer than "
+               f"{stats.MIN_TASKS} units. Numbers: `{stem}.csv`.", "",
+               f"![{record['study']}]({stem}.png)", ""]
+        if diffs:
+            csv_of(f"{stem}_differences.csv", diffs)
+            md += ["Paired tests over the same tasks (B − A, pp; paired bootstrap and exact sign "
+                   "test):", "", tables.markdown_dicts(diffs, _STUDY_DIFF_COLUMNS), "",
+                   f"Numbers: `{stem}_differences.csv`.", ""]
+        md += [f"- {note}" for note in record.get("notes", [])] + [""]
+    return md
+
+
+def _main_sections(arms, provenances, out, written, csv_of, png_of, now) -> list:
+    """The main table, per-benchmark scores, paired differences, rescued/broken, cost and
+    provenance of the evaluated workdirs."""
 
     score_rows = tables.scores(arms)
     header, main_rows = tables.main_table(score_rows)
@@ -92,12 +153,7 @@ def write_report(run_dirs, out) -> dict:
     png_of("cost.png", figures.cost, cost_rows)
     prov_rows = _provenance_rows(provenances)
     csv_of("provenance.csv", prov_rows)
-    now = load.code_version_now()
     md = [
-        "# CounterMem-JAX report", "",
-        f"Generated {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}"
-        f" by code version `{now}` (git describe --always --dirty) from {len(provenances)} run "
-        "director" + ("y" if len(provenances) == 1 else "ies") + ".", "",
         "## Main table (Table 1 layout)", "",
         tables.markdown(domain_header, domain_rows), "",
         "Per paper domain (benchmark registry), the equal-weight mean of its benchmarks' scores; "
@@ -136,6 +192,4 @@ def write_report(run_dirs, out) -> dict:
            f"Code version now: `{now}`. \"{load.NOT_RECORDED}\": the run directory does not hold "
            "it. Backbone: the configured identity recorded in fingerprint.json. Numbers: "
            "`provenance.csv`.", ""]
-    written["report.md"] = out / "report.md"
-    written["report.md"].write_text("\n".join(md), encoding="utf-8")
-    return written
+    return md

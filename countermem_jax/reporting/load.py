@@ -19,9 +19,8 @@ import dataclasses
 import hashlib
 import json
 import pathlib
-import subprocess
 
-from countermem_jax import splits as splits_lib
+from countermem_jax import provenance, splits as splits_lib
 from countermem_jax.experiment import METHOD_LABELS
 
 NOT_RECORDED = "not recorded"
@@ -79,14 +78,8 @@ class Provenance:
 
 
 def code_version_now() -> str:
-    """``git describe --always --dirty`` of the repository this package is imported from."""
-    root = pathlib.Path(__file__).resolve().parents[2]
-    try:
-        out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=root,
-                             capture_output=True, text=True, timeout=30, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return NOT_RECORDED
-    return out.stdout.strip() or NOT_RECORDED
+    """The version of the code making the report (``provenance.code_version``)."""
+    return provenance.code_version()
 
 
 def _read_json(path: pathlib.Path, what: str):
@@ -120,7 +113,7 @@ def _task_ends(path: pathlib.Path, run: str, eval_ids: tuple) -> dict:
 
 def _recorded_code_version(root: pathlib.Path, metrics: list, fingerprint: dict) -> str:
     """A code version the run dir recorded, if any: ``code_version`` in a metrics file or a
-    fingerprint entry, or ``code_version.txt``; the phases record none today."""
+    fingerprint entry (the phases write it, ``provenance``), or ``code_version.txt``."""
     versions = {m["code_version"] for m in metrics if m.get("code_version")}
     versions |= {v["code_version"] for v in fingerprint.values()
                  if isinstance(v, dict) and v.get("code_version")}

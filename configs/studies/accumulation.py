@@ -1,0 +1,23 @@
+r"""Study 5, accumulation (paper §5.2 (a–c), Appendix D.3): CounterMem and ReasoningBank with
+store snapshots after 0, 25, 50, 100 and 200 processed source tasks, five source-task orderings,
+one selector trained once and reused unchanged at every snapshot; held-out score, retrieval and
+context tokens per task, regression on the first 25 source tasks of each ordering.
+
+Real size (gpt-oss-120b on vLLM, Spider, ReAct; 200 construction tasks, 100 held-out tasks):
+
+    launch/serve_vllm.sh --tp 2 --replicas 4 --urls-file vllm_urls.txt     # on the GPU host
+    python -m countermem_jax.study --config=configs/studies/accumulation.py --workdir=runs/study_accumulation
+    python -m countermem_jax.report runs/study_accumulation --out runs/report_accumulation
+
+Cells land in runs/study_accumulation/cells/<method>/order<o>/n<n>/ (ordinary workdirs), the
+numbers behind the figure in runs/study_accumulation/study.json. A smaller run changes
+--config.protocol.checkpoints='(0,5,10)' --config.base.splits.n_build=10 --config.protocol.regression_tasks=5.
+"""
+from countermem_jax.studies import protocols
+
+
+def get_config():
+    return protocols.paper_study(
+        "accumulation", splits=dict(n_build=200, n_eval=100),
+        checkpoints=(0, 25, 50, 100, 200), orderings=5, ordering_seed=0,
+        methods=("countermem", "reasoningbank"), regression_tasks=25)

@@ -1,0 +1,23 @@
+r"""Study 9, benchmark breakdown (paper Appendix D.7, Figure 6 / Table 7): on each of the 12
+benchmarks, ReAct and Reflexion each against its own CounterMem version with gpt-oss-120b:
+score gain, call reduction and failure reduction per solved task; four-domain (equal domain
+weight) and 12-benchmark (equal benchmark weight) summaries. Each cell uses its paper
+setting's sizes (countermem_jax/config_defaults.py SETTINGS) and all five selector seeds.
+
+    launch/serve_vllm.sh --tp 2 --replicas 4 --urls-file vllm_urls.txt     # on the GPU host
+    python -m countermem_jax.study --config=configs/studies/breakdown.py --workdir=runs/study_breakdown
+    python -m countermem_jax.report runs/study_breakdown --out runs/report_breakdown
+
+Needs every benchmark's data and checker (README "The twelve settings");
+--config.protocol.benchmarks='("spider","bird","smtlib","satlib")' runs the ones a CPU machine can
+check, and the summaries then name what is missing.
+"""
+from countermem_jax.studies import protocols
+from countermem_jax.domains import registry
+
+
+def get_config():
+    return protocols.paper_study(
+        "breakdown", seeds=None,
+        benchmarks=tuple(b.name for b in registry.paper_settings()),
+        agents=("react", "reflexion"))

@@ -1,0 +1,25 @@
+r"""Study 8, comparison at a common task-run token budget (paper Appendix E.2, Figure 7):
+ReasoningBank, ReasoningBank + MaTTS, ReasoningBank + verified feedback and CounterMem (ReAct,
+gpt-oss-120b) in five domains (Math: miniF2F, Coding: SWE-bench Verified, Text-to-SQL: Spider,
+Formal: DafnyBench, SAT: SATLIB) under one budget of 6M task-run tokens per method, split
+equally over the five benchmarks (1.2M each) and within each into 50% construction (the longest
+prefix of the construction split that fits) and 50% solving (held-out tasks past the budget
+count as unsolved). The paper does not state its allocation; this is ours, set by
+protocol.construction_fraction and printed in study.json's notes.
+
+    launch/serve_vllm.sh --tp 2 --replicas 4 --urls-file vllm_urls.txt     # on the GPU host
+    python -m countermem_jax.study --config=configs/studies/budget.py --workdir=runs/study_budget
+    python -m countermem_jax.report runs/study_budget --out runs/report_budget
+
+--config.protocol.benchmarks='("spider","satlib")' --config.protocol.token_budget=2400000 keeps
+the per-benchmark share at 1.2M on the domains this machine can check.
+"""
+from countermem_jax.studies import protocols
+
+
+def get_config():
+    return protocols.paper_study(
+        "budget",
+        benchmarks=("minif2f", "swebench", "spider", "dafnybench", "satlib"),
+        methods=("reasoningbank", "reasoningbank_matts", "reasoningbank_verified", "countermem"),
+        token_budget=6_000_000, construction_fraction=0.5)

@@ -1,0 +1,23 @@
+r"""Study 6, transfer (paper §5.3, Appendix D.4, Figure 3): CounterMem and ReasoningBank on 60
+source–target pairs per condition — same environment / new task, new environment / new task,
+same error / new surface, look-alike with a changed condition (targets from LOOK_ALIKE_TASK,
+kept only when the applicability check confirms the record's condition is false and the gold
+query derived by undoing the record's edit passes the checker) — each target run with only its
+source's memory, beside the same target without memory. Spider with gpt-oss-120b, ReAct; 200
+construction tasks give the sources, the 200 held-out tasks the ordinary targets.
+
+    launch/serve_vllm.sh --tp 2 --replicas 4 --urls-file vllm_urls.txt     # on the GPU host
+    python -m countermem_jax.study --config=configs/studies/transfer.py --workdir=runs/study_transfer
+    python -m countermem_jax.report runs/study_transfer --out runs/report_transfer
+
+runs/study_transfer/cells/pairs/pairs.json lists every pair (source id, target id, target
+request); study.json's notes say how many candidates each condition had and why look-alike
+candidates were dropped.
+"""
+from countermem_jax.studies import protocols
+
+
+def get_config():
+    return protocols.paper_study(
+        "transfer", splits=dict(n_build=200, n_eval=200),
+        methods=("countermem", "reasoningbank"), n_pairs=60, pair_seed=0)

@@ -1,0 +1,33 @@
+"""The code version a result was made with (issue 16: a run directory carries its provenance).
+
+``code_version()`` is ``git describe --always --dirty`` of the checkout this package is imported
+from, or, outside a git checkout (an installed wheel), ``countermem-jax <version>`` from the
+installed package metadata. The phases write it next to their results (``fingerprint.json``
+entries, ``metrics*.json``, a study's ``study.json``) and the report refuses to put results of
+different code versions side by side, naming both.
+"""
+import functools
+import importlib.metadata
+import pathlib
+import subprocess
+
+PACKAGE = "countermem-jax"
+UNKNOWN = "unknown"
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """The version of the code running now (computed once per process)."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    if (root / ".git").exists():
+        try:
+            out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=root,
+                                 capture_output=True, text=True, timeout=30, check=True)
+            if out.stdout.strip():
+                return out.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    try:
+        return f"{PACKAGE} {importlib.metadata.version(PACKAGE)}"
+    except importlib.metadata.PackageNotFoundError:
+        return UNKNOWN

@@ -1,0 +1,217 @@
+"""Study directories (``DIR/study.json``) in the report: the numbers behind each study's figure
+with 95% CIs and paired tests, and one PNG per study in the paper's panel layout (issue 16).
+
+Two schemas are read (``countermem_jax.studies``):
+  countermem-study/1       variant studies (components, retrieval interventions, condition
+                           removal, retention, harm vs the draft, selectors): per variant
+                           ``<summary>`` dicts and per-task outcomes; its ``figures`` list says
+                           which value each panel shows;
+  countermem-study-rows/1  protocol studies (accumulation, transfer, rescued/broken, token budget,
+                           benchmark breakdown): rows of per-unit values [runs × units] (or a
+                           precomputed ``estimate``), one per panel, metric, method and x.
+Every row becomes a mean with a 95% bootstrap CI (``intervals``: over runs — seeds, orderings —
+and units where the row has several runs, over units otherwise); a row resting on fewer than
+``stats.MIN_TASKS`` units is marked. Every two methods (or variants) measured on the same
+tasks get a paired test over tasks (``stats.paired_test``). Study directories whose recorded
+code versions differ, or two directories of the same study whose held-out splits differ, are
+refused (``ReportError``) before anything is written.
+"""
+import itertools
+import json
+import pathlib
+
+import numpy as np
+
+from countermem_jax.reporting import stats
+from countermem_jax.reporting.load import AGENT_LABELS, NOT_RECORDED, ReportError
+
+STUDY_FILE = "study.json"
+VARIANT_SCHEMA = "countermem-study/1"
+ROWS_SCHEMA = "countermem-study-rows/1"
+SCHEMAS = (VARIANT_SCHEMA, ROWS_SCHEMA)
+
+
+def is_study(path) -> bool:
+    return (pathlib.Path(path) / STUDY_FILE).is_file()
+
+
+def load(path) -> dict:
+    """One study.json, checked for a known schema; ``_dir`` records where it came from."""
+    file = pathlib.Path(path) / STUDY_FILE
+    try:
+        record = json.loads(file.read_text())
+    except (OSError, ValueError) as err:
+        raise ReportError(f"{file}: unreadable study.json ({err})") from None
+    schema = record.get("schema") if isinstance(record, dict) else None
+    if schema not in SCHEMAS:
+        raise ReportError(f"{file}: unknown study schema {schema!r} (expected one of {SCHEMAS})")
+    record["_dir"] = str(pathlib.Path(path))
+    return record
+
+
+def _split_key(record: dict):
+    return record.get("splits_hash") or tuple(record.get("eval_task_ids", ()))
+
+
+def check_studies(records: list, versions: list) -> None:
+    """Refuses studies that would be reported together but were made by different code (also
+    against the workdirs' recorded ``versions``: [(dir, version)]) or, for the same study, on
+    different held-out splits."""
+    named = list(versions) + [(r["_dir"], r.get("code_version") or NOT_RECORDED)
+                              for r in records]
+    recorded = [(d, v) for d, v in named if v != NOT_RECORDED]
+    for d, v in recorded[1:]:
+        if v != recorded[0][1]:
+            raise ReportError(f"refusing to mix {recorded[0][0]} and {d}: code versions differ "
+                              f"({recorded[0][1]} vs {v})")
+    first = {}
+    for r in records:
+        other = first.setdefault((r["study"], r.get("benchmark"), r.get("agent")), r)
+        if _split_key(other) != _split_key(r):
+            raise ReportError(f"refusing to mix {other['_dir']} and {r['_dir']} (study "
+                              f"{r['study']}): their held-out splits differ")
+
+
+# ----------------------------------------------------------------------------- numbers
+def _interval_row(base: dict, mean, lo, hi, units: int, std=None) -> dict:
+    return {**base, "mean": mean, "ci95_low": lo, "ci95_high": hi, "std_over_runs": std,
+            "units_n": units, "few_tasks": units < stats.MIN_TASKS,
+            "estimate_method": "bootstrap over runs and units (intervals)"}
+
+
+def _summary_row(base: dict, summary: dict | None) -> dict:
+    if not summary:
+        return _interval_row(base, None, None, None, 0)
+    lo, hi = summary["ci95"]
+    return _interval_row(base, summary["mean"], lo, hi, int(summary.get("tasks") or 0),
+                         summary.get("std"))
+
+
+def _rows_schema(record: dict) -> list:
+    out = []
+    for i, r in enumerate(record["rows"]):
+        base = {"study": record["study"], "panel": r["panel"], "title": r["title"],
+                "metric": r["metric"], "ylabel": r.get("ylabel", r["metric"]),
+                "method": r["method"], "x": r["x"], "runs": len(r.get("runs") or []) or 1,
+                "units": r.get("units", "tasks")}
+        if r.get("values") is not None:
+            values = np.asarray(r["values"], np.float64)
+            if values.size == 0:
+                out.append(_interval_row(base, None, None, None, 0))
+                continue
+            s = stats.summarize(values)
+            out.append(_interval_row(base, s["mean"], *s["ci95"],
+                                     r.get("tasks_behind") or values.shape[1], s["std"]))
+        else:
+            est = r.get("estimate")
+            n = r.get("tasks_behind") or len(r.get("unit_ids") or []) or len(r.get("runs") or [])
+            out.append(_summary_row(base, est and {**est, "tasks": n}) if est else
+                       _interval_row(base, None, None, None, n))
+            out[-1]["estimate_method"] = est["method"] if est else "undefined (no solved task)"
+    return out
+
+
+def _variant_value(variant: dict, key: str):
+    """A variant's value at a dotted key ("score_vs_base", "metrics.harmful_use_rate",
+    "by_task_kind.look_alike.harmful_use_rate"); None where absent."""
+    node = variant
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _variant_schema(record: dict) -> list:
+    """One row per figure panel, variant and plotted key (``kind`` "bar": the figure's
+    ``value``; "grouped_bar": each of its ``values``; an optional ``baseline`` key is a further
+    row beside them)."""
+    out = []
+    variants = record.get("variants", {})
+    figures = record.get("figures") or [{"panel": "a", "title": "score", "kind": "bar",
+                                         "variants": list(variants), "value": "score",
+                                         "unit": "score (0-100)"}]
+    n_tasks = len(record.get("eval_task_ids", ()))
+    agent = AGENT_LABELS.get(record.get("agent"), str(record.get("agent")))
+    for fig in figures:
+        keys = list(fig.get("values") or [fig["value"]])
+        series = [(k, k if len(keys) > 1 else agent) for k in keys]
+        if fig.get("baseline"):
+            series.append((fig["baseline"], f"{fig['baseline']} (baseline)"))
+        for name in fig.get("variants", []):
+            v = variants.get(name)
+            if v is None:
+                continue
+            for key, method in series:
+                value = _variant_value(v, key)
+                base = {"study": record["study"], "panel": fig["panel"], "title": fig["title"],
+                        "metric": key, "ylabel": fig.get("unit", key), "method": method,
+                        "x": v.get("label", name), "runs": len(v.get("seeds", [])) or 1,
+                        "units": "tasks"}
+                if isinstance(value, dict):
+                    out.append(_summary_row(base, value))
+                else:  # a plain number (a rate over its own denominator): no CI in the record
+                    out.append(_interval_row(base, value, None, None, n_tasks))
+                    out[-1]["estimate_method"] = "plain value in study.json (no CI recorded)"
+    return out
+
+
+def rows(record: dict) -> list:
+    """The numbers behind a study's figure: one flat dict per plotted point."""
+    return _rows_schema(record) if record["schema"] == ROWS_SCHEMA else _variant_schema(record)
+
+
+def _per_task_mean(per_seed: dict, ids: list) -> np.ndarray:
+    return np.mean([[float(per_seed[s][t]) for t in ids] for s in per_seed], axis=0) * 100.0
+
+
+def differences(record: dict) -> list:
+    """Paired tests over tasks between every two methods (variants) on the same tasks."""
+    out = []
+    if record["schema"] == ROWS_SCHEMA:
+        groups = {}
+        for r in record["rows"]:
+            if r.get("values") is not None and r.get("unit_ids"):
+                groups.setdefault((r["panel"], r["metric"], json.dumps(r["x"])), []).append(r)
+        for (panel, metric, x), members in groups.items():
+            for a, b in itertools.combinations(members, 2):
+                ids = sorted(set(a["unit_ids"]) & set(b["unit_ids"]))
+                if not ids or a["method"] == b["method"]:
+                    continue
+                va, vb = (np.asarray(m["values"], np.float64).mean(axis=0) for m in (a, b))
+                ia, ib = ({t: i for i, t in enumerate(m["unit_ids"])} for m in (a, b))
+                test = stats.paired_test([va[ia[t]] for t in ids], [vb[ib[t]] for t in ids])
+                out.append(_diff_row(record, panel, metric, json.loads(x), a["method"],
+                                     b["method"], test))
+        return out
+    variants = record.get("variants", {})
+    reference = record.get("reference") or ""
+    for name, v in variants.items():
+        per_task = v.get("per_task") or {}
+        seeds = {s: o for s, o in per_task.items() if s != "base"}
+        if not seeds:
+            continue
+        ids = sorted(next(iter(seeds.values())))
+        if reference in ("", "none", "base") or reference not in variants:
+            if "base" not in per_task:
+                continue
+            a_label, a = "base agent", np.asarray([100.0 * per_task["base"][t] for t in ids])
+        elif name == reference:
+            continue
+        else:
+            ref = variants[reference]
+            ref_seeds = {s: o for s, o in ref["per_task"].items() if s != "base"}
+            a_label, a = ref.get("label", reference), _per_task_mean(ref_seeds, ids)
+        test = stats.paired_test(a, _per_task_mean(seeds, ids))
+        out.append(_diff_row(record, "score", "score", v.get("label", name), a_label,
+                             v.get("label", name), test))
+    return out
+
+
+def _diff_row(record, panel, metric, x, a, b, test) -> dict:
+    return {"study": record["study"], "panel": panel, "metric": metric, "x": x, "method_a": a,
+            "method_b": b, "tasks": test["tasks"], "difference_b_minus_a": test["difference"],
+            "ci95_low": test["ci95"][0], "ci95_high": test["ci95"][1],
+            "tasks_b_better": test["b_better"], "tasks_a_better": test["a_better"],
+            "p_bootstrap": test["p_bootstrap"], "p_sign_test": test["p_sign_test"],
+            "few_tasks": test["tasks"] < stats.MIN_TASKS}

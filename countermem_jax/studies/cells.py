@@ -1,0 +1,276 @@
+"""What studies 5–9 share: sub-workdirs ("cells") that run the three phases of Algorithm 1 on a
+config variant and exact task lists, one backbone and response cache for the whole study, and the
+study's ``study.json``.
+
+A study directory holds one sub-workdir per cell (an ordinary workdir: splits.json,
+fingerprint.json, store, selector, eval/<run>/, metrics.json, so the usual tools read it), the
+shared LLM response cache ``llm_cache/`` (a prefix build over the same ordering therefore costs
+no new LLM calls) and ``study.json``:
+
+    {"schema": "countermem-study-rows/1", "study": name, "title": str, "paper": "§5.2 (a–c), Appendix D.3", "code_version": str,
+     "splits_hash": sha256 of the study's split assignment, "eval_task_ids": [str],
+     "benchmark": str, "agent": str, "backbone": str, "config": {the study config},
+     "notes": [str],                   # allocation of a budget, kept look-alike targets, ...
+     "workdirs": {cell: path},
+     "rows": [{"panel": "a", "title": panel title, "metric": "score", "ylabel": str,
+               "method": str, "x": number or label,
+               "values": [[float]],    # runs (orderings, seeds) × units
+               "runs": [str],          # one name per row of values
+               "units": "tasks" | "retrieval opportunities" | "selected uses" | ...,
+               "unit_ids": [str] | null,     # task ids when units are tasks (paired tests)
+               "tasks_behind": int,          # optional: held-out tasks behind a per-run value
+               "estimate": {"mean", "ci95", "method"}}]}   # instead of values, for a ratio
+                                                            # or a weighted summary (estimates)
+
+``countermem_jax.reporting.studies`` turns every row into a mean with a 95% bootstrap CI (over
+runs and units, ``intervals``), every pair of methods at the same panel, metric and x with shared
+``unit_ids`` into a paired test, and each study into one figure in the paper's panel layout.
+"""
+import contextlib
+import hashlib
+import json
+import pathlib
+import shutil
+
+import ml_collections
+
+from countermem_jax import config_defaults, config_validation, domains, experiment, provenance
+from countermem_jax import splits as splits_lib
+from countermem_jax.backbones.base import TokenLedger
+from countermem_jax.backbones.factory import make_backbone
+
+STUDY_FILE = "study.json"
+SCHEMA = "countermem-study-rows/1"  # the variant studies' schema is countermem-study/1
+MEMORY_PURPOSES = ("REVISE_WITH_RECORD", "REVISE_WITH_MEMORY", "CONDITION_JUDGE")
+
+
+class StudyError(config_validation.ConfigError):
+    """A study cannot run with this config or data (the binaries print one line, no traceback)."""
+
+
+def phase_config(cfg, **overrides) -> ml_collections.ConfigDict:
+    """The config a cell's phases run with: the run config ``cfg`` (a study config's ``base``)
+    copied, with dotted ``overrides`` (``{"splits.manifest": path, "method": "reasoningbank"}``)
+    applied."""
+    out = ml_collections.ConfigDict(cfg.to_dict())
+    for dotted, value in overrides.items():
+        *parents, leaf = dotted.split(".")
+        node = out
+        for name in parents:
+            node = node[name]
+        node[leaf] = value
+    return out
+
+
+def setting_config(cfg, benchmark: str, **overrides) -> ml_collections.ConfigDict:
+    """A cell's config for another of the paper's settings: the study's config with
+    ``data.benchmark`` and that setting's split sizes and data fields (``SETTINGS``, Appendix
+    D.1), then ``overrides``; the study's own benchmark keeps the study's sizes."""
+    setting = {}
+    if benchmark != cfg.data.benchmark:
+        sizes, data = config_defaults.SETTINGS[benchmark]
+        setting = {f"splits.{k}": v for k, v in sizes.items()}
+        setting.update({f"data.{k}": v for k, v in data.items()})
+    return phase_config(cfg, **{"data.benchmark": benchmark, **setting, **overrides})
+
+
+def draw_splits(cfg, tasks) -> splits_lib.Splits:
+    """The study's one split (manifest or seeded draw, exactly as the phases draw it)."""
+    grouped = cfg.splits.get("group_by_reference", True)
+    if cfg.splits.get("manifest"):
+        manifest = json.loads(pathlib.Path(cfg.splits.manifest).read_text())
+        return splits_lib.from_manifest(tasks, manifest, grouped)
+    s = cfg.splits
+    return splits_lib.make_splits(tasks, s.n_build, s.n_train, s.n_validation, s.n_eval,
+                                  s.separate_environments, s.get("n_build_envs", 0),
+                                  s.get("n_eval_envs", 0), grouped)
+
+
+def ids(tasks) -> list:
+    return [t.task_id for t in tasks]
+
+
+def splits_hash(manifest: dict) -> str:
+    assignment = {n: list(manifest.get(n, [])) for n in splits_lib.PARTS}
+    return hashlib.sha256(json.dumps(assignment, sort_keys=True).encode()).hexdigest()
+
+
+class Study:
+    """One study directory: the shared backbone and cache, its cells and its study.json.
+    ``study_cfg`` is the study config: ``study`` (its name), ``base`` (the run config every cell
+    starts from) and ``protocol`` (the study's own parameters)."""
+
+    def __init__(self, study_cfg, workdir, backbone=None, benchmark=None):
+        self.name, self.study_cfg = study_cfg.study, study_cfg
+        self.cfg, self.params = study_cfg.base, study_cfg.protocol
+        cfg = self.cfg
+        self.root = pathlib.Path(workdir)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._injected = benchmark   # tests: (tasks, evaluator, domain) for every cell
+        self._loaded: dict = {}
+        if backbone is None:  # one backbone and one response cache for every cell
+            backbone_cfg = ml_collections.ConfigDict(cfg.backbone.to_dict())
+            if backbone_cfg.get("cache_dir") == "auto":
+                backbone_cfg.cache_dir = str(self.root / "llm_cache")
+            backbone = make_backbone(backbone_cfg, TokenLedger())
+        self.backbone = backbone
+        self.workdirs: dict[str, str] = {}
+
+    def benchmark_for(self, cfg):
+        """(tasks, evaluator, domain) of ``cfg``'s benchmark, loaded once per study."""
+        if self._injected is not None:
+            return self._injected
+        name = cfg.data.benchmark
+        if name not in self._loaded:
+            self._loaded[name] = domains.load_benchmark(cfg.data)
+        return self._loaded[name]
+
+    @property
+    def tasks(self) -> list:
+        return self.benchmark_for(self.cfg)[0]
+
+    def cell(self, name: str) -> pathlib.Path:
+        path = self.root / "cells" / name
+        path.mkdir(parents=True, exist_ok=True)
+        self.workdirs[name] = str(path)
+        return path
+
+    def manifest(self, cell: pathlib.Path, **parts) -> str:
+        """Writes the cell's exact task lists (ids) and returns the manifest's path."""
+        path = cell.parent / f"{cell.name}.manifest.json"
+        path.write_text(json.dumps({p: list(parts.get(p, [])) for p in splits_lib.PARTS},
+                                   indent=1))
+        return str(path)
+
+    def run_phases(self, cfg, cell: pathlib.Path, *, build=True, train=None,
+                   evaluate=True) -> dict | None:
+        """The phases on one cell (each resumes and skips finished work, so a re-run study
+        redoes nothing); ``train`` defaults to whether the method has a trained selector."""
+        kwargs = {"backbone": self.backbone, "benchmark": self.benchmark_for(cfg)}
+        if build:
+            with _quiet():
+                experiment.build_memory(cfg, cell, **kwargs)
+        if train is None:
+            train = cfg.get("method", "countermem") == "countermem" and cfg.eval.selector == "dqn"
+        if train and not (cell / "selector" / "fingerprints.json").exists():
+            with _quiet():
+                experiment.train_selector(cfg, cell, **kwargs)
+        if not evaluate:
+            return None
+        with _quiet():
+            return experiment.evaluate(cfg, cell, **kwargs)
+
+    def evaluate_with_memory_tokens(self, cfg, cell: pathlib.Path) -> tuple[dict, int]:
+        """(evaluate's result, tokens of the calls that put memory into the context: revisions
+        with a record or memory block and condition judgements), measured on the ledger while
+        the cell's memory runs went (a cached reply counts with its original usage) and kept in
+        ``memory_tokens.json``. A memory run a kill left unfinished is redone whole, so the
+        number is never that of a part of the tasks."""
+        record = cell / "memory_tokens.json"
+        if record.exists():
+            return self.run_phases(cfg, cell, build=False, train=False), \
+                json.loads(record.read_text())["tokens"]
+        for run_dir in sorted((cell / "eval").glob("*")):
+            if run_dir.name != "base":
+                shutil.rmtree(run_dir)
+        ledger = self.backbone.ledger.by_purpose
+        before = {p: ledger[p].total for p in MEMORY_PURPOSES}
+        result = self.run_phases(cfg, cell, build=False, train=False)
+        spent = sum(ledger[p].total - before[p] for p in MEMORY_PURPOSES)
+        record.write_text(json.dumps({"tokens": spent, "purposes": list(MEMORY_PURPOSES)}))
+        return result, spent
+
+    def write(self, *, title: str, paper: str, rows: list, manifest: dict,
+              notes: list = ()) -> dict:
+        record = {"schema": SCHEMA, "study": self.name, "title": title, "paper": paper,
+                  "code_version": provenance.code_version(), "splits_hash": splits_hash(manifest),
+                  "eval_task_ids": sorted(manifest.get("eval", [])),
+                  "benchmark": self.cfg.data.benchmark, "agent": self.cfg.agent.kind,
+                  "backbone": getattr(self.backbone, "model_name", "?"),
+                  "config": json.loads(json.dumps(self.study_cfg.to_dict(), default=str)),
+                  "notes": list(notes), "workdirs": dict(self.workdirs), "rows": rows}
+        tmp = self.root / f".{STUDY_FILE}.tmp"
+        tmp.write_text(json.dumps(record, indent=1))
+        tmp.replace(self.root / STUDY_FILE)
+        return record
+
+
+def share_memory(source: pathlib.Path, target: pathlib.Path, *, store: bool = True) -> None:
+    """Gives ``target`` the trained selector of ``source`` (its checkpoints and train_selector's
+    fingerprint, unchanged) and, with ``store``, also its frozen memory, so ``evaluate`` on
+    ``target`` reads exactly those artefacts (verified by their recorded hashes)."""
+    recorded = json.loads((source / "fingerprint.json").read_text())
+    mine_path = target / "fingerprint.json"
+    mine = json.loads(mine_path.read_text()) if mine_path.exists() else {}
+    sections = ("build_memory", "train_selector") if store else ("train_selector",)
+    mine.update({s: recorded[s] for s in sections if s in recorded})
+    mine_path.write_text(json.dumps(mine, indent=1, sort_keys=True))
+    names = ["selector"] + (["store_frozen.jsonl", "store_frozen.sha256", "baselines"]
+                            if store else [])
+    for name in names:
+        src, dst = source / name, target / name
+        if dst.exists() or not src.exists():
+            continue
+        if src.is_dir():
+            shutil.copytree(src, dst)
+        else:
+            shutil.copy2(src, dst)
+
+
+def task_ends(cell: pathlib.Path, run: str) -> dict:
+    """task_id -> the last task_end of ``run`` in the cell's evaluation log."""
+    ends = {}
+    for e in experiment.Workdir(cell).run_log(run).events("task_end"):
+        if e["run"] == run:
+            ends[e["task_id"]] = e
+    return ends
+
+
+def read_splits(cell: pathlib.Path) -> dict:
+    """The split assignment the cell's phases recorded (``splits.json``)."""
+    return json.loads((cell / "splits.json").read_text())
+
+
+def decisions(cell: pathlib.Path, run: str) -> list:
+    return experiment.Workdir(cell).run_log(run).completed_decisions(run)
+
+
+def memory_run(result: dict) -> str:
+    """The one memory run of an evaluated cell (a study evaluates one seed or fixed selector)."""
+    runs = [r for r in result["runs"] if r != "base"]
+    if len(runs) != 1:
+        raise StudyError(f"expected one memory run per cell, got {runs}; give the study one "
+                         "selector seed (selector.seeds=(0,)) or a fixed eval.selector")
+    return runs[0]
+
+
+def solved_row(ends: dict, task_ids: list) -> list:
+    return [100.0 * bool(ends[t]["solved"]) for t in task_ids]
+
+
+def rate_units(decision_events: list) -> dict:
+    """Per-unit indicators of the transfer rates (Appendix D.4): one per retrieval opportunity
+    (≥ 1 eligible record returned) and one per selected use (labelled harmful, reuse −1)."""
+    memory = [d for d in decision_events if d.get("memory")]
+    used = [d for d in memory if d["memory"].get("record_id")]
+    return {"coverage": [100.0 * bool(d["memory"].get("covered")) for d in memory],
+            "harmful": [100.0 * ((d.get("reuse") or {}).get("label") == -1) for d in used]}
+
+
+def row(panel: str, title: str, metric: str, ylabel: str, method: str, x, values: list,
+        runs: list, units: str, unit_ids: list | None = None, tasks_behind: int = 0) -> dict:
+    """One row of study.json; ``tasks_behind`` = the held-out tasks a per-run aggregate (units
+    "orderings") rests on, for the report's fewer-than-20 mark."""
+    out = {"panel": panel, "title": title, "metric": metric, "ylabel": ylabel,
+           "method": method, "x": x, "values": values, "runs": runs, "units": units,
+           "unit_ids": unit_ids}
+    if tasks_behind:
+        out["tasks_behind"] = tasks_behind
+    return out
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Phases print their tables; a study prints its own summary instead."""
+    with contextlib.redirect_stdout(None):
+        yield
