@@ -305,6 +305,14 @@ def extract_sql(text: str) -> str:
     return sql.strip()
 
 
+def question_features(question: str) -> dict:
+    """The rule-checkable features of a question (bound, distinct, aggregate, ordering, ...) as
+    ``evaluators/sql/features.py`` computes them: what a task built outside a loader (the
+    transfer study's look-alike targets, Appendix D.4) carries so conditions are decided by rule."""
+    from evaluators.sql.features import question_features as features
+    return features(question)
+
+
 # The condition hint names the question features ``evaluators/sql/features.py`` computes, so
 # a distilled condition written with them is decided by the rule checker on a new task instead
 # of the LLM judge (``retrieval/conditions``, Module III's compatibility filter).

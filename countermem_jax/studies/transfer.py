@@ -103,7 +103,7 @@ async def look_alike(backbone, evaluator, checker, source, record) -> tuple[obje
     request = parsed.value.strip()
     if source.domain != "sql" or not hasattr(source.reference, "gold_sql"):
         return None, f"no reference derivation for domain {source.domain}"
-    from evaluators.sql.features import question_features
+    from countermem_jax.domains.sql import question_features
     features = {k: v for k, v in source.features.items()}
     features.update(question_features(request))
     gold = undo_edit(source.reference.gold_sql, record.original_action, record.improved_action)
