@@ -46,12 +46,20 @@ def base_config() -> ml_collections.ConfigDict:
     c.construction = ml_collections.ConfigDict(dict(
         k=4, max_expanded_failures=2, verification_budget=8, epsilon=0.05,
         reuse_policy="always_top1", relevance_threshold=0.5, scope_free_text_conditions=False))
+    # §6.1 component ablation (counterfactual.py): "verified" = the method; "unverified_advice" =
+    # CF without WM; "within_task" = WM without CF.
+    c.construction.corrections = "verified"
     c.selector = ml_collections.ConfigDict(dict(
         total_decisions=2000, learning_starts=100, train_every=4, target_sync_every=250,
         checkpoint_every=250, batch_size=32, seeds=(0, 1, 2, 3, 4)))
     # eval.seeds: the DQN seeds evaluated, one run each; () = every seed in selector.seeds.
     c.eval = ml_collections.ConfigDict(dict(
         selector="dqn", seeds=(), relevance_threshold=0.5, concurrency=1))
+    # Evaluation-only interventions on the same store and selector (studies, Appendix D.5/E.3):
+    # which records reach the selector (retrieval.retrieve.INTERVENTIONS, seeded), and removing
+    # the applicability condition c at both sites (retrieval filter and rendering).
+    c.eval.update(dict(retrieval_intervention="matched", intervention_seed=0,
+                       remove_conditions=False))
     c.method = "countermem"   # none | countermem | best_of_n | expel | ... (countermem_jax.baselines)
     c.baselines = baseline_defaults()
     return c
