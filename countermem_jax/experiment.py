@@ -30,7 +30,8 @@ from countermem_jax.agents import Agent, AgentConfig, Augmentation
 from countermem_jax.backbones import prompts
 from countermem_jax.backbones.base import TokenLedger
 from countermem_jax.backbones.factory import make_backbone
-from countermem_jax.counterfactual import ConstructionConfig, CounterfactualBuilder
+from countermem_jax.counterfactual import (ConstructionConfig, CounterfactualBuilder,
+                                           WithinTaskChecks)
 from countermem_jax.memory import load_frozen, load_store, save_store, scoring
 from countermem_jax.memory.store import MemoryStore, StoreConfig
 from countermem_jax.memory_use import CounterMemAugmentation
@@ -123,9 +124,16 @@ def _checker(cfg, backbone, phase: str) -> CompositeChecker:
                             cfg.memory.unknown_condition)
 
 
-def _index(cfg, records, checker) -> RetrievalIndex:
+def _index(cfg, records, checker, evaluation: bool = False) -> RetrievalIndex:
+    """The retrieval index; at ``evaluation`` with the eval-only interventions of the studies
+    (``eval.retrieval_intervention``, ``eval.remove_conditions``) on the same store."""
+    interventions = {}
+    if evaluation:
+        interventions = dict(intervention=cfg.eval.retrieval_intervention,
+                             intervention_seed=cfg.eval.intervention_seed)
     return RetrievalIndex(records, top_k=cfg.memory.top_k, reuse_weight=cfg.memory.reuse_weight,
-                          checker=checker, use_conditions=cfg.memory.use_conditions)
+                          checker=checker, use_conditions=cfg.memory.use_conditions and not (
+                              evaluation and cfg.eval.remove_conditions), **interventions)
 
 
 def _dqn_cfg(cfg) -> dqn.DQNConfig:
@@ -137,6 +145,14 @@ def _dqn_cfg(cfg) -> dqn.DQNConfig:
 
 def _progress(iterable, desc):
     return tqdm.tqdm(iterable, desc=desc, unit="task", dynamic_ncols=True, mininterval=1.0)
+
+
+def _construction_config(cfg) -> ConstructionConfig:
+    c = cfg.construction
+    return ConstructionConfig(k=c.k, max_expanded_failures=c.max_expanded_failures,
+                              verification_budget=c.verification_budget, epsilon=c.epsilon,
+                              scope_free_text_conditions=c.scope_free_text_conditions,
+                              corrections=c.corrections)
 
 
 def _store_config(cfg) -> StoreConfig:
@@ -168,11 +184,7 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     store = load_store(wd.store) if wd.store.exists() else MemoryStore(_store_config(cfg))
     done = set(store.meta.get("processed_tasks", []))
     agent = Agent(backbone, evaluator, domain, agent_cfg, wd.log)
-    builder = CounterfactualBuilder(agent, store, ConstructionConfig(
-        k=cfg.construction.k, max_expanded_failures=cfg.construction.max_expanded_failures,
-        verification_budget=cfg.construction.verification_budget,
-        epsilon=cfg.construction.epsilon,
-        scope_free_text_conditions=cfg.construction.scope_free_text_conditions), wd.log)
+    builder = CounterfactualBuilder(agent, store, _construction_config(cfg), wd.log)
     checker = _checker(cfg, backbone, "construction")
     cache = {}
 
@@ -459,12 +471,16 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
         frozen = _load_frozen_checked(wd)
         memory_runs = _memory_runs(cfg, wd)
         check_artefacts = functools.partial(_artefacts, wd, frozen, memory_runs)
-        index = _index(cfg, frozen.records, _checker(cfg, backbone, "evaluation"))
+        index = _index(cfg, frozen.records, _checker(cfg, backbone, "evaluation"), True)
         for name, seed, selector, _ in memory_runs:
             agent = Agent(backbone, evaluator, domain, agent_cfg, wd.run_log(name))
-            runs[name] = (seed, agent, CounterMemAugmentation(
+            aug = CounterMemAugmentation(
                 agent, phase="evaluation", index=index, selector=selector,
-                render_condition=cfg.memory.render_condition))
+                render_condition=cfg.memory.render_condition and not cfg.eval.remove_conditions)
+            if cfg.construction.corrections == "within_task":  # §6.1 "WM without CF"
+                aug = WithinTaskChecks(aug, CounterfactualBuilder(
+                    agent, None, _construction_config(cfg), agent.runlog))
+            runs[name] = (seed, agent, aug)
         store_line = (f"store {frozen.content_hash()[:12]} ({len(frozen)} records), selector "
                       f"{cfg.eval.selector}")
     else:  # a baseline row: the same agent, backbone, budgets and tasks; its frozen memory
@@ -541,7 +557,7 @@ def _evaluation_metrics(cfg, wd: Workdir, sp, runs: dict) -> dict:
     seeds = {run: seed for run, (seed, _, _) in runs.items() if run != "base"} or {"base": None}
     key = {run: ("fixed" if seed is None else str(seed)) for run, seed in seeds.items()}
     aggregate = metrics.seed_aggregate(ends["base"], {key[r]: ends[r] for r in seeds},
-                                       {key[r]: decisions[r] for r in seeds})
+                                       {key[r]: decisions[r] for r in seeds}, decisions["base"])
     base = metrics.run_metrics(ends["base"], decisions["base"])
     for run in runs:
         per_run = base if run == "base" else dict(aggregate["per_seed"][key[run]],
