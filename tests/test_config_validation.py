@@ -6,6 +6,7 @@ import re
 import pytest
 
 from countermem_jax import config_validation, experiment
+from countermem_jax.phases import context as phase_context
 from countermem_jax.config_defaults import base_config
 from countermem_jax.config_validation import ConfigError
 from test_pipeline import people_benchmark  # noqa: F401 (fixture)
@@ -75,7 +76,7 @@ def _no_backbone(*args, **kwargs):
 ])
 def test_splits_larger_than_the_data_are_refused_before_the_backbone(
         tmp_path, people_benchmark, monkeypatch, sizes, message):
-    monkeypatch.setattr(experiment, "make_backbone", _no_backbone)
+    monkeypatch.setattr(phase_context, "make_backbone", _no_backbone)
     cfg = base_config()
     cfg.splits.update(n_build=2, n_train=2, n_validation=1, n_eval=2)
     cfg.splits.update(**sizes)

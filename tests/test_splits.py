@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from countermem_jax import experiment, splits as splits_lib
+from countermem_jax.phases import context
 from countermem_jax.backbones.fake import ScriptedBackbone as FakeBackbone
 from countermem_jax.config_defaults import base_config
 from evaluators import grouping
@@ -105,19 +106,19 @@ def test_recorded_splits_without_the_new_fields_still_load(tmp_path):
     cfg = base_config()
     cfg.splits.update(n_build=10, n_train=5, n_validation=2, n_eval=6)
     wd = experiment.Workdir(tmp_path / "wd")
-    sp = experiment._setup(cfg, wd, FakeBackbone(), (tasks, None, None))[0]
+    sp = context.setup(cfg, wd, FakeBackbone(), (tasks, None, None)).splits
     recorded = json.loads(wd.splits.read_text())
     assert recorded["groups"] == 20 and recorded["grouping"] == "reference"
     old_style = {name: recorded[name] for name in splits_lib.PARTS}  # a pre-grouping splits.json
     wd.splits.write_text(json.dumps(old_style))
-    assert experiment._setup(cfg, wd, FakeBackbone(), (tasks, None, None))[0].eval == sp.eval
+    assert context.setup(cfg, wd, FakeBackbone(), (tasks, None, None)).splits.eval == sp.eval
     manifest = tmp_path / "manifest.json"
     manifest.write_text(json.dumps(old_style))
     cfg.splits.manifest = str(manifest)
     assert splits_lib.from_manifest(tasks, old_style).info["groups_across_splits"] == 0
     cfg.splits.update(manifest="", n_eval=8)
     with pytest.raises(experiment.PhaseError, match="splits differ"):
-        experiment._setup(cfg, wd, FakeBackbone(), (tasks, None, None))
+        context.setup(cfg, wd, FakeBackbone(), (tasks, None, None))
 
 
 def test_a_manifest_that_splits_twins_is_reported():

@@ -3,13 +3,13 @@
 ``METHODS`` maps each ``method`` config value to what it needs and how it is built and used:
 
   none                    the base agent alone: no construction, no selector, ``Augmentation()``
-  countermem              built and trained by ``experiment.py`` (Modules I–III, the DQN)
+  countermem              built and trained by ``countermem_jax.phases`` (Modules I–III, the DQN)
   best_of_n               compute control: no memory, no construction, no selector
   expel, generative_agents, voyager, memgpt, reasoningbank, reasoningbank_matts,
   reasoningbank_verified  memory built on the construction split, frozen, read-only at evaluation;
                           no selector
 
-Library entry points (what ``experiment.py`` calls):
+Library entry points (what ``countermem_jax.phases`` calls):
   ``build_baseline_memory(method, cfg, agent, construction_tasks, workdir)``   phase 1
   ``make_baseline_augmentation(method, cfg, agent, workdir)``                  phase 3
   ``memory_fingerprint(method, workdir)``       before/after evaluation, to prove nothing changed
@@ -47,7 +47,7 @@ class MethodSpec:
 
 METHODS = {
     "none": MethodSpec(None, False, False, "base agent, no augmentation"),
-    "countermem": MethodSpec(None, True, True, "CounterMem (experiment.py: Modules I-III, DQN)"),
+    "countermem": MethodSpec(None, True, True, "CounterMem (countermem_jax.phases: Modules I-III, DQN)"),
     "best_of_n": MethodSpec(None, False, False, "Best-of-N compute control, no memory"),
     "expel": MethodSpec(ExpelBuilder, True, False, "ExpeL insights + few-shot successes"),
     "generative_agents": MethodSpec(GenerativeAgentsBuilder, True, False,
@@ -108,7 +108,7 @@ async def abuild_baseline_memory(method: str, cfg, agent, construction_tasks, wo
     builder, saving the memory after every task (resumes from its processed task ids), then
     freezes it. Every LLM call is charged to the construction phase. Returns a summary."""
     if method == "countermem":
-        raise UnknownMethod("countermem's memory is built by experiment.build_memory")
+        raise UnknownMethod("countermem's memory is built by phases.build_memory")
     if not needs_construction(method):
         print(skip_message(method, "build_memory"))
         return {"method": method, "skipped": True}
@@ -172,7 +172,7 @@ def make_baseline_augmentation(method: str, cfg, agent, workdir) -> Augmentation
     if method == "best_of_n":
         return BestOfNAugmentation(agent, config_lib.section(cfg, method))
     if method == "countermem":
-        raise UnknownMethod("countermem's augmentation is built by experiment.py")
+        raise UnknownMethod("countermem's augmentation is built by phases/evaluate.py")
     memory = load_frozen_memory(memory_paths(workdir, _memory_method(method)).frozen, method)
     if thaw(memory.config) != config_lib.section(cfg, method):
         raise FrozenMemoryError(f"the frozen {method} memory was built with {thaw(memory.config)}, "

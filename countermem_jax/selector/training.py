@@ -1,7 +1,7 @@
 """Training drivers: online (one call per real decision) and offline from a transition log.
 
 The protocol's selector seeds are online runs (``OnlineLearner``, driven by
-``experiment.train_selector``): each seed acts ε-greedily in its own episodes and is validated on
+``phases.train.train_selector``): each seed acts ε-greedily in its own episodes and is validated on
 real validation episodes (paper Appendix C.2). ``replay`` rebuilds a learner from its own logged
 decisions after a kill, bit-identically.
 

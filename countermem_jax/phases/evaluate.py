@@ -1,0 +1,210 @@
+"""Phase 3 of Algorithm 1: held-out evaluation with frozen memory and selector (paper §4,
+Appendix C.3, D.4).
+
+The base agent runs once without memory; CounterMem runs once per selector seed (or once with a
+fixed selector), and a baseline method runs once with its own frozen memory. Each run has its own
+directory ``WORKDIR/eval/<run>/`` (log.jsonl, metrics.json) and resumes from its log. The frozen
+artefacts are fingerprinted before and proven unchanged after. ``WORKDIR/metrics.json`` holds the
+per-seed metrics, their mean, std and 95% bootstrap CI, the paired comparison with the base
+agent, and the cost of building.
+"""
+import asyncio
+import dataclasses
+import functools
+import json
+
+import numpy as np
+import tqdm
+
+from countermem_jax import baselines, intervals, metrics
+from countermem_jax.agents import Agent, Augmentation
+from countermem_jax.counterfactual import CounterfactualBuilder, WithinTaskChecks
+from countermem_jax.memory_use import CounterMemAugmentation
+from countermem_jax.phases import context
+from countermem_jax.phases.workdir import PhaseError, Workdir
+from countermem_jax.runlog import RunLog
+from countermem_jax.selector import policies
+from countermem_jax import workdir_guard
+
+# How a method's row is labelled in evaluate's table (paper Table 1 names).
+METHOD_LABELS = {"countermem": "CounterMem", "none": "None", "best_of_n": "Best-of-N",
+                 "expel": "ExpeL", "generative_agents": "GenerativeAgents", "voyager": "Voyager",
+                 "memgpt": "MemGPT", "reasoningbank": "ReasoningBank",
+                 "reasoningbank_matts": "ReasoningBank+MaTTS",
+                 "reasoningbank_verified": "ReasoningBank+verified"}
+
+
+@dataclasses.dataclass
+class EvalRun:
+    """One evaluation run: its name (= directory), selector seed, agent and augmentation."""
+    name: str
+    seed: int | None
+    agent: Agent
+    augmentation: Augmentation
+
+
+@dataclasses.dataclass
+class _MemoryPlan:
+    """What a method evaluates with: its runs besides the base, how to fingerprint its frozen
+    artefacts, the line describing it, and where its metrics go."""
+    runs: list
+    check_artefacts: object
+    store_line: str
+    metrics_path: object
+    store: dict | None = None
+
+
+def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext) -> _MemoryPlan:
+    """One CounterMem run per DQN seed (or one for a fixed selector) over the frozen store."""
+    frozen = wd.load_frozen_checked()
+    index = context.retrieval_index(cfg, frozen.records, context.condition_checker(cfg),
+                                    evaluation=True)
+    if cfg.eval.selector != "dqn":
+        selector = policies.make_fixed(cfg.eval.selector, cfg.eval.relevance_threshold)
+        selected = [(f"countermem-{selector.name}", None, selector, None)]
+        metrics_path = wd.root / f"metrics_{selector.name}.json"
+    else:
+        seeds = tuple(int(s) for s in (cfg.eval.seeds or cfg.selector.seeds))
+        selected = [(f"countermem-dqn-seed{s}", s, *wd.restore_seed(s)) for s in seeds]
+        metrics_path = wd.metrics
+    runs = []
+    for name, seed, selector, _ in selected:
+        agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log(name))
+        augmentation = CounterMemAugmentation(
+            agent, phase="evaluation", index=index, selector=selector,
+            render_condition=cfg.memory.render_condition and not cfg.eval.remove_conditions)
+        if cfg.construction.corrections == "within_task":  # §6.1 "WM without CF"
+            augmentation = WithinTaskChecks(augmentation, CounterfactualBuilder(
+                agent, None, context.construction_config(cfg), agent.runlog))
+        runs.append(EvalRun(name, seed, agent, augmentation))
+    checkpoints = {seed: ckpt for _, seed, _, ckpt in selected if ckpt is not None}
+    return _MemoryPlan(
+        runs, functools.partial(wd.artefact_fingerprints, frozen, checkpoints),
+        f"store {frozen.content_hash()[:12]} ({len(frozen)} records), selector "
+        f"{cfg.eval.selector}", metrics_path,
+        {"hash": frozen.content_hash(), "records": len(frozen)})
+
+
+def _baseline_plan(cfg, method: str, wd: Workdir, ctx: context.PhaseContext) -> _MemoryPlan:
+    """A baseline row: the same agent, backbone, budgets and tasks; its frozen memory."""
+    runs = []
+    if method != "none":
+        agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log(method))
+        runs.append(EvalRun(method, None, agent,
+                            baselines.make_baseline_augmentation(method, cfg, agent, wd.root)))
+    return _MemoryPlan(runs, functools.partial(baselines.memory_fingerprint, method, wd.root),
+                       f"method {method}", wd.metrics)
+
+
+async def _run_all(cfg, runs: list, eval_tasks, ctx: context.PhaseContext) -> None:
+    """Runs every evaluation run's unfinished tasks, ``eval.concurrency`` tasks in flight."""
+    try:
+        for run in runs:
+            done = run.agent.runlog.finished(run.name)
+            todo = [t for t in eval_tasks if t.task_id not in done]
+            semaphore = asyncio.Semaphore(max(1, cfg.eval.concurrency))
+            bar = tqdm.tqdm(total=len(todo), desc=f"evaluate {run.name}", unit="task",
+                            dynamic_ncols=True, mininterval=1.0)
+            extra = {} if run.seed is None else {"seed": run.seed}
+
+            async def one(task, run=run, extra=extra):
+                async with semaphore:
+                    return await run.agent.run(task, run.augmentation, phase="evaluation",
+                                               run=run.name, extra=extra)
+            for fut in asyncio.as_completed([one(t) for t in todo]):
+                await fut
+                bar.update(1)
+                bar.set_postfix(tokens=ctx.ledger.total("evaluation").total)
+            bar.close()
+    finally:
+        await ctx.backbone.aclose()
+
+
+@workdir_guard.guarded_phase("evaluate")  # config checked, phase locked, fingerprint
+def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
+    """The base agent once and one CounterMem run per selector seed (or the baseline named by
+    ``cfg.method``), each in its own run directory ``WORKDIR/eval/<run>/``; the aggregate over
+    seeds, with 95% bootstrap CIs and the cost of building, in ``WORKDIR/metrics.json``."""
+    method = cfg.get("method", "countermem")
+    wd = Workdir(workdir_path)
+    ctx = context.setup(cfg, wd, backbone, benchmark)
+    base_agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log("base"))
+    plan = (_countermem_plan(cfg, wd, ctx) if method == "countermem"
+            else _baseline_plan(cfg, method, wd, ctx))
+    runs = [EvalRun("base", None, base_agent, Augmentation()), *plan.runs]
+    before = plan.check_artefacts()
+    wd.log.write("phase_start", phase="evaluation", verified=before, runs=[r.name for r in runs])
+    asyncio.run(_run_all(cfg, runs, ctx.splits.eval, ctx))
+    after = plan.check_artefacts()
+    if after != before:
+        raise PhaseError(f"frozen artefacts changed during evaluation: {before} -> {after}")
+    result = _evaluation_metrics(cfg, wd, ctx.splits, runs)
+    result["method"] = method
+    result["verified_unchanged"] = after
+    if plan.store is not None:
+        result["store"] = plan.store
+    plan.metrics_path.write_text(json.dumps(result, indent=1, default=str))
+    agent_name = "ReAct" if cfg.agent.kind == "react" else "Reflexion"
+    table = metrics.comparison_table(result, agent_name, METHOD_LABELS.get(method, method))
+    verified = "frozen memory verified unchanged; " if after else ""  # none, best_of_n: no memory
+    print(f"\n{cfg.data.benchmark}: {len(ctx.splits.eval)} held-out tasks, {plan.store_line}\n"
+          f"{table}\n{verified}metrics in {plan.metrics_path}, per run in "
+          f"{wd.eval_runs}/<run>/")
+    wd.log.write("phase_end", phase="evaluation", metrics_file=str(plan.metrics_path),
+                 ledger=ctx.ledger.summary())
+    return result
+
+
+def _run_ends(run_log: RunLog, run: str, eval_ids: set) -> tuple[list, list]:
+    """A run's last task_end per held-out task and its completed decisions."""
+    ends = list({e["task_id"]: e for e in run_log.events("task_end")
+                 if e["run"] == run and e["task_id"] in eval_ids}.values())
+    decisions = [e for e in run_log.completed_decisions(run) if e["task_id"] in eval_ids]
+    return ends, decisions
+
+
+def _evaluation_metrics(cfg, wd: Workdir, sp, runs: list) -> dict:
+    """Per-run metrics (written to each run directory) and their aggregate over seeds."""
+    eval_ids = {t.task_id for t in sp.eval}
+    ends, decisions = {}, {}
+    for run in runs:
+        ends[run.name], decisions[run.name] = _run_ends(run.agent.runlog, run.name, eval_ids)
+    # The compared rows; method "none" has no row of its own: it is the base agent (Table 1).
+    seeds = {r.name: r.seed for r in runs if r.name != "base"} or {"base": None}
+    key = {run: ("fixed" if seed is None else str(seed)) for run, seed in seeds.items()}
+    aggregate = metrics.seed_aggregate(ends["base"], {key[r]: ends[r] for r in seeds},
+                                       {key[r]: decisions[r] for r in seeds},
+                                       decisions["base"])
+    base = metrics.run_metrics(ends["base"], decisions["base"])
+    for run in runs:
+        per_run = base if run.name == "base" else dict(
+            aggregate["per_seed"][key[run.name]], paired=aggregate["paired"][key[run.name]])
+        wd.run_dir(run.name).joinpath("metrics.json").write_text(json.dumps(
+            {"run": run.name, "seed": seeds.get(run.name), "metrics": per_run}, indent=1,
+            default=str))
+    return {
+        "benchmark": cfg.data.benchmark, "agent": cfg.agent.kind, "selector": cfg.eval.selector,
+        "runs": {run.name: str(wd.run_dir(run.name)) for run in runs},
+        "seeds": list(aggregate["per_seed"]),
+        "base": base,
+        "base_score": intervals.summarize(
+            np.array([[100.0 * e["solved"] for e in sorted(ends["base"],
+                                                           key=lambda e: e["task_id"])]])),
+        "countermem": aggregate["mean"],
+        "aggregate": aggregate,
+        "paired": aggregate["paired"],
+        "cost_of_building": metrics.building_cost(
+            wd.log.events("task_end"),
+            [e for e in wd.log.events("baseline_memory") if not e.get("task_id")]),
+        "evaluation_cost": {_cost_label(r.name, key.get(r.name)): metrics.cost(ends[r.name])
+                            for r in runs},
+    }
+
+
+def _cost_label(run: str, key: str | None) -> str:
+    """The evaluation-cost row name of a run (base, a baseline's label, or a CounterMem seed)."""
+    if run == "base":
+        return "base"
+    if not run.startswith("countermem"):
+        return METHOD_LABELS.get(run, run)
+    return "CounterMem, fixed selector" if key == "fixed" else f"CounterMem, seed {key}"

@@ -1,0 +1,114 @@
+"""The artefacts of one experiment directory and their fingerprints (paper Appendix C.3).
+
+A ``Workdir`` owns every file the three phases read or write: the growing and frozen store, the
+selector checkpoints of each seed, the task splits, the run log, the evaluation runs and the
+response cache. Evaluation proves it ran on what construction and training produced: the frozen
+store is checked against the hash written when it was frozen, and a seed's best checkpoint
+against the file fingerprint training recorded (``fingerprints.json``).
+"""
+import hashlib
+import json
+import pathlib
+
+from countermem_jax.memory import load_frozen, save_store
+from countermem_jax.runlog import RunLog
+from countermem_jax.selector import checkpoint, dqn, policies
+
+
+class PhaseError(RuntimeError):
+    """A phase cannot run: missing inputs, overlapping splits, or a changed artefact."""
+
+
+def fingerprint(path: pathlib.Path) -> str:
+    """sha256 over a file, or over every file of a directory with its relative path, so that a
+    renamed, added or modified checkpoint file changes the fingerprint."""
+    digest = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for f in files:
+        digest.update(str(f.relative_to(path.parent)).encode())
+        digest.update(f.read_bytes())
+    return digest.hexdigest()
+
+
+class Workdir:
+    """The files of one experiment; evaluation runs get their own directories under ``eval/``."""
+
+    def __init__(self, path):
+        self.root = pathlib.Path(path)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.store = self.root / "store.jsonl"
+        self.frozen = self.root / "store_frozen.jsonl"
+        self.frozen_hash = self.root / "store_frozen.sha256"
+        self.selector = self.root / "selector"
+        self.selector_fingerprints = self.selector / "fingerprints.json"
+        self.splits = self.root / "splits.json"
+        self.log = RunLog(self.root / "log.jsonl")
+        self.metrics = self.root / "metrics.json"
+        self.cache = self.root / "llm_cache"
+        self.parse_failures = self.root / "parse_failures.jsonl"
+        self.eval_runs = self.root / "eval"
+
+    def seed_dir(self, seed: int) -> pathlib.Path:
+        """Selector seed ``seed``'s Orbax checkpoints and best.json."""
+        return self.selector / f"seed_{seed}"
+
+    def run_dir(self, run: str) -> pathlib.Path:
+        """An evaluation run's own directory (its log.jsonl and metrics.json)."""
+        path = self.eval_runs / run
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def run_log(self, run: str) -> RunLog:
+        """The run log of evaluation run ``run`` (one writer per file)."""
+        return RunLog(self.run_dir(run) / "log.jsonl")
+
+    # ------------------------------------------------------------------ the frozen store
+    def write_frozen(self, frozen) -> None:
+        """Saves the frozen store and the hash evaluation and training will insist on."""
+        save_store(frozen, self.frozen)
+        self.frozen_hash.write_text(frozen.content_hash() + "\n")
+
+    def load_frozen_checked(self):
+        """The frozen store, refused unless its content hash is the one written at freezing."""
+        if not self.frozen.exists() or not self.frozen_hash.exists():
+            raise PhaseError(f"{self.frozen}: no frozen store; run build_memory first")
+        return load_frozen(self.frozen, expected_hash=self.frozen_hash.read_text().strip())
+
+    # ------------------------------------------------------------------ selector checkpoints
+    def record_best_checkpoints(self, best_steps: dict) -> None:
+        """Writes, per seed, the best checkpoint's step and file fingerprint: what evaluation
+        must find (``restore_seed``)."""
+        prints = {str(seed): {"step": step, "fingerprint": fingerprint(self.seed_dir(seed) /
+                                                                     str(step))}
+                  for seed, step in best_steps.items()}
+        self.selector_fingerprints.write_text(json.dumps(prints, indent=1))
+
+    def restore_seed(self, seed: int):
+        """The seed's best checkpoint as a greedy selector and its directory, refused if it is
+        not the one training recorded as best."""
+        directory = self.seed_dir(seed)
+        if not directory.exists():
+            raise PhaseError(f"{directory}: no checkpoint for selector seed {seed}; run "
+                             "train_selector with this seed in selector.seeds")
+        params, meta = checkpoint.restore(directory, "best")
+        step_dir = directory / str(meta["decisions"])
+        recorded = self.selector_fingerprints
+        if recorded.exists():
+            try:
+                expected = json.loads(recorded.read_text()).get(str(seed))
+            except (ValueError, AttributeError) as err:
+                raise PhaseError(f"{recorded}: unreadable checkpoint fingerprints ({err})") \
+                    from None
+            if expected and (expected["step"] != meta["decisions"] or
+                             expected["fingerprint"] != fingerprint(step_dir)):
+                raise PhaseError(f"{step_dir}: the selector checkpoint is not the one training "
+                                 "recorded as best (modified or replaced)")
+        return policies.GreedyDQN(dqn.DQNConfig.from_json(meta["config"]), params), step_dir
+
+    def artefact_fingerprints(self, frozen, checkpoint_dirs: dict) -> dict:
+        """The frozen store's file and content hash and each evaluated checkpoint's
+        fingerprint: taken before and after evaluation to prove nothing changed."""
+        out = {"store_file": fingerprint(self.frozen), "store_hash": frozen.content_hash()}
+        for seed, ckpt_dir in checkpoint_dirs.items():
+            out[f"selector_checkpoint_seed{seed}"] = fingerprint(ckpt_dir)
+        return out
