@@ -108,12 +108,15 @@ class CounterfactualBuilder:
                      "utility": checked.utility, "completed": checked.completed, "delta": delta}
             if checked.completed and delta > self.cfg.epsilon and self.cfg.corrections == "verified":
                 entry.update(await self._distil_and_admit(ctx, action, outcome, alt, checked))
-            results.append(entry)
-            if self.runlog:
-                self.runlog.write("counterfactual", run=ctx.run, phase=ctx.phase,
-                                  task_id=ctx.task.task_id, decision=ctx.decision, original=action,
-                                  **entry)
+            results.append(self._logged(ctx, action, entry))
         return results
+
+    def _logged(self, ctx, action: str, entry: dict) -> dict:
+        if self.runlog:
+            self.runlog.write("counterfactual", run=ctx.run, phase=ctx.phase,
+                              task_id=ctx.task.task_id, decision=ctx.decision, original=action,
+                              **entry)
+        return entry
 
     async def _store_unverified(self, ctx, action: str, outcome: Outcome, candidates: list[str],
                                 n_llm: int) -> list[dict]:
@@ -125,11 +128,7 @@ class CounterfactualBuilder:
                                 feedback=UNCHECKED, world_model_calls=0)
             entry = {"candidate": alt, "source": "llm" if n_llm else "rule", "checked": False}
             entry.update(await self._distil_and_admit(ctx, action, outcome, alt, unchecked))
-            results.append(entry)
-            if self.runlog:
-                self.runlog.write("counterfactual", run=ctx.run, phase=ctx.phase,
-                                  task_id=ctx.task.task_id, decision=ctx.decision, original=action,
-                                  **entry)
+            results.append(self._logged(ctx, action, entry))
         return results
 
     @staticmethod

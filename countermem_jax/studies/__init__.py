@@ -38,7 +38,8 @@ Finished phases are skipped, so a killed study resumes.
        "workdir": "DIR/<variant>",
        "shared_from": {"build": "<variant>"|null, "selector": "<variant>"|null,
                        "base_run": "<variant>"|null},   # null = made in this variant's own dir
-       "store": {"hash": "<sha256>", "records": 12},
+       "store": {"hash": "<sha256>", "records": 12, "capacity": 200, "retention": "utility",
+                 "evictions": 0},           # evictions > 0: the capacity bound (retention study)
        "selector": "dqn" | "always_skip" | "always_top1" | "relevance_threshold",
        "seeds": ["0", ...] | ["fixed"],         # one evaluation run per selector seed
        "per_task": {"base": {"<task_id>": 0|1}, "<seed>": {"<task_id>": 0|1}},
@@ -56,15 +57,29 @@ Finished phases are skipped, so a killed study resumes.
          "harmful_vs_draft_rate"},              # study 10: per selected use paired with the draft
        "base_metrics": {...same keys, the memory-free base run...},
        "paired": {"<seed>": {"paired_tasks", "rescued", "broken", "net"}},
-       "by_task_kind": {"ordinary": {metrics}, "look_alike": {metrics}}   # condition_removal only
+       "by_task_kind": {"ordinary": {metrics, "n_tasks"},
+                        "look_alike": {metrics, "n_tasks"}}   # condition_removal only
      }, ...
    },
+   "columns": [{"header": "changes/retrieved",       # the printed table's extra columns
+                "value": "metrics.action_changes_per_retrieved"}, ...],
    "figures": [                                 # the study's own panels, in paper order
      {"panel": "a", "title": "Score gain over the base agent", "kind": "bar",
-      "variants": ["base_agent", "cf_without_wm", ...], "value": "score_vs_base",
+      "variants": ["full", "cf_without_wm", ...], "value": "score_vs_base",
       "unit": "pp"}, ...]                       # value: a per-variant key holding a <summary>,
-                                                # or "metrics.<key>" for a plain number
+                                                # or a dotted key ("metrics.<key>") of a number;
+                                                # kind "grouped_bar" has "values": [key, ...]
+                                                # (one bar per key and variant) instead; an
+                                                # optional "baseline" key is drawn beside each
+                                                # bar (e.g. base_metrics.calls_per_solved)
   }
+
+The studies: ``components`` (§6.1: full, cf_without_wm, wm_without_cf), ``retrieval`` (§6.2:
+none, random, shuffled, matched; reference "none"), ``condition_removal`` (App. E.3:
+with_condition, without_condition; ``by_task_kind``), ``retention`` (§5.2(d): utility,
+similarity, recency, random at a binding capacity), ``harm`` (study 10: dqn, always_top1; the
+``*_vs_draft`` metrics), ``selectors`` (study 11: dqn, always_skip, always_top1,
+relevance_threshold).
 
 ``<summary>`` is ``intervals.summarize``'s dict: {"mean", "std" (over seeds, null with one),
 "ci95": [lo, hi] (two-level bootstrap over seeds and tasks), "per_seed", "seeds", "tasks",
