@@ -179,3 +179,20 @@ def test_resumed_study_runs_nothing_again(tmp_path, people_benchmark):
     again, backbones = _run(study, tmp_path, people_benchmark)
     assert sum(len(fake.calls) for fake in backbones.made) == 0
     assert again["variants"]["always_top1"]["score"] == first["variants"]["always_top1"]["score"]
+
+
+def test_draft_paired_harm_pairs_only_identical_histories():
+    from countermem_jax import metrics
+
+    def decision(task, k, action, success, draft=None, record=None):
+        return {"task_id": task, "decision": k, "action": action, "draft": draft or action,
+                "outcome": {"success": success, "utility": float(success)},
+                "memory": {"record_id": record, "retrieved": []}}
+    base = [decision("a", 0, "x", True), decision("b", 0, "y", False), decision("c", 0, "z", False),
+            decision("c", 1, "z2", True)]
+    used = [decision("a", 0, "x'", False, draft="x", record="r"),    # broke a solved draft
+            decision("b", 0, "y'", True, draft="y", record="r"),     # rescued
+            decision("c", 1, "w'", False, draft="w", record="r")]    # history diverged
+    out = metrics.draft_paired_harm(base, used)
+    assert out == {"draft_paired_uses": 2, "draft_unpaired_uses": 1, "harmful_vs_draft": 1,
+                   "helpful_vs_draft": 1, "harmful_vs_draft_rate": 0.5}
