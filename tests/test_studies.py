@@ -84,6 +84,8 @@ def test_components(tmp_path, people_benchmark):
                for r in load_frozen(root / "full" / "store_frozen.jsonl").records)
     # WM without CF: checks in the current task, nothing stored, yet e1 is solved within the task
     assert v["wm_without_cf"]["store"]["records"] == 0
+    assert not [e for e in RunLog(root / "wm_without_cf" / "log.jsonl").events("task_end")
+                if e["phase"] == "construction"]  # nothing to build: no construction task runs
     wm = _decisions(summary, "wm_without_cf")
     assert any(d["memory"].get("within_task_correction") for d in wm)
     assert v["wm_without_cf"]["per_task"]["fixed"]["e1"] == 1 and \

@@ -95,11 +95,18 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     if wd.frozen.exists():
         return _already_frozen(wd)
     store = load_store(wd.store) if wd.store.exists() else MemoryStore(context.store_config(cfg))
-    asyncio.run(_construct(cfg, wd, ctx, store))
+    constructs = cfg.construction.corrections != "within_task"
+    if constructs:
+        asyncio.run(_construct(cfg, wd, ctx, store))
+    else:  # §6.1 "WM without CF" keeps nothing for later tasks: there is no memory to build
+        asyncio.run(ctx.backbone.aclose())
+        print("construction.corrections=within_task: nothing is stored for later tasks, so no "
+              "construction task runs; the store stays empty")
     frozen = store.freeze()
     wd.write_frozen(frozen)
     summary = {"records": len(frozen), "hash": frozen.content_hash(),
-               "tasks": len(ctx.splits.build), "tokens": ctx.ledger.total("construction").total}
+               "tasks": len(ctx.splits.build) if constructs else 0,
+               "tokens": ctx.ledger.total("construction").total}
     wd.log.write("phase_end", phase="construction", ledger=ctx.ledger.summary(), **summary)
     print(f"built {len(frozen)} records from {len(ctx.splits.build)} construction tasks; frozen "
           f"store {wd.frozen} (hash {frozen.content_hash()[:16]})")
