@@ -10,7 +10,8 @@ variant, in the order the config lists them:
                   variant with the same build and train_selector fingerprints (selector directory,
                   fingerprint entry, selector-training log events);
   evaluate        the memory-free base run is copied from an earlier variant with the same data,
-                  splits, agent and backbone (its tasks are then not run again); the evaluation
+                  splits, agent and backbone (its tasks are then not run again), with that
+                  variant's LLM response cache when the config keeps one; the evaluation
                   result is kept in ``DIR/<variant>/evaluation.json``, whose presence skips the
                   phase on a resumed study.
 Copying (never linking) keeps every variant directory a complete workdir: ``evaluate`` and
@@ -145,7 +146,12 @@ def copy_selector(src: pathlib.Path, dst: pathlib.Path) -> None:
 
 
 def copy_base_run(src: pathlib.Path, dst: pathlib.Path) -> None:
+    """The memory-free run, and the donor's LLM response cache (``backbone.cache_dir=auto``):
+    identical requests get the identical reply with its original usage (``backbones/cache.py``),
+    so a draft the donor already made costs no new call and the token counts are unchanged."""
     shutil.copytree(src / "eval" / "base", dst / "eval" / "base", dirs_exist_ok=True)
+    if (src / "llm_cache").is_dir():
+        shutil.copytree(src / "llm_cache", dst / "llm_cache", dirs_exist_ok=True)
 
 
 # ----------------------------------------------------------------------------- running
