@@ -19,6 +19,7 @@ Copying (never linking) keeps every variant directory a complete workdir: ``eval
 """
 import dataclasses
 import hashlib
+import importlib
 import json
 import pathlib
 import shutil
@@ -193,6 +194,17 @@ def run_variant(name: str, cfg, root: pathlib.Path, donors: _Donors, phase_kwarg
                                    default=str))
     donors.base_run.setdefault(keys.base_run, name)
     return json.loads(done.read_text())
+
+
+PROTOCOL_STUDIES = "countermem_jax.studies.protocols"  # studies 5–9, each its own protocol
+
+
+def run_any(study, workdir, *, config_path: str = "") -> dict:
+    """The binary's entry: a config with ``protocol`` goes to its protocol study, one with
+    ``variants`` to ``run_study``."""
+    if "protocol" in study:
+        return importlib.import_module(PROTOCOL_STUDIES).run(study, workdir)
+    return run_study(study, workdir, config_path=config_path)
 
 
 def run_study(study, workdir, *, config_path: str = "", backbone_factory=None,
