@@ -198,3 +198,18 @@ def test_draft_paired_harm_pairs_only_identical_histories():
     out = metrics.draft_paired_harm(base, used)
     assert out == {"draft_paired_uses": 2, "draft_unpaired_uses": 1, "harmful_vs_draft": 1,
                    "helpful_vs_draft": 1, "harmful_vs_draft_rate": 0.5}
+
+
+def test_study_binary_refuses_bad_input_in_one_line(tmp_path):
+    import subprocess
+    import sys
+    for override, expected in [("--config.base.memory.retention=bogus", "memory.retention"),
+                               ("--config.base.splits.n_evall=3", "n_evall")]:
+        out = subprocess.run(
+            [sys.executable, "-m", "countermem_jax.study",
+             "--config=configs/studies/retrieval.py:cpu", f"--workdir={tmp_path / 'study'}",
+             "--config.base.backbone.model_path=/nonexistent.gguf", override],
+            capture_output=True, text=True, timeout=300, cwd=ROOT)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 1 and len(lines) == 1 and expected in lines[0], out.stderr
+        assert lines[0].startswith("error:") and not (tmp_path / "study").exists()
