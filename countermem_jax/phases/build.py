@@ -108,6 +108,6 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
                "tasks": len(ctx.splits.build) if constructs else 0,
                "tokens": ctx.ledger.total("construction").total}
     wd.log.write("phase_end", phase="construction", ledger=ctx.ledger.summary(), **summary)
-    print(f"built {len(frozen)} records from {len(ctx.splits.build)} construction tasks; frozen "
+    print(f"built {len(frozen)} records from {summary['tasks']} construction tasks; frozen "
           f"store {wd.frozen} (hash {frozen.content_hash()[:16]})")
     return summary
