@@ -204,7 +204,7 @@ def test_study_binary_refuses_bad_input_in_one_line(tmp_path):
     import subprocess
     import sys
     for override, expected in [("--config.base.memory.retention=bogus", "memory.retention"),
-                               ("--config.base.splits.n_evall=3", "n_evall")]:
+                               ("--config.base.splits." + "n_evall=3", "n_evall")]:
         out = subprocess.run(
             [sys.executable, "-m", "countermem_jax.study",
              "--config=configs/studies/retrieval.py:cpu", f"--workdir={tmp_path / 'study'}",
