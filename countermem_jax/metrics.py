@@ -254,7 +254,8 @@ def comparison_table(result: dict, agent: str, method: str = "CounterMem") -> st
             ("calls per solved task", "calls_per_solved"),
             ("failed attempts per solved", "failures_per_solved"),
             ("retrieval coverage", "retrieval_coverage"), ("selected record uses", "selected_uses"),
-            ("harmful use rate", "harmful_use_rate")]
+            ("harmful use rate", "harmful_use_rate"),
+            ("harmful vs paired draft", "harmful_vs_draft_rate")]  # study 10, beside the paper's
     for label, key in rows:
         if key is None:
             b, m = f"{base['solved']}/{base['tasks']}", f"{_fmt(mem['solved'])}/{base['tasks']}"
