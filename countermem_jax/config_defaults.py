@@ -67,6 +67,9 @@ def base_config() -> ml_collections.ConfigDict:
     # is scored on the validation split and the best one is evaluated.
     # selector.wave_size: training episodes run concurrently with the parameters of the wave's
     # start (README, "Selector training in waves"); 1 = the sequential online learner.
+    # §6.1 component ablation (counterfactual.py): "verified" = the method; "unverified_advice" =
+    # CF without WM; "within_task" = WM without CF.
+    c.construction.corrections = "verified"
     c.selector = ml_collections.ConfigDict(dict(
         total_decisions=2000, learning_starts=100, train_every=4, target_sync_every=250,
         checkpoint_every=250, batch_size=32, seeds=(0, 1, 2, 3, 4), wave_size=1))
@@ -76,6 +79,11 @@ def base_config() -> ml_collections.ConfigDict:
     # Construction tasks in flight (README "Construction in waves"): the store is the same for
     # every value; a larger one keeps a served backbone busy, at the cost of re-runs.
     c.construction.wave_size = 1
+    # Evaluation-only interventions on the same store and selector (studies, Appendix D.5/E.3):
+    # which records reach the selector (retrieval.retrieve.INTERVENTIONS, seeded), and removing
+    # the applicability condition c at both sites (retrieval filter and rendering).
+    c.eval.update(dict(retrieval_intervention="matched", intervention_seed=0,
+                       remove_conditions=False))
     c.method = "countermem"   # none | countermem | best_of_n | expel | ... (countermem_jax.baselines)
     c.baselines = baseline_defaults()
     return c

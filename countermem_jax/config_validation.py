@@ -15,7 +15,9 @@ import math
 import numbers
 
 from countermem_jax import baselines, domains
+from countermem_jax.counterfactual import CORRECTION_MODES
 from countermem_jax.memory import retention
+from countermem_jax.retrieval.retrieve import INTERVENTIONS
 from countermem_jax.selector import features
 
 
@@ -38,6 +40,8 @@ CHOICES = {
     "memory.unknown_condition": ("include", "exclude"),
     "construction.reuse_policy": FIXED_SELECTORS,
     "eval.selector": ("dqn",) + FIXED_SELECTORS,
+    "construction.corrections": CORRECTION_MODES,      # §6.1 component ablation
+    "eval.retrieval_intervention": INTERVENTIONS,      # §6.2 retrieval ablation
 }
 # dotted field -> (smallest, largest or None) for integers
 INT_RANGES = {

@@ -12,7 +12,8 @@ observations are applied. Everything a task reads from the store is recorded, in
             distinct non-empty conditions of the other tasks' records (each may cost an LLM call);
   retrieve  the retrieval result: the candidates (their full records, scores, relevance and
             ranks) and the records excluded as the task's own or by their condition;
-  propose   Module II's admission decision for a candidate and the records evicted for it;
+  propose   Module II's admission decision for a candidate and the records evicted for it
+            (``insert_unverified`` likewise, for the §6.1 "CF without WM" ablation);
   reuse     a reuse observation (and whether its record was still there).
 
 Tasks commit in split order. To commit, a task's reads are replayed against the committed store:
@@ -122,6 +123,14 @@ class TaskView:
         self.reads.append(("propose", record, (decision, tuple(evicted))))
         return decision, evicted
 
+    def insert_unverified(self, record):
+        """"CF without WM" storage on this view (``MemoryStore.insert_unverified``, §6.1); like
+        ``propose``, the decision and the records evicted are a read."""
+        decision, evicted = self.store.insert_unverified(record)
+        self._version += 1
+        self.reads.append(("insert_unverified", record, (decision, tuple(evicted))))
+        return decision, evicted
+
     def observe_reuse(self, record_id: str, label: int):
         """A reuse observation on this view; whether the record was there is a read."""
         found = record_id in self.store
@@ -141,6 +150,8 @@ def replay(committed: MemoryStore, view: TaskView) -> MemoryStore | None:
             twin._current_index().retrieve_embedded(*argument)
         elif kind == "propose":
             twin.propose(argument)
+        elif kind == "insert_unverified":
+            twin.insert_unverified(argument)
         else:
             try:
                 twin.observe_reuse(*argument)

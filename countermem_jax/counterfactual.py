@@ -7,10 +7,21 @@ first (GENERATE_LOCAL_ALTERNATIVES); rule operators fill the free slots up to K 
 runs from the state *before* the failed action, counts as a world-model call (and as a failed
 attempt if it fails), and a candidate with a completed check and Δ > ε_adm is distilled
 (DISTIL_RECORD) and offered to the store's admission rules.
+
+``ConstructionConfig.corrections`` selects the component ablation of §6.1 (Appendix D.5); the
+task's own actions are checked as usual in every mode:
+  verified           the method: check the alternatives, store the verified improvements;
+  unverified_advice  "CF without WM": no check before storage; the first proposed alternative of
+                     an expanded failure is distilled and stored as untested advice (its evidence
+                     says the improved action was never checked);
+  within_task        "WM without CF": the alternatives are checked, nothing is stored; the best
+                     verified one becomes the task's next action (``WithinTaskChecks``) and is
+                     forgotten when the task ends.
 """
 import dataclasses
 import datetime
 
+from countermem_jax.agents import Augmentation
 from countermem_jax.prompting import parsers, prompts
 from countermem_jax.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
 from countermem_jax.memory.record import edit_text, make_record_id, normalize_condition
@@ -38,6 +49,16 @@ class ConstructionConfig:
     # is replaced by the condition derived from the verified edit (as for a failed distillation)
     # and its text moves into the situation.
     scope_free_text_conditions: bool = False
+    corrections: str = "verified"    # | "unverified_advice" | "within_task" (§6.1 ablation)
+
+    def __post_init__(self):
+        if self.corrections not in CORRECTION_MODES:
+            raise ValueError(f"unknown construction.corrections {self.corrections!r}; expected "
+                             f"one of {CORRECTION_MODES}")
+
+
+CORRECTION_MODES = ("verified", "unverified_advice", "within_task")
+UNCHECKED = "not checked: unverified advice (CF without WM)"
 
 
 def _check(o: Outcome) -> CheckOutcome:
@@ -104,6 +125,8 @@ class CounterfactualBuilder:
         to the task's context like any other evaluation.
         """
         candidates, n_llm = await self.alternatives(ctx, action, outcome)
+        if self.cfg.corrections == "unverified_advice":
+            return await self._store_unverified(ctx, action, outcome, candidates[:1], n_llm)
         results = []
         for i, alt in enumerate(candidates):
             if ctx.cf_checks >= self.cfg.verification_budget:
@@ -115,13 +138,29 @@ class CounterfactualBuilder:
             delta = checked.utility - outcome.utility
             entry = {"candidate": alt, "source": "llm" if i < n_llm else "rule",
                      "utility": checked.utility, "completed": checked.completed, "delta": delta}
-            if checked.completed and delta > self.cfg.epsilon:
+            if checked.completed and delta > self.cfg.epsilon and self.cfg.corrections == "verified":
                 entry.update(await self._distil_and_admit(ctx, action, outcome, alt, checked))
-            results.append(entry)
-            if self.runlog:
-                self.runlog.write("counterfactual", run=ctx.run, phase=ctx.phase,
-                                  task_id=ctx.task.task_id, decision=ctx.decision, original=action,
-                                  **entry)
+            results.append(self._logged(ctx, action, entry))
+        return results
+
+    def _logged(self, ctx, action: str, entry: dict) -> dict:
+        if self.runlog:
+            self.runlog.write("counterfactual", run=ctx.run, phase=ctx.phase,
+                              task_id=ctx.task.task_id, decision=ctx.decision, original=action,
+                              **entry)
+        return entry
+
+    async def _store_unverified(self, ctx, action: str, outcome: Outcome, candidates: list[str],
+                                n_llm: int) -> list[dict]:
+        """CF without WM: the proposal goes to the store without any check (no world-model call);
+        its evidence keeps the failed action's real check and marks the improvement unchecked."""
+        results = []
+        for alt in candidates:
+            unchecked = Outcome(utility=outcome.utility, success=False, completed=False,
+                                feedback=UNCHECKED, world_model_calls=0)
+            entry = {"candidate": alt, "source": "llm" if n_llm else "rule", "checked": False}
+            entry.update(await self._distil_and_admit(ctx, action, outcome, alt, unchecked))
+            results.append(self._logged(ctx, action, entry))
         return results
 
     @staticmethod
@@ -140,8 +179,9 @@ class CounterfactualBuilder:
         """
         parsed = await self.agent.llm(ctx, prompts.DISTIL_RECORD, {
             "task": ctx.task.visible_text(), "original": original, "improved": improved,
-            "evidence": f"original scored {o.utility:.2f} ({o.feedback}); improved scored "
-                        f"{o2.utility:.2f} ({o2.feedback})",
+            "evidence": f"original scored {o.utility:.2f} ({o.feedback}); " + (
+                f"improved scored {o2.utility:.2f} ({o2.feedback})" if o2.completed
+                else "the improved action was not checked"),
             "condition_hint": self.agent.domain.condition_hint})
         if parsed.ok:
             distilled, fallback = parsed.value, False
@@ -173,7 +213,45 @@ class CounterfactualBuilder:
                                   created_at=datetime.datetime.now(datetime.timezone.utc)
                                   .isoformat(timespec="seconds"),
                                   snapshot_id=self.store.snapshot_id))
-        decision, evicted = self.store.propose(record)
+        decision, evicted = (self.store.propose(record) if self.cfg.corrections == "verified"
+                             else self.store.insert_unverified(record))
         return {"admitted": decision.admitted, "reason": decision.reason,
                 "score": decision.score, "record_id": record.record_id, "condition": condition,
                 "situation": situation, "evicted": evicted, "distil_fallback": fallback}
+
+
+class WithinTaskChecks(Augmentation):
+    """"WM without CF" (§6.1): after a failed action, Modules I–II check alternatives from the
+    same state (world-model calls of this task), nothing is stored, and the best verified
+    alternative (largest Δ > ε) replaces the next draft of the same task; it is forgotten when the
+    task ends, so no later task can use it. Wraps an evaluation run's augmentation (during
+    construction the builder checks the same alternatives and stores nothing)."""
+
+    def __init__(self, inner: Augmentation, builder: CounterfactualBuilder):
+        if builder.cfg.corrections != "within_task":
+            raise ValueError("WithinTaskChecks needs construction.corrections = 'within_task'")
+        self.inner, self.builder = inner, builder
+        self.name = inner.name
+        self._next: dict[str, str] = {}
+
+    async def decide(self, ctx, draft: str):
+        info = await self.inner.decide(ctx, draft)
+        corrected = self._next.pop(ctx.task.task_id, None)
+        if corrected is not None:
+            info.action = corrected
+            info.log["within_task_correction"] = True
+        return info
+
+    async def observe(self, ctx, draft, info, outcome, previous_utility) -> dict:
+        return await self.inner.observe(ctx, draft, info, outcome, previous_utility)
+
+    async def after_failure(self, ctx, state_before, action, outcome) -> None:
+        await self.inner.after_failure(ctx, state_before, action, outcome)
+        checked = await self.builder.expand(ctx, state_before, action, outcome)
+        better = [e for e in checked if e["completed"] and e["delta"] > self.builder.cfg.epsilon]
+        if better:
+            self._next[ctx.task.task_id] = max(better, key=lambda e: e["delta"])["candidate"]
+
+    async def end_task(self, ctx) -> None:
+        self._next.pop(ctx.task.task_id, None)
+        await self.inner.end_task(ctx)

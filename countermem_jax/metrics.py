@@ -7,6 +7,12 @@
   retrieval_coverage      retrieval opportunities with ≥ 1 eligible record returned / opportunities
   harmful_use_rate        selected record uses labelled harmful (reuse label −1) / selected uses
   rescued, broken         paired tasks: failed without memory and solved with it / the reverse
+  action_changes_per_retrieved, harmful_changes_per_retrieved
+                          selected uses that changed the executed action (those labelled harmful)
+                          / retrieved records (§6.2, Fig. 4(d): per retrieved record)
+  harmful_vs_draft_rate   beyond the paper (study 10): selected uses whose outcome is worse than
+                          that of the paired memory-free run's action at the same decision of the
+                          same task (the draft the record revised) / selected uses so paired
 
 Over selector seeds (``seed_aggregate``): every CounterMem metric per seed and its mean, and for
 the score and the paired score difference to the base agent also the standard deviation and a 95%
@@ -18,9 +24,11 @@ import collections
 import numpy as np
 
 from countermem_jax import intervals
+from countermem_jax.memory.record import normalize_action
 
 
-def run_metrics(task_ends: list[dict], decisions: list[dict]) -> dict:
+def run_metrics(task_ends: list[dict], decisions: list[dict],
+                base_decisions: list[dict] | None = None) -> dict:
     """The §4.4 / Appendix D.6 metrics of one run, from its ``task_end`` and ``decision`` events.
 
     Scores are 0–100 per benchmark; a domain's score is the unweighted mean of its benchmarks'
@@ -28,7 +36,8 @@ def run_metrics(task_ends: list[dict], decisions: list[dict]) -> dict:
     solved (the ratio is undefined, not zero). The memory block exists only for runs whose
     decisions logged retrieval: coverage is per retrieval opportunity, the harmful-use rate
     per *selected* record use (Appendix D.4), so a record retrieved and then skipped is never
-    counted as harmful.
+    counted as harmful. With the memory-free run's decisions on the same tasks
+    (``base_decisions``) it also gives the draft-paired harm of the selected uses (study 10).
     """
     n = len(task_ends)
     solved = sum(e["solved"] for e in task_ends)
@@ -63,6 +72,16 @@ def run_metrics(task_ends: list[dict], decisions: list[dict]) -> dict:
                     "harmful_uses": harmful,
                     "harmful_use_rate": harmful / len(used) if used else None,
                     "changed_by_memory": sum(bool(d.get("changed")) for d in used)})
+        changed = [d for d in used if d.get("changed")]
+        retrieved = sum(len(m.get("retrieved") or ()) for m in memory)
+        harmful_changes = sum(1 for d in changed if (d.get("reuse") or {}).get("label") == -1)
+        out.update({"retrieved_records": retrieved, "action_changes": len(changed),
+                    "harmful_changes": harmful_changes,
+                    "action_changes_per_retrieved": len(changed) / retrieved if retrieved else None,
+                    "harmful_changes_per_retrieved":
+                        harmful_changes / retrieved if retrieved else None})
+        if base_decisions is not None:
+            out.update(draft_paired_harm(base_decisions, used))
         # condition verdicts per decision (memory_use: memory.conditions), summed over decisions
         # (none where no decision judged a condition, e.g. a baseline row: nothing to report)
         verdicts = [m["conditions"] for m in memory if m.get("conditions")]
@@ -71,6 +90,34 @@ def run_metrics(task_ends: list[dict], decisions: list[dict]) -> dict:
                 "compatible", "incompatible", "undecided", "judged_by_llm", "judge_calls",
                 "judge_tokens")}
     return out
+
+
+def _outcome_key(decision: dict) -> tuple:
+    outcome = decision.get("outcome") or {}
+    return bool(outcome.get("success")), float(outcome.get("utility") or 0.0)
+
+
+def draft_paired_harm(base_decisions: list[dict], used: list[dict]) -> dict:
+    """Study 10: each selected use judged against the paired draft's own outcome.
+
+    The memory-free run executed the draft at the same decision of the same task; where that
+    run's action there equals the draft the record revised (the two runs had the same history up
+    to this decision, always true at the first decision), the use is *paired*: harmful if its
+    outcome (success first, then utility) is worse than the draft's, helpful if better. Unlike
+    the reuse label (Appendix B.3), this judges first-attempt uses too; uses whose history
+    diverged from the memory-free run are left unpaired and counted apart."""
+    base = {(d["task_id"], d.get("decision")): d for d in base_decisions}
+    harmful = helpful = paired_uses = 0
+    for d in used:
+        b = base.get((d["task_id"], d.get("decision")))
+        if b is None or normalize_action(b.get("action", "")) != normalize_action(d.get("draft", "")):
+            continue
+        paired_uses += 1
+        harmful += _outcome_key(d) < _outcome_key(b)
+        helpful += _outcome_key(d) > _outcome_key(b)
+    return {"draft_paired_uses": paired_uses, "draft_unpaired_uses": len(used) - paired_uses,
+            "harmful_vs_draft": harmful, "helpful_vs_draft": helpful,
+            "harmful_vs_draft_rate": harmful / paired_uses if paired_uses else None}
 
 
 def paired(base_ends: list[dict], mem_ends: list[dict]) -> dict:
@@ -100,12 +147,15 @@ def _aligned(base_ends: list[dict], seed_ends: dict) -> list[str]:
     return ids
 
 
-def seed_aggregate(base_ends: list[dict], seed_ends: dict, seed_decisions: dict) -> dict:
+def seed_aggregate(base_ends: list[dict], seed_ends: dict, seed_decisions: dict,
+                   base_decisions: list[dict] | None = None) -> dict:
     """Per-seed metrics, their means, and mean/std/95% CI of the score and of the paired
-    difference to the base agent (``intervals``); ``seed_ends`` maps seed -> task ends."""
+    difference to the base agent (``intervals``); ``seed_ends`` maps seed -> task ends;
+    ``base_decisions`` (the memory-free run's) adds the draft-paired harm."""
     ids = _aligned(base_ends, seed_ends)
     base = {e["task_id"]: 100.0 * e["solved"] for e in base_ends}
-    per_seed = {str(s): run_metrics(ends, seed_decisions[s]) for s, ends in seed_ends.items()}
+    per_seed = {str(s): run_metrics(ends, seed_decisions[s], base_decisions)
+                for s, ends in seed_ends.items()}
     # Tasks × seeds matrix in a fixed task order, so seed rows line up with the base vector.
     solved = np.array([[100.0 * {e["task_id"]: e["solved"] for e in ends}[t] for t in ids]
                        for ends in seed_ends.values()])
@@ -228,7 +278,8 @@ def comparison_table(result: dict, agent: str, method: str = "CounterMem") -> st
             ("calls per solved task", "calls_per_solved"),
             ("failed attempts per solved", "failures_per_solved"),
             ("retrieval coverage", "retrieval_coverage"), ("selected record uses", "selected_uses"),
-            ("harmful use rate", "harmful_use_rate")]
+            ("harmful use rate", "harmful_use_rate"),
+            ("harmful vs paired draft", "harmful_vs_draft_rate")]  # study 10, beside the paper's
     for label, key in rows:
         if key is None:
             b, m = f"{base['solved']}/{base['tasks']}", f"{_fmt(mem['solved'])}/{base['tasks']}"

@@ -150,6 +150,20 @@ class MemoryStore(_StoreView):
                                               self.config.admission)
         if not decision.admitted:
             return decision, []
+        return decision, self._insert(candidate, decision)
+
+    def insert_unverified(self, candidate: MemoryRecord
+                          ) -> tuple[scoring.AdmissionDecision, list[str]]:
+        """"CF without WM" (§6.1 component ablation): stores proposed advice without the
+        verification gate or Eq. 2 (there is no checked gain); an exact duplicate is still refused,
+        and capacity and the retention rule apply as for verified records."""
+        if candidate.record_id in self or scoring.is_duplicate(candidate, self._records):
+            return scoring.AdmissionDecision(False, "duplicate", float("-inf"), candidate.delta,
+                                             repeat=1.0), []
+        decision = scoring.AdmissionDecision(True, "unverified advice", 0.0, candidate.delta)
+        return decision, self._insert(candidate, decision)
+
+    def _insert(self, candidate: MemoryRecord, decision: scoring.AdmissionDecision) -> list[str]:
         record = dataclasses.replace(candidate, admission_score=decision.score,
                                      insertion_seq=self._next_seq,
                                      reuse_utility=candidate.reuse_utility)
@@ -159,7 +173,7 @@ class MemoryStore(_StoreView):
         evicted = []
         while len(self._records) > self.config.capacity:
             evicted.append(self._evict_one())
-        return decision, evicted
+        return evicted
 
     def _evict_one(self) -> str:
         """Removes the retention rule's victim (and its embedding row); returns its id."""

@@ -116,15 +116,22 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     if wd.frozen.exists():
         return _already_frozen(wd)
     store = load_store(wd.store) if wd.store.exists() else MemoryStore(context.store_config(cfg))
-    store, wave_totals = asyncio.run(_construct(cfg, wd, ctx, store))
+    constructs = cfg.construction.corrections != "within_task"
+    wave_totals = {}
+    if constructs:
+        store, wave_totals = asyncio.run(_construct(cfg, wd, ctx, store))
+    else:  # §6.1 "WM without CF" keeps nothing for later tasks: there is no memory to build
+        asyncio.run(ctx.backbone.aclose())
+        print("construction.corrections=within_task: nothing is stored for later tasks, so no "
+              "construction task runs; the store stays empty")
     # From here on records and reuse statistics are fixed (§4.2): training and evaluation load
     # this snapshot and refuse it if its content hash changed.
     frozen = store.freeze()
     wd.write_frozen(frozen)
     summary = {"records": len(frozen), "hash": frozen.content_hash(),
-               "tasks": len(ctx.splits.build), "tokens": ctx.ledger.total("construction").total,
-               "waves": wave_totals}
+               "tasks": len(ctx.splits.build) if constructs else 0,
+               "tokens": ctx.ledger.total("construction").total, "waves": wave_totals}
     wd.log.write("phase_end", phase="construction", ledger=ctx.ledger.summary(), **summary)
-    print(f"built {len(frozen)} records from {len(ctx.splits.build)} construction tasks; frozen "
+    print(f"built {len(frozen)} records from {summary['tasks']} construction tasks; frozen "
           f"store {wd.frozen} (hash {frozen.content_hash()[:16]})")
     return summary

@@ -107,11 +107,16 @@ def condition_checker(cfg) -> CompositeChecker:
                             cfg.memory.unknown_condition)
 
 
-def retrieval_index(cfg, records, checker) -> RetrievalIndex:
+def retrieval_index(cfg, records, checker, evaluation: bool = False) -> RetrievalIndex:
     """Module III's index over ``records`` with the config's top-k, reuse weight (Eq. 8) and
-    condition filter."""
+    condition filter; at ``evaluation`` also the studies' evaluation-only interventions on the
+    same store (``eval.retrieval_intervention`` and its seed, §6.2; ``eval.remove_conditions``,
+    Appendix E.3)."""
+    interventions = dict(intervention=cfg.eval.retrieval_intervention,
+                         intervention_seed=cfg.eval.intervention_seed) if evaluation else {}
     return RetrievalIndex(records, top_k=cfg.memory.top_k, reuse_weight=cfg.memory.reuse_weight,
-                          checker=checker, use_conditions=cfg.memory.use_conditions)
+                          checker=checker, use_conditions=cfg.memory.use_conditions and not (
+                              evaluation and cfg.eval.remove_conditions), **interventions)
 
 
 def dqn_config(cfg) -> dqn.DQNConfig:
@@ -138,4 +143,4 @@ def construction_config(cfg) -> ConstructionConfig:
     return ConstructionConfig(
         k=c.k, max_expanded_failures=c.max_expanded_failures,
         verification_budget=c.verification_budget, epsilon=c.epsilon,
-        scope_free_text_conditions=c.scope_free_text_conditions)
+        scope_free_text_conditions=c.scope_free_text_conditions, corrections=c.corrections)

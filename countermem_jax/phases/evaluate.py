@@ -19,6 +19,7 @@ import tqdm
 from countermem_jax import baselines, intervals, metrics, provenance, task_pool
 from countermem_jax.agents import Agent, Augmentation, MemoryCalls
 from countermem_jax.checker_pool import CheckerPool
+from countermem_jax.counterfactual import CounterfactualBuilder, WithinTaskChecks
 from countermem_jax.memory_use import CounterMemAugmentation
 from countermem_jax.phases import context
 from countermem_jax.phases.workdir import PhaseError, Workdir
@@ -61,7 +62,8 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
     retrievals and selector passes of the decisions in flight (all runs) are scored together."""
     frozen = wd.load_frozen_checked()
     index = batching.BatchedIndex(
-        context.retrieval_index(cfg, frozen.records, context.condition_checker(cfg)),
+        context.retrieval_index(cfg, frozen.records, context.condition_checker(cfg),
+                                evaluation=True),
         batching.retrieval_batcher())
     selections = batching.selection_batcher()
     if cfg.eval.selector != "dqn":
@@ -76,10 +78,14 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
     for name, seed, selector, _ in selected:
         agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log(name),
                       ctx.parse_failures, checks=checks)
-        runs.append(EvalRun(name, seed, agent, CounterMemAugmentation(
+        augmentation = CounterMemAugmentation(
             MemoryCalls(agent), index_source=lambda: index,
             selector=batching.BatchedSelector(selector, selections),
-            render_condition=cfg.memory.render_condition)))
+            render_condition=cfg.memory.render_condition and not cfg.eval.remove_conditions)
+        if cfg.construction.corrections == "within_task":  # §6.1 "WM without CF"
+            augmentation = WithinTaskChecks(augmentation, CounterfactualBuilder(
+                agent, None, context.construction_config(cfg), agent.runlog))
+        runs.append(EvalRun(name, seed, agent, augmentation))
     checkpoints = {seed: ckpt for _, seed, _, ckpt in selected if ckpt is not None}
     return _MemoryPlan(
         runs, functools.partial(wd.artefact_fingerprints, frozen, checkpoints),
@@ -180,7 +186,8 @@ def _evaluation_metrics(cfg, wd: Workdir, sp, runs: list) -> dict:
     seeds = {r.name: r.seed for r in runs if r.name != "base"} or {"base": None}
     key = {run: ("fixed" if seed is None else str(seed)) for run, seed in seeds.items()}
     aggregate = metrics.seed_aggregate(ends["base"], {key[r]: ends[r] for r in seeds},
-                                       {key[r]: decisions[r] for r in seeds})
+                                       {key[r]: decisions[r] for r in seeds},
+                                       decisions["base"])
     base = metrics.run_metrics(ends["base"], decisions["base"])
     for run in runs:
         per_run = base if run.name == "base" else dict(

@@ -69,8 +69,9 @@ def render_record(record, with_condition: bool = True) -> str:
         f"original action: {_data(record.original_action)}",
         f"improved action: {_data(record.improved_action)}",
         f"evidence: the original scored {ev.original.utility:.2f} "
-        f"({_data(clip(ev.original.feedback, 'feedback')[:200])}); the improved action scored "
-        f"{ev.improved.utility:.2f} on the same check.",
+        f"({_data(clip(ev.original.feedback, 'feedback')[:200])}); " + (
+            f"the improved action scored {ev.improved.utility:.2f} on the same check."
+            if ev.improved.completed else "the improved action was never checked."),
     ]
     if with_condition:
         lines.append(f"applies only if: {_data(record.condition) or 'no stated requirement'}")

@@ -6,9 +6,22 @@ batched over queries; the store's embeddings live on the device once per index. 
 in blocks of exactly ``QUERY_ROWS`` rows (``row_blocks``), so that a query's scores are the same
 bit for bit whatever other queries share its batch: retrieving the decisions in flight together
 gives the one-at-a-time result (``retrieval/batching.py``).
+
+``intervention`` changes which records reach the selector (§6.2, Appendix D.5 retrieval
+ablation), deterministically given ``intervention_seed``; the current task's own records stay
+excluded under every intervention:
+  matched   the default: situation similarity, reuse and the applicability condition;
+  none      no record is ever returned (the LLM receives no memory);
+  random    k records sampled uniformly among the other tasks' records, with no state matching
+            (neither similarity nor condition); the sample depends on the seed, the task and the
+            decision state only;
+  shuffled  every record is reassigned to another record's decision state: matching runs on the
+            situation, condition and reuse of record π(i) and returns record i, π a seeded
+            derangement (a record keeps its own state only in a store of one record).
 """
 import dataclasses
 import functools
+import hashlib
 from typing import Sequence
 
 import chex
@@ -26,6 +39,7 @@ TOP_K = 3
 QUERY_ROWS = 16
 _NO_TASK = -1
 _NO_QUERY = -2  # a task id code no record has
+INTERVENTIONS = ("matched", "none", "random", "shuffled")
 
 
 @functools.partial(jax.jit, static_argnames=("k",))
@@ -82,17 +96,27 @@ class RetrievalIndex:
 
     def __init__(self, records: Sequence[MemoryRecord], *, top_k: int = TOP_K,
                  reuse_weight: float = REUSE_WEIGHT,
-                 checker: cond_lib.CompositeChecker | None = None, use_conditions: bool = True):
+                 checker: cond_lib.CompositeChecker | None = None, use_conditions: bool = True,
+                 intervention: str = "matched", intervention_seed: int = 0):
+        if intervention not in INTERVENTIONS:
+            raise ValueError(f"unknown retrieval intervention {intervention!r}; expected one of "
+                             f"{INTERVENTIONS}")
         self.records = tuple(records)
         self.top_k = top_k
         self.reuse_weight = float(reuse_weight)
         self.checker = checker or cond_lib.CompositeChecker()
-        self.use_conditions = use_conditions
+        self.intervention, self.intervention_seed = intervention, int(intervention_seed)
+        # none and random match no state, so no condition is judged for them
+        self.use_conditions = use_conditions and intervention in ("matched", "shuffled")
         n, size = len(self.records), _padded_size(len(self.records))
+        self.matched_to = _derangement(n, self.intervention_seed) if intervention == "shuffled" \
+            else np.arange(n)
+        state_of = [self.records[j] for j in self.matched_to]  # whose decision state i stands at
         keys = np.zeros((size, embedding.DIM), np.float32)
-        keys[:n] = embedding.embed_texts([r.situation for r in self.records])
+        keys[:n] = embedding.embed_texts([r.situation for r in state_of])
+        self._own_keys = keys[:n]  # the records' own situations except under "shuffled"
         reuse = np.zeros(size, np.float32)
-        reuse[:n] = [r.reuse_utility for r in self.records]
+        reuse[:n] = [r.reuse_utility for r in state_of]
         self._task_codes: dict[str, int] = {}
         key_task = np.full(size, _NO_TASK, np.int32)
         key_task[:n] = [self._code(r.source_task_id) for r in self.records]
@@ -100,7 +124,7 @@ class RetrievalIndex:
         self._keys_t, self._reuse = jnp.asarray(keys.T.copy()), jnp.asarray(reuse)
         self._key_task = jnp.asarray(key_task)
         self._size = size
-        self._conditions = [r.condition.strip() for r in self.records]
+        self._conditions = [r.condition.strip() for r in state_of]
         self._conditioned = [i for i, c in enumerate(self._conditions) if c]
 
     def _code(self, task_id: str) -> int:
@@ -133,10 +157,11 @@ class RetrievalIndex:
 
     def retrieve_embedded(self, tasks: Sequence[cond_lib.TaskContext],
                           query_embeddings: np.ndarray) -> list[RetrievalResult]:
-        if not self.records or not tasks:
+        if not self.records or not tasks or self.intervention == "none":
             return [RetrievalResult(t.task_id, (), (), (), 0) for t in tasks]
-        query_task = np.array([self._task_codes.get(t.task_id, _NO_QUERY) for t in tasks],
-                              np.int32)
+        if self.intervention == "random":
+            return [self._random(t, q) for t, q in zip(tasks, np.asarray(query_embeddings))]
+        query_task = np.array([self._task_codes.get(t.task_id, _NO_QUERY) for t in tasks], np.int32)
         cond_mask = self._condition_mask(tasks)
         k = min(self.top_k, self._size)
         scores, idx, rel = row_blocks.in_blocks(
@@ -160,3 +185,29 @@ class RetrievalIndex:
                 tuple(self.records[i].record_id for i in np.flatnonzero(cond_false)),
                 int(len(self.records) - same.sum() - cond_false.sum())))
         return results
+
+    def _random(self, task: cond_lib.TaskContext, query: np.ndarray) -> RetrievalResult:
+        """k records drawn uniformly among the other tasks' records, seeded by the intervention
+        seed, the task id and the decision state (its query embedding); ranked by their score."""
+        own = self._key_task_np == self._task_codes.get(task.task_id, -2)
+        pool = np.flatnonzero(~own)
+        digest = hashlib.sha256(f"{self.intervention_seed}/{task.task_id}/".encode()
+                                + np.asarray(query, np.float32).tobytes()).digest()
+        rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+        drawn = rng.choice(pool, size=min(self.top_k, len(pool)), replace=False)
+        rel = self._own_keys[drawn] @ np.asarray(query, np.float32)
+        scores = rel + self.reuse_weight * np.array([self.records[j].reuse_utility for j in drawn])
+        order = np.argsort(-scores, kind="stable")
+        candidates = tuple(Candidate(self.records[drawn[o]], float(scores[o]), float(rel[o]), rank)
+                           for rank, o in enumerate(order))
+        return RetrievalResult(task.task_id, candidates,
+                               tuple(self.records[i].record_id for i in np.flatnonzero(own)), (),
+                               int(len(pool)))
+
+
+def _derangement(n: int, seed: int) -> np.ndarray:
+    """π with π(i) != i for n >= 2: a seeded random order, each element sent to its successor."""
+    order = np.random.default_rng(seed).permutation(n)
+    perm = np.empty(n, np.int64)
+    perm[order] = np.roll(order, -1)
+    return perm

@@ -1,0 +1,44 @@
+"""Building blocks of the study configs (``configs/studies/*.py``): the per-run base config and
+the study ConfigDict the runner reads (layout in ``countermem_jax.studies``).
+
+A study config file takes an optional argument after a colon, the base run config:
+  ``configs/studies/components.py``             the paper's setting: Spider, ReAct, gpt-oss-120b
+                                                 (``config_defaults.setting_config``);
+  ``configs/studies/components.py:cpu``         the CPU quickstart schedule (Qwen2.5-Coder-0.5B);
+  ``configs/studies/components.py:bird,reflexion,api``  benchmark, agent, backbone family.
+"""
+import ml_collections
+
+from countermem_jax import config_defaults
+
+
+def base_run_config(arg: str | None = None) -> ml_collections.ConfigDict:
+    """The per-run config every variant starts from (see the module docstring for ``arg``)."""
+    if arg in (None, "", "gptoss"):
+        return config_defaults.setting_config("spider", "react")
+    parts = arg.split(",")
+    if parts[0] == "cpu":
+        return config_defaults.spider_cpu_config(parts[1] if len(parts) > 1 else "react")
+    benchmark, agent, backbone = (parts + ["react", "gptoss"])[:3] if len(parts) < 3 else parts
+    return config_defaults.setting_config(benchmark, agent, backbone)
+
+
+def study_config(name: str, title: str, paper: str, variants: dict, arg: str | None, *,
+                 reference: str = "", columns=(), figures=(), task_kinds=None,
+                 base_updates: dict | None = None) -> ml_collections.ConfigDict:
+    """A locked study config; ``variants`` maps a name to (label, nested overrides dict);
+    ``columns`` are (header, study.json key) pairs printed after score and score change."""
+    c = ml_collections.ConfigDict()
+    c.study, c.title, c.paper, c.reference = name, title, paper, reference
+    c.base = base_run_config(arg)
+    for dotted, value in (base_updates or {}).items():
+        section, field = dotted.split(".")
+        c.base[section][field] = value
+    c.base.lock()
+    c.variants = ml_collections.ConfigDict({
+        v: {"label": label, "overrides": overrides} for v, (label, overrides) in variants.items()})
+    c.columns = tuple((h, k) for h, k in columns)
+    c.figures = tuple(dict(f) for f in figures)
+    if task_kinds:
+        c.task_kinds = ml_collections.ConfigDict(task_kinds)
+    return c

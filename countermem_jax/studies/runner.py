@@ -1,0 +1,422 @@
+"""Runs a study: every variant's three phases into ``DIR/<variant>/``, then ``DIR/study.json``.
+
+The study config and the ``study.json`` schema are described in ``countermem_jax.studies``. Per
+variant, in the order the config lists them:
+
+  build_memory    skipped when the variant's frozen store exists; when an earlier variant has the
+                  same build_memory fingerprint (``workdir_guard``), its build is copied instead
+                  (store, splits, the build's fingerprint entry and construction log events);
+  train_selector  only for ``eval.selector == "dqn"``; skipped when trained; copied from an earlier
+                  variant with the same build and train_selector fingerprints (selector directory,
+                  fingerprint entry, selector-training log events);
+  evaluate        the memory-free base run is copied from an earlier variant with the same data,
+                  splits, agent and backbone (its tasks are then not run again), with that
+                  variant's LLM response cache when the config keeps one; the evaluation
+                  result is kept in ``DIR/<variant>/evaluation.json``, whose presence skips the
+                  phase on a resumed study.
+Copying (never linking) keeps every variant directory a complete workdir: ``evaluate`` and
+``report`` read it on its own, and a later phase of one variant cannot change another's files.
+"""
+import dataclasses
+import hashlib
+import importlib
+import json
+import pathlib
+import shutil
+import subprocess
+
+import ml_collections
+import numpy as np
+
+from countermem_jax import config_validation, experiment, intervals, metrics, workdir_guard
+from countermem_jax.memory import load_frozen
+from countermem_jax.runlog import RunLog
+from countermem_jax.studies import SCHEMA
+
+EVALUATION_FILE = "evaluation.json"
+STUDY_FILE = "study.json"
+_BASE_RUN_SECTIONS = ("data", "splits", "agent", "backbone")
+_BUILD_FILES = ("store.jsonl", "store_frozen.jsonl", "store_frozen.sha256", "splits.json")
+
+
+# ----------------------------------------------------------------------------- variant configs
+def _flatten(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = value
+    return out
+
+
+def _set(cfg, dotted: str, value) -> None:
+    *parents, leaf = dotted.split(".")
+    node = cfg
+    for part in parents:
+        node = node[part] if part in node else None
+        if not isinstance(node, ml_collections.ConfigDict):
+            break
+    if not isinstance(node, ml_collections.ConfigDict) or leaf not in node:
+        raise config_validation.ConfigError(
+            f"bad study config: override {dotted}={value!r} names a field the run config does "
+            "not declare")
+    node[leaf] = tuple(value) if isinstance(value, list) else value
+
+
+def variant_configs(study) -> dict[str, ml_collections.ConfigDict]:
+    """Each variant's run config: ``study.base`` with the variant's overrides, locked and
+    validated (a bad override is refused in one line before anything runs)."""
+    if not study.get("variants"):
+        raise config_validation.ConfigError("bad study config: no variants")
+    out = {}
+    for name, variant in study.variants.items():
+        cfg = ml_collections.ConfigDict(study.base.to_dict())
+        for dotted, value in overrides(variant).items():
+            _set(cfg, dotted, value)
+        cfg.lock()
+        config_validation.validate(cfg)
+        out[name] = cfg
+    reference = study.get("reference", "")
+    if reference and reference not in out:
+        raise config_validation.ConfigError(
+            f"bad study config: reference={reference!r} is not a variant ({', '.join(out)})")
+    return out
+
+
+def overrides(variant) -> dict:
+    """The variant's overrides as {dotted path: value}."""
+    tree = variant.get("overrides") or {}
+    return _flatten(tree.to_dict() if hasattr(tree, "to_dict") else dict(tree))
+
+
+def _digest(fields: dict) -> str:
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class ShareKeys:
+    """What a variant can take from an earlier one: equal keys mean identical results."""
+    build: str
+    selector: str
+    base_run: str
+
+    @staticmethod
+    def of(cfg) -> "ShareKeys":
+        build = workdir_guard.fingerprint_fields(cfg, "build_memory")
+        train = workdir_guard.fingerprint_fields(cfg, "train_selector")
+        base = {k: v for k, v in build.items() if k.split(".")[0] in _BASE_RUN_SECTIONS}
+        return ShareKeys(_digest(build), _digest([build, train]), _digest(base))
+
+
+# ----------------------------------------------------------------------------- copying
+def _copy_log_events(src: pathlib.Path, dst: pathlib.Path, phase: str) -> None:
+    """Appends the ``phase`` events of ``src/log.jsonl`` to ``dst/log.jsonl``."""
+    lines = []
+    for line in (src / "log.jsonl").read_text(encoding="utf-8").splitlines(keepends=True):
+        try:
+            if json.loads(line).get("phase") == phase:
+                lines.append(line)
+        except json.JSONDecodeError:
+            continue
+    with open(dst / "log.jsonl", "a", encoding="utf-8") as f:
+        f.writelines(lines)
+
+
+def _copy_fingerprint(src: pathlib.Path, dst: pathlib.Path, phase: str) -> None:
+    recorded = json.loads((src / workdir_guard.FINGERPRINT_FILE).read_text())
+    path = dst / workdir_guard.FINGERPRINT_FILE
+    mine = json.loads(path.read_text()) if path.exists() else {}
+    mine[phase] = recorded[phase]
+    path.write_text(json.dumps(mine, indent=1, sort_keys=True))
+
+
+def copy_build(src: pathlib.Path, dst: pathlib.Path) -> None:
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in _BUILD_FILES:
+        if (src / name).exists():
+            shutil.copy2(src / name, dst / name)
+    _copy_fingerprint(src, dst, "build_memory")
+    _copy_log_events(src, dst, "construction")
+
+
+def copy_selector(src: pathlib.Path, dst: pathlib.Path) -> None:
+    shutil.copytree(src / "selector", dst / "selector", dirs_exist_ok=True)
+    _copy_fingerprint(src, dst, "train_selector")
+    _copy_log_events(src, dst, "selector_training")
+
+
+def copy_base_run(src: pathlib.Path, dst: pathlib.Path) -> None:
+    """The memory-free run, and the donor's LLM response cache (``backbone.cache_dir=auto``):
+    identical requests get the identical reply with its original usage (``backbones/cache.py``),
+    so a draft the donor already made costs no new call and the token counts are unchanged."""
+    shutil.copytree(src / "eval" / "base", dst / "eval" / "base", dirs_exist_ok=True)
+    if (src / "llm_cache").is_dir():
+        shutil.copytree(src / "llm_cache", dst / "llm_cache", dirs_exist_ok=True)
+
+
+# ----------------------------------------------------------------------------- running
+@dataclasses.dataclass
+class _Donors:
+    build: dict = dataclasses.field(default_factory=dict)      # key -> variant dir
+    selector: dict = dataclasses.field(default_factory=dict)
+    base_run: dict = dataclasses.field(default_factory=dict)
+
+
+def _trained(wd: pathlib.Path) -> bool:
+    return (wd / "selector" / "fingerprints.json").exists()
+
+
+def run_variant(name: str, cfg, root: pathlib.Path, donors: _Donors, phase_kwargs) -> dict:
+    """The three phases of one variant, taking what an earlier variant already made."""
+    wd, keys = root / name, ShareKeys.of(cfg)
+    shared = {"build": None, "selector": None, "base_run": None}
+    if not (wd / "store_frozen.jsonl").exists() and keys.build in donors.build:
+        copy_build(root / donors.build[keys.build], wd)
+        shared["build"] = donors.build[keys.build]
+    if not (wd / "store_frozen.jsonl").exists():
+        experiment.build_memory(cfg, wd, **phase_kwargs())
+    donors.build.setdefault(keys.build, name)
+    if cfg.eval.selector == "dqn":
+        if not _trained(wd) and keys.selector in donors.selector:
+            copy_selector(root / donors.selector[keys.selector], wd)
+            shared["selector"] = donors.selector[keys.selector]
+        if not _trained(wd):
+            experiment.train_selector(cfg, wd, **phase_kwargs())
+        donors.selector.setdefault(keys.selector, name)
+    if not (wd / "eval" / "base").exists() and keys.base_run in donors.base_run:
+        copy_base_run(root / donors.base_run[keys.base_run], wd)
+        shared["base_run"] = donors.base_run[keys.base_run]
+    done = wd / EVALUATION_FILE
+    if not done.exists():
+        result = experiment.evaluate(cfg, wd, **phase_kwargs())
+        done.write_text(json.dumps({"result": result, "shared_from": shared}, indent=1,
+                                   default=str))
+    donors.base_run.setdefault(keys.base_run, name)
+    return json.loads(done.read_text())
+
+
+PROTOCOL_STUDIES = "countermem_jax.studies.protocols"  # studies 5–9, each its own protocol
+
+
+def run_any(study, workdir, *, config_path: str = "") -> dict:
+    """The binary's entry: a config with ``protocol`` goes to its protocol study, one with
+    ``variants`` to ``run_study``."""
+    if "protocol" in study:
+        return importlib.import_module(PROTOCOL_STUDIES).run(study, workdir)
+    return run_study(study, workdir, config_path=config_path)
+
+
+def run_study(study, workdir, *, config_path: str = "", backbone_factory=None,
+              benchmark=None) -> dict:
+    """Runs every variant (finished phases are skipped) and writes ``DIR/study.json``.
+
+    ``backbone_factory`` (a new backbone per phase) and ``benchmark`` are for tests with the
+    scripted backbone; by default each phase makes its backbone from the config."""
+    configs = variant_configs(study)
+    root = pathlib.Path(workdir)
+    root.mkdir(parents=True, exist_ok=True)
+    donors = _Donors()
+
+    def phase_kwargs():
+        return {"backbone": backbone_factory() if backbone_factory else None,
+                "benchmark": benchmark}
+    evaluations = {name: run_variant(name, cfg, root, donors, phase_kwargs)
+                   for name, cfg in configs.items()}
+    summary = summarize_study(study, configs, evaluations, root, config_path)
+    (root / STUDY_FILE).write_text(json.dumps(summary, indent=1, default=str))
+    print(study_table(summary))
+    print(f"study.json: {root / STUDY_FILE}")
+    return summary
+
+
+# ----------------------------------------------------------------------------- study.json
+def _run_key(run: str) -> str:
+    """evaluate's run names -> the seed keys of its aggregate ("fixed" for a fixed selector)."""
+    return run.rsplit("seed", 1)[1] if "-dqn-seed" in run else "fixed"
+
+
+def _run_ends(wd: pathlib.Path, run: str) -> list[dict]:
+    ends = {}
+    for e in RunLog(wd / "eval" / run / "log.jsonl").events("task_end"):
+        if e.get("run") == run:
+            ends[e["task_id"]] = e
+    return list(ends.values())
+
+
+def _solved(ends: list[dict], task_ids: list[str]) -> list[float]:
+    by_id = {e["task_id"]: 100.0 * bool(e["solved"]) for e in ends}
+    return [by_id[t] for t in task_ids]
+
+
+@dataclasses.dataclass
+class _VariantRuns:
+    """One evaluated variant: its task ends and decisions per seed key and of the base run."""
+    wd: pathlib.Path
+    result: dict
+    ends: dict
+    decisions: dict
+    base_ends: list
+    base_decisions: list
+
+    @staticmethod
+    def load(wd: pathlib.Path, result: dict, eval_ids: set) -> "_VariantRuns":
+        ends, decisions = {}, {}
+        for run in result["runs"]:
+            if run == "base":
+                continue
+            log = RunLog(wd / "eval" / run / "log.jsonl")
+            ends[_run_key(run)] = [e for e in _run_ends(wd, run) if e["task_id"] in eval_ids]
+            decisions[_run_key(run)] = [d for d in log.completed_decisions(run)
+                                        if d["task_id"] in eval_ids]
+        base_log = RunLog(wd / "eval" / "base" / "log.jsonl")
+        return _VariantRuns(wd, result, ends, decisions,
+                            [e for e in _run_ends(wd, "base") if e["task_id"] in eval_ids],
+                            [d for d in base_log.completed_decisions("base")
+                             if d["task_id"] in eval_ids])
+
+    def matrix(self, task_ids: list[str]) -> np.ndarray:
+        return np.array([_solved(self.ends[k], task_ids) for k in self.ends])
+
+    def metrics_on(self, task_ids: set) -> dict:
+        """Mean over seeds of ``metrics.run_metrics`` restricted to ``task_ids``."""
+        base = [d for d in self.base_decisions if d["task_id"] in task_ids]
+        runs = [metrics.run_metrics([e for e in self.ends[k] if e["task_id"] in task_ids],
+                                    [d for d in self.decisions[k] if d["task_id"] in task_ids],
+                                    base) for k in self.ends]
+        return metrics.mean_metrics(runs) if runs else {}
+
+
+def look_alike_tasks(with_conditions: _VariantRuns, without: _VariantRuns) -> set:
+    """Tasks on which the condition-free variant retrieved a record whose condition is false
+    for the task: a record the variant with conditions kept out of the same task's retrieval
+    (its logged ``excluded_condition``). Surface similarity brought the record up, a requirement
+    of the correction fails: the look-alike case of Appendix E.3, read from the runs themselves."""
+    false_for = {}
+    for decisions in with_conditions.decisions.values():
+        for d in decisions:
+            false_for.setdefault(d["task_id"], set()).update(
+                (d.get("memory") or {}).get("excluded_condition") or ())
+    tasks = set()
+    for decisions in without.decisions.values():
+        for d in decisions:
+            retrieved = {r["record_id"] for r in (d.get("memory") or {}).get("retrieved") or ()}
+            if retrieved & false_for.get(d["task_id"], set()):
+                tasks.add(d["task_id"])
+    return tasks
+
+
+def _store_info(wd: pathlib.Path, cfg) -> dict:
+    """Hash, record count, capacity and evictions of the variant's frozen store (evictions > 0:
+    the capacity bound during construction)."""
+    frozen = load_frozen(wd / "store_frozen.jsonl")
+    return {"hash": frozen.content_hash(), "records": len(frozen),
+            "capacity": cfg.memory.capacity, "retention": cfg.memory.retention,
+            "evictions": frozen.evictions}
+
+
+def code_version() -> str:
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
+                             text=True, timeout=10, cwd=pathlib.Path(__file__).resolve().parent)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def summarize_study(study, configs: dict, evaluations: dict, root: pathlib.Path,
+                    config_path: str = "") -> dict:
+    """The ``study.json`` dict (schema in ``countermem_jax.studies``)."""
+    first = next(iter(configs.values()))
+    eval_ids = sorted(json.loads((root / next(iter(configs)) / "splits.json").read_text())
+                      ["eval"])
+    runs = {name: _VariantRuns.load(root / name, evaluations[name]["result"], set(eval_ids))
+            for name in configs}
+    for name, r in runs.items():
+        got = sorted(e["task_id"] for e in r.base_ends)
+        if got != eval_ids:
+            raise experiment.PhaseError(f"{root / name}: its evaluated tasks differ from the "
+                                        "study's held-out split")
+    reference = study.get("reference", "") or "base"
+    variants = {}
+    for name, cfg in configs.items():
+        r, result = runs[name], evaluations[name]["result"]
+        solved = r.matrix(eval_ids)
+        base = np.array(_solved(r.base_ends, eval_ids))
+        ref = base if reference == "base" else runs[reference].matrix(eval_ids).mean(axis=0)
+        entry = {
+            "label": study.variants[name].get("label", name),
+            "overrides": overrides(study.variants[name]),
+            "workdir": str(r.wd),
+            "shared_from": evaluations[name]["shared_from"],
+            "store": _store_info(r.wd, cfg),
+            "selector": cfg.eval.selector,
+            "seeds": list(r.ends),
+            "per_task": {"base": dict(zip(eval_ids, (int(v > 0) for v in base))),
+                         **{k: dict(zip(eval_ids, (int(v > 0) for v in row)))
+                            for k, row in zip(r.ends, solved)}},
+            "score": intervals.summarize(solved),
+            "score_vs_base": intervals.summarize(solved - base[None]),
+            "score_change": intervals.summarize(solved - ref[None]),
+            "metrics": r.metrics_on(set(eval_ids)),
+            "base_metrics": metrics.run_metrics(r.base_ends, r.base_decisions),
+            "paired": result["aggregate"]["paired"],
+        }
+        variants[name] = entry
+    kinds = study.get("task_kinds")
+    if kinds:  # condition removal: ordinary vs look-alike tasks (Appendix E.3)
+        look_alike = look_alike_tasks(runs[kinds.with_conditions], runs[kinds.without_conditions])
+        ordinary = set(eval_ids) - look_alike
+        for name in configs:
+            variants[name]["by_task_kind"] = {
+                "ordinary": dict(runs[name].metrics_on(ordinary), n_tasks=len(ordinary)),
+                "look_alike": dict(runs[name].metrics_on(look_alike), n_tasks=len(look_alike))}
+    return {
+        "schema": SCHEMA, "study": study.study, "title": study.get("title", study.study),
+        "paper": study.get("paper", ""), "config": config_path,
+        "command": f"python -m countermem_jax.study --config={config_path} --workdir={root}",
+        "code_version": code_version(), "benchmark": first.data.benchmark,
+        "agent": first.agent.kind,
+        "backbone": first.backbone.get("model") or first.backbone.get("model_path")
+        or first.backbone.kind,
+        "eval_task_ids": eval_ids, "reference": reference, "variants": variants,
+        "columns": [{"header": h, "value": k} for h, k in (study.get("columns") or ())],
+        "figures": [dict(f) for f in (study.get("figures") or ())],
+    }
+
+
+# ----------------------------------------------------------------------------- printing
+def _lookup(entry: dict, dotted: str):
+    node = entry
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _cell(value, signed: bool = False) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, dict) and "ci95" in value:
+        lo, hi = value["ci95"]
+        s = "+" if signed else ""
+        return f"{value['mean']:{s}.1f} [{lo:{s}.1f}, {hi:{s}.1f}]"
+    if isinstance(value, float):
+        return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+    return str(value)
+
+
+def study_table(summary: dict) -> str:
+    """One row per variant: score [95% CI], change vs the reference, and the study's columns."""
+    columns = [("score [95% CI]", "score", False),
+               (f"vs {summary['reference']} (pp)", "score_change", True)]
+    columns += [(c["header"], c["value"], False) for c in summary.get("columns", ())]
+    head = f"{'variant':<24}" + "".join(f"{h:>24}" for h, _, _ in columns)
+    lines = [f"{summary['title']} ({summary['paper']}): {summary['benchmark']}, "
+             f"{summary['agent']}, {len(summary['eval_task_ids'])} held-out tasks", head,
+             "-" * len(head)]
+    for name, entry in summary["variants"].items():
+        lines.append(f"{entry['label'][:23]:<24}" + "".join(
+            f"{_cell(_lookup(entry, key), signed):>24}" for _, key, signed in columns))
+    return "\n".join(lines)

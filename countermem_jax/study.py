@@ -1,0 +1,22 @@
+"""Runs a study config and writes ``WORKDIR/study.json``.
+
+    python -m countermem_jax.study --config=configs/studies/retrieval.py:cpu --workdir=/tmp/study
+
+A config with ``variants`` (studies 1–4, 10, 11: ``countermem_jax.studies``) runs every variant's
+three phases and prints a table; a config with ``protocol`` (studies 5–9) runs its own protocol
+(``countermem_jax.studies.protocols``). See ``configs/studies/``.
+"""
+from absl import flags
+from ml_collections import config_flags
+
+from countermem_jax import cli
+from countermem_jax.studies import runner
+
+
+def _run(study, workdir):
+    path = config_flags.get_config_filename(flags.FLAGS["config"])
+    runner.run_any(study, workdir, config_path=path)
+
+
+if __name__ == "__main__":
+    cli.run_phase(_run)
