@@ -1,6 +1,6 @@
 """Spread over selector seeds: mean, standard deviation and a 95% bootstrap confidence interval.
 
-The protocol trains and evaluates one selector per seed (paper Appendix C.2, Table 4: seeds 0–4),
+The protocol trains and evaluates one selector per seed (paper Appendix C.2, Table 3: seeds 0–4),
 so a score is a [seeds × tasks] matrix of per-task values (100 · solved, or the paired difference
 to the base agent on the same task). ``summarize`` reports the mean over seeds of the per-seed
 means, their standard deviation (ddof = 1; none with one seed) and a two-level percentile

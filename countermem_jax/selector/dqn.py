@@ -25,7 +25,7 @@ from countermem_jax.selector.transition import Transition
 
 @dataclasses.dataclass(frozen=True)
 class DQNConfig:
-    """Table 4 of the paper."""
+    """The DQN configuration of the paper (Appendix C.2, Table 3)."""
     total_decisions: int = 2000
     hidden: tuple[int, ...] = (64, 64)
     learning_rate: float = 1e-3
@@ -80,7 +80,7 @@ class TrainState:
 
 @flax.struct.dataclass
 class Replay:
-    """The replay buffer (capacity 10⁴, Table 4) as fixed-size arrays and a ring pointer."""
+    """The replay buffer (capacity 10⁴, Table 3) as fixed-size arrays and a ring pointer."""
     obs: jax.Array
     action: jax.Array
     reward: jax.Array
@@ -97,7 +97,7 @@ def network(cfg: DQNConfig) -> QNetwork:
 
 
 def optimizer(cfg: DQNConfig) -> optax.GradientTransformation:
-    """Adam with Table 4's learning rate and ε."""
+    """Adam with Table 3's learning rate and ε."""
     return optax.adam(cfg.learning_rate, eps=cfg.adam_eps)
 
 
@@ -150,7 +150,7 @@ def td_targets(cfg: DQNConfig, target_params, batch: Transition) -> jax.Array:
 
 
 def loss_fn(params, target_params, batch: Transition, cfg: DQNConfig) -> jax.Array:
-    """Mean squared TD error (Eq. 12); the target is held fixed."""
+    """Mean squared TD error (Eq. 13) against the target of Eq. 12, held fixed."""
     chex.assert_rank([batch.obs, batch.action, batch.reward, batch.next_mask], [2, 1, 1, 2])
     chex.assert_type([batch.action, batch.reward], [jnp.int32, jnp.float32])
     q = network(cfg).apply(params, batch.obs)

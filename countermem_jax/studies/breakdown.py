@@ -1,4 +1,4 @@
-"""Study 9, benchmark breakdown (paper §5.4, Appendix D.7, Figure 6 / Table 7): per benchmark,
+"""Study 9, benchmark breakdown (paper §5.4, Appendix D.7, Figure 6 / Table 6): per benchmark,
 ReAct and Reflexion each against its own CounterMem version (same cell, same held-out tasks):
 score gain (pp), call reduction and failure reduction per solved task (base ratio minus
 CounterMem's, Appendix D.6), and the four-domain (Math, Coding, Text-to-SQL, SAT, equal domain
@@ -18,7 +18,7 @@ from countermem_jax.reporting.load import AGENT_LABELS
 from countermem_jax.studies import cells, estimates
 
 TITLE = "Adding CounterMem to each base agent, per benchmark"
-PAPER = "§5.4, Appendix D.7 (Figure 6, Table 7)"
+PAPER = "§5.4, Appendix D.7 (Figure 6, Table 6)"
 
 
 def _domain(bench: str) -> str:

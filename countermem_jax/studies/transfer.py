@@ -1,4 +1,4 @@
-"""Study 6, transfer (paper §5.3, Appendix D.4, Table 6, Figure 3): does a correction learned on a
+"""Study 6, transfer (paper §5.3, Appendix D.4, Table 5, Figure 3): does a correction learned on a
 source task help, or hurt, a target task under four changes — CounterMem and ReasoningBank, each
 target run with only its source's memory, beside the same target without memory.
 
