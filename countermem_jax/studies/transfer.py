@@ -33,7 +33,7 @@ import numpy as np
 
 from countermem_jax import baselines
 from countermem_jax.agents import Agent, AgentConfig, Augmentation
-from countermem_jax.backbones import prompts
+from countermem_jax.prompting import prompts
 from countermem_jax.backbones.base import Charge
 from countermem_jax.experiment import METHOD_LABELS, Workdir
 from countermem_jax.memory_use import CounterMemAugmentation
