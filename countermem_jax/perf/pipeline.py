@@ -244,6 +244,8 @@ def _metrics(wd: pathlib.Path) -> tuple[dict, str]:
         {"runs": runs}, None
 
 
+# (result key, experiment entry point, reader of what the phase wrote into its workdir: returns
+# the computed artefacts and the files' fingerprint, None where the files name their workdir).
 PHASES = (("construction", experiment.build_memory, _store_records),
           ("selector_training", experiment.train_selector, _checkpoints),
           ("evaluation", experiment.evaluate, _metrics))

@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 
 from countermem_jax.reporting.tables import FEW_TASKS_MARK  # noqa: E402
 
-_DPI = 120
+_DPI = 120  # small PNGs, legible when the paper-layout panels are viewed side by side
 
 
 def _numeric(values) -> bool:
