@@ -58,8 +58,8 @@ class TaskContext:
 @dataclasses.dataclass
 class DecisionInfo:
     """What an augmentation decided at one decision point (paper §3.4): the action to execute,
-    the memory record it used (``None`` when the draft runs unchanged) and the fields it adds to
-    the run log's ``decision`` row."""
+    the memory record it used (``None`` when the draft runs unchanged) and what it logs under
+    ``memory`` in the run log's ``decision`` row."""
     action: str
     record_id: str | None = None
     log: dict = dataclasses.field(default_factory=dict)
@@ -77,7 +77,8 @@ class Augmentation:
     async def observe(self, ctx: TaskContext, draft: str, info: DecisionInfo,
                       outcome: Outcome, previous_utility: float | None) -> dict:
         """Called after the decided action was checked; a memory method updates the used
-        record's reuse statistics here (Appendix B.3). Returns the log fields for the decision."""
+        record's reuse statistics here (Appendix B.3). Returns what the decision row logs as
+        ``reuse``."""
         return {}
 
     async def after_failure(self, ctx: TaskContext, state_before: State, action: str,
@@ -87,8 +88,8 @@ class Augmentation:
         return None
 
     async def end_task(self, ctx: TaskContext) -> None:
-        """Called once when the task ends (solved or out of budget), e.g. to close a selector
-        episode (Appendix C.1)."""
+        """Called once when the task ends (solved or out of budget); CounterMem closes the
+        selector's last transition here (Appendix C.2)."""
         return None
 
 
@@ -123,8 +124,8 @@ class MemoryCalls:
 
 @dataclasses.dataclass
 class AgentConfig:
-    """Settings of a base agent (paper §4.1): the agent kind, its per-task attempt and token
-    budgets (§4.4), and the backbone's sampling settings."""
+    """Settings of a base agent (paper §4.1): the agent kind, its per-task budgets of attempts
+    (evaluator calls) and tokens, and the backbone's sampling settings."""
     kind: str = "react"              # "react" | "reflexion"
     max_attempts: int = 3            # evaluator calls for the task's own attempts
     token_budget: int = 20_000

@@ -180,7 +180,8 @@ class _Donors:
 
 
 def _trained(wd: pathlib.Path) -> bool:
-    """``wd`` holds a finished selector training (its fingerprints are written last)."""
+    """``wd`` holds a trained selector: the best checkpoints' fingerprints, recorded when
+    training ends."""
     return (wd / "selector" / "fingerprints.json").exists()
 
 
