@@ -57,6 +57,9 @@ class TaskContext:
 
 @dataclasses.dataclass
 class DecisionInfo:
+    """What an augmentation decided at one decision point (paper §3.4): the action to execute,
+    the memory record it used (``None`` when the draft runs unchanged) and what it logs under
+    ``memory`` in the run log's ``decision`` row."""
     action: str
     record_id: str | None = None
     log: dict = dataclasses.field(default_factory=dict)
@@ -67,17 +70,26 @@ class Augmentation:
     name = "none"
 
     async def decide(self, ctx: TaskContext, draft: str) -> DecisionInfo:
+        """The action to execute instead of ``draft``; a memory method retrieves and selects a
+        record here (Module III, §3.4). The base class keeps the draft."""
         return DecisionInfo(draft)
 
     async def observe(self, ctx: TaskContext, draft: str, info: DecisionInfo,
                       outcome: Outcome, previous_utility: float | None) -> dict:
+        """Called after the decided action was checked; a memory method updates the used
+        record's reuse statistics here (Appendix B.3). Returns what the decision row logs as
+        ``reuse``."""
         return {}
 
     async def after_failure(self, ctx: TaskContext, state_before: State, action: str,
                             outcome: Outcome) -> None:
+        """Called after a failed action; a memory method proposes and checks alternatives and
+        stores a verified correction here (Modules I-II, §3.2-3.3)."""
         return None
 
     async def end_task(self, ctx: TaskContext) -> None:
+        """Called once when the task ends (solved or out of budget); CounterMem closes the
+        selector's last transition here (Appendix C.2)."""
         return None
 
 
@@ -112,6 +124,8 @@ class MemoryCalls:
 
 @dataclasses.dataclass
 class AgentConfig:
+    """Settings of a base agent (paper §4.1): the agent kind, its per-task budgets of attempts
+    (evaluator calls) and tokens, and the backbone's sampling settings."""
     kind: str = "react"              # "react" | "reflexion"
     max_attempts: int = 3            # evaluator calls for the task's own attempts
     token_budget: int = 20_000
@@ -180,6 +194,9 @@ class Agent:
         return ("\n\n".join(lines) + "\n\n") if lines else ""
 
     async def draft(self, ctx: TaskContext) -> str:
+        """The agent's own next action for ``ctx``: the task, earlier attempts with their checker
+        feedback and, for Reflexion, its reflections. An unparsable reply is used raw, so the
+        checker (not the parser) decides whether it fails."""
         parsed = await self.llm(ctx, prompts.DRAFT_ACTION, {
             "task": ctx.task.visible_text(), "unit": ctx.task.decision_unit,
             "instructions": self.domain.instructions, "history": self._history(ctx)})
@@ -187,6 +204,9 @@ class Agent:
 
     async def run(self, task: Task, augmentation: Augmentation, *, phase: str, run: str,
                   extra: dict | None = None) -> TaskContext:
+        """Runs ``task`` to the end (solved, attempts or tokens spent) with ``augmentation`` at
+        each decision point, and logs one ``decision`` row per attempt and a ``task_end`` row
+        (the counters of §4.4); ``extra`` fields go into every row."""
         ctx = TaskContext(task, phase, run, self.evaluator.reset(task),
                           call_budget=self.cfg.max_attempts, token_budget=self.cfg.token_budget,
                           max_decisions=self.cfg.max_attempts)

@@ -235,6 +235,8 @@ class WithinTaskChecks(Augmentation):
         self._next: dict[str, str] = {}
 
     async def decide(self, ctx, draft: str):
+        """The inner augmentation's decision, its action replaced by this task's pending
+        verified alternative if there is one (used once)."""
         info = await self.inner.decide(ctx, draft)
         corrected = self._next.pop(ctx.task.task_id, None)
         if corrected is not None:
@@ -243,9 +245,12 @@ class WithinTaskChecks(Augmentation):
         return info
 
     async def observe(self, ctx, draft, info, outcome, previous_utility) -> dict:
+        """The inner augmentation's observation, unchanged."""
         return await self.inner.observe(ctx, draft, info, outcome, previous_utility)
 
     async def after_failure(self, ctx, state_before, action, outcome) -> None:
+        """Checks alternatives to the failed action from ``state_before`` (Modules I-II) and
+        keeps the best one with Δ > ε (Eq. 2) for this task's next decision; nothing is stored."""
         await self.inner.after_failure(ctx, state_before, action, outcome)
         checked = await self.builder.expand(ctx, state_before, action, outcome)
         better = [e for e in checked if e["completed"] and e["delta"] > self.builder.cfg.epsilon]
@@ -253,5 +258,6 @@ class WithinTaskChecks(Augmentation):
             self._next[ctx.task.task_id] = max(better, key=lambda e: e["delta"])["candidate"]
 
     async def end_task(self, ctx) -> None:
+        """Forgets the task's pending alternative, so no later task can use it."""
         self._next.pop(ctx.task.task_id, None)
         await self.inner.end_task(ctx)

@@ -59,6 +59,8 @@ SEEDS = (0, 1)
 
 @dataclasses.dataclass(frozen=True)
 class Sizes:
+    """Task counts per split of the generated manifest, and the selector's training decisions
+    per seed (the §4.2 build / train / validation / evaluation protocol, shrunk)."""
     build: int = 24
     train: int = 8
     validation: int = 4
@@ -66,6 +68,7 @@ class Sizes:
     decisions: int = 32     # selector decisions per seed
 
     def scaled(self, k: int) -> "Sizes":
+        """Every count times ``k`` (``--scale``)."""
         return Sizes(*(k * v for v in dataclasses.astuple(self)))
 
 
@@ -81,6 +84,7 @@ class _Waits:
         self.tasks = 0
 
     def add(self, field: str, seconds: float) -> None:
+        """Adds ``seconds`` to the sum named ``field``; called from the checker threads too."""
         with self.lock:
             setattr(self, field, getattr(self, field) + seconds)
 
@@ -125,6 +129,8 @@ class _TimedEvaluator:
 
 
 def _config(manifest: pathlib.Path, sizes: Sizes, concurrency: int):
+    """The run's config at one concurrency level: every knob that lets tasks or waves run
+    together set to ``concurrency``, everything else the same at both levels."""
     cfg = base_config()
     cfg.data.benchmark = "spider"
     cfg.splits.update(manifest=str(manifest), group_by_reference=False)
@@ -143,12 +149,15 @@ def _config(manifest: pathlib.Path, sizes: Sizes, concurrency: int):
 
 
 def _knobs(cfg) -> dict:
+    """The concurrency knobs as set in ``cfg``, printed in the result so that a reader sees
+    which were set (``None``: this package version has no such knob)."""
     return {"eval.concurrency": cfg.eval.concurrency,
             "construction.wave_size": cfg.construction.get("wave_size"),
             "selector.wave_size": cfg.selector.get("wave_size")}
 
 
 def _server_stats(url: str, reset: bool = False) -> dict:
+    """The loopback server's request count and peak in flight since the last reset."""
     root = url.rsplit("/v1", 1)[0]
     with urllib.request.urlopen(f"{root}/stats{'?reset=1' if reset else ''}", timeout=10) as r:
         return json.loads(r.read())
@@ -175,6 +184,9 @@ def _timed_tasks(waits: _Waits):
 
 
 def _run_phase(fn, cfg, wd: pathlib.Path, url: str, bench) -> dict:
+    """Runs one phase (``fn``: an ``experiment`` entry point) into ``wd`` with timed backbone,
+    checker and task runs; returns its wall time, the server's counters and the overhead share
+    (task-run time spent neither in HTTP waits nor in checks)."""
     waits = _Waits()
     inner = OpenAICompatibleBackbone(url, MODEL, max_concurrency=cfg.backbone.max_concurrency)
     backbone = _TimedBackbone(CachedBackbone(inner, wd / "llm_cache"), waits)
@@ -232,12 +244,16 @@ def _metrics(wd: pathlib.Path) -> tuple[dict, str]:
         {"runs": runs}, None
 
 
+# (result key, experiment entry point, reader of what the phase wrote into its workdir: returns
+# the computed artefacts and the files' fingerprint, None where the files name their workdir).
 PHASES = (("construction", experiment.build_memory, _store_records),
           ("selector_training", experiment.train_selector, _checkpoints),
           ("evaluation", experiment.evaluate, _metrics))
 
 
 def _manifest(tasks, sizes: Sizes) -> dict:
+    """A split manifest cutting ``tasks`` in order into disjoint build / train / validation /
+    eval sets of the given sizes (no task in two splits, §4.2)."""
     cuts = np.cumsum([0, sizes.build, sizes.train, sizes.validation, sizes.eval])
     return {name: [t.task_id for t in tasks[a:b]]
             for name, a, b in zip(("build", "train", "validation", "eval"), cuts, cuts[1:])}
@@ -255,6 +271,8 @@ def _warm_up(root: pathlib.Path, url: str, bench, sizes: Sizes) -> None:
 
 
 def _benchmark(root: pathlib.Path, sizes: Sizes) -> tuple[str, tuple]:
+    """The benchmark's name and ``(tasks, evaluator, domain)``: Spider when the shared data is
+    present, else a generated SQLite table under ``root``."""
     n = sizes.build + sizes.train + sizes.validation + sizes.eval
     bench = scripted_sql.spider_tasks(n)
     source = "spider"
@@ -264,6 +282,9 @@ def _benchmark(root: pathlib.Path, sizes: Sizes) -> tuple[str, tuple]:
 
 
 def main(argv):
+    """Warms up, runs the three phases at concurrency 1 and ``--concurrency`` against one
+    server, and prints per phase the speedup, the peaks in flight, whether the artefacts are
+    identical and the overhead share, then the ``result:`` line."""
     del argv
     logging.set_verbosity(logging.WARNING)  # Orbax logs every checkpoint step at INFO
     sizes = Sizes().scaled(_SCALE.value)
@@ -282,6 +303,8 @@ def main(argv):
                         str(root / "responder.json")) as url:
         _warm_up(root, url, bench, sizes)
         runs, artefacts = {}, {}
+        # Same manifest, server and responder at both levels; separate workdirs and caches, so
+        # that the second level recomputes everything instead of reading the first's replies.
         for level in (1, high):
             cfg = _config(root / "manifest.json", sizes, level)
             result.setdefault("knobs", {})[str(level)] = _knobs(cfg)
@@ -290,6 +313,7 @@ def main(argv):
                 runs[(phase, level)] = _run_phase(fn, cfg, wd, url, bench)
                 artefacts[(phase, level)] = read(wd)
                 print(f"  {phase} at {level}: {runs[(phase, level)]}", flush=True)
+    # ``artefacts[...][0]`` compares what the phase computed; ``[1]`` the files' bytes.
     for phase, _, _ in PHASES:
         one, many = runs[(phase, 1)], runs[(phase, high)]
         speedup = one["wall_s"] / many["wall_s"]

@@ -60,12 +60,16 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
                      checks: CheckerPool) -> _MemoryPlan:
     """One CounterMem run per DQN seed (or one for a fixed selector) over the frozen store; the
     retrievals and selector passes of the decisions in flight (all runs) are scored together."""
-    frozen = wd.load_frozen_checked()
+    frozen = wd.load_frozen_checked()  # refused if the store differs from its recorded hash
+    # One index and one selection batcher for all runs: decisions of different seeds in flight
+    # together are scored in one batch, with the one-at-a-time result (retrieval/batching.py).
     index = batching.BatchedIndex(
         context.retrieval_index(cfg, frozen.records, context.condition_checker(cfg),
                                 evaluation=True),
         batching.retrieval_batcher())
     selections = batching.selection_batcher()
+    # (run name, seed, selector, checkpoint fingerprint): a fixed policy has neither seed nor
+    # checkpoint; the DQN has one run per selector seed, restored at its best step (App. C.3).
     if cfg.eval.selector != "dqn":
         selector = policies.make_fixed(cfg.eval.selector, cfg.eval.relevance_threshold)
         selected = [(f"countermem-{selector.name}", None, selector, None)]
@@ -82,10 +86,12 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
             MemoryCalls(agent), index_source=lambda: index,
             selector=batching.BatchedSelector(selector, selections),
             render_condition=cfg.memory.render_condition and not cfg.eval.remove_conditions)
+        # The §6.1 ablation "WM without CF" checks corrections within the task at test time too.
         if cfg.construction.corrections == "within_task":  # §6.1 "WM without CF"
             augmentation = WithinTaskChecks(augmentation, CounterfactualBuilder(
                 agent, None, context.construction_config(cfg), agent.runlog))
         runs.append(EvalRun(name, seed, agent, augmentation))
+    # Store and checkpoints are fingerprinted before and after the runs (frozen, Algorithm 1).
     checkpoints = {seed: ckpt for _, seed, _, ckpt in selected if ckpt is not None}
     return _MemoryPlan(
         runs, functools.partial(wd.artefact_fingerprints, frozen, checkpoints),
@@ -97,7 +103,7 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
 def _baseline_plan(cfg, method: str, wd: Workdir, ctx: context.PhaseContext,
                    checks: CheckerPool) -> _MemoryPlan:
     """A baseline row: the same agent, backbone, budgets and tasks; its frozen memory."""
-    runs = []
+    runs = []  # method "none" is the base agent alone: no run besides it
     if method != "none":
         agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log(method),
                       ctx.parse_failures, checks=checks)
@@ -112,6 +118,7 @@ async def _run_all(cfg, runs: list, eval_tasks, ctx: context.PhaseContext) -> No
     tasks in flight (not one run after the other). Jobs start task by task, all runs of a task
     together, so the memory-free drafts that base and CounterMem runs share are in flight
     together and computed once (the response cache's single flight)."""
+    # A task a run already finished (its task_end is logged) is not run again on resume.
     finished = {run.name: run.agent.runlog.finished(run.name) for run in runs}
     jobs = [functools.partial(run.agent.run, task, run.augmentation, phase="evaluation",
                               run=run.name, extra={} if run.seed is None else {"seed": run.seed})
@@ -120,6 +127,7 @@ async def _run_all(cfg, runs: list, eval_tasks, ctx: context.PhaseContext) -> No
                     dynamic_ncols=True, mininterval=1.0)
 
     def progress(_, __):
+        """One finished task: advance the bar and show the evaluation's tokens so far."""
         bar.update(1)
         bar.set_postfix(tokens=ctx.ledger.total("evaluation").total, refresh=False)
     try:
@@ -134,7 +142,7 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     """The base agent once and one CounterMem run per selector seed (or the baseline named by
     ``cfg.method``), each in its own run directory ``WORKDIR/eval/<run>/``; the aggregate over
     seeds, with 95% bootstrap CIs and the cost of building, in ``WORKDIR/metrics.json``."""
-    method = cfg.get("method", "countermem")
+    method = cfg.get("method", "countermem")  # or a baseline's name (Appendix D.5)
     wd = Workdir(workdir_path)
     ctx = context.setup(cfg, wd, backbone, benchmark)
     checks = ctx.checks  # one pool for the checks of every run
@@ -142,11 +150,15 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
                        ctx.parse_failures, checks=checks)
     plan = (_countermem_plan(cfg, wd, ctx, checks) if method == "countermem"
             else _baseline_plan(cfg, method, wd, ctx, checks))
+    # The base agent (no memory, §4.1) runs beside the method on the same held-out tasks, so
+    # every comparison with it is paired over tasks.
     runs = [EvalRun("base", None, base_agent, Augmentation()), *plan.runs]
     before = plan.check_artefacts()
     wd.log.write("phase_start", phase="evaluation", verified=before, runs=[r.name for r in runs])
     with checks:
         asyncio.run(_run_all(cfg, runs, ctx.splits.eval, ctx))
+    # The frozen memory and selector must be bit-identical after evaluation (no test-time
+    # learning, §4.2); a change is an error, not a warning.
     after = plan.check_artefacts()
     if after != before:
         raise PhaseError(f"frozen artefacts changed during evaluation: {before} -> {after}")
@@ -157,6 +169,7 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     if plan.store is not None:
         result["store"] = plan.store
     plan.metrics_path.write_text(json.dumps(result, indent=1, default=str))
+    # Print the comparison table (Table 1 row) and where everything was written.
     agent_name = "ReAct" if cfg.agent.kind == "react" else "Reflexion"
     table = metrics.comparison_table(result, agent_name, METHOD_LABELS.get(method, method))
     verified = "frozen memory verified unchanged; " if after else ""  # none, best_of_n: no memory
@@ -189,12 +202,15 @@ def _evaluation_metrics(cfg, wd: Workdir, sp, runs: list) -> dict:
                                        {key[r]: decisions[r] for r in seeds},
                                        decisions["base"])
     base = metrics.run_metrics(ends["base"], decisions["base"])
+    # Each run directory also gets its own metrics.json (its row, with the paired comparison).
     for run in runs:
         per_run = base if run.name == "base" else dict(
             aggregate["per_seed"][key[run.name]], paired=aggregate["paired"][key[run.name]])
         wd.run_dir(run.name).joinpath("metrics.json").write_text(json.dumps(
             {"run": run.name, "seed": seeds.get(run.name), "metrics": per_run}, indent=1,
             default=str))
+    # base_score: the base agent's score with its 95% CI over tasks (one run, no seeds);
+    # cost_of_building: construction's task-run cost, reported apart from evaluation (§4.4).
     return {
         "benchmark": cfg.data.benchmark, "agent": cfg.agent.kind, "selector": cfg.eval.selector,
         "runs": {run.name: str(wd.run_dir(run.name)) for run in runs},

@@ -9,6 +9,8 @@ import pathlib
 from countermem_jax import intervals
 from countermem_jax.reporting import figures, load, stats, study_figures, studies, tables
 
+# One row per workdir in provenance.csv and the report's last table (Reproducibility statement:
+# every figure traces back to its tasks, stores, checkpoints and code).
 _PROVENANCE_COLUMNS = ("workdir", "method", "agent", "benchmark", "held-out tasks", "seeds",
                        "splits hash", "store hash", "config fingerprints",
                        "selector checkpoints", "code version (recorded)", "backbone")
@@ -20,6 +22,7 @@ def _provenance_rows(provenances: list) -> list:
     Missing records show ``load.NOT_RECORDED`` rather than being guessed.
     """
     def joined(mapping):
+        """``{name: fingerprint}`` as one cell, or NOT_RECORDED when empty."""
         return "; ".join(f"{k}: {v}" for k, v in mapping.items()) or load.NOT_RECORDED
     return [{"workdir": p.workdir, "method": p.method, "agent": p.agent, "benchmark": p.benchmark,
              "held-out tasks": len(p.eval_ids), "seeds": ", ".join(p.seeds) or "none",
@@ -31,12 +34,16 @@ def _provenance_rows(provenances: list) -> list:
             for p in provenances]
 
 
+# Column orders of the CSV-backed markdown tables, as ``tables`` names its row keys:
+# paired method differences over the same held-out tasks (percentage points, §4.4),
 _DIFF_COLUMNS = ["agent", "benchmark", "method_a", "method_b", "tasks", "difference_b_minus_a",
                  "ci95_low", "ci95_high", "tasks_b_better", "tasks_a_better", "p_bootstrap",
                  "p_sign_test"]
+# rescued / broken tasks against the same workdir's base agent (Appendix E.3),
 _RB_COLUMNS = ["agent", "method", "benchmark", "runs", "paired_tasks", "rescued_mean",
                "rescued_ci95_low", "rescued_ci95_high", "broken_mean", "broken_ci95_low",
                "broken_ci95_high", "net_mean"]
+# and the task runs' cost: LLM tokens and world-model calls per task (§4.4).
 _COST_COLUMNS = ["agent", "method", "benchmark", "runs", "tasks", "tokens_per_task_mean",
                  "tokens_per_task_ci95_low", "tokens_per_task_ci95_high", "wm_calls_per_task_mean",
                  "wm_calls_per_task_ci95_low", "wm_calls_per_task_ci95_high"]
@@ -54,6 +61,7 @@ def write_report(run_dirs, out) -> dict:
     them with a sentence on how each interval was computed. Everything is loaded and checked
     comparable first, so a refusal leaves ``out`` untouched.
     """
+    # Load and check everything before creating ``out``: a refusal writes nothing.
     study_dirs = [d for d in run_dirs if studies.is_study(d)]
     workdirs = [d for d in run_dirs if not studies.is_study(d)]
     arms, provenances = load.load_all(workdirs) if workdirs else ([], [])
@@ -73,6 +81,7 @@ def write_report(run_dirs, out) -> dict:
         written[name] = out / name
         draw(rows, written[name])
     now = load.code_version_now()
+    # The header says when and by which code the report was generated, from how many inputs.
     md = ["# CounterMem-JAX report", "",
           f"Generated {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}"
           f" by code version `{now}` (`provenance.code_version`: git describe --always --dirty)"
@@ -86,6 +95,8 @@ def write_report(run_dirs, out) -> dict:
     return written
 
 
+# A study's rows (``studies.rows``) and its paired tests (``studies.differences``), in the
+# column order of the study's markdown tables.
 _STUDY_COLUMNS = ["panel", "metric", "method", "x", "mean", "ci95_low", "ci95_high",
                   "std_over_runs", "runs", "units", "units_n"]
 _STUDY_DIFF_COLUMNS = ["panel", "metric", "x", "method_a", "method_b", "tasks",
@@ -94,10 +105,13 @@ _STUDY_DIFF_COLUMNS = ["panel", "metric", "x", "method_a", "method_b", "tasks",
 
 
 def _study_sections(records: list, out, written, csv_of) -> list:
-    """Per study: its rows and paired tests as CSV and markdown, and its figure."""
+    """Per study record: its rows and paired tests as CSV and markdown, and its figure in the
+    paper's panel layout (``study_figures``). Returns the markdown lines; the files written are
+    added to ``written``."""
     md = []
     names = {}
     for record in records:
+        # Two records of the same study (e.g. two backbones) get numbered file stems.
         names[record["study"]] = names.get(record["study"], 0) + 1
         stem = "study_" + record["study"] + (f"_{names[record['study']]}"
                                              if names[record["study"]] > 1 else "")
@@ -126,8 +140,12 @@ def _study_sections(records: list, out, written, csv_of) -> list:
 
 def _main_sections(arms, provenances, out, written, csv_of, png_of, now) -> list:
     """The main table, per-benchmark scores, paired differences, rescued/broken, cost and
-    provenance of the evaluated workdirs."""
+    provenance of the evaluated workdirs (``arms``: one per workdir, method and run). Returns the
+    markdown lines; CSVs and PNGs go to ``out`` through ``csv_of`` / ``png_of``, which record
+    them in ``written``. ``now`` is the code version generating the report, shown next to the
+    versions the workdirs recorded."""
 
+    # Table 1 twice: per benchmark (main_table) and per paper domain (domain_table).
     score_rows = tables.scores(arms)
     header, main_rows = tables.main_table(score_rows)
     written["main_table.csv"] = out / "main_table.csv"
@@ -139,6 +157,7 @@ def _main_sections(arms, provenances, out, written, csv_of, png_of, now) -> list
 
     def columns(names):  # the backbone column only where it tells rows apart
         return (["backbone"] if several_backbones else []) + names
+    # The numbers behind every figure as CSV; a figure only where it has something to show.
     csv_of("scores.csv", score_rows)
     png_of("scores.png", figures.scores, score_rows)
     diff_rows, rb_rows, cost_rows = (tables.differences(arms), tables.rescued_broken(arms),
@@ -153,6 +172,7 @@ def _main_sections(arms, provenances, out, written, csv_of, png_of, now) -> list
     png_of("cost.png", figures.cost, cost_rows)
     prov_rows = _provenance_rows(provenances)
     csv_of("provenance.csv", prov_rows)
+    # Each section: the table, one sentence on how its intervals were computed, its CSV, its PNG.
     md = [
         "## Main table (Table 1 layout)", "",
         tables.markdown(domain_header, domain_rows), "",

@@ -32,6 +32,7 @@ SCHEMAS = (VARIANT_SCHEMA, ROWS_SCHEMA)
 
 
 def is_study(path) -> bool:
+    """``path`` is a study directory (holds ``study.json``) rather than an evaluated workdir."""
     return (pathlib.Path(path) / STUDY_FILE).is_file()
 
 
@@ -50,6 +51,7 @@ def load(path) -> dict:
 
 
 def _split_key(record: dict):
+    """What identifies a study's held-out split: its recorded hash, else its task ids."""
     return record.get("splits_hash") or tuple(record.get("eval_task_ids", ()))
 
 
@@ -57,6 +59,7 @@ def check_studies(records: list, versions: list) -> None:
     """Refuses studies that would be reported together but were made by different code (also
     against the workdirs' recorded ``versions``: [(dir, version)]) or, for the same study, on
     different held-out splits."""
+    # Only versions actually recorded are compared: NOT_RECORDED never matches or clashes.
     named = list(versions) + [(r["_dir"], r.get("code_version") or NOT_RECORDED)
                               for r in records]
     recorded = [(d, v) for d, v in named if v != NOT_RECORDED]
@@ -64,6 +67,7 @@ def check_studies(records: list, versions: list) -> None:
         if v != recorded[0][1]:
             raise ReportError(f"refusing to mix {recorded[0][0]} and {d}: code versions differ "
                               f"({recorded[0][1]} vs {v})")
+    # The same study on the same benchmark and agent must rest on one held-out split.
     first = {}
     for r in records:
         other = first.setdefault((r["study"], r.get("benchmark"), r.get("agent")), r)
@@ -74,12 +78,15 @@ def check_studies(records: list, versions: list) -> None:
 
 # ----------------------------------------------------------------------------- numbers
 def _interval_row(base: dict, mean, lo, hi, units: int, std=None) -> dict:
+    """``base`` plus a mean with its 95% CI, the spread over runs and the units behind it,
+    marked ``few_tasks`` under ``stats.MIN_TASKS`` units; ``None`` values stay undefined."""
     return {**base, "mean": mean, "ci95_low": lo, "ci95_high": hi, "std_over_runs": std,
             "units_n": units, "few_tasks": units < stats.MIN_TASKS,
             "estimate_method": "bootstrap over runs and units (intervals)"}
 
 
 def _summary_row(base: dict, summary: dict | None) -> dict:
+    """An interval row from a recorded ``{mean, ci95, std, tasks}`` summary (undefined if none)."""
     if not summary:
         return _interval_row(base, None, None, None, 0)
     lo, hi = summary["ci95"]
@@ -88,6 +95,9 @@ def _summary_row(base: dict, summary: dict | None) -> dict:
 
 
 def _rows_schema(record: dict) -> list:
+    """Rows of a ``countermem-study-rows/1`` record: a bootstrap summary of each row's per-unit
+    ``values`` [runs × units], else its precomputed ``estimate`` (e.g. a ratio over solved
+    tasks), else an undefined point."""
     out = []
     for i, r in enumerate(record["rows"]):
         base = {"study": record["study"], "panel": r["panel"], "title": r["title"],
@@ -134,6 +144,7 @@ def _variant_schema(record: dict) -> list:
     n_tasks = len(record.get("eval_task_ids", ()))
     agent = AGENT_LABELS.get(record.get("agent"), str(record.get("agent")))
     for fig in figures:
+        # Several plotted keys are told apart by key; a single key is labelled by the agent.
         keys = list(fig.get("values") or [fig["value"]])
         series = [(k, k if len(keys) > 1 else agent) for k in keys]
         if fig.get("baseline"):
@@ -162,6 +173,7 @@ def rows(record: dict) -> list:
 
 
 def _per_task_mean(per_seed: dict, ids: list) -> np.ndarray:
+    """Per task of ``ids``: its outcome averaged over seeds, in percent (paired tests, §4.4)."""
     return np.mean([[float(per_seed[s][t]) for t in ids] for s in per_seed], axis=0) * 100.0
 
 
@@ -169,6 +181,8 @@ def differences(record: dict) -> list:
     """Paired tests over tasks between every two methods (variants) on the same tasks."""
     out = []
     if record["schema"] == ROWS_SCHEMA:
+        # Rows comparable pairwise: same panel, metric and x, with per-unit values and ids;
+        # each method's per-unit value is averaged over its runs, then paired on shared units.
         groups = {}
         for r in record["rows"]:
             if r.get("values") is not None and r.get("unit_ids"):
@@ -184,6 +198,8 @@ def differences(record: dict) -> list:
                 out.append(_diff_row(record, panel, metric, json.loads(x), a["method"],
                                      b["method"], test))
         return out
+    # Variant studies: each variant against the record's ``reference`` variant, or against the
+    # base agent on the same tasks when there is no reference.
     variants = record.get("variants", {})
     reference = record.get("reference") or ""
     for name, v in variants.items():
@@ -209,6 +225,7 @@ def differences(record: dict) -> list:
 
 
 def _diff_row(record, panel, metric, x, a, b, test) -> dict:
+    """One CSV row of a paired test of ``b`` against ``a`` (difference B − A, pp)."""
     return {"study": record["study"], "panel": panel, "metric": metric, "x": x, "method_a": a,
             "method_b": b, "tasks": test["tasks"], "difference_b_minus_a": test["difference"],
             "ci95_low": test["ci95"][0], "ci95_high": test["ci95"][1],

@@ -13,14 +13,16 @@ import numpy as np  # noqa: E402
 
 from countermem_jax.reporting.tables import FEW_TASKS_MARK  # noqa: E402
 
-_DPI = 120
+_DPI = 120  # small PNGs, legible when the paper-layout panels are viewed side by side
 
 
 def _numeric(values) -> bool:
+    """All x values are numbers (a line panel), booleans excluded."""
     return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
 
 
 def _err(rows: list) -> np.ndarray:
+    """Asymmetric error bars [2, n] from each row's 95% CI; zero where the row has none."""
     out = []
     for r in rows:
         if r["ci95_low"] is None or r["mean"] is None:
@@ -31,6 +33,8 @@ def _err(rows: list) -> np.ndarray:
 
 
 def _lines(ax, rows: list, colors: dict) -> None:
+    """One line per method over numeric x (e.g. accumulation checkpoints, §5.2), its CI as a
+    band, the few-tasks mark at the points resting on fewer than 20 units."""
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = sorted((r for r in rows if r["method"] == method and r["mean"] is not None),
                       key=lambda r: r["x"])
@@ -49,12 +53,16 @@ def _lines(ax, rows: list, colors: dict) -> None:
 
 
 def _bars(ax, rows: list, colors: dict) -> None:
+    """Grouped bars: one group per x category, one bar per method side by side, CI error bars;
+    an undefined mean is labelled "n/a" at zero, and a category's tick carries the few-tasks
+    mark if any of its rows does."""
     cats = list(dict.fromkeys(str(r["x"]) for r in rows))
     methods = list(dict.fromkeys(r["method"] for r in rows))
     width = 0.8 / max(len(methods), 1)
     for i, method in enumerate(methods):
         mine = [r for r in rows if r["method"] == method]
         shown = [r for r in mine if r["mean"] is not None]
+        # bar i of a group sits (i - centre) widths from the category's tick
         pos = np.array([cats.index(str(r["x"])) for r in shown]) + (i - (len(methods) - 1) / 2) \
             * width
         if shown:
@@ -72,6 +80,8 @@ def _bars(ax, rows: list, colors: dict) -> None:
 
 
 def draw(record: dict, rows: list, path) -> None:
+    """Writes ``record``'s figure to ``path`` (PNG): one panel per distinct ``panel`` of
+    ``rows`` in order of appearance, titled with the study and the paper figure it mirrors."""
     panels = list(dict.fromkeys(r["panel"] for r in rows))
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     colors = {m: palette[i % len(palette)]   # one colour per method in every panel

@@ -35,6 +35,8 @@ class MicroBatcher:
         self.batch_sizes: list[int] = []  # one entry per call of ``compute``
 
     async def submit(self, item) -> Any:
+        """``compute([..., item, ...])``'s result for ``item``, computed with every item
+        submitted in the same event-loop turn."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         pending = self._pending.setdefault(loop, [])
@@ -124,6 +126,8 @@ class BatchedIndex:
         return getattr(self.index, name)
 
     async def retrieve_one(self, task: TaskContext, embedding: np.ndarray) -> RetrievalResult:
+        """The index's retrieval for one embedded decision state, batched with the others in
+        flight; the same result as ``index.retrieve_embedded([task], ...)`` alone."""
         return await self.batcher.submit((self.index, task, np.asarray(embedding, np.float32)))
 
 
@@ -139,6 +143,8 @@ class BatchedSelector:
         return getattr(self.selector, name)
 
     async def select_one(self, obs: np.ndarray, mask: np.ndarray) -> Choice:
+        """The frozen selector's choice (Appendix C.1) for one observation and action mask,
+        batched with the other decisions in flight."""
         return await self.batcher.submit((self.selector, np.asarray(obs, np.float32), mask))
 
 

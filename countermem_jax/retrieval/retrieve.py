@@ -66,6 +66,8 @@ def topk_eligible(queries: jax.Array, keys_t: jax.Array, reuse: jax.Array, key_t
 
 @dataclasses.dataclass(frozen=True)
 class Candidate:
+    """One retrieved record with its Eq. 7 score (relevance plus weighted reuse), its cosine
+    relevance alone, and its 0-based rank among the top k."""
     record: MemoryRecord
     score: float
     relevance: float
@@ -147,6 +149,8 @@ class RetrievalIndex:
         return mask
 
     def retrieve(self, task: cond_lib.TaskContext, state_text: str | None = None) -> RetrievalResult:
+        """The top-k eligible records for one decision (Eq. 7-8); ``state_text`` defaults to the
+        task's text."""
         return self.retrieve_batch([task], None if state_text is None else [state_text])[0]
 
     def retrieve_batch(self, tasks: Sequence[cond_lib.TaskContext],
@@ -157,6 +161,8 @@ class RetrievalIndex:
 
     def retrieve_embedded(self, tasks: Sequence[cond_lib.TaskContext],
                           query_embeddings: np.ndarray) -> list[RetrievalResult]:
+        """``retrieve_batch`` on decision states already embedded (one row per task), under this
+        index's intervention; results come back in the order of ``tasks``."""
         if not self.records or not tasks or self.intervention == "none":
             return [RetrievalResult(t.task_id, (), (), (), 0) for t in tasks]
         if self.intervention == "random":

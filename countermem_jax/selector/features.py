@@ -56,6 +56,7 @@ class BudgetState:
     last_utility: float | None
 
     def features(self) -> np.ndarray:
+        """The 6 budget features b of z_t (Eq. 9), in the order of the module docstring."""
         calls = max(self.call_budget, 1)
         return np.array([
             max(0.0, 1.0 - self.calls_used / calls),

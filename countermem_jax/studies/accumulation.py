@@ -50,6 +50,9 @@ def _construction_solved(cell, task_ids: list) -> dict:
 
 
 def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
+    """Runs the accumulation study into ``workdir`` (one cell per method, ordering and
+    snapshot) and returns its ``study.json`` record (rows schema, panels a-c of §5.2).
+    ``backbone`` / ``benchmark`` replace the configured ones (tests, the scripted model)."""
     s, base = cfg.protocol, cfg.base
     checkpoints = sorted(int(n) for n in s.checkpoints)
     st = cells.Study(cfg, workdir, backbone, benchmark)

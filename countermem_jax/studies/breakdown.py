@@ -22,11 +22,15 @@ PAPER = "§5.4, Appendix D.7 (Figure 6, Table 6)"
 
 
 def _domain(bench: str) -> str:
+    """The paper domain a benchmark belongs to (registry), "other" for one it does not list."""
     spec = registry.BENCHMARKS.get(bench)
     return spec.paper_domain if spec else "other"
 
 
 def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
+    """Runs every (benchmark, agent) cell of ``cfg.protocol`` into ``workdir`` and returns the
+    ``study.json`` record (rows schema, panels a-d of Figure 6 / Table 6). ``backbone`` /
+    ``benchmark`` replace the configured ones (tests, the scripted model)."""
     s, run_cfg = cfg.protocol, cfg.base
     st = cells.Study(cfg, workdir, backbone, benchmark)
     rows, gains, manifest = [], {}, {}
@@ -42,6 +46,7 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
             mem_runs = [r for r in result["runs"] if r != "base"]
             mems = [cells.task_ends(cell, r) for r in mem_runs]
             ids = sorted(base)
+            # Per selector seed, the paired per-task difference CounterMem − base, in pp.
             diff = [[100.0 * (bool(m[t]["solved"]) - bool(base[t]["solved"])) for t in ids]
                     for m in mems]
             gains.setdefault(agent, {})[bench] = diff
@@ -58,6 +63,8 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
                 rows.append(dict(cells.row(panel, title, metric, f"{title} (base − CounterMem)",
                                            label, bench, None, mem_runs, "tasks", ids),
                                  estimate=est))
+    # Panel d: the score gain averaged with equal domain weight over the four domains, and with
+    # equal benchmark weight over all benchmarks; a summary missing members says so in the notes.
     notes = []
     for agent, per_bench in gains.items():
         label = AGENT_LABELS.get(agent, agent)

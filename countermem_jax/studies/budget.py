@@ -64,6 +64,9 @@ def within_budget(ends: dict, eval_ids: list, budget: float) -> tuple[list, int,
 
 
 def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
+    """Runs the common-budget comparison into ``workdir`` (one cell per benchmark and method,
+    each building over the budget's construction prefix) and returns its ``study.json`` record
+    (Appendix E.2, Figure 7). ``backbone`` / ``benchmark`` replace the configured ones."""
     s, run_cfg = cfg.protocol, cfg.base
     if not 0 < s.construction_fraction < 1:
         raise cells.StudyError(f"protocol.construction_fraction={s.construction_fraction}: must "

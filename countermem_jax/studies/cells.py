@@ -87,10 +87,13 @@ def draw_splits(cfg, tasks) -> splits_lib.Splits:
 
 
 def ids(tasks) -> list:
+    """The task ids of ``tasks``, in order (a manifest's task list)."""
     return [t.task_id for t in tasks]
 
 
 def splits_hash(manifest: dict) -> str:
+    """A hash of the task-to-split assignment (build / train / validation / eval, §4.2): the
+    report refuses to pool two records of a study whose hashes differ."""
     assignment = {n: list(manifest.get(n, [])) for n in splits_lib.PARTS}
     return hashlib.sha256(json.dumps(assignment, sort_keys=True).encode()).hexdigest()
 
@@ -127,9 +130,11 @@ class Study:
 
     @property
     def tasks(self) -> list:
+        """The tasks of the study's base benchmark."""
         return self.benchmark_for(self.cfg)[0]
 
     def cell(self, name: str) -> pathlib.Path:
+        """The workdir of cell ``name`` under ``DIR/cells/`` (created), listed in study.json."""
         path = self.root / "cells" / name
         path.mkdir(parents=True, exist_ok=True)
         self.workdirs[name] = str(path)
@@ -182,6 +187,8 @@ class Study:
 
     def write(self, *, title: str, paper: str, rows: list, manifest: dict,
               notes: list = ()) -> dict:
+        """Writes ``DIR/study.json`` (rows schema) atomically with the study's provenance (code
+        version, split hash, backbone, config, cell workdirs) and returns the record."""
         record = {"schema": SCHEMA, "study": self.name, "title": title, "paper": paper,
                   "code_version": provenance.code_version(), "splits_hash": splits_hash(manifest),
                   "eval_task_ids": sorted(manifest.get("eval", [])),
@@ -232,6 +239,7 @@ def read_splits(cell: pathlib.Path) -> dict:
 
 
 def decisions(cell: pathlib.Path, run: str) -> list:
+    """The completed ``decision`` events of ``run`` in the cell's evaluation logs."""
     return experiment.Workdir(cell).run_log(run).completed_decisions(run)
 
 
@@ -245,6 +253,7 @@ def memory_run(result: dict) -> str:
 
 
 def solved_row(ends: dict, task_ids: list) -> list:
+    """Per task of ``task_ids``: 100 if its ``task_end`` says solved, else 0 (success, %)."""
     return [100.0 * bool(ends[t]["solved"]) for t in task_ids]
 
 

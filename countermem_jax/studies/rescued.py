@@ -35,6 +35,9 @@ def paired_rows(panel: str, label: str, x, cell, result: dict) -> list:
 
 
 def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
+    """Runs one cell per benchmark and method into ``workdir`` and returns the ``study.json``
+    record of rescued, broken and net task counts against each cell's base run (Appendix E.3,
+    Figure 8a). ``backbone`` / ``benchmark`` replace the configured ones (tests)."""
     s, run_cfg = cfg.protocol, cfg.base
     st = cells.Study(cfg, workdir, backbone, benchmark)
     rows, manifest = [], {}

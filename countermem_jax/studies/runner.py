@@ -35,12 +35,15 @@ from countermem_jax.studies import SCHEMA
 
 EVALUATION_FILE = "evaluation.json"
 STUDY_FILE = "study.json"
+# Config sections that decide the memory-free base run: equal sections, identical base run.
 _BASE_RUN_SECTIONS = ("data", "splits", "agent", "backbone")
+# What build_memory leaves in a workdir (besides its fingerprint entry and log events).
 _BUILD_FILES = ("store.jsonl", "store_frozen.jsonl", "store_frozen.sha256", "splits.json")
 
 
 # ----------------------------------------------------------------------------- variant configs
 def _flatten(tree: dict, prefix: str = "") -> dict:
+    """A nested dict as ``{dotted path: leaf value}``."""
     out = {}
     for key, value in tree.items():
         if isinstance(value, dict):
@@ -51,6 +54,8 @@ def _flatten(tree: dict, prefix: str = "") -> dict:
 
 
 def _set(cfg, dotted: str, value) -> None:
+    """Sets ``cfg``'s field at ``dotted`` to ``value`` (a list becomes a tuple, as the config
+    declares sequences); a path the run config does not declare is a one-line ConfigError."""
     *parents, leaf = dotted.split(".")
     node = cfg
     for part in parents:
@@ -91,6 +96,7 @@ def overrides(variant) -> dict:
 
 
 def _digest(fields: dict) -> str:
+    """A stable hash of JSON-able fields (key order does not matter)."""
     return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -103,6 +109,9 @@ class ShareKeys:
 
     @staticmethod
     def of(cfg) -> "ShareKeys":
+        """The keys of one variant config: its build_memory fingerprint fields, those plus its
+        train_selector fields (a selector depends on its memory), and the build fields of the
+        base-run sections only."""
         build = workdir_guard.fingerprint_fields(cfg, "build_memory")
         train = workdir_guard.fingerprint_fields(cfg, "train_selector")
         base = {k: v for k, v in build.items() if k.split(".")[0] in _BASE_RUN_SECTIONS}
@@ -124,6 +133,8 @@ def _copy_log_events(src: pathlib.Path, dst: pathlib.Path, phase: str) -> None:
 
 
 def _copy_fingerprint(src: pathlib.Path, dst: pathlib.Path, phase: str) -> None:
+    """Copies ``phase``'s fingerprint entry from ``src`` into ``dst``'s fingerprint file, so
+    that ``workdir_guard`` sees the copied phase as run with this config."""
     recorded = json.loads((src / workdir_guard.FINGERPRINT_FILE).read_text())
     path = dst / workdir_guard.FINGERPRINT_FILE
     mine = json.loads(path.read_text()) if path.exists() else {}
@@ -132,6 +143,8 @@ def _copy_fingerprint(src: pathlib.Path, dst: pathlib.Path, phase: str) -> None:
 
 
 def copy_build(src: pathlib.Path, dst: pathlib.Path) -> None:
+    """Makes ``dst`` hold ``src``'s build_memory output (Modules I-II, §3.2-3.3): the stores,
+    the split, the phase's fingerprint entry and its construction log events."""
     dst.mkdir(parents=True, exist_ok=True)
     for name in _BUILD_FILES:
         if (src / name).exists():
@@ -141,6 +154,8 @@ def copy_build(src: pathlib.Path, dst: pathlib.Path) -> None:
 
 
 def copy_selector(src: pathlib.Path, dst: pathlib.Path) -> None:
+    """Makes ``dst`` hold ``src``'s trained selector (Module III, Appendix C.3): checkpoints,
+    the phase's fingerprint entry and its selector-training log events."""
     shutil.copytree(src / "selector", dst / "selector", dirs_exist_ok=True)
     _copy_fingerprint(src, dst, "train_selector")
     _copy_log_events(src, dst, "selector_training")
@@ -158,19 +173,24 @@ def copy_base_run(src: pathlib.Path, dst: pathlib.Path) -> None:
 # ----------------------------------------------------------------------------- running
 @dataclasses.dataclass
 class _Donors:
+    """Per share key, the first variant directory that has the phase's output."""
     build: dict = dataclasses.field(default_factory=dict)      # key -> variant dir
     selector: dict = dataclasses.field(default_factory=dict)
     base_run: dict = dataclasses.field(default_factory=dict)
 
 
 def _trained(wd: pathlib.Path) -> bool:
+    """``wd`` holds a trained selector: the best checkpoints' fingerprints, recorded when
+    training ends."""
     return (wd / "selector" / "fingerprints.json").exists()
 
 
 def run_variant(name: str, cfg, root: pathlib.Path, donors: _Donors, phase_kwargs) -> dict:
     """The three phases of one variant, taking what an earlier variant already made."""
     wd, keys = root / name, ShareKeys.of(cfg)
-    shared = {"build": None, "selector": None, "base_run": None}
+    shared = {"build": None, "selector": None, "base_run": None}  # donor per copied phase
+    # Each phase: copy from a donor if this variant lacks it, run it if still missing, then
+    # offer this variant as a donor for later ones.
     if not (wd / "store_frozen.jsonl").exists() and keys.build in donors.build:
         copy_build(root / donors.build[keys.build], wd)
         shared["build"] = donors.build[keys.build]
@@ -219,8 +239,10 @@ def run_study(study, workdir, *, config_path: str = "", backbone_factory=None,
     donors = _Donors()
 
     def phase_kwargs():
+        """Keyword arguments of one phase call: a fresh backbone per phase (tests)."""
         return {"backbone": backbone_factory() if backbone_factory else None,
                 "benchmark": benchmark}
+    # In config order: a variant can only take from the ones before it.
     evaluations = {name: run_variant(name, cfg, root, donors, phase_kwargs)
                    for name, cfg in configs.items()}
     summary = summarize_study(study, configs, evaluations, root, config_path)
@@ -237,6 +259,7 @@ def _run_key(run: str) -> str:
 
 
 def _run_ends(wd: pathlib.Path, run: str) -> list[dict]:
+    """The ``task_end`` events of ``run``, one per task (the last one logged, after a resume)."""
     ends = {}
     for e in RunLog(wd / "eval" / run / "log.jsonl").events("task_end"):
         if e.get("run") == run:
@@ -245,6 +268,7 @@ def _run_ends(wd: pathlib.Path, run: str) -> list[dict]:
 
 
 def _solved(ends: list[dict], task_ids: list[str]) -> list[float]:
+    """100 or 0 per task of ``task_ids``, in that order (a missing task is a KeyError)."""
     by_id = {e["task_id"]: 100.0 * bool(e["solved"]) for e in ends}
     return [by_id[t] for t in task_ids]
 
@@ -261,6 +285,8 @@ class _VariantRuns:
 
     @staticmethod
     def load(wd: pathlib.Path, result: dict, eval_ids: set) -> "_VariantRuns":
+        """Reads the runs of ``result`` (evaluate's return) from ``wd``'s logs, restricted to
+        the held-out tasks ``eval_ids``."""
         ends, decisions = {}, {}
         for run in result["runs"]:
             if run == "base":
@@ -276,6 +302,7 @@ class _VariantRuns:
                              if d["task_id"] in eval_ids])
 
     def matrix(self, task_ids: list[str]) -> np.ndarray:
+        """Solved (0/100) as [seed keys × tasks], the layout ``intervals.summarize`` takes."""
         return np.array([_solved(self.ends[k], task_ids) for k in self.ends])
 
     def metrics_on(self, task_ids: set) -> dict:
@@ -316,6 +343,8 @@ def _store_info(wd: pathlib.Path, cfg) -> dict:
 
 
 def code_version() -> str:
+    """``git describe --always --dirty`` of the package's checkout, or "unknown" outside git;
+    recorded in study.json so that the report refuses to mix code versions."""
     try:
         out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
                              text=True, timeout=10, cwd=pathlib.Path(__file__).resolve().parent)
@@ -326,24 +355,30 @@ def code_version() -> str:
 
 def summarize_study(study, configs: dict, evaluations: dict, root: pathlib.Path,
                     config_path: str = "") -> dict:
-    """The ``study.json`` dict (schema in ``countermem_jax.studies``)."""
+    """The ``study.json`` dict (schema in ``countermem_jax.studies``): per variant its score with
+    95% CI over seeds and tasks, its paired change against the base agent and the reference,
+    its per-task outcomes (for the report's paired tests) and its memory-use metrics (§4.4),
+    with the provenance the report checks (code version, backbone, held-out task ids)."""
     first = next(iter(configs.values()))
     eval_ids = sorted(json.loads((root / next(iter(configs)) / "splits.json").read_text())
                       ["eval"])
     runs = {name: _VariantRuns.load(root / name, evaluations[name]["result"], set(eval_ids))
             for name in configs}
+    # Every variant must have evaluated exactly the study's held-out split (§4.2).
     for name, r in runs.items():
         got = sorted(e["task_id"] for e in r.base_ends)
         if got != eval_ids:
             raise experiment.PhaseError(f"{root / name}: its evaluated tasks differ from the "
                                         "study's held-out split")
-    reference = study.get("reference", "") or "base"
+    reference = study.get("reference", "") or "base"  # a variant name, or the base agent
     variants = {}
     for name, cfg in configs.items():
         r, result = runs[name], evaluations[name]["result"]
         solved = r.matrix(eval_ids)
         base = np.array(_solved(r.base_ends, eval_ids))
+        # The reference: the base agent per task, or the reference variant's mean over seeds.
         ref = base if reference == "base" else runs[reference].matrix(eval_ids).mean(axis=0)
+        # score*: [seeds × tasks] of 0/100, minus the base or reference per task for the changes.
         entry = {
             "label": study.variants[name].get("label", name),
             "overrides": overrides(study.variants[name]),
@@ -387,6 +422,7 @@ def summarize_study(study, configs: dict, evaluations: dict, root: pathlib.Path,
 
 # ----------------------------------------------------------------------------- printing
 def _lookup(entry: dict, dotted: str):
+    """``entry``'s value at a dotted key ("metrics.coverage"); None where absent."""
     node = entry
     for part in dotted.split("."):
         if not isinstance(node, dict) or part not in node:
@@ -396,6 +432,7 @@ def _lookup(entry: dict, dotted: str):
 
 
 def _cell(value, signed: bool = False) -> str:
+    """One table cell: "mean [lo, hi]" for a summary with a CI, a number, or "—" if undefined."""
     if value is None:
         return "—"
     if isinstance(value, dict) and "ci95" in value:
@@ -409,6 +446,8 @@ def _cell(value, signed: bool = False) -> str:
 
 def study_table(summary: dict) -> str:
     """One row per variant: score [95% CI], change vs the reference, and the study's columns."""
+    # (header, dotted key into a variant's entry, signed): the score, its change, then the
+    # study's own columns (e.g. a metric it is about).
     columns = [("score [95% CI]", "score", False),
                (f"vs {summary['reference']} (pp)", "score_change", True)]
     columns += [(c["header"], c["value"], False) for c in summary.get("columns", ())]

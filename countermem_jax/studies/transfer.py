@@ -89,6 +89,7 @@ def undo_edit(gold: str, original: str, improved: str) -> str | None:
 
 
 def _checks(evaluator, task, action: str) -> bool:
+    """``action`` completes and succeeds on ``task`` from its initial state (one checker call)."""
     outcome = evaluator.evaluate(evaluator.reset(task), action)
     return bool(outcome.completed and outcome.success)
 
@@ -101,6 +102,7 @@ async def look_alike(backbone, evaluator, checker, source, record) -> tuple[obje
     if not parsed.ok:
         return None, "generator broke its contract"
     request = parsed.value.strip()
+    # Only SQL has a reference derivable from the source's (gold query with the edit undone).
     if source.domain != "sql" or not hasattr(source.reference, "gold_sql"):
         return None, f"no reference derivation for domain {source.domain}"
     from countermem_jax.domains.sql import question_features
@@ -112,6 +114,8 @@ async def look_alike(backbone, evaluator, checker, source, record) -> tuple[obje
     target = dataclasses.replace(
         source, task_id=f"{source.task_id}~lookalike~{record.record_id[:8]}", prompt=request,
         features=features, reference=dataclasses.replace(source.reference, gold_sql=gold))
+    # Kept only if the condition is confirmed FALSE and the derived gold separates the two
+    # requests: it passes, and the source's (corrected) gold does not.
     if applies(checker, record.condition, target) is not False:
         return None, "the applicability check does not confirm the condition is false"
     if not _checks(evaluator, target, gold):
@@ -145,6 +149,7 @@ class _SourceView:
         self.items = [i for i in memory.items if source_id in i.get("source_task_ids", [])]
 
     def verify(self):
+        """The whole frozen memory's integrity check, not only this source's items."""
         return self._memory.verify()
 
 
@@ -169,6 +174,8 @@ class _PerTarget(Augmentation):
 
 
 def _selector(cfg, cell):
+    """The evaluation's selector: a fixed policy when configured, else the trained DQN of the
+    first evaluation seed restored from the CounterMem cell (Appendix C.3)."""
     if cfg.eval.selector != "dqn":
         return policies.make_fixed(cfg.eval.selector, cfg.eval.relevance_threshold)
     seed = int((cfg.eval.seeds or cfg.selector.seeds)[0])
@@ -176,11 +183,20 @@ def _selector(cfg, cell):
 
 
 def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
+    """Runs the transfer study into ``workdir`` and returns its ``study.json`` record.
+
+    Builds memory and trains the selector per method (ordinary phases, one cell each), draws
+    the source-target pairs of the four conditions, runs every target once without memory and
+    once per method with only its source's memory, and records success, coverage and harmful
+    use per condition (rows schema; panels a-c of Figure 3). ``backbone`` / ``benchmark``
+    replace the configured ones (tests, the scripted model).
+    """
     s, run_cfg = cfg.protocol, cfg.base
     st = cells.Study(cfg, workdir, backbone, benchmark)
     tasks, evaluator, domain = st.benchmark_for(run_cfg)
     sp = cells.draw_splits(run_cfg, tasks)
     manifest = {p: cells.ids(getattr(sp, p)) for p in ("build", "train", "validation", "eval")}
+    # 1. Memory and selector per method, on the shared split (resumable cells).
     built = {}
     for method in s.methods:
         cell = st.cell(method)
@@ -191,12 +207,14 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
     if "countermem" not in built:
         raise cells.StudyError("protocol.methods must include countermem: its records define the "
                                "sources and the look-alike targets")
+    # 2. Sources: build tasks with at least one verified CounterMem record.
     frozen = Workdir(built["countermem"][1]).load_frozen_checked()
     by_source = {}
     for r in frozen.records:
         by_source.setdefault(r.source_task_id, []).append(r)
     by_id = {t.task_id: t for t in tasks}
     sources = [by_id[i] for i in manifest["build"] if i in by_source]
+    # 3. Candidate pairs per condition (Table 5); targets come from the held-out split only.
     checker = RuleChecker(run_cfg.memory.fallback_condition)
     held_out = list(sp.eval)
     candidates = {
@@ -208,9 +226,10 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
                         if t.environment != src.environment and any(
                             applies(checker, r.condition, t) is True for r in by_source[
                                 src.task_id])]}
-    dropped = {}
+    dropped = {}  # why a look-alike target was not kept -> how many times
 
     async def generate():
+        """Look-alike candidates, one per source record that yields a valid target."""
         out = []
         for src in sources:
             for record in by_source[src.task_id]:
@@ -221,15 +240,19 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
                     out.append((src, target))
         return out
     candidates["look_alike"] = asyncio.run(generate())
+    # A different seed per condition, so the conditions' draws are independent.
     pairs = {c: draw_pairs(candidates[c], int(s.n_pairs), int(s.pair_seed) + i)
              for i, c in enumerate(CONDITIONS)}
     pairs_wd = Workdir(st.cell("pairs"))
+    # pairs.json: per condition, [source id, target id, target request] (look-alikes are new).
     (pairs_wd.root / "pairs.json").write_text(json.dumps(
         {c: [[src.task_id, t.task_id, t.prompt] for src, t in p] for c, p in pairs.items()},
         indent=1))
     agent_cfg = AgentConfig(**run_cfg.agent.to_dict())
 
     def augmentation(method, agent, source):
+        """``method``'s memory restricted to ``source``'s records (CounterMem: a retrieval
+        index over them; a baseline: a view offering only its items)."""
         pcfg, cell = built[method]
         if method == "countermem":
             index = context.retrieval_index(pcfg, by_source[source.task_id],
@@ -243,6 +266,8 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
     selectors = {"countermem": _selector(*built["countermem"])}
 
     async def run_pairs():
+        """4. Every pair's target, per condition and method (None: no memory), skipping the
+        targets a previous, killed run already finished."""
         try:
             for condition, chosen in pairs.items():
                 for method in (None, *s.methods):
@@ -258,6 +283,8 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
         finally:
             await st.backbone.aclose()
     asyncio.run(run_pairs())
+    # 5. Rows: (a) success over targets, (b) coverage per retrieval opportunity, (c) harmful
+    # use per selected use (Appendix D.4); the no-memory reference only has (a).
     rows = []
     for condition, chosen in pairs.items():
         x = CONDITIONS[condition]
@@ -284,6 +311,7 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
     if dropped:
         notes.append("look-alike targets dropped: " + "; ".join(
             f"{why}: {n}" for why, n in sorted(dropped.items())))
+    # The notes say how many pairs each condition had to draw from, and why look-alikes were lost.
     record = st.write(title=TITLE, paper=PAPER, rows=rows, manifest=manifest, notes=notes)
     for note in notes:
         print(f"transfer: {note}")

@@ -27,6 +27,7 @@ REPORT = flags.DEFINE_bool("report", True, "Write the report over the evaluated 
 
 
 def main(argv):
+    """Runs (or with ``--dry_run`` prints) the sweep; exits 1 on a failed run or a bad config."""
     del argv
     try:
         outcome = run_sweep(SWEEP.value, dry_run=DRY_RUN.value, local=LOCAL.value,

@@ -43,6 +43,8 @@ def result_path(run) -> pathlib.Path:
 
 
 def is_finished(run) -> bool:
+    """A previous sweep finished ``run``: its marker and its result file both exist (a marker
+    alone, e.g. with the result deleted since, does not count)."""
     return run.marker.is_file() and result_path(run).exists()
 
 

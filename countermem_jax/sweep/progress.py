@@ -20,11 +20,14 @@ class LogTally:
         self.tokens = 0
 
     def _files(self):
+        """The logs that hold ``task_end`` events: each workdir's own and its evaluation runs'."""
         for wd in self.workdirs:
             yield wd / "log.jsonl"
             yield from sorted((wd / "eval").glob("*/log.jsonl")) if (wd / "eval").is_dir() else ()
 
     def update(self) -> "LogTally":
+        """Adds the ``task_end`` events appended since the last update to the totals; returns
+        ``self``. Only complete lines are consumed."""
         for path in self._files():
             if not path.is_file():
                 continue
@@ -35,7 +38,7 @@ class LogTally:
             complete = chunk[:chunk.rfind(b"\n") + 1]
             self.offsets[path] = start + len(complete)
             for line in complete.splitlines():
-                if b'"task_end"' not in line:
+                if b'"task_end"' not in line:  # cheap filter before parsing JSON
                     continue
                 try:
                     event = json.loads(line)

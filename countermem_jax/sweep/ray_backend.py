@@ -65,6 +65,8 @@ class RayExecutor:
         self.pending = {}
 
     def submit(self, run) -> None:
+        """Starts ``run`` as a Ray task reserving its CPUs and LLM slots; transient backbone
+        and connection errors are retried up to ``max_retries`` times."""
         options = dict(num_cpus=run.cpus, max_retries=self.max_retries,
                        retry_exceptions=_transient_errors(), name=run.name)
         if run.llm_slots:
@@ -73,6 +75,8 @@ class RayExecutor:
         self.pending[ref] = run.name
 
     def wait(self, timeout: float):
+        """Up to ``timeout`` seconds for a run to end; returns every run that has ended as
+        ``(name, info, error)``, error a single line (None on success), or [] on timeout."""
         ray = self.ray
         refs = list(self.pending)
         ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)

@@ -15,16 +15,20 @@ from countermem_jax.sweep import execute, progress
 
 @dataclasses.dataclass
 class Outcome:
+    """The result of ``run_graph``: each run's final state, why runs failed, and what the
+    finished runs returned."""
     states: dict            # run name -> done | skipped | failed | blocked
     errors: dict            # run name -> one line: why it failed / which dependency failed
     infos: dict             # run name -> what execute() returned (host, seconds, ...)
 
     @property
     def ok(self) -> bool:
+        """Every run is done or was already finished (the binary's exit status 0)."""
         return all(s in ("done", "skipped") for s in self.states.values())
 
 
 def one_line(err: BaseException) -> str:
+    """An exception as one line, ``Type: message`` with whitespace collapsed (failure report)."""
     return f"{type(err).__name__}: {' '.join(str(err).split())}"
 
 
@@ -36,9 +40,12 @@ class LocalExecutor:
         self.queue = []
 
     def submit(self, run) -> None:
+        """Queues ``run``; it runs at the next ``wait``."""
         self.queue.append(run)
 
     def wait(self, timeout: float):
+        """Runs the oldest queued run to its end in this process (no timeout applies) and
+        returns it as ``[(name, info, error)]``; a failure is reported, not raised."""
         del timeout
         run = self.queue.pop(0)
         try:
@@ -52,6 +59,7 @@ def run_graph(runs, executor, *, progress_every_s: float = 30.0, echo=print,
               precheck=None) -> Outcome:
     """Runs ``runs`` (dependencies first) on ``executor``; ``precheck(run)`` may name a reason
     not to start a run (a workdir made with another config) before anything runs."""
+    # A run finished by an earlier sweep is skipped; a precheck refusal fails it up front.
     states = {r.name: ("skipped" if execute.is_finished(r) else "waiting") for r in runs}
     errors, infos = {}, {}
     for run in runs:
@@ -60,6 +68,8 @@ def run_graph(runs, executor, *, progress_every_s: float = 30.0, echo=print,
             states[run.name], errors[run.name] = "failed", reason
     tally = progress.LogTally(r.workdir for r in runs)
     started = last = time.time()
+    # Each round: start every waiting run whose dependencies finished (block those with a
+    # failed one), then collect what ended; stop when nothing is running.
     while True:
         for run in runs:
             if states[run.name] != "waiting":
