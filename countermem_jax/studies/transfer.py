@@ -32,8 +32,9 @@ import json
 import numpy as np
 
 from countermem_jax import baselines
-from countermem_jax.agents import Agent, AgentConfig, Augmentation
+from countermem_jax.agents import Agent, AgentConfig, Augmentation, MemoryCalls
 from countermem_jax.prompting import prompts
+from countermem_jax.prompting.failures import ParseFailureLog
 from countermem_jax.backbones.base import Charge
 from countermem_jax.experiment import METHOD_LABELS, Workdir
 from countermem_jax.memory_use import CounterMemAugmentation
@@ -94,11 +95,13 @@ def _checks(evaluator, task, action: str) -> bool:
     return bool(outcome.completed and outcome.success)
 
 
-async def look_alike(backbone, evaluator, checker, source, record) -> tuple[object, str]:
+async def look_alike(backbone, evaluator, checker, source, record,
+                     failures: ParseFailureLog) -> tuple[object, str]:
     """(target task or None, why it was dropped) for one source record."""
     parsed = await prompts.call_template(
         backbone, prompts.LOOK_ALIKE_TASK, {"task": source.prompt, "condition": record.condition},
-        charge=Charge("other", f"transfer/look_alike/{source.task_id}/{record.record_id}"))
+        charge=Charge("other", f"transfer/look_alike/{source.task_id}/{record.record_id}"),
+        failures=failures)
     if not parsed.ok:
         return None, "generator broke its contract"
     request = parsed.value.strip()
@@ -231,9 +234,11 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
     async def generate():
         """Look-alike candidates, one per source record that yields a valid target."""
         out = []
+        failures = ParseFailureLog(st.root / "parse_failures.jsonl")  # the generator's contract
         for src in sources:
             for record in by_source[src.task_id]:
-                target, why = await look_alike(st.backbone, evaluator, checker, src, record)
+                target, why = await look_alike(st.backbone, evaluator, checker, src, record,
+                                               failures)
                 if target is None:
                     dropped[why] = dropped.get(why, 0) + 1
                 else:
@@ -257,7 +262,7 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
         if method == "countermem":
             index = context.retrieval_index(pcfg, by_source[source.task_id],
                                             context.condition_checker(pcfg))
-            return CounterMemAugmentation(agent, phase="evaluation", index=index,
+            return CounterMemAugmentation(MemoryCalls(agent), index_source=lambda: index,
                                           selector=selectors["countermem"],
                                           render_condition=pcfg.memory.render_condition)
         aug = baselines.make_baseline_augmentation(method, pcfg, agent, cell)
