@@ -64,6 +64,13 @@ NOT_FINGERPRINTED = (
     "backbone.max_attempts", "backbone.n_threads", "backbone.cache_dir",
     "selector.seeds", "construction.wave_size",
 )
+# Fields added after workdirs were already made with the behaviour they now make explicit: a
+# recorded fingerprint without the field was made with this value (the method as it was), so
+# the workdir still matches when the config keeps it, and only another value is a difference.
+ADDED_FIELDS = {
+    "construction.corrections": "verified",   # §6.1 component ablation (studies)
+    "selector.wave_size": 1,                  # selector training in waves
+}
 # What a workdir made before fingerprints existed holds; such a workdir cannot be checked.
 _RESULT_FILES = ("store.jsonl", "store_frozen.jsonl", "selector", "metrics.json", "log.jsonl")
 
@@ -114,8 +121,11 @@ def _digest(fields: dict) -> str:
 
 
 def _differences(recorded: dict, current: dict) -> list[str]:
-    """``path: recorded -> current`` for every field that differs, absent fields included."""
+    """``path: recorded -> current`` for every field that differs, absent fields included (a
+    field of ``ADDED_FIELDS`` absent from the record reads as the value it stands for)."""
     absent = "<absent>"
+    recorded = {**{path: value for path, value in ADDED_FIELDS.items() if path in current},
+                **recorded}
     return [f"{path}: {recorded.get(path, absent)!r} -> {current.get(path, absent)!r}"
             for path in sorted(set(recorded) | set(current))
             if recorded.get(path, absent) != current.get(path, absent)]

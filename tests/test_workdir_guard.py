@@ -44,6 +44,25 @@ def test_a_new_field_is_fingerprinted_unless_listed_as_evaluation_only(monkeypat
     assert "method" not in workdir_guard.fingerprint_fields(cfg, "build_memory")
 
 
+def test_a_workdir_made_before_a_field_existed_matches_its_old_behaviour(tmp_path,
+                                                                       people_benchmark):
+    """A fingerprint recorded before ``construction.corrections`` existed was made by the
+    verified method: the default still matches it, the ablation value is a difference."""
+    cfg = _config(tmp_path)
+    wd = tmp_path / "wd"
+    experiment.build_memory(cfg, wd, backbone=scripted(), benchmark=people_benchmark)
+    recorded = json.loads((wd / "fingerprint.json").read_text())
+    for entry in recorded.values():
+        entry.get("fields", {}).pop("construction.corrections", None)
+    (wd / "fingerprint.json").write_text(json.dumps(recorded))
+    experiment.evaluate(cfg, wd, backbone=scripted(), benchmark=people_benchmark)
+    other = _config(tmp_path)
+    other.construction.corrections = "unverified_advice"
+    with pytest.raises(workdir_guard.WorkdirMismatch, match="construction.corrections: "
+                       "'verified' -> 'unverified_advice'"):
+        experiment.evaluate(other, wd, backbone=scripted(), benchmark=people_benchmark)
+
+
 def test_reflexion_config_on_a_react_workdir_is_refused_naming_the_fields(tmp_path,
                                                                         people_benchmark):
     cfg = _config(tmp_path)
