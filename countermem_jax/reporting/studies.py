@@ -121,11 +121,12 @@ def _rows_schema(record: dict) -> list:
     return out
 
 
-def _variant_value(variant: dict, key: str):
-    """A variant's value at a dotted key ("score_vs_base", "metrics.harmful_use_rate",
-    "by_task_kind.look_alike.harmful_use_rate"); None where absent."""
-    node = variant
-    for part in key.split("."):
+def value_at(entry: dict, dotted: str):
+    """``entry``'s value at a dotted key of a ``study.json`` record ("score_vs_base",
+    "metrics.harmful_use_rate", "by_task_kind.look_alike.harmful_use_rate"); None where absent.
+    The one reading of a dotted key, shared by the runner's table and the report's figures."""
+    node = entry
+    for part in dotted.split("."):
         if not isinstance(node, dict) or part not in node:
             return None
         node = node[part]
@@ -154,7 +155,7 @@ def _variant_schema(record: dict) -> list:
             if v is None:
                 continue
             for key, method in series:
-                value = _variant_value(v, key)
+                value = value_at(v, key)
                 base = {"study": record["study"], "panel": fig["panel"], "title": fig["title"],
                         "metric": key, "ylabel": fig.get("unit", key), "method": method,
                         "x": v.get("label", name), "runs": len(v.get("seeds", [])) or 1,

@@ -31,6 +31,7 @@ import numpy as np
 from countermem_jax import config_validation, experiment, intervals, metrics, workdir_guard
 from countermem_jax.memory import load_frozen
 from countermem_jax.runlog import RunLog
+from countermem_jax.reporting.studies import value_at
 from countermem_jax.studies import SCHEMA
 
 EVALUATION_FILE = "evaluation.json"
@@ -421,16 +422,6 @@ def summarize_study(study, configs: dict, evaluations: dict, root: pathlib.Path,
 
 
 # ----------------------------------------------------------------------------- printing
-def _lookup(entry: dict, dotted: str):
-    """``entry``'s value at a dotted key ("metrics.coverage"); None where absent."""
-    node = entry
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
 def _cell(value, signed: bool = False) -> str:
     """One table cell: "mean [lo, hi]" for a summary with a CI, a number, or "—" if undefined."""
     if value is None:
@@ -457,5 +448,5 @@ def study_table(summary: dict) -> str:
              "-" * len(head)]
     for name, entry in summary["variants"].items():
         lines.append(f"{entry['label'][:23]:<24}" + "".join(
-            f"{_cell(_lookup(entry, key), signed):>24}" for _, key, signed in columns))
+            f"{_cell(value_at(entry, key), signed):>24}" for _, key, signed in columns))
     return "\n".join(lines)
