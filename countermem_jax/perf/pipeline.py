@@ -11,7 +11,10 @@ the client's limit, and ``construction.wave_size`` / ``selector.wave_size`` wher
 them), each in its own workdir with its own response cache. Per phase it prints the wall time at
 both, the speedup, the server's peak number of requests in flight, whether the artefacts are
 identical (``identical``: the store's records in order with their statistics, each seed's best
-step, validation returns and parameters, the evaluation metrics of every run;
+step, validation returns and parameters, the evaluation metrics of every run — evaluation at
+``--concurrency`` runs on a copy of the store and selectors made at 1, while selector training at
+W > 1 is expected to differ from W = 1, its episodes acting with the wave's starting parameters,
+and is instead checked to reproduce itself (``reproducible_at_<W>``: trained twice);
 ``files_identical``: the store file's bytes and the checkpoint fingerprints training recorded,
 which also differ by the records' creation times and Orbax's metadata timestamps), and the
 framework's own overhead at ``--concurrency``: the share of the task runs' wall time spent
@@ -26,12 +29,14 @@ import dataclasses
 import hashlib
 import json
 import pathlib
+import shutil
 import tempfile
 import threading
 import time
 import urllib.request
 
 import jax
+import ml_collections
 import numpy as np
 from absl import app, flags, logging
 
@@ -251,6 +256,23 @@ PHASES = (("construction", experiment.build_memory, _store_records),
           ("evaluation", experiment.evaluate, _metrics))
 
 
+def _copy_built(source: pathlib.Path, target: pathlib.Path) -> None:
+    """A fresh copy of a workdir's construction and training artefacts, without its evaluation
+    results and its response cache (the copy recomputes every reply it needs)."""
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(
+        "llm_cache", "eval", "metrics*.json", ".locks"))
+
+
+def _with_w1_selector(cfg):
+    """``cfg`` for evaluating selectors trained at W = 1 (``selector.wave_size`` is part of
+    the selector's fingerprint); evaluation's own knobs stay as they are."""
+    cfg = ml_collections.ConfigDict(cfg.to_dict())
+    if "wave_size" in cfg.selector:
+        cfg.selector.wave_size = 1
+    return cfg
+
+
 def _manifest(tasks, sizes: Sizes) -> dict:
     """A split manifest cutting ``tasks`` in order into disjoint build / train / validation /
     eval sets of the given sizes (no task in two splits, §4.2)."""
@@ -302,7 +324,7 @@ def main(argv):
     with server_process(_LATENCY.value / 1000.0, "countermem_jax.perf.scripted_sql:make_responder",
                         str(root / "responder.json")) as url:
         _warm_up(root, url, bench, sizes)
-        runs, artefacts = {}, {}
+        runs, artefacts, repeated = {}, {}, {}
         # Same manifest, server and responder at both levels; separate workdirs and caches, so
         # that the second level recomputes everything instead of reading the first's replies.
         for level in (1, high):
@@ -310,9 +332,22 @@ def main(argv):
             result.setdefault("knobs", {})[str(level)] = _knobs(cfg)
             wd = root / f"c{level}"
             for phase, fn, read in PHASES:
-                runs[(phase, level)] = _run_phase(fn, cfg, wd, url, bench)
-                artefacts[(phase, level)] = read(wd)
+                target, phase_cfg = wd, cfg
+                if level != 1 and phase == "selector_training":
+                    _copy_built(wd, root / f"c{level}_again")  # to train once more at this W
+                if level != 1 and phase == "evaluation":
+                    # evaluation of the store and selectors made at 1, so that its metrics at
+                    # both levels are computed from the same frozen artefacts
+                    target, phase_cfg = root / f"c{level}_eval", _with_w1_selector(cfg)
+                    _copy_built(root / "c1", target)
+                runs[(phase, level)] = _run_phase(fn, phase_cfg, target, url, bench)
+                artefacts[(phase, level)] = read(target)
                 print(f"  {phase} at {level}: {runs[(phase, level)]}", flush=True)
+            if level != 1:  # a wave's episodes act with its start's parameters: W changes the
+                # selector (README, "Selector training in waves"), but a W must reproduce itself
+                _run_phase(experiment.train_selector, cfg, root / f"c{level}_again", url, bench)
+                repeated[level] = (_checkpoints(root / f"c{level}_again")[0]
+                                   == artefacts[("selector_training", level)][0])
     # ``artefacts[...][0]`` compares what the phase computed; ``[1]`` the files' bytes.
     for phase, _, _ in PHASES:
         one, many = runs[(phase, 1)], runs[(phase, high)]
@@ -325,6 +360,8 @@ def main(argv):
                "files_identical": None if artefacts[(phase, 1)][1] is None
                else artefacts[(phase, 1)][1] == artefacts[(phase, high)][1],
                f"overhead_pct_at_{high}": many["overhead_pct"]}
+        if phase == "selector_training":
+            row[f"reproducible_at_{high}"] = repeated[high]
         result[phase] = row
         print(f"{phase:>18}: {one['wall_s']:8.2f} s at 1, {many['wall_s']:7.2f} s at {high} "
               f"-> {speedup:6.1f}x (goal {GOALS[phase]:g}x); server peak in flight "
