@@ -147,9 +147,13 @@ def _variant_schema(record: dict) -> list:
     for fig in figures:
         # Several plotted keys are told apart by key; a single key is labelled by the agent.
         keys = list(fig.get("values") or [fig["value"]])
-        series = [(k, k if len(keys) > 1 else agent) for k in keys]
+        single = f"{agent} with the variant" if fig.get("baseline") else agent
+        series = [(k, k if len(keys) > 1 else single) for k in keys]
         if fig.get("baseline"):
-            series.append((fig["baseline"], f"{fig['baseline']} (baseline)"))
+            # base_metrics.* are the memory-free base agent's figures on the same tasks
+            label = (f"{agent} (base agent)" if fig["baseline"].startswith("base_metrics.")
+                     else f"{fig['baseline']} (baseline)")
+            series.append((fig["baseline"], label))
         for name in fig.get("variants", []):
             v = variants.get(name)
             if v is None:
