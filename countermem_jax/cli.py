@@ -41,15 +41,31 @@ def run_phase(phase) -> None:
         del argv
         if not flags.FLAGS["verbosity"].present:  # progress bars and summaries; -v 0 for INFO logs
             logging.set_verbosity(logging.WARNING)
+        cfg = loaded_config(config, "config")
         try:
-            config_validation.validate(config.value)
-            phase(config.value, workdir.value)
+            config_validation.validate(cfg)
+            phase(cfg, workdir.value)
         except USER_ERRORS as err:
             print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
             sys.exit(1)
 
     flags.mark_flags_as_required(["config", "workdir"])
     app.run(main, flags_parser=parse_flags_or_exit)
+
+
+def loaded_config(holder, name: str):
+    """The config a ``DEFINE_config_file`` flag loaded; a file that could not be loaded (missing,
+    unreadable) ends the binary with one line naming the flag and the file, exit status 1.
+
+    ml_collections defers that error to the config's first use, as an object that raises
+    ``OSError`` on any attribute."""
+    try:
+        value = holder.value
+        value.keys()
+        return value
+    except OSError as err:
+        print(f"error: --{name}: {' '.join(str(err).split())}", file=sys.stderr)
+        sys.exit(1)
 
 
 def parse_flags_or_exit(argv: list[str]) -> list[str]:

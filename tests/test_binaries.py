@@ -63,6 +63,15 @@ def test_phase_binaries_refuse_a_bad_config_in_one_line(binary, tmp_path):
     assert not (tmp_path / "wd").exists()  # refused before the workdir was touched
 
 
+@pytest.mark.parametrize("binary, flag", [("build_memory", "config"), ("evaluate", "config"),
+                                          ("study", "config"), ("sweep", "sweep")])
+def test_a_missing_config_file_is_one_line(binary, flag, tmp_path):
+    workdir = [] if binary == "sweep" else [f"--workdir={tmp_path / 'wd'}"]
+    out = _run(f"countermem_jax.{binary}", f"--{flag}={tmp_path / 'nope.py'}", *workdir)
+    _one_line_error(out, f"--{flag}:")
+    assert "No such file or directory" in out.stderr and not (tmp_path / "wd").exists()
+
+
 @pytest.mark.parametrize("override, needle", [
     ("--config.splits.n_build=-1", "splits.n_build=-1 must be >= 0"),
     ("--config.construction.reuse_policy=sometimes", "construction.reuse_policy='sometimes' is "

@@ -30,7 +30,7 @@ def main(argv):
     """Runs (or with ``--dry_run`` prints) the sweep; exits 1 on a failed run or a bad config."""
     del argv
     try:
-        outcome = run_sweep(SWEEP.value, dry_run=DRY_RUN.value, local=LOCAL.value,
+        outcome = run_sweep(cli.loaded_config(SWEEP, "sweep"), dry_run=DRY_RUN.value, local=LOCAL.value,
                             address=ADDRESS.value, report=REPORT.value)
     except (SweepError, config_validation.ConfigError) as err:
         print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
