@@ -105,10 +105,9 @@ class MemoryCalls:
     async def revise_with_record(self, ctx: TaskContext, draft: str,
                                  record_text: str) -> prompts.Parsed:
         """REVISE_WITH_RECORD with the domain's action instructions and parser."""
-        domain = self._agent.domain
         return await self._agent.llm(ctx, prompts.REVISE_WITH_RECORD, {
             "task": ctx.task.visible_text(), "draft": draft, "record": record_text,
-            "instructions": domain.instructions}, parse_args={"domain": domain.name})
+            "instructions": self._agent.domain.instructions})
 
     def judge_params(self, settings) -> SamplingParams:
         """A condition judge's sampling: its own temperature and length, the agent's seed, and

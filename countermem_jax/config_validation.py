@@ -14,6 +14,8 @@ retention rules); adding an agent or selector means adding its name here too.
 import math
 import numbers
 
+import ml_collections
+
 from countermem_jax import baselines, domains
 from countermem_jax.counterfactual import CORRECTION_MODES
 from countermem_jax.memory import retention
@@ -158,3 +160,19 @@ def check_split_sizes(cfg, splits, num_tasks: int) -> None:
         raise ConfigError(f"bad config: {'; '.join(short)} from the {num_tasks} tasks of "
                           f"{cfg.data.benchmark} (lower the sizes: evaluation tasks are kept apart "
                           "from all others, validation tasks from training tasks)")
+
+
+def apply_overrides(cfg, overrides, where: str, error=ConfigError, prefix: str = "") -> None:
+    """Sets every leaf of the nested ``overrides`` (a dict or ConfigDict: a study variant's or a
+    sweep's) on ``cfg``; a list becomes a tuple, as configs declare sequences. A field ``cfg``
+    does not declare is ``error("<where>: the run config has no field '<path>'")``, raised
+    before anything runs."""
+    for key, value in (overrides.items() if overrides is not None else ()):
+        path = f"{prefix}{key}"
+        if key not in cfg:
+            raise error(f"{where}: the run config has no field {path!r}")
+        if isinstance(value, (dict, ml_collections.ConfigDict)) and \
+                isinstance(cfg[key], ml_collections.ConfigDict):
+            apply_overrides(cfg[key], value, where, error, path + ".")
+        else:
+            cfg[key] = tuple(value) if isinstance(value, list) else value

@@ -197,8 +197,7 @@ def test_sweep_slots_never_change_a_fingerprinted_concurrency():
     cfg = spec.cells(sweep)[0].config
     assert spec.slots_for(sweep, cfg, "evaluate") == 6
     assert spec.slots_for(sweep, cfg, "build_memory") == 4     # construction.wave_size
-    assert spec.slots_for(sweep, cfg, "train_selector") == (
-        1 if "wave_size" not in cfg.selector else cfg.selector.wave_size)
+    assert spec.slots_for(sweep, cfg, "train_selector") == cfg.selector.wave_size
     with cfg.unlocked():
         cfg.selector.wave_size = 2   # fingerprinted: selector training in waves
     assert spec.slots_for(sweep, cfg, "train_selector") == 2

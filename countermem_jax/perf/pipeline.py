@@ -7,9 +7,8 @@ A scripted SQL model (``perf/scripted_sql.py``: Spider tasks when the shared dat
 else a generated SQLite table) is served over HTTP by the local loopback server in its own
 process, answering each request after ``latency_ms``. build_memory, train_selector and evaluate
 run once with every concurrency knob at 1 and once at ``--concurrency`` (``eval.concurrency``,
-the client's limit, and ``construction.wave_size`` / ``selector.wave_size`` where the config has
-them), each in its own workdir with its own response cache. Per phase it prints the wall time at
-both, the speedup, the server's peak number of requests in flight, whether the artefacts are
+the client's limit, ``construction.wave_size`` and ``selector.wave_size``), each in its own
+workdir with its own response cache. Per phase it prints the wall time at both, the speedup, the server's peak number of requests in flight, whether the artefacts are
 identical (``identical``: the store's records in order with their statistics, each seed's best
 step, validation returns and parameters, the evaluation metrics of every run — evaluation at
 ``--concurrency`` runs on a copy of the store and selectors made at 1, while selector training at
@@ -145,20 +144,16 @@ def _config(manifest: pathlib.Path, sizes: Sizes, concurrency: int):
                         target_sync_every=8, checkpoint_every=max(1, sizes.decisions // 2),
                         batch_size=8, seeds=SEEDS)
     cfg.eval.update(selector="dqn", concurrency=concurrency)
-    # Waves (issue 14) where this version of the package has them: the same module runs before
-    # and after they land, and says which knobs it could set.
-    for section in (cfg.construction, cfg.selector):
-        if "wave_size" in section:
-            section.wave_size = concurrency
+    cfg.construction.wave_size = concurrency
+    cfg.selector.wave_size = concurrency
     return cfg
 
 
 def _knobs(cfg) -> dict:
-    """The concurrency knobs as set in ``cfg``, printed in the result so that a reader sees
-    which were set (``None``: this package version has no such knob)."""
+    """The concurrency knobs as set in ``cfg``, printed in the result."""
     return {"eval.concurrency": cfg.eval.concurrency,
-            "construction.wave_size": cfg.construction.get("wave_size"),
-            "selector.wave_size": cfg.selector.get("wave_size")}
+            "construction.wave_size": cfg.construction.wave_size,
+            "selector.wave_size": cfg.selector.wave_size}
 
 
 def _server_stats(url: str, reset: bool = False) -> dict:
@@ -268,8 +263,7 @@ def _with_w1_selector(cfg):
     """``cfg`` for evaluating selectors trained at W = 1 (``selector.wave_size`` is part of
     the selector's fingerprint); evaluation's own knobs stay as they are."""
     cfg = ml_collections.ConfigDict(cfg.to_dict())
-    if "wave_size" in cfg.selector:
-        cfg.selector.wave_size = 1
+    cfg.selector.wave_size = 1
     return cfg
 
 

@@ -31,8 +31,8 @@ from countermem_jax.retrieval.conditions import (CompositeChecker, JudgeSettings
 from countermem_jax.retrieval.retrieve import RetrievalIndex
 from countermem_jax.selector import dqn
 
-__all__ = ["PhaseContext", "PhaseError", "setup", "condition_checker", "retrieval_index",
-           "dqn_config", "store_config", "construction_config"]
+__all__ = ["PhaseContext", "PhaseError", "setup", "draw_splits", "condition_checker",
+           "retrieval_index", "dqn_config", "store_config", "construction_config"]
 
 
 @dataclasses.dataclass
@@ -50,7 +50,7 @@ class PhaseContext:
     checks: CheckerPool = dataclasses.field(default_factory=CheckerPool)
 
 
-def _draw_splits(cfg, tasks) -> splits_lib.Splits:
+def draw_splits(cfg, tasks) -> splits_lib.Splits:
     """The build / train / validation / eval splits: from a manifest file when the config names
     one, else drawn with the paper's grouping (reference-answer twins stay together)."""
     # Tasks sharing a reference answer stay in one split: an evaluation task must not retrieve
@@ -86,7 +86,7 @@ def setup(cfg, workdir: Workdir, backbone=None, benchmark=None) -> PhaseContext:
     """Loads tasks, splits and the backbone; ``backbone`` / ``benchmark`` (tasks, evaluator,
     domain) may be injected, which is how the pipeline tests run on a scripted backbone."""
     tasks, evaluator, domain = benchmark or domains.load_benchmark(cfg.data)
-    sp = _draw_splits(cfg, tasks)
+    sp = draw_splits(cfg, tasks)
     _pin_splits(workdir, sp)
     if backbone is None:
         backbone_cfg = cfg.backbone

@@ -24,6 +24,7 @@ Rows of ``study.json``: panel a ``score`` [orderings × held-out tasks], panel b
 """
 import numpy as np
 
+from countermem_jax.phases import context
 from countermem_jax.studies import cells
 
 TITLE = "Learning from more source tasks"
@@ -56,7 +57,7 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
     s, base = cfg.protocol, cfg.base
     checkpoints = sorted(int(n) for n in s.checkpoints)
     st = cells.Study(cfg, workdir, backbone, benchmark)
-    sp = cells.draw_splits(base, st.tasks)
+    sp = context.draw_splits(base, st.tasks)
     build_ids = cells.ids(sp.build)
     if checkpoints[-1] > len(build_ids):
         raise cells.StudyError(f"study.checkpoints go up to {checkpoints[-1]} source tasks but "

@@ -26,6 +26,7 @@ import numpy as np
 
 from countermem_jax.domains import registry
 from countermem_jax.experiment import METHOD_LABELS, Workdir
+from countermem_jax.phases import context
 from countermem_jax.studies import cells, estimates
 
 TITLE = "Comparison at a common task-run token budget"
@@ -81,7 +82,7 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
     rows, scores, manifest = [], {}, {}
     for bench in s.benchmarks:
         bcfg = cells.setting_config(run_cfg, bench)
-        sp = cells.draw_splits(bcfg, st.benchmark_for(bcfg)[0])
+        sp = context.draw_splits(bcfg, st.benchmark_for(bcfg)[0])
         fixed = dict(train=cells.ids(sp.train), validation=cells.ids(sp.validation),
                      eval=cells.ids(sp.eval))
         build_ids = cells.ids(sp.build)

@@ -53,12 +53,7 @@ def phase_config(cfg, **overrides) -> ml_collections.ConfigDict:
     copied, with dotted ``overrides`` (``{"splits.manifest": path, "method": "reasoningbank"}``)
     applied."""
     out = ml_collections.ConfigDict(cfg.to_dict())
-    for dotted, value in overrides.items():
-        *parents, leaf = dotted.split(".")
-        node = out
-        for name in parents:
-            node = node[name]
-        node[leaf] = value
+    out.update_from_flattened_dict(overrides)
     return out
 
 
@@ -72,18 +67,6 @@ def setting_config(cfg, benchmark: str, **overrides) -> ml_collections.ConfigDic
         setting = {f"splits.{k}": v for k, v in sizes.items()}
         setting.update({f"data.{k}": v for k, v in data.items()})
     return phase_config(cfg, **{"data.benchmark": benchmark, **setting, **overrides})
-
-
-def draw_splits(cfg, tasks) -> splits_lib.Splits:
-    """The study's one split (manifest or seeded draw, exactly as the phases draw it)."""
-    grouped = cfg.splits.get("group_by_reference", True)
-    if cfg.splits.get("manifest"):
-        manifest = json.loads(pathlib.Path(cfg.splits.manifest).read_text())
-        return splits_lib.from_manifest(tasks, manifest, grouped)
-    s = cfg.splits
-    return splits_lib.make_splits(tasks, s.n_build, s.n_train, s.n_validation, s.n_eval,
-                                  s.separate_environments, s.get("n_build_envs", 0),
-                                  s.get("n_eval_envs", 0), grouped)
 
 
 def ids(tasks) -> list:

@@ -31,9 +31,7 @@ def study_config(name: str, title: str, paper: str, variants: dict, arg: str | N
     c = ml_collections.ConfigDict()
     c.study, c.title, c.paper, c.reference = name, title, paper, reference
     c.base = base_run_config(arg)
-    for dotted, value in (base_updates or {}).items():
-        section, field = dotted.split(".")
-        c.base[section][field] = value
+    c.base.update_from_flattened_dict(base_updates or {})
     c.base.lock()
     c.variants = ml_collections.ConfigDict({
         v: {"label": label, "overrides": overrides} for v, (label, overrides) in variants.items()})

@@ -23,12 +23,12 @@ import importlib
 import json
 import pathlib
 import shutil
-import subprocess
 
 import ml_collections
 import numpy as np
 
-from countermem_jax import config_validation, experiment, intervals, metrics, workdir_guard
+from countermem_jax import (config_validation, experiment, intervals, metrics, provenance,
+                            workdir_guard)
 from countermem_jax.memory import load_frozen
 from countermem_jax.runlog import RunLog
 from countermem_jax.reporting.studies import value_at
@@ -54,22 +54,6 @@ def _flatten(tree: dict, prefix: str = "") -> dict:
     return out
 
 
-def _set(cfg, dotted: str, value) -> None:
-    """Sets ``cfg``'s field at ``dotted`` to ``value`` (a list becomes a tuple, as the config
-    declares sequences); a path the run config does not declare is a one-line ConfigError."""
-    *parents, leaf = dotted.split(".")
-    node = cfg
-    for part in parents:
-        node = node[part] if part in node else None
-        if not isinstance(node, ml_collections.ConfigDict):
-            break
-    if not isinstance(node, ml_collections.ConfigDict) or leaf not in node:
-        raise config_validation.ConfigError(
-            f"bad study config: override {dotted}={value!r} names a field the run config does "
-            "not declare")
-    node[leaf] = tuple(value) if isinstance(value, list) else value
-
-
 def variant_configs(study) -> dict[str, ml_collections.ConfigDict]:
     """Each variant's run config: ``study.base`` with the variant's overrides, locked and
     validated (a bad override is refused in one line before anything runs)."""
@@ -78,8 +62,8 @@ def variant_configs(study) -> dict[str, ml_collections.ConfigDict]:
     out = {}
     for name, variant in study.variants.items():
         cfg = ml_collections.ConfigDict(study.base.to_dict())
-        for dotted, value in overrides(variant).items():
-            _set(cfg, dotted, value)
+        config_validation.apply_overrides(cfg, variant.get("overrides"),
+                                          f"bad study config: variant {name}")
         cfg.lock()
         config_validation.validate(cfg)
         out[name] = cfg
@@ -343,17 +327,6 @@ def _store_info(wd: pathlib.Path, cfg) -> dict:
             "evictions": frozen.evictions}
 
 
-def code_version() -> str:
-    """``git describe --always --dirty`` of the package's checkout, or "unknown" outside git;
-    recorded in study.json so that the report refuses to mix code versions."""
-    try:
-        out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
-                             text=True, timeout=10, cwd=pathlib.Path(__file__).resolve().parent)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def summarize_study(study, configs: dict, evaluations: dict, root: pathlib.Path,
                     config_path: str = "") -> dict:
     """The ``study.json`` dict (schema in ``countermem_jax.studies``): per variant its score with
@@ -411,7 +384,7 @@ def summarize_study(study, configs: dict, evaluations: dict, root: pathlib.Path,
         "schema": SCHEMA, "study": study.study, "title": study.get("title", study.study),
         "paper": study.get("paper", ""), "config": config_path,
         "command": f"python -m countermem_jax.study --config={config_path} --workdir={root}",
-        "code_version": code_version(), "benchmark": first.data.benchmark,
+        "code_version": provenance.code_version(), "benchmark": first.data.benchmark,
         "agent": first.agent.kind,
         "backbone": first.backbone.get("model") or first.backbone.get("model_path")
         or first.backbone.kind,

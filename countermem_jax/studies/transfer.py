@@ -197,7 +197,7 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
     s, run_cfg = cfg.protocol, cfg.base
     st = cells.Study(cfg, workdir, backbone, benchmark)
     tasks, evaluator, domain = st.benchmark_for(run_cfg)
-    sp = cells.draw_splits(run_cfg, tasks)
+    sp = context.draw_splits(run_cfg, tasks)
     manifest = {p: cells.ids(getattr(sp, p)) for p in ("build", "train", "validation", "eval")}
     # 1. Memory and selector per method, on the shared split (resumable cells).
     built = {}

@@ -19,7 +19,7 @@ import pathlib
 
 import ml_collections
 
-from countermem_jax import baselines, workdir_guard
+from countermem_jax import baselines, config_validation, workdir_guard
 
 
 class SweepError(ValueError):
@@ -81,20 +81,6 @@ def load_config_file(spec: str, **fmt) -> ml_collections.ConfigDict:
     return module.get_config(arg) if arg else module.get_config()
 
 
-def apply_overrides(cfg: ml_collections.ConfigDict, overrides, where: str, prefix: str = ""):
-    """Sets every leaf of the nested ``overrides`` on ``cfg``; an unknown field is a SweepError."""
-    items = overrides.items() if overrides is not None else ()
-    for key, value in items:
-        path = f"{prefix}{key}"
-        if key not in cfg:
-            raise SweepError(f"{where}: the run config has no field {path!r}")
-        if isinstance(value, (dict, ml_collections.ConfigDict)) and \
-                isinstance(cfg[key], ml_collections.ConfigDict):
-            apply_overrides(cfg[key], value, where, path + ".")
-        else:
-            cfg[key] = tuple(value) if isinstance(value, list) else value
-
-
 def _axis(sweep, name: str) -> tuple:
     values = tuple(sweep.get(name) or ())
     if not values:
@@ -117,10 +103,12 @@ def cells(sweep) -> list[Cell]:
             _axis(sweep, "benchmarks"), _axis(sweep, "agents"), _axis(sweep, "backbones")):
         base = load_config_file(sweep.run_config, benchmark=benchmark, agent=agent,
                                 backbone=backbone)
-        apply_overrides(base, sweep.get("overrides"), "sweep.overrides")
+        config_validation.apply_overrides(base, sweep.get("overrides"), "sweep.overrides",
+                                          SweepError)
         for variant, method in itertools.product(variants, _axis(sweep, "methods")):
             cfg = copy.deepcopy(base)
-            apply_overrides(cfg, variants[variant], f"sweep.variants.{variant}")
+            config_validation.apply_overrides(cfg, variants[variant], f"sweep.variants.{variant}",
+                                              SweepError)
             cfg.method = method
             cfg.selector.seeds = seeds
             cfg.eval.seeds = ()
@@ -128,7 +116,7 @@ def cells(sweep) -> list[Cell]:
     return out
 
 
-# The config field that sets each phase's concurrency (absent fields: one at a time).
+# The config field that sets each phase's concurrency.
 CONCURRENCY = {"evaluate": ("eval", "concurrency"), "build_memory": ("construction", "wave_size"),
                "train_selector": ("selector", "wave_size")}
 
@@ -136,12 +124,10 @@ CONCURRENCY = {"evaluate": ("eval", "concurrency"), "build_memory": ("constructi
 def slots_for(sweep, cfg, phase: str) -> int:
     """LLM slots a phase run of ``cfg`` reserves, which is also its concurrency: the sweep's
     ``llm_slots.<phase>`` when > 0, else the run config's own (``eval.concurrency``;
-    ``construction.wave_size`` / ``selector.wave_size``; 1 where the config has no such field).
-    A concurrency field that is fingerprinted (it changes results, e.g. selector waves) is
-    never changed by the sweep: the run config's value is what the run reserves."""
+    ``construction.wave_size`` / ``selector.wave_size``). A concurrency field that is
+    fingerprinted (it changes results, e.g. selector waves) is never changed by the sweep: the
+    run config's value is what the run reserves."""
     section, name = CONCURRENCY[phase]
-    if not (section in cfg and name in cfg[section]):
-        return 1   # this config's phase runs one task at a time
     own = max(1, int(cfg[section][name] or 1))
     defining = {**workdir_guard.fingerprint_fields(cfg, "build_memory"),
                 **workdir_guard.fingerprint_fields(cfg, "train_selector")}
@@ -157,10 +143,8 @@ def with_slots(cfg, build: int, train: int, evaluate: int) -> ml_collections.Con
     phases' fingerprints); the client's own cap, ``backbone.max_concurrency``, is set per phase
     run by ``for_phase``."""
     cfg = copy.deepcopy(cfg)
-    if "wave_size" in cfg.construction:
-        cfg.construction.wave_size = build
-    if "wave_size" in cfg.selector:
-        cfg.selector.wave_size = train
+    cfg.construction.wave_size = build
+    cfg.selector.wave_size = train
     cfg.eval.concurrency = evaluate
     return cfg
 
