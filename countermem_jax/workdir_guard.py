@@ -209,6 +209,17 @@ class PhaseGuard:
         os.replace(tmp, self.path)
 
 
+def copy_fingerprint(source, target, *phases: str) -> None:
+    """Copies the recorded fingerprint entries of ``phases`` from workdir ``source`` into
+    ``target``'s, so that ``target`` counts those phases as run with that config (a study cell
+    that shares another cell's store or selector); entries ``source`` lacks are skipped."""
+    recorded = json.loads((pathlib.Path(source) / FINGERPRINT_FILE).read_text())
+    path = pathlib.Path(target) / FINGERPRINT_FILE
+    mine = json.loads(path.read_text()) if path.exists() else {}
+    mine.update({phase: recorded[phase] for phase in phases if phase in recorded})
+    path.write_text(json.dumps(mine, indent=1, sort_keys=True))
+
+
 def _now() -> str:
     """Current UTC time, ISO-8601 to the second."""
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -34,7 +34,8 @@ import shutil
 
 import ml_collections
 
-from countermem_jax import config_defaults, config_validation, domains, experiment, provenance
+from countermem_jax import (config_defaults, config_validation, domains, experiment, provenance,
+                            workdir_guard)
 from countermem_jax import splits as splits_lib
 from countermem_jax.backbones.base import TokenLedger
 from countermem_jax.backbones.factory import make_backbone
@@ -189,12 +190,8 @@ def share_memory(source: pathlib.Path, target: pathlib.Path, *, store: bool = Tr
     """Gives ``target`` the trained selector of ``source`` (its checkpoints and train_selector's
     fingerprint, unchanged) and, with ``store``, also its frozen memory, so ``evaluate`` on
     ``target`` reads exactly those artefacts (verified by their recorded hashes)."""
-    recorded = json.loads((source / "fingerprint.json").read_text())
-    mine_path = target / "fingerprint.json"
-    mine = json.loads(mine_path.read_text()) if mine_path.exists() else {}
-    sections = ("build_memory", "train_selector") if store else ("train_selector",)
-    mine.update({s: recorded[s] for s in sections if s in recorded})
-    mine_path.write_text(json.dumps(mine, indent=1, sort_keys=True))
+    workdir_guard.copy_fingerprint(source, target, "train_selector",
+                                   *(("build_memory",) if store else ()))
     names = ["selector"] + (["store_frozen.jsonl", "store_frozen.sha256", "baselines"]
                             if store else [])
     for name in names:

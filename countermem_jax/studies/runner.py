@@ -117,16 +117,6 @@ def _copy_log_events(src: pathlib.Path, dst: pathlib.Path, phase: str) -> None:
         f.writelines(lines)
 
 
-def _copy_fingerprint(src: pathlib.Path, dst: pathlib.Path, phase: str) -> None:
-    """Copies ``phase``'s fingerprint entry from ``src`` into ``dst``'s fingerprint file, so
-    that ``workdir_guard`` sees the copied phase as run with this config."""
-    recorded = json.loads((src / workdir_guard.FINGERPRINT_FILE).read_text())
-    path = dst / workdir_guard.FINGERPRINT_FILE
-    mine = json.loads(path.read_text()) if path.exists() else {}
-    mine[phase] = recorded[phase]
-    path.write_text(json.dumps(mine, indent=1, sort_keys=True))
-
-
 def copy_build(src: pathlib.Path, dst: pathlib.Path) -> None:
     """Makes ``dst`` hold ``src``'s build_memory output (Modules I-II, §3.2-3.3): the stores,
     the split, the phase's fingerprint entry and its construction log events."""
@@ -134,7 +124,7 @@ def copy_build(src: pathlib.Path, dst: pathlib.Path) -> None:
     for name in _BUILD_FILES:
         if (src / name).exists():
             shutil.copy2(src / name, dst / name)
-    _copy_fingerprint(src, dst, "build_memory")
+    workdir_guard.copy_fingerprint(src, dst, "build_memory")
     _copy_log_events(src, dst, "construction")
 
 
@@ -142,7 +132,7 @@ def copy_selector(src: pathlib.Path, dst: pathlib.Path) -> None:
     """Makes ``dst`` hold ``src``'s trained selector (Module III, Appendix C.3): checkpoints,
     the phase's fingerprint entry and its selector-training log events."""
     shutil.copytree(src / "selector", dst / "selector", dirs_exist_ok=True)
-    _copy_fingerprint(src, dst, "train_selector")
+    workdir_guard.copy_fingerprint(src, dst, "train_selector")
     _copy_log_events(src, dst, "selector_training")
 
 
