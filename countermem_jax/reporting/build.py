@@ -6,7 +6,7 @@ have been loaded and found comparable.
 import datetime
 import pathlib
 
-from countermem_jax import intervals
+from countermem_jax import intervals, provenance
 from countermem_jax.reporting import figures, load, stats, study_figures, studies, tables
 
 # One row per workdir in provenance.csv and the report's last table (Reproducibility statement:
@@ -80,7 +80,7 @@ def write_report(run_dirs, out) -> dict:
         """Draws ``rows`` with ``draw`` into PNG ``name`` in ``out`` and records it."""
         written[name] = out / name
         draw(rows, written[name])
-    now = load.code_version_now()
+    now = provenance.code_version()
     # The header says when and by which code the report was generated, from how many inputs.
     md = ["# CounterMem-JAX report", "",
           f"Generated {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}"

@@ -20,7 +20,7 @@ import hashlib
 import json
 import pathlib
 
-from countermem_jax import provenance, splits as splits_lib
+from countermem_jax import splits as splits_lib
 from countermem_jax.experiment import METHOD_LABELS
 
 NOT_RECORDED = "not recorded"
@@ -75,11 +75,6 @@ class Provenance:
     code_version: str
     backbone: str
     metrics_files: list
-
-
-def code_version_now() -> str:
-    """The version of the code making the report (``provenance.code_version``)."""
-    return provenance.code_version()
 
 
 def _read_json(path: pathlib.Path, what: str):
