@@ -115,21 +115,21 @@ class TaskView:
                                                       index.use_conditions)))
         return index
 
-    def propose(self, record):
-        """Module II on this view (``MemoryStore.propose``); the decision and the records
-        evicted are a read."""
-        decision, evicted = self.store.propose(record)
+    def _admit(self, kind: str, record):
+        """An admission on this view through the store's method ``kind``; the decision and the
+        records evicted are a read."""
+        decision, evicted = getattr(self.store, kind)(record)
         self._version += 1
-        self.reads.append(("propose", record, (decision, tuple(evicted))))
+        self.reads.append((kind, record, (decision, tuple(evicted))))
         return decision, evicted
 
+    def propose(self, record):
+        """Module II on this view (``MemoryStore.propose``)."""
+        return self._admit("propose", record)
+
     def insert_unverified(self, record):
-        """"CF without WM" storage on this view (``MemoryStore.insert_unverified``, §6.1); like
-        ``propose``, the decision and the records evicted are a read."""
-        decision, evicted = self.store.insert_unverified(record)
-        self._version += 1
-        self.reads.append(("insert_unverified", record, (decision, tuple(evicted))))
-        return decision, evicted
+        """"CF without WM" storage on this view (``MemoryStore.insert_unverified``, §6.1)."""
+        return self._admit("insert_unverified", record)
 
     def observe_reuse(self, record_id: str, label: int):
         """A reuse observation on this view; whether the record was there is a read."""
@@ -148,10 +148,8 @@ def replay(committed: MemoryStore, view: TaskView) -> MemoryStore | None:
             twin.index()
         elif kind == "retrieve":
             twin._current_index().retrieve_embedded(*argument)
-        elif kind == "propose":
-            twin.propose(argument)
-        elif kind == "insert_unverified":
-            twin.insert_unverified(argument)
+        elif kind in ("propose", "insert_unverified"):
+            twin._admit(kind, argument)
         else:
             try:
                 twin.observe_reuse(*argument)
