@@ -74,6 +74,9 @@ def base_config() -> ml_collections.ConfigDict:
         total_decisions=2000, learning_starts=100, train_every=4, target_sync_every=250,
         checkpoint_every=250, batch_size=32, seeds=(0, 1, 2, 3, 4), wave_size=1))
     # eval.seeds: the DQN seeds evaluated, one run each; () = every seed in selector.seeds.
+    # eval.concurrency: evaluation tasks in flight, each with all its runs (base, each seed
+    # or method); backbone.max_concurrency caps the requests they make (README "Sizing
+    # concurrency").
     c.eval = ml_collections.ConfigDict(dict(
         selector="dqn", seeds=(), relevance_threshold=0.5, concurrency=1))
     # Construction tasks in flight (README "Construction in waves"): the store is the same for

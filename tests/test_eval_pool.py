@@ -5,6 +5,7 @@ import json
 import urllib.request
 
 from countermem_jax import experiment
+from countermem_jax.agents import Agent
 from countermem_jax.backbones.cache import CachedBackbone
 from countermem_jax.testing.openai_server import LocalOpenAIServer
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
@@ -74,6 +75,40 @@ def test_base_and_countermem_drafts_in_flight_together_are_requested_once(tmp_pa
     assert cached.joined_in_flight >= N_EVAL and cached.hits >= N_EVAL
     assert peak > N_EVAL // 2  # the two runs' tasks were in flight at once
     assert result["aggregate"]["per_seed"]["fixed"]["score"] > result["base"]["score"]
+
+
+def test_eval_concurrency_counts_tasks_each_with_all_its_runs(tmp_path, monkeypatch):
+    """``eval.concurrency`` = 3 keeps three evaluation tasks in flight with both their runs
+    (base and CounterMem): six task runs at once, so that three distinct drafts, not one and a
+    half, are at the server while the runs share them."""
+    bench = scripted_sql.people_tasks(N_BUILD + N_EVAL, tmp_path)
+    cfg = _config(tmp_path, concurrency=3)
+    active, peak = set(), []
+    original = Agent.run
+
+    async def counted(self, task, *args, **kwargs):
+        key = (kwargs.get("run"), task.task_id)
+        active.add(key)
+        peak.append(len(active))
+        try:
+            return await original(self, task, *args, **kwargs)
+        finally:
+            active.discard(key)
+    with LocalOpenAIServer(latency_s=0.05,
+                           responder=scripted_sql.make_responder(
+                               scripted_sql.responder_config(bench[0]))) as srv:
+        def backbone(cache):
+            return CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "scripted-sql"),
+                                  tmp_path / cache)
+        experiment.build_memory(cfg, tmp_path / "wd", backbone=backbone("build_cache"),
+                                benchmark=bench)
+        monkeypatch.setattr(Agent, "run", counted)
+        _stats(srv, reset=True)
+        experiment.evaluate(cfg, tmp_path / "wd", backbone=backbone("eval_cache"),
+                            benchmark=bench)
+        server_peak = _stats(srv)["peak_in_flight"]
+    assert max(peak) == 3 * 2  # tasks x runs
+    assert server_peak >= 3    # three distinct first drafts in flight together
 
 
 def test_gptoss_configs_keep_what_the_vllm_replicas_hold_in_flight_and_cpu_configs_one():

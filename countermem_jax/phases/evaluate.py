@@ -114,10 +114,13 @@ def _baseline_plan(cfg, method: str, wd: Workdir, ctx: context.PhaseContext,
 
 
 async def _run_all(cfg, runs: list, eval_tasks, ctx: context.PhaseContext) -> None:
-    """Runs the unfinished tasks of every evaluation run in one pool of ``eval.concurrency``
-    tasks in flight (not one run after the other). Jobs start task by task, all runs of a task
-    together, so the memory-free drafts that base and CounterMem runs share are in flight
-    together and computed once (the response cache's single flight)."""
+    """Runs the unfinished tasks of every evaluation run in one pool (not one run after the
+    other) holding ``eval.concurrency`` evaluation tasks in flight, each with all its runs:
+    jobs start task by task, all runs of a task together, so the memory-free drafts that base
+    and CounterMem runs share are in flight together and computed once (the response cache's
+    single flight). Counting tasks, not task runs, keeps ``eval.concurrency`` distinct drafts
+    at the server however many runs share them; ``backbone.max_concurrency`` caps the requests
+    the runs then make."""
     # A task a run already finished (its task_end is logged) is not run again on resume.
     finished = {run.name: run.agent.runlog.finished(run.name) for run in runs}
     jobs = [functools.partial(run.agent.run, task, run.augmentation, phase="evaluation",
@@ -131,7 +134,7 @@ async def _run_all(cfg, runs: list, eval_tasks, ctx: context.PhaseContext) -> No
         bar.update(1)
         bar.set_postfix(tokens=ctx.ledger.total("evaluation").total, refresh=False)
     try:
-        await task_pool.run_bounded(jobs, max(1, cfg.eval.concurrency), progress)
+        await task_pool.run_bounded(jobs, max(1, cfg.eval.concurrency) * len(runs), progress)
     finally:
         bar.close()
         await ctx.backbone.aclose()
