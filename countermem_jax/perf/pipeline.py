@@ -297,6 +297,15 @@ def _benchmark(root: pathlib.Path, sizes: Sizes) -> tuple[str, tuple]:
     return source, bench
 
 
+def _clear_previous_runs(root: pathlib.Path, high: int) -> None:
+    """Removes the workdirs an earlier benchmark left under ``root``: their stores, checkpoints
+    and response caches would turn this run's phases into resumes and cache hits."""
+    for name in ("warm_up", "c1", f"c{high}", f"c{high}_eval", f"c{high}_again"):
+        if (root / name).exists():
+            print(f"removing the earlier run's workdir {root / name}")
+            shutil.rmtree(root / name)
+
+
 def main(argv):
     """Warms up, runs the three phases at concurrency 1 and ``--concurrency`` against one
     server, and prints per phase the speedup, the peaks in flight, whether the artefacts are
@@ -307,6 +316,7 @@ def main(argv):
     high = _CONCURRENCY.value
     root = pathlib.Path(_WORKDIR.value or tempfile.mkdtemp(prefix="countermem_pipeline_"))
     root.mkdir(parents=True, exist_ok=True)
+    _clear_previous_runs(root, high)
     source, bench = _benchmark(root, sizes)
     tasks = bench[0]
     (root / "manifest.json").write_text(json.dumps(_manifest(tasks, sizes)))

@@ -1,11 +1,14 @@
 """A deterministic SQL benchmark and the scripted model that answers it over HTTP (issue 14's
 pipeline benchmark; ``perf/pipeline.py``).
 
-Tasks: Spider questions (the first ``n`` of the shared copy's dev split, in file order) when the
-data is present, else questions over a generated SQLite table of people. The scripted model knows
-every task's gold query and makes one deterministic mistake on about half of them (it appends
-`` LIMIT 0``, so the checker sees no rows); it proposes the edit that removes it, distils a record
-with a free-text condition, answers the condition judge YES, and applies a retrieved record by
+Tasks: Spider questions when the data is present (``n`` of the shared copy's dev split, drawn
+by a seeded shuffle as the protocol's split draws are, so that databases mix within a split
+instead of coming one after another in file order), else questions over a generated SQLite table
+of people. The scripted model knows every task's gold query and makes one deterministic mistake
+on about half of them (it appends `` LIMIT 0``, so the checker sees no rows); it proposes the
+edit that removes it, distils a record whose free-text condition names the task's database,
+judges a condition to hold exactly when it names the task's database (as a careful judge of
+"the question is about the concert_singer database" would), and applies a retrieved record by
 removing the mistake. Every reply is a function of the request alone, so any number of requests
 in flight, in any order, get the replies one request at a time would get.
 """
@@ -13,6 +16,8 @@ import hashlib
 import pathlib
 import re
 import sqlite3
+
+import numpy as np
 
 from evaluators.base import Task
 
@@ -38,6 +43,18 @@ def _code_block(sql: str) -> str:
     return f"```sql\n{sql}\n```"
 
 
+_DATABASE = re.compile(r"^Database: (\S+)", re.M)
+_CONDITION_DATABASE = re.compile(r"<condition>.*?the (\S+) database.*?</condition>", re.S)
+_JUDGED_TASK = re.compile(r"<task>(.*?)</task>", re.S)
+
+
+def _judge(text: str) -> str:
+    """YES exactly when the condition names the database of the task shown with it."""
+    named = _CONDITION_DATABASE.search(text)
+    task = _DATABASE.search(_JUDGED_TASK.search(text).group(1))
+    return "YES" if named and task and named.group(1) == task.group(1) else "NO"
+
+
 def make_responder(config: dict):
     """The scripted model: request (OpenAI chat body) -> reply text."""
     gold: dict = config["gold"]
@@ -45,12 +62,13 @@ def make_responder(config: dict):
     def reply(request: dict) -> str:
         text = request["messages"][-1]["content"]
         if text.startswith("You decide whether a stored correction applies"):
-            return "YES"
+            return _judge(text)
         if "Propose up to" in text and "Failed action:" in text:
             return f"EDIT 1\nFIND: {MISTAKE.strip()}\nREPLACE:\n"
         if "Original action (failed):" in text:
+            database = _DATABASE.search(text).group(1)
             return ("SITUATION: a row limit of zero was appended to a query whose answer has rows\n"
-                    "CONDITION: the question asks for data stored in the database")
+                    f"CONDITION: the question is about the {database} database")
         if "A stored correction from an earlier task" in text:
             draft = re.search(r"Your draft action:\n```\n(.*?)\n```", text, re.S).group(1)
             return _code_block(draft.replace(MISTAKE, ""))
@@ -62,8 +80,9 @@ def make_responder(config: dict):
     return reply
 
 
-def spider_tasks(n: int, data_dir: str = ""):
-    """The first ``n`` Spider tasks with the SQL checker and domain, or None without the data."""
+def spider_tasks(n: int, data_dir: str = "", seed: int = 0):
+    """``n`` Spider tasks (a seeded shuffle of the dev split, ``seed``) with the SQL checker and
+    domain, or None without the data."""
     from countermem_jax import domains  # the package's loaders (data/fetch.py paths)
     from countermem_jax.config_defaults import base_config
     cfg = base_config().data
@@ -74,7 +93,8 @@ def spider_tasks(n: int, data_dir: str = ""):
         return None
     if len(tasks) < n:
         return None
-    return tasks[:n], evaluator, domain
+    order = np.random.default_rng(seed).permutation(len(tasks))
+    return [tasks[i] for i in order[:n]], evaluator, domain
 
 
 def people_tasks(n: int, directory: pathlib.Path):
