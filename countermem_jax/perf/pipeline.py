@@ -65,11 +65,11 @@ SEEDS = (0, 1)
 class Sizes:
     """Task counts per split of the generated manifest, and the selector's training decisions
     per seed (the §4.2 build / train / validation / evaluation protocol, shrunk)."""
-    build: int = 24
-    train: int = 8
-    validation: int = 4
-    eval: int = 64
-    decisions: int = 32     # selector decisions per seed
+    build: int = 64
+    train: int = 64         # as many as a seed's episodes: episodes are not cache replays
+    validation: int = 16
+    eval: int = 128
+    decisions: int = 64     # selector decisions per seed
 
     def scaled(self, k: int) -> "Sizes":
         """Every count times ``k`` (``--scale``)."""
