@@ -104,15 +104,17 @@ def test_episodes_of_a_wave_act_with_the_parameters_of_its_start(tmp_path, peopl
 @pytest.mark.parametrize("kill", [{"kill_after": 7}, {"kill_after": 23},
                                   {"kill_in": "validation/seed0@4/"}])
 def test_a_kill_mid_wave_resumes_to_the_uninterrupted_result(tmp_path, people_benchmark, kill):
-    """Killed while the wave's episodes run (nothing of the wave logged) or while a checkpoint
-    reached inside the wave is validated (part of the wave's episodes logged)."""
+    """Killed while the wave's episodes run (nothing of the wave logged) or while the
+    checkpoint reached inside the wave is validated, after the wave (its episodes logged, the
+    checkpoint not saved)."""
     reference = _result(_train(tmp_path, people_benchmark, "ref", 4, JitteryBackbone(0)))
     with pytest.raises(_Killed):
         _train(tmp_path, people_benchmark, "wd", 4, JitteryBackbone(1, **kill))
-    if "kill_in" in kill:  # the kill left the first wave part-logged
+    if "kill_in" in kill:  # the kill left the first wave logged and its checkpoint unsaved
         episodes = {e["episode"] for e in RunLog(tmp_path / "wd" / "log.jsonl").events("transition")
                     if e["seed"] == 0}
-        assert 0 < len(episodes) < 4
+        assert episodes == {0, 1, 2, 3}
+        assert not (tmp_path / "wd" / "selector" / "seed_0" / "best.json").exists()
     resumed = _result(_train(tmp_path, people_benchmark, "wd", 4, JitteryBackbone(2)))
     _assert_same(reference, resumed)
 
@@ -152,3 +154,33 @@ def test_an_episodes_transitions_reach_the_log_in_one_write(tmp_path, people_ben
         logged[(e["seed"], e["episode"])] += 1
     assert writes and all(len(set(w)) == 1 for w in writes)  # never two episodes in one write
     assert sorted(len(w) for w in writes) == sorted(logged.values())  # nor one split in two
+
+
+def test_the_checkpoints_a_wave_reaches_are_validated_together(tmp_path, people_benchmark,
+                                                               monkeypatch):
+    """With a checkpoint every 2 decisions, a wave of 4 episodes reaches two or more; their
+    validation episodes run together after the wave (both validations start before either
+    ends), and the result is the one validating them one after another gave (same checkpoints
+    and returns as at W = 4 validated in sequence)."""
+    from countermem_jax.phases import train
+    order = []
+    original = train.SeedRun.validate
+
+    async def traced(self, decisions, params):
+        order.append(("start", self.seed, decisions))
+        try:
+            return await original(self, decisions, params)
+        finally:
+            order.append(("end", self.seed, decisions))
+    monkeypatch.setattr(train.SeedRun, "validate", traced)
+    cfg = _wave_config(tmp_path, 4)
+    cfg.selector.checkpoint_every = 2
+    wd = tmp_path / "wd"
+    experiment.build_memory(cfg, wd, backbone=scripted(), benchmark=people_benchmark)
+    experiment.train_selector(cfg, wd, backbone=JitteryBackbone(3), benchmark=people_benchmark)
+    seed0 = [(kind, d) for kind, seed, d in order if seed == 0]
+    starts_before_first_end = [d for kind, d in seed0[:seed0.index(next(
+        e for e in seed0 if e[0] == "end"))]]
+    assert len(starts_before_first_end) >= 2  # the first wave's checkpoints overlapped
+    best = json.loads((wd / "selector" / "seed_0" / "best.json").read_text())
+    assert sorted(int(k) for k in best["val_returns"]) == [2, 4, 6, 8, 10]

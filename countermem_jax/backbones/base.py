@@ -38,8 +38,10 @@ class SamplingParams:
     reasoning_effort: str | None = None   # gpt-oss: "low" | "medium" | "high"
 
     def to_json(self) -> dict:
-        """The settings as a dict (a tuple ``stop`` stays a tuple until JSON-dumped)."""
-        return dataclasses.asdict(self)
+        """The settings as a dict (a tuple ``stop`` stays a tuple until JSON-dumped). Every
+        field is a scalar or a tuple of strings, so no deep copy (``dataclasses.asdict``, ten
+        times slower) is needed: it runs once per chat call, in the response cache's key."""
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -152,13 +152,16 @@ class SeedRun:
         return value
 
     async def _save_pending(self) -> None:
-        # transitions are not fsynced one by one (runlog.UNSYNCED_EVENTS): make the ones this
-        # checkpoint counts durable before it is written
+        """Validates the checkpoints reached since the last call, all at once (their validation
+        episodes run concurrently), and saves them in order."""
+        # transitions are not fsynced one by one (runlog.UNSYNCED_EVENTS): make the ones these
+        # checkpoints count durable before they are written
         self.wd.log.sync()
         done = set(self.ckpt.steps())
-        for decisions, params in self.pending:
-            if decisions not in done:
-                self.ckpt.save(decisions, params, await self.validate(decisions, params))
+        todo = [(decisions, params) for decisions, params in self.pending if decisions not in done]
+        returns = await asyncio.gather(*(self.validate(d, p) for d, p in todo))
+        for (decisions, params), value in zip(todo, returns):
+            self.ckpt.save(decisions, params, value)
         self.pending.clear()
 
     def _behaviour(self) -> Callable[[int], policies.Selector]:
@@ -198,8 +201,10 @@ class SeedRun:
                     held.write("transition", seed=self.seed, episode=episode, **t.to_json())
                 held.commit()
             self.episode = episode + 1
-            await self._save_pending()
             bar.set_postfix(episode=episode, tokens=ledger.total("selector_training").total)
+        # the checkpoints the wave reached (one per episode at most when W = 1), validated
+        # together; a kill before this re-runs the wave from its logged episodes (``_resume``)
+        await self._save_pending()
         bar.update(self.learner.decisions - decisions)
 
     def _resume(self) -> dict:
