@@ -184,3 +184,19 @@ def test_the_checkpoints_a_wave_reaches_are_validated_together(tmp_path, people_
     assert len(starts_before_first_end) >= 2  # the first wave's checkpoints overlapped
     best = json.loads((wd / "selector" / "seed_0" / "best.json").read_text())
     assert sorted(int(k) for k in best["val_returns"]) == [2, 4, 6, 8, 10]
+
+
+def test_a_wave_starts_no_more_episodes_than_decisions_remain(tmp_path, people_benchmark):
+    """Every episode makes at least one decision, so with 18 decisions at W = 8 the second wave
+    starts only as many episodes as decisions remain after the first (not 8, most of which
+    the learner would drop unseen, their LLM calls charged to the cost of training)."""
+    cfg = _wave_config(tmp_path, 8)
+    cfg.selector.total_decisions = 18
+    wd = tmp_path / "wd"
+    experiment.build_memory(cfg, wd, backbone=scripted(), benchmark=people_benchmark)
+    experiment.train_selector(cfg, wd, backbone=JitteryBackbone(4), benchmark=people_benchmark)
+    log = RunLog(wd / "log.jsonl")
+    first_wave = sum(1 for e in log.events("transition") if e["seed"] == 0 and e["episode"] < 8)
+    started = [e for e in log.events("task_end") if e["run"].startswith("train/seed0/")]
+    assert first_wave < 18  # a second wave was needed
+    assert len(started) == 8 + (18 - first_wave)

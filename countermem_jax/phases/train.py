@@ -187,7 +187,11 @@ class SeedRun:
             rows, _ = await self._run_episode(task, behaviour(episode),
                                               f"train/seed{self.seed}/episode{episode}")
             return rows
-        episodes = await asyncio.gather(*(one(e) for e in range(start, start + self.wave_size)))
+        # every episode makes at least one decision, so no more than the decisions still to go
+        # can enter the learner: a wave never starts the episodes it would certainly drop (it
+        # is then the last wave, and a resume recomputes the same count)
+        size = min(self.wave_size, self.dcfg.total_decisions - decisions)
+        episodes = await asyncio.gather(*(one(e) for e in range(start, start + size)))
         for episode, rows in enumerate(episodes, start):
             # the sequential learner would not have started an episode after the last decision
             if episode > start and self.learner.done:
