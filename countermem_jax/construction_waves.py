@@ -27,6 +27,16 @@ not change come from the response cache (and single-flight). A run that raised i
 same way when its reads are stale; when they are not, the sequential run would have raised too,
 and the error stops the phase.
 
+A run need not wait until its task is next to commit to be found stale: ``replay`` works on the
+reads made so far. After every commit that changed the committed store (its records, their
+statistics, its counters; a task that admitted nothing and observed no reuse changes nothing),
+every run in flight is checked once against it and, if already stale, discarded and launched
+again against it at once, overlapping with the others. The committed store changes only when the
+task next to commit commits, and that task's run against the current store replays by
+construction: the queue always advances, each task is relaunched at most once per earlier
+commit while in flight, and the check costs one replay of the reads so far per run in flight
+and per change of the store.
+
 A run's log events are held (``runlog.HeldEvents``) and its ledger charges too
 (``backbones.base.hold_charges``) until it commits: a discarded run leaves nothing in the log or
 the ledger that resume, the metrics or the cost of building read; what it spent is logged per
@@ -179,6 +189,7 @@ class TaskHooks:
 @dataclasses.dataclass
 class _Run:
     task: object
+    position: int  # in the split
     view: TaskView
     events: HeldEvents
     future: asyncio.Task | None = None
@@ -196,16 +207,26 @@ class _Run:
 
 @dataclasses.dataclass
 class WaveLog:
-    """Per wave (W consecutive tasks of the split): the tasks, those re-run, and what the
+    """Per wave (W consecutive tasks of the split): the tasks, the runs of them discarded as
+    stale (``reruns``, a task once per discarded run; ``reruns_at_head``: those found stale only
+    when the task was next to commit, which the tasks after it waited for), and what the
     discarded runs spent (their LLM calls, many of them answered by the response cache)."""
     wave: int
     tasks: list = dataclasses.field(default_factory=list)
     reruns: list = dataclasses.field(default_factory=list)
+    reruns_at_head: list = dataclasses.field(default_factory=list)
     discarded_llm_calls: int = 0
     discarded_tokens: int = 0
 
 
 RunTask = Callable[[object, TaskView, HeldEvents], Awaitable[object]]
+
+
+def _content(store: MemoryStore) -> tuple:
+    """All a run can read of a store: its records (with their statistics) and the counters
+    admission and eviction use (records are shared between copies, so equal ones compare by
+    identity first)."""
+    return store.records, store.next_seq, store.evictions
 
 
 async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask, *,
@@ -217,14 +238,23 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
     order; ``run_task(task, view, events)`` runs one task against its view, logging to
     ``events``; ``commit(store, task, ctx)`` persists the committed store after each task.
     ``position``: tasks of the split already processed (resume). Returns the final store and
-    the totals (tasks, re-runs, discarded calls and tokens)."""
+    the totals (tasks, re-runs, discarded calls and tokens).
+
+    After every commit that changed the committed store, each run in flight whose reads so far
+    no longer replay against it is discarded and launched again against it at once, so that it
+    overlaps with the others instead of starting only when its task is next to commit. A run is
+    launched again only after a change of the committed store, which only a commit of an earlier
+    task makes: the run of the task next to commit (relaunched at most once there) replays by
+    construction, so the queue always advances."""
     if wave_size < 1:
         raise ValueError(f"construction.wave_size must be >= 1, got {wave_size}")
     pending = iter(tasks)
     in_flight: collections.deque[_Run] = collections.deque()
-    totals = {"wave_size": wave_size, "tasks": 0, "reruns": 0, "discarded_llm_calls": 0,
-              "discarded_tokens": 0}
-    wave = WaveLog(position // wave_size)
+    totals = {"wave_size": wave_size, "tasks": 0, "reruns": 0, "reruns_at_head": 0,
+              "discarded_llm_calls": 0, "discarded_tokens": 0}
+    # Open waves by number: the one committing and the next (W tasks in flight at most).
+    waves: dict[int, WaveLog] = {}
+    queued = position  # split position of the next task to launch
 
     abandoned: list[asyncio.Task] = []  # cancelled stale runs, awaited at the end
     indexes: dict[tuple, RetrievalIndex] = {}  # by the records (frozen dataclasses: content)
@@ -238,8 +268,11 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
             indexes[key] = make_index(records, checker)
         return indexes[key]
 
-    def launch(task) -> _Run:
-        run = _Run(task, TaskView(store, task.task_id, shared_index, make_checker()),
+    def wave_of(at: int) -> WaveLog:
+        return waves.setdefault(at // wave_size, WaveLog(at // wave_size))
+
+    def launch(task, at: int) -> _Run:
+        run = _Run(task, at, TaskView(store, task.task_id, shared_index, make_checker()),
                    HeldEvents(log))
 
         async def body():
@@ -249,41 +282,54 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
         return run
 
     def fill() -> None:
+        nonlocal queued
         while len(in_flight) < wave_size:
             task = next(pending, None)
             if task is None:
                 return
-            in_flight.append(launch(task))
+            in_flight.append(launch(task, queued))
+            queued += 1
 
     def rerun(stale: _Run) -> _Run:
-        """Discards a stale run (its held events and charges; counted in the wave's log) and
+        """Discards a stale run (its held events and charges; counted in its wave's log) and
         runs its task again against the committed store."""
         stale.future.cancel()
         abandoned.append(stale.future)
+        wave = wave_of(stale.position)
         wave.reruns.append(stale.task.task_id)
         wave.discarded_llm_calls += len(stale.charges)
         wave.discarded_tokens += sum(usage.total for _, _, usage, _ in stale.charges)
-        return launch(stale.task)
+        return launch(stale.task, stale.position)
 
-    def close_wave() -> None:
+    def relaunch_stale() -> None:
+        """Every run in flight, checked once per change of the committed store (the runs
+        launched since are on it): relaunched now if what it has read so far is stale."""
+        for i, run in enumerate(in_flight):
+            if run.view.reads and replay(store, run.view) is None:
+                in_flight[i] = rerun(run)
+
+    def close_wave(number: int) -> None:
+        wave = waves.pop(number, None)
+        if wave is None:
+            return
         if wave.tasks:
             log.write("construction_wave", phase="construction", wave_size=wave_size,
                       **dataclasses.asdict(wave))
         totals["tasks"] += len(wave.tasks)
-        totals["reruns"] += len(wave.reruns)
+        for key in ("reruns", "reruns_at_head"):
+            totals[key] += len(getattr(wave, key))
         totals["discarded_llm_calls"] += wave.discarded_llm_calls
         totals["discarded_tokens"] += wave.discarded_tokens
 
     try:
         fill()
         while in_flight:
-            run = in_flight.popleft()
-            if not run.future.done() and replay(store, run.view) is None:
-                run = rerun(run)  # already stale: no need to wait for the rest of it
+            run = in_flight[0]
             ctx, error = await run.settle()
             after = replay(store, run.view)
             if after is None:  # it read what the sequential order would not have shown it
-                run = rerun(run)
+                run = in_flight[0] = rerun(run)
+                wave_of(run.position).reruns_at_head.append(run.task.task_id)
                 ctx, error = await run.settle()
                 after = replay(store, run.view)
                 if after is None:
@@ -292,17 +338,20 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
                                        "admission is not deterministic)")
             if error is not None:
                 raise error
+            in_flight.popleft()
             run.events.commit()
             book_held(run.charges)
+            changed = _content(after) != _content(store)
             store = after
             commit(store, run.task, ctx)
-            wave.tasks.append(run.task.task_id)
+            wave_of(position).tasks.append(run.task.task_id)
             position += 1
             if position % wave_size == 0:
-                close_wave()
-                wave = WaveLog(position // wave_size)
+                close_wave(position // wave_size - 1)
+            if changed:
+                relaunch_stale()
             fill()
-        close_wave()
+        close_wave(position // wave_size)
     finally:
         for run in in_flight:
             run.future.cancel()
