@@ -22,6 +22,7 @@ from countermem_jax import construction_waves as waves
 from countermem_jax import counterfactual, experiment, metrics
 from countermem_jax.testing.scripted_backbone import Rule, ScriptedBackbone
 from countermem_jax.config_defaults import base_config
+from countermem_jax.backbones.base import Charge, TokenLedger, Usage
 from countermem_jax.memory import load_frozen, load_store
 from countermem_jax.memory import store as store_lib
 from countermem_jax.retrieval import conditions as cond_lib
@@ -346,11 +347,29 @@ def _admits(number):
     return step
 
 
-def test_a_stale_run_is_relaunched_before_its_task_is_next_to_commit(tmp_path, monkeypatch):
-    """t0 looks and admits nothing (the store is unchanged: nothing is checked), t1 admits a
-    record, t2 is slow and reads nothing, t3 looked at the store before t1's record committed.
-    t3 is relaunched when t1 commits, while t2 is still running: t2 finishes only once it has
-    seen t3's second launch (or, failing that, after a bounded number of turns of the loop)."""
+def _turns(until):
+    """Turns of the event loop until ``until()`` holds, at most a bounded number (no clock)."""
+    async def wait():
+        for _ in range(1000):
+            if until():
+                return
+            await asyncio.sleep(0)
+    return wait()
+
+
+def _llm_call(cached: bool):
+    """What a backbone call books, as the run's own (held) charge."""
+    TokenLedger().record(Charge("construction", purpose="DRAFT_ACTION"), Usage(10, 5),
+                         cached=cached)
+
+
+def _stale_t3(tmp_path, monkeypatch, t3_first_run):
+    """t0 looks and admits nothing (the committed store does not change: nothing is checked),
+    t1 admits a record, t2 is slow and reads nothing, t3's first run (``t3_first_run(view,
+    order)``) looks at the store before t1's record commits. t2 finishes once it has seen t3
+    launched again (or after a bounded number of turns of the loop). Returns the launch and
+    commit order, the final store, the wave events, the task ids of the views replayed, and
+    the store of the sequential build."""
     replayed = []
     replay = waves.replay
     monkeypatch.setattr(waves, "replay",
@@ -360,26 +379,64 @@ def test_a_stale_run_is_relaunched_before_its_task_is_next_to_commit(tmp_path, m
         view.index()
 
     async def slow(view, order):
-        for _ in range(1000):
-            if order.count(("start", "t3")) > 1:
-                break
-            await asyncio.sleep(0)
+        await _turns(lambda: order.count(("start", "t3")) > 1)
         order.append(("end", "t2"))
 
-    steps = {"t0": looks, "t1": _admits(1), "t2": slow, "t3": _admits(3)}
+    async def t3(view, order):
+        if order.count(("start", "t3")) == 1:
+            await t3_first_run(view, order)
+        await _admits(3)(view, order)
+
+    steps = {"t0": looks, "t1": _admits(1), "t2": slow, "t3": t3}
     order = []
     store, wave_events = _unit_build(tmp_path, 4, steps, list(steps), order)
-    relaunch = [i for i, e in enumerate(order) if e == ("start", "t3")][1]
-    assert relaunch < order.index(("end", "t2")) < order.index(("commit", "t2"))
-    assert order.index(("commit", "t1")) < relaunch
+    replayed_in_waves = list(replayed)
     assert [e for e in order if e[0] == "commit"] == [("commit", t) for t in steps]
-    assert [(w["reruns"], w["reruns_at_head"]) for w in wave_events] == [(["t3"], [])]
-    # checked once after t1's commit (t0's changed nothing), replayed once to commit
-    assert replayed.count("t3") == 2 and replayed.count("t2") == 1
-    sequential, _ = _unit_build(tmp_path, 1, steps, list(steps), [])
     assert [r.situation for r in store.records] == \
         ["task 1 saw 0 records", "task 3 saw 1 records"]
+    sequential, _ = _unit_build(tmp_path, 1, steps, list(steps), [])
     assert _content_of(store) == _content_of(sequential)
+    return order, wave_events, replayed_in_waves
+
+
+async def _waits_for_t1(view, order):
+    view.index()
+    await _turns(lambda: ("commit", "t1") in order)
+
+
+async def _uncached_call(view, order):
+    view.index()
+    _llm_call(cached=False)
+
+
+@pytest.mark.parametrize("first_run", [_waits_for_t1, _uncached_call],
+                         ids=["still running", "finished after a call the cache did not answer"])
+def test_a_stale_run_is_relaunched_before_its_task_is_next_to_commit(tmp_path, monkeypatch,
+                                                                     first_run):
+    """t3 is relaunched as soon as t1's commit makes it stale, while t2 (next to commit) is
+    still running; the sequential build's store all the same."""
+    order, wave_events, replayed = _stale_t3(tmp_path, monkeypatch, first_run)
+    relaunch = [i for i, e in enumerate(order) if e == ("start", "t3")][1]
+    assert order.index(("commit", "t1")) < relaunch < order.index(("end", "t2"))
+    assert [(w["reruns"], w["reruns_at_head"]) for w in wave_events] == [(["t3"], [])]
+    assert wave_events[0]["discarded_llm_calls"] == (first_run is _uncached_call)
+    # checked once after t1's commit (t0's changed nothing), then its relaunch once to commit
+    assert replayed.count("t3") == 2 and replayed.count("t2") == 1
+
+
+def test_a_finished_stale_run_on_cached_replies_is_relaunched_when_next_to_commit(
+        tmp_path, monkeypatch):
+    """Its relaunch would only repeat cached replies: it waits for its turn (and is not
+    replayed again on the way)."""
+    async def cached_call(view, order):
+        view.index()
+        _llm_call(cached=True)
+
+    order, wave_events, replayed = _stale_t3(tmp_path, monkeypatch, cached_call)
+    relaunch = [i for i, e in enumerate(order) if e == ("start", "t3")][1]
+    assert order.index(("commit", "t2")) < relaunch
+    assert [(w["reruns"], w["reruns_at_head"]) for w in wave_events] == [(["t3"], ["t3"])]
+    assert replayed.count("t3") == 2
 
 
 def _content_of(store):
