@@ -32,13 +32,17 @@ reads made so far. After every commit that changed the committed store (its reco
 statistics, its counters; a task that admitted nothing and observed no reuse changes nothing),
 every run in flight is checked once against it and, if already stale, discarded and launched
 again against it at once, overlapping with the others. A stale run that has finished and whose
-LLM calls the cache answered is the exception: its relaunch would most likely only repeat cached
-replies, so it waits until its task is next to commit; relaunching such runs at every commit
-made the commits wait for the CPU (measured on the pipeline benchmark, README). The committed
+LLM calls the cache answered, made stale by a commit that changed only reuse statistics (no
+record admitted or evicted), is the exception: its relaunch would most likely only repeat cached
+replies, so it waits until its task is next to commit (or a commit changes the records);
+relaunching such runs at every commit made the commits wait for the CPU (measured on the
+pipeline benchmark, README). A run that reaches the head of the queue still running is checked
+once more if it has read more since (it is not waited for if already stale). The committed
 store changes only when the task next to commit commits, and that task's run against the
 current store replays by construction: the queue always advances, each task is relaunched at
-most once per earlier commit while in flight, and the check costs at most one replay of the
-reads so far per run in flight and per change of the store.
+most once per earlier commit while in flight, and a run's reads are replayed only after a
+change of the store since it was launched or last checked (once per change at most), and once
+more at the head.
 
 A run's log events are held (``runlog.HeldEvents``) and its ledger charges too
 (``backbones.base.hold_charges``) until it commits: a discarded run leaves nothing in the log or
@@ -197,6 +201,8 @@ class _Run:
     events: HeldEvents
     future: asyncio.Task | None = None
     charges: list = dataclasses.field(default_factory=list)
+    launched_on: int = 0  # the committed store's version (its changes so far) at launch
+    checked_reads: int = 0  # its reads replayed at the last check (after the last change)
     known_stale: bool = False  # found stale, left to be relaunched when next to commit
 
     async def settle(self):
@@ -233,6 +239,11 @@ def _content(store: MemoryStore) -> tuple:
     return store.records, store.next_seq, store.evictions
 
 
+def _record_ids(store: MemoryStore) -> list[str]:
+    """Which records the store holds, in order (not their statistics)."""
+    return [r.record_id for r in store.records]
+
+
 async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask, *,
                          wave_size: int, make_index: IndexBuilder,
                          make_checker: Callable[[], cond_lib.CompositeChecker], log: RunLog,
@@ -246,11 +257,11 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
 
     After every commit that changed the committed store, each run in flight whose reads so far
     no longer replay against it is discarded and launched again against it at once (unless it
-    has finished on cached replies only, see ``relaunch_stale``), so that it overlaps with the
-    others instead of starting only when its task is next to commit. A run is launched again
-    only after a change of the committed store, which only a commit of an earlier task makes:
-    the run of the task next to commit (relaunched at most once there) replays by
-    construction, so the queue always advances."""
+    has finished on cached replies only and the change touched only reuse statistics, see
+    ``relaunch_stale``), so that it overlaps with the others instead of starting only when its
+    task is next to commit. A run is launched again only after a change of the committed store,
+    which only a commit of an earlier task makes: the run of the task next to commit
+    (relaunched at most once there) replays by construction, so the queue always advances."""
     if wave_size < 1:
         raise ValueError(f"construction.wave_size must be >= 1, got {wave_size}")
     pending = iter(tasks)
@@ -260,8 +271,10 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
     # Open waves by number: the one committing and the next (W tasks in flight at most).
     waves: dict[int, WaveLog] = {}
     queued = position  # split position of the next task to launch
+    version = 0  # changes of the committed store so far
 
-    abandoned: list[asyncio.Task] = []  # cancelled stale runs, awaited at the end
+    # cancelled stale runs still winding down, awaited at the end (dropped once done)
+    abandoned: set[asyncio.Task] = set()
     indexes: dict[tuple, RetrievalIndex] = {}  # by the records (frozen dataclasses: content)
 
     def shared_index(records, checker) -> RetrievalIndex:
@@ -278,7 +291,7 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
 
     def launch(task, at: int) -> _Run:
         run = _Run(task, at, TaskView(store, task.task_id, shared_index, make_checker()),
-                   HeldEvents(log))
+                   HeldEvents(log), launched_on=version)
 
         async def body():
             run.charges = hold_charges()  # this run's context only
@@ -295,31 +308,45 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
             in_flight.append(launch(task, queued))
             queued += 1
 
+    def wound_down(future: asyncio.Task) -> None:
+        """A discarded run has ended: forgotten, its error (its own, being stale) retrieved."""
+        abandoned.discard(future)
+        if not future.cancelled():
+            future.exception()
+
     def rerun(stale: _Run) -> _Run:
         """Discards a stale run (its held events and charges; counted in its wave's log) and
         runs its task again against the committed store."""
         stale.future.cancel()
-        abandoned.append(stale.future)
+        abandoned.add(stale.future)
+        stale.future.add_done_callback(wound_down)
         wave = wave_of(stale.position)
         wave.reruns.append(stale.task.task_id)
         wave.discarded_llm_calls += len(stale.charges)
         wave.discarded_tokens += sum(usage.total for _, _, usage, _ in stale.charges)
         return launch(stale.task, stale.position)
 
-    def relaunch_stale() -> None:
-        """Every run in flight not yet known to be stale, checked once per change of the
-        committed store (the runs launched since are on it): relaunched now if what it has read
-        so far is stale, unless it has finished and the cache answered all its LLM calls (its
-        relaunch would most likely only repeat cached replies: it is relaunched when its task is
-        next to commit, so that relaunching it again at every commit does not take the CPU
-        that the task next to commit needs)."""
+    def fresh(run: _Run) -> bool:
+        """Whether the run's reads so far replay on the committed store (noted, so that they
+        are not replayed again before the store changes or the run reads more)."""
+        run.checked_reads = len(run.view.reads)
+        return not run.view.reads or replay(store, run.view) is not None
+
+    def relaunch_stale(records_changed: bool) -> None:
+        """Every run in flight, after a change of the committed store: a run not yet known to
+        be stale is checked once (the runs launched since are on the new store) and, if what it
+        has read so far is stale, relaunched now. The exception is a run that has finished on
+        cached replies only while the change touched only reuse statistics (the same records,
+        none admitted or evicted): its relaunch would most likely repeat those replies, so it
+        waits until its task is next to commit, or until a commit changes the records."""
         for i, run in enumerate(in_flight):
-            if run.known_stale or not run.view.reads or replay(store, run.view) is not None:
+            if not run.known_stale and fresh(run):
                 continue
-            if run.future.done() and all(cached for *_, cached in run.charges):
-                run.known_stale = True
-            else:
+            if records_changed or not run.future.done() or \
+                    not all(cached for *_, cached in run.charges):
                 in_flight[i] = rerun(run)
+            else:
+                run.known_stale = True
 
     def close_wave(number: int) -> None:
         wave = waves.pop(number, None)
@@ -338,8 +365,13 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
         fill()
         while in_flight:
             run = in_flight[0]
-            ctx, error = await run.settle()
-            after = None if run.known_stale else replay(store, run.view)
+            if not run.future.done() and run.launched_on < version and \
+                    len(run.view.reads) > run.checked_reads and not fresh(run):
+                run.known_stale = True  # already stale: no need to wait for the rest of it
+            after = None
+            if not run.known_stale:
+                ctx, error = await run.settle()
+                after = replay(store, run.view)
             if after is None:  # it read what the sequential order would not have shown it
                 run = in_flight[0] = rerun(run)
                 wave_of(run.position).reruns_at_head.append(run.task.task_id)
@@ -355,6 +387,7 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
             run.events.commit()
             book_held(run.charges)
             changed = _content(after) != _content(store)
+            records_changed = _record_ids(after) != _record_ids(store)
             store = after
             commit(store, run.task, ctx)
             wave_of(position).tasks.append(run.task.task_id)
@@ -362,7 +395,8 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
             if position % wave_size == 0:
                 close_wave(position // wave_size - 1)
             if changed:
-                relaunch_stale()
+                version += 1
+                relaunch_stale(records_changed)
             fill()
         close_wave(position // wave_size)
     finally:

@@ -316,18 +316,19 @@ def test_a_read_the_sequential_order_would_have_answered_otherwise_is_stale(reco
 
 
 # ------------------------------------------------------- stale runs relaunched before the head
-def _unit_build(tmp_path, wave_size, steps, tasks, order):
-    """``build_in_waves`` over ``tasks`` (ids) with the scripted step ``steps[id](view, order)``
-    as each task's run; ``order`` gets ("start", id) per launch and ("commit", id) per commit.
-    Returns the final store and the wave events."""
+def _unit_build(tmp_path, wave_size, steps, tasks, order, records=()):
+    """``build_in_waves`` from a store of ``records`` over ``tasks`` (ids) with the scripted
+    step ``steps[id](view, order)`` as each task's run; ``order`` gets ("start", id) per launch
+    and ("commit", id) per commit. Returns the final store and the wave events."""
     def run_task(task, view, events):
         order.append(("start", task.task_id))
         return steps[task.task_id](view, order)
 
     log = RunLog(tmp_path / f"log-{wave_size}.jsonl")
     store, _ = asyncio.run(waves.build_in_waves(
-        store_lib.MemoryStore(), [types.SimpleNamespace(task_id=t) for t in tasks], run_task,
-        wave_size=wave_size, make_index=lambda records, c: RetrievalIndex(records, checker=c),
+        store_lib.MemoryStore(records=records), [types.SimpleNamespace(task_id=t) for t in tasks],
+        run_task, wave_size=wave_size,
+        make_index=lambda records, c: RetrievalIndex(records, checker=c),
         make_checker=cond_lib.CompositeChecker, log=log,
         commit=lambda committed, task, ctx: order.append(("commit", task.task_id))))
     return store, log.events("construction_wave")
@@ -363,80 +364,112 @@ def _llm_call(cached: bool):
                          cached=cached)
 
 
-def _stale_t3(tmp_path, monkeypatch, t3_first_run):
-    """t0 looks and admits nothing (the committed store does not change: nothing is checked),
-    t1 admits a record, t2 is slow and reads nothing, t3's first run (``t3_first_run(view,
-    order)``) looks at the store before t1's record commits. t2 finishes once it has seen t3
-    launched again (or after a bounded number of turns of the loop). Returns the launch and
-    commit order, the final store, the wave events, the task ids of the views replayed, and
-    the store of the sequential build."""
+OLD = helpers.make_record(source_task_id="t-old", situation="an earlier task's situation",
+                          condition="")
+
+
+async def _uses_the_old_record(view, order):
+    """A reuse observation: the committed store's records stay, one reuse statistic changes."""
+    view.observe_reuse(OLD.record_id, 1)
+
+
+async def _retrieves(view, order):
+    """Reads the store as a decision does: what the condition judge is shown, a retrieval."""
+    view.index().retrieve(cond_lib.TaskContext(view.task_id, "an earlier task's situation"))
+
+
+async def _then_waits_for_t1(view, order):
+    await _turns(lambda: ("commit", "t1") in order)
+
+
+async def _then_a_call_the_cache_did_not_answer(view, order):
+    _llm_call(cached=False)
+
+
+async def _then_a_cached_call(view, order):
+    _llm_call(cached=True)
+
+
+@pytest.mark.parametrize("t1, t3_first_run, at_once", [
+    (_admits(1), _then_waits_for_t1, True),
+    (_uses_the_old_record, _then_waits_for_t1, True),
+    (_admits(1), _then_a_call_the_cache_did_not_answer, True),
+    (_uses_the_old_record, _then_a_call_the_cache_did_not_answer, True),
+    (_admits(1), _then_a_cached_call, True),
+    (_uses_the_old_record, _then_a_cached_call, False),
+], ids=["admits/still running", "reuse/still running", "admits/finished, uncached call",
+        "reuse/finished, uncached call", "admits/finished, cached call",
+        "reuse/finished, cached call"])
+def test_a_stale_run_is_relaunched_as_soon_as_it_is_stale(tmp_path, monkeypatch, t1,
+                                                         t3_first_run, at_once):
+    """From a store with one record: t0 looks and changes nothing (nothing is checked after
+    its commit), t1 admits a record or observes a reuse of the old one, t2 is slow and reads
+    nothing, and t3's first run retrieves before t1's commit, so it is stale, and goes on with
+    ``t3_first_run`` (its relaunch, which sees t1's change, admits a record instead). t2
+    finishes only once it has seen t3 launched again (or after a bounded number of turns of the
+    loop). t3 is relaunched as soon as t1 commits, while t2 is still running, unless its stale
+    run has finished on cached replies only and t1 changed only a reuse statistic: then it is
+    relaunched when next to commit. The store is the sequential build's either way."""
     replayed = []
     replay = waves.replay
     monkeypatch.setattr(waves, "replay",
                         lambda store, view: replayed.append(view.task_id) or replay(store, view))
-
-    async def looks(view, order):
-        view.index()
 
     async def slow(view, order):
         await _turns(lambda: order.count(("start", "t3")) > 1)
         order.append(("end", "t2"))
 
     async def t3(view, order):
-        if order.count(("start", "t3")) == 1:
-            await t3_first_run(view, order)
+        await _retrieves(view, order)
+        if view.store.records == (OLD,):  # before t1's commit (what it retrieved says so)
+            return await t3_first_run(view, order)
         await _admits(3)(view, order)
 
-    steps = {"t0": looks, "t1": _admits(1), "t2": slow, "t3": t3}
+    steps = {"t0": _retrieves, "t1": t1, "t2": slow, "t3": t3}
     order = []
-    store, wave_events = _unit_build(tmp_path, 4, steps, list(steps), order)
+    store, wave_events = _unit_build(tmp_path, 4, steps, list(steps), order, [OLD])
     replayed_in_waves = list(replayed)
+    sequential, _ = _unit_build(tmp_path, 1, steps, list(steps), [], [OLD])
+    assert _content_of(store) == _content_of(sequential)
+    assert store.records[-1].source_task_id == "t3"
     assert [e for e in order if e[0] == "commit"] == [("commit", t) for t in steps]
-    assert [r.situation for r in store.records] == \
-        ["task 1 saw 0 records", "task 3 saw 1 records"]
+    relaunch = [i for i, e in enumerate(order) if e == ("start", "t3")][1]
+    if at_once:
+        assert order.index(("commit", "t1")) < relaunch < order.index(("end", "t2"))
+    else:
+        assert order.index(("commit", "t2")) < relaunch
+    assert [(w["reruns"], w["reruns_at_head"]) for w in wave_events] == \
+        [(["t3"], [] if at_once else ["t3"])]
+    assert wave_events[0]["discarded_llm_calls"] == (t3_first_run is not _then_waits_for_t1)
+    # checked once, after t1's commit (t0's changed nothing), and not again on the way to the
+    # head; its relaunch is replayed once, to commit
+    assert replayed_in_waves.count("t3") == 2 and replayed_in_waves.count("t2") == 1
+
+
+def test_a_run_that_reaches_the_head_stale_is_not_waited_for(tmp_path):
+    """t2 reads the store after t0's commit (on its view of the store before it, so stale)
+    while t1 is next to commit; t1's commit changes nothing. When t2 reaches the head it is
+    checked again (it has read more since the last check) and relaunched at once: its stale
+    run, which would have gone on for a long while, never finishes."""
+    async def t1(view, order):
+        await _turns(lambda: ("read", "t2") in order)
+
+    async def t2(view, order):
+        await _turns(lambda: ("commit", "t0") in order)
+        records = view.index().records
+        order.append(("read", "t2"))
+        if not records:  # stale: t0's record is missing
+            await _turns(lambda: False)
+            order.append(("end", "stale t2"))
+
+    steps = {"t0": _admits(0), "t1": t1, "t2": t2}
+    order = []
+    store, wave_events = _unit_build(tmp_path, 3, steps, list(steps), order)
     sequential, _ = _unit_build(tmp_path, 1, steps, list(steps), [])
     assert _content_of(store) == _content_of(sequential)
-    return order, wave_events, replayed_in_waves
-
-
-async def _waits_for_t1(view, order):
-    view.index()
-    await _turns(lambda: ("commit", "t1") in order)
-
-
-async def _uncached_call(view, order):
-    view.index()
-    _llm_call(cached=False)
-
-
-@pytest.mark.parametrize("first_run", [_waits_for_t1, _uncached_call],
-                         ids=["still running", "finished after a call the cache did not answer"])
-def test_a_stale_run_is_relaunched_before_its_task_is_next_to_commit(tmp_path, monkeypatch,
-                                                                     first_run):
-    """t3 is relaunched as soon as t1's commit makes it stale, while t2 (next to commit) is
-    still running; the sequential build's store all the same."""
-    order, wave_events, replayed = _stale_t3(tmp_path, monkeypatch, first_run)
-    relaunch = [i for i, e in enumerate(order) if e == ("start", "t3")][1]
-    assert order.index(("commit", "t1")) < relaunch < order.index(("end", "t2"))
-    assert [(w["reruns"], w["reruns_at_head"]) for w in wave_events] == [(["t3"], [])]
-    assert wave_events[0]["discarded_llm_calls"] == (first_run is _uncached_call)
-    # checked once after t1's commit (t0's changed nothing), then its relaunch once to commit
-    assert replayed.count("t3") == 2 and replayed.count("t2") == 1
-
-
-def test_a_finished_stale_run_on_cached_replies_is_relaunched_when_next_to_commit(
-        tmp_path, monkeypatch):
-    """Its relaunch would only repeat cached replies: it waits for its turn (and is not
-    replayed again on the way)."""
-    async def cached_call(view, order):
-        view.index()
-        _llm_call(cached=True)
-
-    order, wave_events, replayed = _stale_t3(tmp_path, monkeypatch, cached_call)
-    relaunch = [i for i, e in enumerate(order) if e == ("start", "t3")][1]
-    assert order.index(("commit", "t2")) < relaunch
-    assert [(w["reruns"], w["reruns_at_head"]) for w in wave_events] == [(["t3"], ["t3"])]
-    assert replayed.count("t3") == 2
+    assert ("end", "stale t2") not in order
+    assert order[order.index(("commit", "t1")) + 1] == ("start", "t2")
+    assert [(w["reruns"], w["reruns_at_head"]) for w in wave_events] == [(["t2"], ["t2"])]
 
 
 def _content_of(store):
