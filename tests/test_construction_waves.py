@@ -316,17 +316,17 @@ def test_a_read_the_sequential_order_would_have_answered_otherwise_is_stale(reco
 
 
 # ------------------------------------------------------- stale runs relaunched before the head
-def _unit_build(tmp_path, wave_size, steps, tasks, order, records=()):
-    """``build_in_waves`` from a store of ``records`` over ``tasks`` (ids) with the scripted
-    step ``steps[id](view, order)`` as each task's run; ``order`` gets ("start", id) per launch
-    and ("commit", id) per commit. Returns the final store and the wave events."""
+def _unit_build(tmp_path, wave_size, steps, tasks, order, initial=()):
+    """``build_in_waves`` from a store of the records ``initial`` over ``tasks`` (ids) with the
+    scripted step ``steps[id](view, order)`` as each task's run; ``order`` gets ("start", id)
+    per launch and ("commit", id) per commit. Returns the final store and the wave events."""
     def run_task(task, view, events):
         order.append(("start", task.task_id))
         return steps[task.task_id](view, order)
 
     log = RunLog(tmp_path / f"log-{wave_size}.jsonl")
     store, _ = asyncio.run(waves.build_in_waves(
-        store_lib.MemoryStore(records=records), [types.SimpleNamespace(task_id=t) for t in tasks],
+        store_lib.MemoryStore(records=initial), [types.SimpleNamespace(task_id=t) for t in tasks],
         run_task, wave_size=wave_size,
         make_index=lambda records, c: RetrievalIndex(records, checker=c),
         make_checker=cond_lib.CompositeChecker, log=log,
