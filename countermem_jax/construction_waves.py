@@ -27,6 +27,23 @@ not change come from the response cache (and single-flight). A run that raised i
 same way when its reads are stale; when they are not, the sequential run would have raised too,
 and the error stops the phase.
 
+A run need not wait until its task is next to commit to be found stale: ``replay`` works on the
+reads made so far. After every commit that changed the committed store (its records, their
+statistics, its counters; a task that admitted nothing and observed no reuse changes nothing),
+every run in flight is checked once against it and, if already stale, discarded and launched
+again against it at once, overlapping with the others. A stale run that has finished and whose
+LLM calls the cache answered, made stale by a commit that changed only reuse statistics (no
+record admitted or evicted), is the exception: its relaunch would most likely only repeat cached
+replies, so it waits until its task is next to commit (or a commit changes the records);
+relaunching such runs at every commit made the commits wait for the CPU (measured on the
+pipeline benchmark, README). A run that reaches the head of the queue still running is checked
+once more if it has read more since (it is not waited for if already stale). The committed
+store changes only when the task next to commit commits, and that task's run against the
+current store replays by construction: the queue always advances, each task is relaunched at
+most once per earlier commit while in flight, and a run's reads are replayed only after a
+change of the store since it was launched or last checked (once per change at most), and once
+more at the head.
+
 A run's log events are held (``runlog.HeldEvents``) and its ledger charges too
 (``backbones.base.hold_charges``) until it commits: a discarded run leaves nothing in the log or
 the ledger that resume, the metrics or the cost of building read; what it spent is logged per
@@ -179,10 +196,14 @@ class TaskHooks:
 @dataclasses.dataclass
 class _Run:
     task: object
+    position: int  # in the split
     view: TaskView
     events: HeldEvents
     future: asyncio.Task | None = None
     charges: list = dataclasses.field(default_factory=list)
+    launched_on: int = 0  # the committed store's version (its changes so far) at launch
+    checked_reads: int = 0  # its reads replayed at the last check (after the last change)
+    known_stale: bool = False  # found stale, left to be relaunched when next to commit
 
     async def settle(self):
         """(the task context, None) or (None, the exception the run raised)."""
@@ -196,16 +217,31 @@ class _Run:
 
 @dataclasses.dataclass
 class WaveLog:
-    """Per wave (W consecutive tasks of the split): the tasks, those re-run, and what the
+    """Per wave (W consecutive tasks of the split): the tasks, the runs of them discarded as
+    stale (``reruns``, a task once per discarded run; ``reruns_at_head``: those found stale only
+    when the task was next to commit, which the tasks after it waited for), and what the
     discarded runs spent (their LLM calls, many of them answered by the response cache)."""
     wave: int
     tasks: list = dataclasses.field(default_factory=list)
     reruns: list = dataclasses.field(default_factory=list)
+    reruns_at_head: list = dataclasses.field(default_factory=list)
     discarded_llm_calls: int = 0
     discarded_tokens: int = 0
 
 
 RunTask = Callable[[object, TaskView, HeldEvents], Awaitable[object]]
+
+
+def _content(store: MemoryStore) -> tuple:
+    """All a run can read of a store: its records (with their statistics) and the counters
+    admission and eviction use (records are shared between copies, so equal ones compare by
+    identity first)."""
+    return store.records, store.next_seq, store.evictions
+
+
+def _record_ids(store: MemoryStore) -> list[str]:
+    """Which records the store holds, in order (not their statistics)."""
+    return [r.record_id for r in store.records]
 
 
 async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask, *,
@@ -217,16 +253,28 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
     order; ``run_task(task, view, events)`` runs one task against its view, logging to
     ``events``; ``commit(store, task, ctx)`` persists the committed store after each task.
     ``position``: tasks of the split already processed (resume). Returns the final store and
-    the totals (tasks, re-runs, discarded calls and tokens)."""
+    the totals (tasks, re-runs, discarded calls and tokens).
+
+    After every commit that changed the committed store, each run in flight whose reads so far
+    no longer replay against it is discarded and launched again against it at once (unless it
+    has finished on cached replies only and the change touched only reuse statistics, see
+    ``relaunch_stale``), so that it overlaps with the others instead of starting only when its
+    task is next to commit. A run is launched again only after a change of the committed store,
+    which only a commit of an earlier task makes: the run of the task next to commit
+    (relaunched at most once there) replays by construction, so the queue always advances."""
     if wave_size < 1:
         raise ValueError(f"construction.wave_size must be >= 1, got {wave_size}")
     pending = iter(tasks)
     in_flight: collections.deque[_Run] = collections.deque()
-    totals = {"wave_size": wave_size, "tasks": 0, "reruns": 0, "discarded_llm_calls": 0,
-              "discarded_tokens": 0}
-    wave = WaveLog(position // wave_size)
+    totals = {"wave_size": wave_size, "tasks": 0, "reruns": 0, "reruns_at_head": 0,
+              "discarded_llm_calls": 0, "discarded_tokens": 0}
+    # Open waves by number: the one committing and the next (W tasks in flight at most).
+    waves: dict[int, WaveLog] = {}
+    queued = position  # split position of the next task to launch
+    version = 0  # changes of the committed store so far
 
-    abandoned: list[asyncio.Task] = []  # cancelled stale runs, awaited at the end
+    # cancelled stale runs still winding down, awaited at the end (dropped once done)
+    abandoned: set[asyncio.Task] = set()
     indexes: dict[tuple, RetrievalIndex] = {}  # by the records (frozen dataclasses: content)
 
     def shared_index(records, checker) -> RetrievalIndex:
@@ -238,9 +286,12 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
             indexes[key] = make_index(records, checker)
         return indexes[key]
 
-    def launch(task) -> _Run:
-        run = _Run(task, TaskView(store, task.task_id, shared_index, make_checker()),
-                   HeldEvents(log))
+    def wave_of(at: int) -> WaveLog:
+        return waves.setdefault(at // wave_size, WaveLog(at // wave_size))
+
+    def launch(task, at: int) -> _Run:
+        run = _Run(task, at, TaskView(store, task.task_id, shared_index, make_checker()),
+                   HeldEvents(log), launched_on=version)
 
         async def body():
             run.charges = hold_charges()  # this run's context only
@@ -249,41 +300,81 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
         return run
 
     def fill() -> None:
+        nonlocal queued
         while len(in_flight) < wave_size:
             task = next(pending, None)
             if task is None:
                 return
-            in_flight.append(launch(task))
+            in_flight.append(launch(task, queued))
+            queued += 1
+
+    def wound_down(future: asyncio.Task) -> None:
+        """A discarded run has ended: forgotten, its error (its own, being stale) retrieved."""
+        abandoned.discard(future)
+        if not future.cancelled():
+            future.exception()
 
     def rerun(stale: _Run) -> _Run:
-        """Discards a stale run (its held events and charges; counted in the wave's log) and
+        """Discards a stale run (its held events and charges; counted in its wave's log) and
         runs its task again against the committed store."""
         stale.future.cancel()
-        abandoned.append(stale.future)
+        abandoned.add(stale.future)
+        stale.future.add_done_callback(wound_down)
+        wave = wave_of(stale.position)
         wave.reruns.append(stale.task.task_id)
         wave.discarded_llm_calls += len(stale.charges)
         wave.discarded_tokens += sum(usage.total for _, _, usage, _ in stale.charges)
-        return launch(stale.task)
+        return launch(stale.task, stale.position)
 
-    def close_wave() -> None:
+    def fresh(run: _Run) -> bool:
+        """Whether the run's reads so far replay on the committed store (noted, so that they
+        are not replayed again before the store changes or the run reads more)."""
+        run.checked_reads = len(run.view.reads)
+        return not run.view.reads or replay(store, run.view) is not None
+
+    def relaunch_stale(records_changed: bool) -> None:
+        """Every run in flight, after a change of the committed store: a run not yet known to
+        be stale is checked once (the runs launched since are on the new store) and, if what it
+        has read so far is stale, relaunched now. The exception is a run that has finished on
+        cached replies only while the change touched only reuse statistics (the same records,
+        none admitted or evicted): its relaunch would most likely repeat those replies, so it
+        waits until its task is next to commit, or until a commit changes the records."""
+        for i, run in enumerate(in_flight):
+            if not run.known_stale and fresh(run):
+                continue
+            if records_changed or not run.future.done() or \
+                    not all(cached for *_, cached in run.charges):
+                in_flight[i] = rerun(run)
+            else:
+                run.known_stale = True
+
+    def close_wave(number: int) -> None:
+        wave = waves.pop(number, None)
+        if wave is None:
+            return
         if wave.tasks:
             log.write("construction_wave", phase="construction", wave_size=wave_size,
                       **dataclasses.asdict(wave))
         totals["tasks"] += len(wave.tasks)
-        totals["reruns"] += len(wave.reruns)
+        for key in ("reruns", "reruns_at_head"):
+            totals[key] += len(getattr(wave, key))
         totals["discarded_llm_calls"] += wave.discarded_llm_calls
         totals["discarded_tokens"] += wave.discarded_tokens
 
     try:
         fill()
         while in_flight:
-            run = in_flight.popleft()
-            if not run.future.done() and replay(store, run.view) is None:
-                run = rerun(run)  # already stale: no need to wait for the rest of it
-            ctx, error = await run.settle()
-            after = replay(store, run.view)
+            run = in_flight[0]
+            if not run.future.done() and run.launched_on < version and \
+                    len(run.view.reads) > run.checked_reads and not fresh(run):
+                run.known_stale = True  # already stale: no need to wait for the rest of it
+            after = None
+            if not run.known_stale:
+                ctx, error = await run.settle()
+                after = replay(store, run.view)
             if after is None:  # it read what the sequential order would not have shown it
-                run = rerun(run)
+                run = in_flight[0] = rerun(run)
+                wave_of(run.position).reruns_at_head.append(run.task.task_id)
                 ctx, error = await run.settle()
                 after = replay(store, run.view)
                 if after is None:
@@ -292,17 +383,22 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
                                        "admission is not deterministic)")
             if error is not None:
                 raise error
+            in_flight.popleft()
             run.events.commit()
             book_held(run.charges)
+            changed = _content(after) != _content(store)
+            records_changed = _record_ids(after) != _record_ids(store)
             store = after
             commit(store, run.task, ctx)
-            wave.tasks.append(run.task.task_id)
+            wave_of(position).tasks.append(run.task.task_id)
             position += 1
             if position % wave_size == 0:
-                close_wave()
-                wave = WaveLog(position // wave_size)
+                close_wave(position // wave_size - 1)
+            if changed:
+                version += 1
+                relaunch_stale(records_changed)
             fill()
-        close_wave()
+        close_wave(position // wave_size)
     finally:
         for run in in_flight:
             run.future.cancel()

@@ -6,6 +6,8 @@ capacity 2 (evictions), and a scripted backbone that revises a draft only with a
 matching operator: later tasks retrieve, reuse (helpfully or not) and re-admit records admitted
 by earlier ones, so a concurrent run has reads that go stale and must be re-run.
 """
+import asyncio
+import collections
 import datetime
 import hashlib
 import json
@@ -20,6 +22,7 @@ from countermem_jax import construction_waves as waves
 from countermem_jax import counterfactual, experiment, metrics
 from countermem_jax.testing.scripted_backbone import Rule, ScriptedBackbone
 from countermem_jax.config_defaults import base_config
+from countermem_jax.backbones.base import Charge, TokenLedger, Usage
 from countermem_jax.memory import load_frozen, load_store
 from countermem_jax.memory import store as store_lib
 from countermem_jax.retrieval import conditions as cond_lib
@@ -212,7 +215,7 @@ def test_many_tasks_in_flight_build_the_store_of_one(tmp_path, people, pinned, w
     reruns = [t for w in waves for t in w["reruns"]]
     assert reruns and sum(w["discarded_llm_calls"] for w in waves) > 0
     if wave_size == 4:  # some speculative runs saw exactly the sequential store and committed
-        assert len(reruns) < len(BUILD) - 1
+        assert len(set(reruns)) < len(BUILD) - 1
     # The committed runs' log is the sequential run's: decisions (retrievals, judge verdicts,
     # reuse labels), counterfactual checks and admissions, task ends; so is the cost of building.
     assert _construction_events(many) == _construction_events(one)
@@ -222,6 +225,9 @@ def test_many_tasks_in_flight_build_the_store_of_one(tmp_path, people, pinned, w
     ends = {wd: RunLog(wd / "log.jsonl").events("phase_end")[-1] for wd in (one, many)}
     assert ends[many]["tokens"] == ends[one]["tokens"]  # discarded runs' calls are not booked
     assert ends[many]["waves"]["reruns"] == len(reruns)
+    # stale runs were relaunched as soon as an earlier commit made them stale, most of them
+    # long before their task was next to commit
+    assert len([t for w in waves for t in w["reruns_at_head"]]) < len(reruns)
 
 
 def test_a_kill_mid_wave_resumes_to_the_same_store(tmp_path, people, pinned):
@@ -307,3 +313,183 @@ def test_a_read_the_sequential_order_would_have_answered_otherwise_is_stale(reco
     e = _view(start, "e")
     e.observe_reuse(old.record_id, -1)
     assert waves.replay(store_lib.MemoryStore(), e) is None
+
+
+# ------------------------------------------------------- stale runs relaunched before the head
+def _unit_build(tmp_path, wave_size, steps, tasks, order, initial=()):
+    """``build_in_waves`` from a store of the records ``initial`` over ``tasks`` (ids) with the
+    scripted step ``steps[id](view, order)`` as each task's run; ``order`` gets ("start", id)
+    per launch and ("commit", id) per commit. Returns the final store and the wave events."""
+    def run_task(task, view, events):
+        order.append(("start", task.task_id))
+        return steps[task.task_id](view, order)
+
+    log = RunLog(tmp_path / f"log-{wave_size}.jsonl")
+    store, _ = asyncio.run(waves.build_in_waves(
+        store_lib.MemoryStore(records=initial), [types.SimpleNamespace(task_id=t) for t in tasks],
+        run_task, wave_size=wave_size,
+        make_index=lambda records, c: RetrievalIndex(records, checker=c),
+        make_checker=cond_lib.CompositeChecker, log=log,
+        commit=lambda committed, task, ctx: order.append(("commit", task.task_id))))
+    return store, log.events("construction_wave")
+
+
+def _admits(number):
+    """A task step that looks at the store and admits a record saying how many it saw (each
+    record has its own condition, so the count is part of what the index read recorded)."""
+    async def step(view, order):
+        seen = len(view.index().records)
+        await asyncio.sleep(0)
+        view.propose(helpers.make_record(
+            source_task_id=f"t{number}", situation=f"task {number} saw {seen} records",
+            condition=f"the request is about table t{number}",
+            original=f"SELECT c{number} FROM t{number} WHERE a{number} > {seen}",
+            improved=f"SELECT c{number} FROM t{number} WHERE a{number} >= {seen}"))
+    return step
+
+
+def _turns(until):
+    """Turns of the event loop until ``until()`` holds, at most a bounded number (no clock)."""
+    async def wait():
+        for _ in range(1000):
+            if until():
+                return
+            await asyncio.sleep(0)
+    return wait()
+
+
+def _llm_call(cached: bool):
+    """What a backbone call books, as the run's own (held) charge."""
+    TokenLedger().record(Charge("construction", purpose="DRAFT_ACTION"), Usage(10, 5),
+                         cached=cached)
+
+
+OLD = helpers.make_record(source_task_id="t-old", situation="an earlier task's situation",
+                          condition="")
+
+
+async def _uses_the_old_record(view, order):
+    """A reuse observation: the committed store's records stay, one reuse statistic changes."""
+    view.observe_reuse(OLD.record_id, 1)
+
+
+async def _retrieves(view, order):
+    """Reads the store as a decision does: what the condition judge is shown, a retrieval."""
+    view.index().retrieve(cond_lib.TaskContext(view.task_id, "an earlier task's situation"))
+
+
+async def _then_waits_for_t1(view, order):
+    await _turns(lambda: ("commit", "t1") in order)
+
+
+async def _then_a_call_the_cache_did_not_answer(view, order):
+    _llm_call(cached=False)
+
+
+async def _then_a_cached_call(view, order):
+    _llm_call(cached=True)
+
+
+@pytest.mark.parametrize("t1, t3_first_run, at_once", [
+    (_admits(1), _then_waits_for_t1, True),
+    (_uses_the_old_record, _then_waits_for_t1, True),
+    (_admits(1), _then_a_call_the_cache_did_not_answer, True),
+    (_uses_the_old_record, _then_a_call_the_cache_did_not_answer, True),
+    (_admits(1), _then_a_cached_call, True),
+    (_uses_the_old_record, _then_a_cached_call, False),
+], ids=["admits/still running", "reuse/still running", "admits/finished, uncached call",
+        "reuse/finished, uncached call", "admits/finished, cached call",
+        "reuse/finished, cached call"])
+def test_a_stale_run_is_relaunched_as_soon_as_it_is_stale(tmp_path, monkeypatch, t1,
+                                                         t3_first_run, at_once):
+    """From a store with one record: t0 looks and changes nothing (nothing is checked after
+    its commit), t1 admits a record or observes a reuse of the old one, t2 is slow and reads
+    nothing, and t3's first run retrieves before t1's commit, so it is stale, and goes on with
+    ``t3_first_run`` (its relaunch, which sees t1's change, admits a record instead). t2
+    finishes only once it has seen t3 launched again (or after a bounded number of turns of the
+    loop). t3 is relaunched as soon as t1 commits, while t2 is still running, unless its stale
+    run has finished on cached replies only and t1 changed only a reuse statistic: then it is
+    relaunched when next to commit. The store is the sequential build's either way."""
+    replayed = []
+    replay = waves.replay
+    monkeypatch.setattr(waves, "replay",
+                        lambda store, view: replayed.append(view.task_id) or replay(store, view))
+
+    async def slow(view, order):
+        await _turns(lambda: order.count(("start", "t3")) > 1)
+        order.append(("end", "t2"))
+
+    async def t3(view, order):
+        await _retrieves(view, order)
+        if view.store.records == (OLD,):  # before t1's commit (what it retrieved says so)
+            return await t3_first_run(view, order)
+        await _admits(3)(view, order)
+
+    steps = {"t0": _retrieves, "t1": t1, "t2": slow, "t3": t3}
+    order = []
+    store, wave_events = _unit_build(tmp_path, 4, steps, list(steps), order, [OLD])
+    replayed_in_waves = list(replayed)
+    sequential, _ = _unit_build(tmp_path, 1, steps, list(steps), [], [OLD])
+    assert _content_of(store) == _content_of(sequential)
+    assert store.records[-1].source_task_id == "t3"
+    assert [e for e in order if e[0] == "commit"] == [("commit", t) for t in steps]
+    relaunch = [i for i, e in enumerate(order) if e == ("start", "t3")][1]
+    if at_once:
+        assert order.index(("commit", "t1")) < relaunch < order.index(("end", "t2"))
+    else:
+        assert order.index(("commit", "t2")) < relaunch
+    assert [(w["reruns"], w["reruns_at_head"]) for w in wave_events] == \
+        [(["t3"], [] if at_once else ["t3"])]
+    assert wave_events[0]["discarded_llm_calls"] == (t3_first_run is not _then_waits_for_t1)
+    # checked once, after t1's commit (t0's changed nothing), and not again on the way to the
+    # head; its relaunch is replayed once, to commit
+    assert replayed_in_waves.count("t3") == 2 and replayed_in_waves.count("t2") == 1
+
+
+def test_a_run_that_reaches_the_head_stale_is_not_waited_for(tmp_path):
+    """t2 reads the store after t0's commit (on its view of the store before it, so stale)
+    while t1 is next to commit; t1's commit changes nothing. When t2 reaches the head it is
+    checked again (it has read more since the last check) and relaunched at once: its stale
+    run, which would have gone on for a long while, never finishes."""
+    async def t1(view, order):
+        await _turns(lambda: ("read", "t2") in order)
+
+    async def t2(view, order):
+        await _turns(lambda: ("commit", "t0") in order)
+        records = view.index().records
+        order.append(("read", "t2"))
+        if not records:  # stale: t0's record is missing
+            await _turns(lambda: False)
+            order.append(("end", "stale t2"))
+
+    steps = {"t0": _admits(0), "t1": t1, "t2": t2}
+    order = []
+    store, wave_events = _unit_build(tmp_path, 3, steps, list(steps), order)
+    sequential, _ = _unit_build(tmp_path, 1, steps, list(steps), [])
+    assert _content_of(store) == _content_of(sequential)
+    assert ("end", "stale t2") not in order
+    assert order[order.index(("commit", "t1")) + 1] == ("start", "t2")
+    assert [(w["reruns"], w["reruns_at_head"]) for w in wave_events] == [(["t2"], ["t2"])]
+
+
+def _content_of(store):
+    return store.content_hash(), store.next_seq, store.evictions
+
+
+@pytest.mark.parametrize("wave_size", [2, 6])
+def test_a_chain_of_stale_runs_advances_and_builds_the_sequential_store(tmp_path, wave_size):
+    """Every task reads what every earlier one admitted: every commit makes every run in flight
+    stale. The queue still advances, each task is relaunched at most once per earlier commit,
+    and the store is the sequential one."""
+    tasks = [f"t{i}" for i in range(6)]
+    steps = {t: _admits(i) for i, t in enumerate(tasks)}
+    order = []
+    store, wave_events = _unit_build(tmp_path, wave_size, steps, tasks, order)
+    sequential, _ = _unit_build(tmp_path, 1, steps, tasks, [])
+    assert _content_of(store) == _content_of(sequential) and len(store.records) == len(tasks)
+    assert [e[1] for e in order if e[0] == "commit"] == tasks
+    launches = collections.Counter(t for kind, t in order if kind == "start")
+    assert all(1 <= launches[t] <= i + 1 for i, t in enumerate(tasks))
+    reruns = [t for w in wave_events for t in w["reruns"]]
+    assert collections.Counter(reruns) == launches - collections.Counter(tasks)
+    assert sum(len(w["reruns_at_head"]) for w in wave_events) <= len(tasks) - 1
