@@ -72,9 +72,10 @@ class _Writer:
     """The one appender of a log file in this process, and its syncer thread; reopens the file
     if it was replaced.
 
-    Lines are counted as written; ``_synced`` is how many of them an fsync covers. The syncer
-    fsyncs (a duplicate of) the file descriptor outside the lock, so writers never wait for the
-    disk, and each of its fsyncs covers every line written before it started.
+    Writes are counted; ``_synced`` is how many of them an fsync covers. An fsync runs on (a
+    duplicate of) the file descriptor outside the lock, so writers never wait for the disk, and
+    covers every line written before it started; the syncer thread makes them for group-committed
+    events, a barrier (``sync``, a "now" event) on its own thread when none is under way.
     """
 
     def __init__(self, path: pathlib.Path):
@@ -83,6 +84,7 @@ class _Writer:
         self._file = None
         self._identity = None
         self._written = self._synced = self._requested = 0
+        self._syncing = False      # an fsync is under way (at most one per file)
         self._syncer = None
         self._error: BaseException | None = None   # an fsync that failed: raised to every caller
 
@@ -116,25 +118,23 @@ class _Writer:
 
     def append(self, text: str, durability: str) -> None:
         """Writes and flushes ``text`` (one or more lines); "group" asks the syncer for an fsync,
-        "now" waits until one covers it (see ``durability``)."""
+        "now" returns once one covers it (see ``durability``)."""
         with self.lock:
             self._raise_error()
             f = self._open()
             f.write(text)
             f.flush()
             self._written += 1
-            if durability != "flushed":
+            if durability == "group":
                 self._request()
-            if durability == "now":
-                self._wait_synced(self._written)
+            elif durability == "now":
+                self._sync_upto(self._written)
 
     def sync(self) -> None:
         """Returns once every line appended so far is fsynced (raises if an fsync failed)."""
         with self.lock:
             self._raise_error()
-            if self._synced < self._written:
-                self._request()
-                self._wait_synced(self._written)
+            self._sync_upto(self._written)
 
     def _request(self) -> None:
         """Asks the syncer for an fsync of everything written so far (lock held)."""
@@ -145,10 +145,32 @@ class _Writer:
             self._syncer.start()
         self.lock.notify_all()
 
-    def _wait_synced(self, target: int) -> None:
-        """Waits (lock held, released while waiting) until an fsync covers ``target`` lines."""
-        while self._synced < target and self._error is None:
-            self.lock.wait()
+    def _sync_upto(self, target: int) -> None:
+        """Returns (lock held) once an fsync covers the first ``target`` lines: waits for the one
+        under way if there is one, else makes one itself, covering all lines written by then.
+        One fsync at a time per file, whoever makes it (a barrier, or the syncer)."""
+        while self._synced < target:
+            self._raise_error()
+            if self._syncing:
+                self.lock.wait()
+                continue
+            fd = os.dup(self._file.fileno())
+            self._syncing, covered = True, self._written
+            self.lock.release()   # writers go on while the disk works
+            error = None
+            try:
+                os.fsync(fd)
+            except Exception as err:  # raised to every writer and barrier from now on
+                error = err
+            finally:
+                os.close(fd)
+                self.lock.acquire()
+                self._syncing = False
+                if error is None:
+                    self._synced = max(self._synced, covered)
+                else:
+                    self._error = self._error or error
+                self.lock.notify_all()
         self._raise_error()
 
     def _raise_error(self) -> None:
@@ -157,25 +179,17 @@ class _Writer:
                           "since the last successful fsync may not be durable") from self._error
 
     def _sync_loop(self) -> None:
-        """The syncer: fsyncs whenever lines were requested, covering all lines written so far."""
-        while True:
-            with self.lock:
-                while self._requested <= self._synced:
+        """The syncer: whenever lines were requested, an fsync covering all lines written so far."""
+        with self.lock:
+            while self._error is None:
+                if self._requested <= self._synced:
                     self.lock.wait()
-                target = self._written
-                fd = os.dup(self._file.fileno())
-            try:
-                os.fsync(fd)
-            except Exception as err:  # raised to every writer and barrier from now on
-                with self.lock:
+                    continue
+                try:
+                    self._sync_upto(self._requested)
+                except Exception as err:  # kept and raised to every writer and barrier
                     self._error = self._error or err
                     self.lock.notify_all()
-                return
-            finally:
-                os.close(fd)
-            with self.lock:
-                self._synced = max(self._synced, target)
-                self.lock.notify_all()
 
 
 _WRITERS: dict[str, _Writer] = {}
@@ -188,6 +202,9 @@ def _writer(path: pathlib.Path) -> _Writer:
         key = os.path.abspath(path)
         if key not in _WRITERS:
             _WRITERS[key] = _Writer(pathlib.Path(key))
+            # at interpreter exit every line is made durable (each log on its own: one whose
+            # fsync failed raises there without keeping the others from syncing)
+            atexit.register(_WRITERS[key].sync)
         return _WRITERS[key]
 
 
@@ -195,19 +212,14 @@ def _forget_writers_in_child() -> None:
     """A forked child gets its own writers and syncers (a parent's lock may be held at the fork,
     and its syncer threads do not exist in the child)."""
     global _WRITERS_LOCK
+    for writer in _WRITERS.values():
+        atexit.unregister(writer.sync)
     _WRITERS.clear()
     _WRITERS_LOCK = threading.Lock()
 
 
-def _sync_all() -> None:
-    """At interpreter exit: every line this process wrote is made durable (errors raised)."""
-    for writer in list(_WRITERS.values()):
-        writer.sync()
-
-
 # Worker pools fork: without this a child could inherit a lock held by a parent thread.
 os.register_at_fork(after_in_child=_forget_writers_in_child)
-atexit.register(_sync_all)
 
 
 class RunLog:

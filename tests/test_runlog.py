@@ -1,11 +1,14 @@
 """The decision log's writer: no fsync per decision, durable task boundaries, resumable after a
 kill -9 of the writing process."""
+import atexit
 import os
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+
+import pytest
 
 from countermem_jax import runlog
 from countermem_jax.runlog import HeldEvents, RunLog
@@ -126,6 +129,21 @@ def test_boundaries_are_durable_before_the_write_returns(tmp_path, monkeypatch):
     held.commit()
     assert fsyncs.durable_bytes() == log.path.stat().st_size
     assert log.finished("build") == {"b1"}
+
+
+def test_a_failed_fsync_is_raised_not_swallowed(tmp_path, monkeypatch):
+    log = RunLog(tmp_path / "log.jsonl")
+    log.write("phase_start", phase="evaluation")
+
+    def failing(fd):
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(os, "fsync", failing)
+    log.write("task_end", run="r", phase="evaluation", task_id="t0")   # returns: group commit
+    with pytest.raises(OSError, match="fsync failed"):
+        log.sync()
+    with pytest.raises(OSError, match="fsync failed"):
+        log.write("phase_end", phase="evaluation")
+    atexit.unregister(runlog._writer(log.path).sync)   # the exit barrier would raise it again
 
 
 _EXITING_WRITER = textwrap.dedent("""

@@ -219,7 +219,7 @@ class _EntryWriter:
 
     def _start(self) -> None:
         """Starts the writer thread if it is not running (call with the lock held). A daemon:
-        it never keeps the process alive; ``_flush_all`` at exit writes what is queued."""
+        it never keeps the process alive; ``flush`` at exit writes what is queued."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, daemon=True,
                                             name=f"response-cache-writer:{self.directory}")
@@ -272,6 +272,9 @@ def _entry_writer(directory: pathlib.Path) -> _EntryWriter:
     with _WRITERS_LOCK:
         if key not in _WRITERS:
             _WRITERS[key] = _EntryWriter(pathlib.Path(key))
+            # at interpreter exit the folder's pending entries are written (each folder on its
+            # own: one that fails raises there without keeping the others from being written)
+            atexit.register(_WRITERS[key].flush)
         return _WRITERS[key]
 
 
@@ -283,11 +286,4 @@ def _after_fork_in_child() -> None:
         writer._reset_threading()
 
 
-def _flush_all() -> None:
-    """At interpreter exit: every pending entry of the process is written (errors raised)."""
-    for writer in list(_WRITERS.values()):
-        writer.flush()
-
-
 os.register_at_fork(after_in_child=_after_fork_in_child)
-atexit.register(_flush_all)
