@@ -150,19 +150,22 @@ _EXITING_WRITER = textwrap.dedent("""
     import atexit, os, sys, threading
     covered, real = [], os.fsync
     release = threading.Event()
+    release.set()   # until the task ends below
     path = sys.argv[1]
 
     def fsync(fd):
         size = os.fstat(fd).st_size
-        release.wait(timeout=10)   # the syncer's first fsync waits for the exit
+        release.wait(timeout=30)   # the task ends' fsync waits for the exit
         real(fd)
         covered.append(size)
     os.fsync = fsync
-    # registered before runlog's barrier, so it runs after it (atexit runs last-in first-out)
+    # registered before the log's exit barrier, so it runs after it (last-in first-out)
     atexit.register(lambda: print("durable", max(covered), os.path.getsize(path)))
     from countermem_jax.runlog import RunLog
-    atexit.register(release.set)   # runs before the barrier
     log = RunLog(path)
+    log.write("phase_start", phase="evaluation")   # the log's first write registers its barrier
+    atexit.register(release.set)   # runs before the barrier
+    release.clear()
     for t in range(5):
         log.write("decision", run="r", phase="evaluation", task_id=f"t{t}", decision=0)
         log.write("task_end", run="r", phase="evaluation", task_id=f"t{t}", solved=True)
