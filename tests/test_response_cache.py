@@ -212,3 +212,38 @@ def test_a_write_error_is_raised_at_flush_and_aclose(tmp_path, monkeypatch):
         with pytest.raises(OSError, match="disk full"):
             asyncio.run(cached.aclose())
         assert not list(tmp_path.rglob("*.json"))
+
+
+_EXITING_PROCESS = """
+import atexit, sys, threading
+from countermem_jax.backbones import cache
+from countermem_jax.backbones.base import Backbone, ChatResult, Usage
+
+class Echo(Backbone):
+    model_name = "echo"
+    async def _chat(self, messages, params):
+        return ChatResult(messages[-1]["content"], "", Usage(1, 1), "echo")
+
+release, real = threading.Event(), cache._write_entry
+def held(path, text):
+    release.wait(timeout=30)   # every write waits for the exit
+    real(path, text)
+cache._write_entry = held
+cached = cache.CachedBackbone(Echo(), sys.argv[1])
+atexit.register(release.set)   # runs before the folder's exit flush (last-in first-out)
+for i in range(3):
+    cached.chat_sync([{"role": "user", "content": f"q{i}"}])
+print(len(list(cache.pathlib.Path(sys.argv[1]).rglob("*.json"))))   # nothing written yet
+"""
+
+
+def test_pending_entries_are_written_at_exit(tmp_path):
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", _EXITING_PROCESS, str(tmp_path)], text=True,
+                         capture_output=True, timeout=120, env=os.environ | {"PYTHONPATH": root})
+    assert out.returncode == 0 and out.stdout.split() == ["0"], out.stderr
+    files = sorted(json.loads(f.read_text())["text"] for f in tmp_path.rglob("*.json"))
+    assert files == ["q0", "q1", "q2"] and not list(tmp_path.rglob("*.tmp"))
