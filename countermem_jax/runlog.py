@@ -75,7 +75,7 @@ class _Writer:
     Writes are counted; ``_synced`` is how many of them an fsync covers. An fsync runs on (a
     duplicate of) the file descriptor outside the lock, so writers never wait for the disk, and
     covers every line written before it started; the syncer thread makes them for group-committed
-    events, a barrier (``sync``, a "now" event) on its own thread when none is under way.
+    events, a barrier (``sync``, a "now" event) on its own thread unless one under way covers it.
     """
 
     def __init__(self, path: pathlib.Path):
@@ -84,7 +84,8 @@ class _Writer:
         self._file = None
         self._identity = None
         self._written = self._synced = self._requested = 0
-        self._syncing = False      # an fsync is under way (at most one per file)
+        self._fsyncs = 0           # fsyncs under way, and how many writes the latest covers
+        self._covering = 0
         self._syncer = None
         self._error: BaseException | None = None   # an fsync that failed: raised to every caller
 
@@ -146,16 +147,18 @@ class _Writer:
         self.lock.notify_all()
 
     def _sync_upto(self, target: int) -> None:
-        """Returns (lock held) once an fsync covers the first ``target`` lines: waits for the one
-        under way if there is one, else makes one itself, covering all lines written by then.
-        One fsync at a time per file, whoever makes it (a barrier, or the syncer)."""
+        """Returns (lock held) once an fsync covers the first ``target`` writes: waits for one
+        under way that covers them, else makes one itself at once (covering every write made by
+        then), so a barrier never waits for an older fsync that cannot cover it."""
         while self._synced < target:
             self._raise_error()
-            if self._syncing:
+            if self._fsyncs and self._covering >= target:
                 self.lock.wait()
                 continue
             fd = os.dup(self._file.fileno())
-            self._syncing, covered = True, self._written
+            covered = self._written
+            self._fsyncs += 1
+            self._covering = max(self._covering, covered)
             self.lock.release()   # writers go on while the disk works
             error = None
             try:
@@ -165,7 +168,7 @@ class _Writer:
             finally:
                 os.close(fd)
                 self.lock.acquire()
-                self._syncing = False
+                self._fsyncs -= 1
                 if error is None:
                     self._synced = max(self._synced, covered)
                 else:
