@@ -9,13 +9,14 @@ import pytest
 
 from countermem_jax.agents import Agent, AgentConfig, MemoryCalls
 from countermem_jax.agents import TaskContext as AgentTaskContext
-from countermem_jax.backbones.base import TokenLedger
+from countermem_jax.backbones.base import Backbone, ChatResult, TokenLedger, Usage
 from countermem_jax.backbones.cache import CachedBackbone
 from countermem_jax.testing.openai_server import LocalOpenAIServer
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 from countermem_jax.memory_use import CounterMemAugmentation
 from countermem_jax.retrieval.conditions import (CompositeChecker, JudgeSettings,
-                                                 LLMJudgeChecker, RuleChecker, parse_verdict)
+                                                 LLMJudgeChecker, RuleChecker, TaskContext,
+                                                 parse_verdict)
 from countermem_jax.retrieval.retrieve import RetrievalIndex
 from countermem_jax.selector import policies
 from evaluators.base import State, Task
@@ -190,3 +191,102 @@ def test_own_task_records_are_not_judged():
         _, (info,) = asyncio.run(_decide(aug, _task("src", "List people aged at least 30.")))
         assert not srv.requests and "conditions" not in info.log
         assert info.log["excluded_same_task"] == [record.record_id]
+
+
+FREE_TEXT = ["the request wants an inclusive bound on age", "the tables are joined on ids",
+             "the request counts distinct names", "the inclusive bound applies to the year",
+             "the query orders by salary"]
+
+
+def test_distinct_conditions_are_judged_together_with_sequential_verdicts():
+    def reply(prompt):
+        return "YES" if "inclusive" in prompt else ("maybe" if "salary" in prompt else "NO")
+
+    async def sequential(conditions, task):   # the reference: one condition per call
+        checker, counts = CompositeChecker([RuleChecker(), LLMJudgeChecker()]), []
+
+        async def ask(prompt):
+            return reply(prompt)
+        for c in conditions:
+            counts.append(await checker.judge_pending([c], task, ask))
+        return checker, counts
+
+    async def together(conditions, task):
+        checker, started, all_started = CompositeChecker([RuleChecker(), LLMJudgeChecker()]), \
+            [], asyncio.Event()
+
+        async def ask(prompt):
+            started.append(prompt)
+            if len(started) == len(FREE_TEXT):
+                all_started.set()
+            await asyncio.wait_for(all_started.wait(), timeout=10)  # all five in flight at once
+            await asyncio.sleep(0.001 * (len(FREE_TEXT) - len(started)))
+            return reply(prompt)
+        counts = await checker.judge_pending(conditions, task, ask)
+        return checker, counts, started
+
+    task = TaskContext("a", "List people aged at least 30.", {"bound": "inclusive"}, "run")
+    conditions = [FREE_TEXT[0], "bound == inclusive", *FREE_TEXT, FREE_TEXT[2], " "]
+    checker, counts, started = asyncio.run(together(conditions, task))
+    reference, one_by_one = asyncio.run(sequential(dict.fromkeys(c.strip() for c in conditions
+                                                                 if c.strip()), task))
+    assert [re.search(r"<condition>\n(.*)\n</condition>", p).group(1) for p in started] == FREE_TEXT
+    assert (counts.compatible, counts.incompatible, counts.undecided, counts.judged_by_llm) == (
+        sum(c.compatible for c in one_by_one), sum(c.incompatible for c in one_by_one),
+        sum(c.undecided for c in one_by_one), sum(c.judged_by_llm for c in one_by_one)) == \
+        (3, 2, 1, 5)   # two inclusive + the rule; joined/distinct NO; salary undecided
+    assert checker.judge._cache == reference.judge._cache
+
+
+class _HeldReplies(Backbone):
+    """Holds every judge call until ``n`` have started, then answers them in start order or in
+    reverse; replies and usage depend only on the prompt."""
+    model_name = "fake"
+
+    def __init__(self, n: int, reverse: bool):
+        super().__init__(TokenLedger())
+        self.n, self.reverse, self.started, self.finished = n, reverse, [], []
+        self._done = [asyncio.Event() for _ in range(n)]
+        self._all_started = asyncio.Event()
+
+    async def _chat(self, messages, params):
+        prompt = messages[-1]["content"]
+        me = len(self.started)
+        self.started.append(prompt)
+        if len(self.started) == self.n:
+            self._all_started.set()
+        await asyncio.wait_for(self._all_started.wait(), timeout=10)
+        after = me + 1 if self.reverse else me - 1
+        if 0 <= after < self.n:
+            await asyncio.wait_for(self._done[after].wait(), timeout=10)
+        self.finished.append(prompt)
+        self._done[me].set()
+        condition = re.search(r"<condition>\n(.*)\n</condition>", prompt, re.S).group(1)
+        return ChatResult("YES" if "inclusive" in condition else "NO", "",
+                          Usage(40 + len(condition), 3 + len(condition) % 7, 0, "server"), "fake")
+
+
+def test_charges_and_logs_do_not_depend_on_the_order_replies_arrive():
+    def run(reverse: bool):
+        backbone = _HeldReplies(len(FREE_TEXT), reverse)
+        agent = Agent(backbone, None, None, AgentConfig())
+        records = [make_record(source_task_id=f"src{i}", condition=c, situation=f"case {i}")
+                   for i, c in enumerate(FREE_TEXT)]
+        index = RetrievalIndex(records, checker=CompositeChecker(
+            [RuleChecker(), LLMJudgeChecker()]))
+        aug = CounterMemAugmentation(MemoryCalls(agent), index_source=lambda: index,
+                                     selector=policies.make_fixed("always_skip"))
+        (ctx,), (info,) = asyncio.run(_decide(aug, _task("q", "List people aged at least 30.")))
+        return backbone, ctx, info
+
+    forward, ctx_f, info_f = run(reverse=False)
+    backward, ctx_b, info_b = run(reverse=True)
+    assert backward.finished == forward.finished[::-1] != forward.finished   # order did differ
+    assert forward.started == backward.started
+    assert info_f.log == info_b.log and info_f.log["conditions"]["judge_calls"] == 5
+    assert info_f.log["conditions"]["compatible"] == 2
+    assert forward.ledger.summary() == backward.ledger.summary()
+    assert forward.ledger.by_decision == backward.ledger.by_decision
+    assert forward.ledger.by_purpose == backward.ledger.by_purpose
+    assert (ctx_f.tokens, ctx_f.llm_calls) == (ctx_b.tokens, ctx_b.llm_calls) != (0, 0)
+    assert info_f.log["conditions"]["judge_tokens"] == ctx_f.tokens

@@ -1,11 +1,17 @@
 """The decision log's writer: no fsync per decision, durable task boundaries, resumable after a
 kill -9 of the writing process."""
+import atexit
 import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
-from countermem_jax.runlog import RunLog
+import pytest
+
+from countermem_jax import runlog
+from countermem_jax.runlog import HeldEvents, RunLog
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,26 +48,180 @@ def test_kill_9_mid_task_keeps_every_finished_task(tmp_path):
     assert len(log.completed_decisions("r")) == 16
 
 
-def test_fsyncs_per_task_are_constant(tmp_path, monkeypatch):
+class _Fsyncs:
+    """A counting ``os.fsync`` for one log file: records how many bytes of the file each
+    finished fsync covered; ``block_first`` holds the first fsync until ``release`` is set."""
+
+    def __init__(self, monkeypatch, path, block_first=False):
+        self.path, self.covered, self.calls = path, [], 0
+        self.started, self.release = threading.Event(), threading.Event()
+        if not block_first:
+            self.release.set()
+        real = os.fsync
+
+        def fsync(fd):
+            stat = os.fstat(fd)
+            if (stat.st_dev, stat.st_ino) != self._identity():
+                return real(fd)   # the folder's fsync when the file is created
+            self.calls += 1
+            size = stat.st_size
+            self.started.set()
+            self.release.wait(timeout=10)  # a guard against a hang only
+            real(fd)
+            self.covered.append(size)
+        monkeypatch.setattr(os, "fsync", fsync)
+
+    def _identity(self):
+        stat = os.stat(self.path)
+        return stat.st_dev, stat.st_ino
+
+    def durable_bytes(self) -> int:
+        return max(self.covered, default=0)
+
+
+def test_decisions_are_not_fsynced_one_by_one(tmp_path, monkeypatch):
     log = RunLog(tmp_path / "log.jsonl")
     log.write("phase_start", phase="evaluation")
-    calls = []
-    real_fsync = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real_fsync(fd)))
-    per_task = []
-    for decisions in (1, 10, 100):
-        before = len(calls)
-        for d in range(decisions):
-            log.write("decision", run="r", task_id=f"n{decisions}", decision=d)
-            log.write("counterfactual", run="r", task_id=f"n{decisions}", decision=d)
-        log.write("task_end", run="r", task_id=f"n{decisions}", success=True)
-        per_task.append(len(calls) - before)
-    assert per_task == [1, 1, 1]
-    log.write("phase_end", phase="evaluation")
-    log.write("transition", seed=0, episode=0)
+    fsyncs = _Fsyncs(monkeypatch, log.path)
+    for d in range(100):
+        log.write("decision", run="r", phase="evaluation", task_id="t", decision=d)
+        log.write("counterfactual", run="r", phase="evaluation", task_id="t", decision=d)
+        log.write("transition", seed=0, episode=0)
+    assert fsyncs.calls == 0
     log.sync()
-    assert len(calls) == 5
-    assert log.finished("r") == {"n1", "n10", "n100"}
+    assert fsyncs.calls == 1 and fsyncs.durable_bytes() == log.path.stat().st_size
+    log.sync()   # nothing new: no fsync
+    assert fsyncs.calls == 1
+
+
+def test_task_ends_are_group_committed_and_sync_is_a_barrier(tmp_path, monkeypatch):
+    log = RunLog(tmp_path / "log.jsonl")
+    log.write("phase_start", phase="evaluation")
+    fsyncs = _Fsyncs(monkeypatch, log.path, block_first=True)
+    log.write("task_end", run="r", phase="evaluation", task_id="t0", solved=True)
+    assert fsyncs.started.wait(timeout=10)   # the syncer holds the first fsync
+    for t in range(1, 21):  # written and returned while that fsync is still under way
+        log.write("decision", run="r", phase="evaluation", task_id=f"t{t}", decision=0)
+        log.write("task_end", run="r", phase="evaluation", task_id=f"t{t}", solved=True)
+    assert fsyncs.calls == 1 and fsyncs.covered == []
+    threading.Timer(0.05, fsyncs.release.set).start()
+    log.sync()   # returns only once an fsync covers every line written so far
+    assert fsyncs.durable_bytes() == log.path.stat().st_size
+    assert fsyncs.calls == 2   # one fsync for the twenty task ends written meanwhile
+    assert [e["task_id"] for e in log.events("task_end")] == [f"t{t}" for t in range(21)]
+    assert log.finished("r") == {f"t{t}" for t in range(21)}
+
+
+def test_boundaries_are_durable_before_the_write_returns(tmp_path, monkeypatch):
+    log = RunLog(tmp_path / "log.jsonl")
+    log.write("phase_start", phase="selector_training")
+    fsyncs = _Fsyncs(monkeypatch, log.path)
+    for event, fields in (("seed_start", {"phase": "selector_training", "seed": 0}),
+                          ("validation_transitions", {"seed": 0}),
+                          ("task_end", {"phase": "construction", "task_id": "b0"}),
+                          ("phase_end", {"phase": "selector_training"})):
+        log.write("transition", seed=0, episode=0)
+        log.write(event, **fields)
+        assert fsyncs.durable_bytes() == log.path.stat().st_size, event
+    held = HeldEvents(log)
+    held.write("decision", run="build", phase="construction", task_id="b1", decision=0)
+    held.write("task_end", run="build", phase="construction", task_id="b1")
+    held.commit()
+    assert fsyncs.durable_bytes() == log.path.stat().st_size
+    assert log.finished("build") == {"b1"}
+
+
+def test_a_failed_fsync_is_raised_not_swallowed(tmp_path, monkeypatch):
+    log = RunLog(tmp_path / "log.jsonl")
+    log.write("phase_start", phase="evaluation")
+
+    def failing(fd):
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(os, "fsync", failing)
+    log.write("task_end", run="r", phase="evaluation", task_id="t0")   # returns: group commit
+    with pytest.raises(OSError, match="fsync failed"):
+        log.sync()
+    with pytest.raises(OSError, match="fsync failed"):
+        log.write("phase_end", phase="evaluation")
+    atexit.unregister(runlog._writer(log.path).sync)   # the exit barrier would raise it again
+
+
+_EXITING_WRITER = textwrap.dedent("""
+    import atexit, os, sys, threading
+    covered, real = [], os.fsync
+    release = threading.Event()
+    release.set()   # until the task ends below
+    path = sys.argv[1]
+
+    def fsync(fd):
+        size = os.fstat(fd).st_size
+        release.wait(timeout=30)   # the task ends' fsync waits for the exit
+        real(fd)
+        covered.append(size)
+    os.fsync = fsync
+    # registered before the log's exit barrier, so it runs after it (last-in first-out)
+    atexit.register(lambda: print("durable", max(covered), os.path.getsize(path)))
+    from countermem_jax.runlog import RunLog
+    log = RunLog(path)
+    log.write("phase_start", phase="evaluation")   # the log's first write registers its barrier
+    atexit.register(release.set)   # runs before the barrier
+    release.clear()
+    for t in range(5):
+        log.write("decision", run="r", phase="evaluation", task_id=f"t{t}", decision=0)
+        log.write("task_end", run="r", phase="evaluation", task_id=f"t{t}", solved=True)
+""")
+
+
+def test_exit_makes_every_line_durable(tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_text("")
+    out = subprocess.run([sys.executable, "-c", _EXITING_WRITER, str(path)], capture_output=True,
+                         text=True, timeout=60, env=os.environ | {"PYTHONPATH": _ROOT})
+    assert out.returncode == 0, out.stderr
+    _, covered, size = out.stdout.split()
+    assert int(covered) == int(size) > 0
+
+
+def test_a_forked_child_logs_and_syncs_while_a_parent_thread_holds_the_writer(tmp_path):
+    path = tmp_path / "log.jsonl"
+    log = RunLog(path)
+    log.write("task_end", run="r", phase="evaluation", task_id="parent")
+    writer = runlog._writer(path)
+    held, go = threading.Event(), threading.Event()
+
+    def hold():
+        with writer.lock:
+            held.set()
+            go.wait(timeout=30)
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(timeout=30)
+    pid = os.fork()
+    if pid == 0:  # the child: its own writer and syncer
+        code = 1
+        try:
+            child = RunLog(path)
+            child.write("task_end", run="r", phase="evaluation", task_id="child")
+            child.write("phase_end", phase="evaluation")
+            child.sync()
+            code = 0
+        finally:
+            os._exit(code)
+    go.set()
+    holder.join()
+    for _ in range(600):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise AssertionError("the forked child hung on a lock its parent held")
+    assert os.waitstatus_to_exitcode(status) == 0
+    log.write("task_end", run="r", phase="evaluation", task_id="parent2")
+    log.sync()
+    assert log.finished("r") == {"parent", "child", "parent2"}
 
 
 def test_one_writer_per_file_and_a_replaced_file_is_reopened(tmp_path):

@@ -9,11 +9,23 @@ Single-flight: a request identical to one already in flight (in any thread or ev
 process) waits for that call instead of making its own, and gets its reply as a cache hit, exactly
 as it would had it come after (so a concurrent run's ledger equals the sequential run's). A failed
 call raises in every waiter and is not cached; if the leading call is cancelled, a waiter retries.
+
+Write-behind (issue 14: no file-system call on the event loop per new reply): a new reply is put
+in an in-memory table and handed to one background writer thread per cache folder in the
+process, which writes the file (tmp + ``os.replace``, creating each fan-out folder once). A
+lookup reads that table before the disk, so a request made right after the call is a hit whether
+or not its file is written yet: the ledger and results never depend on the writer's timing.
+``flush()`` and ``aclose()`` return once every pending entry is on disk and raise the writer's
+error if a write failed (the entry is still served from memory in this process); at interpreter
+exit the pending entries are written too (a process that ends with ``os._exit`` must flush first).
 """
 import asyncio
+import atexit
+import collections
 import concurrent.futures
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import pathlib
@@ -50,6 +62,7 @@ class CachedBackbone(Backbone):
         self.joined_in_flight = 0  # hits that waited for an identical call in flight
         self._in_flight: dict[str, concurrent.futures.Future] = {}
         self._in_flight_lock = threading.Lock()
+        self._writer = _entry_writer(self.directory)
 
     def _path(self, key: str) -> pathlib.Path:
         """``<dir>/<first two hex digits>/<key>.json``: fan-out keeps folders small."""
@@ -94,31 +107,44 @@ class CachedBackbone(Backbone):
             del self._in_flight[key]
 
     async def _lookup_or_call(self, key, messages, params) -> ChatResult:
-        """A cached reply if a valid entry exists, else the inner backbone's reply, stored
-        atomically.
+        """A cached reply (written or still pending) if a valid entry exists, else the inner
+        backbone's reply, handed to the folder's writer thread.
         """
+        pending = self._writer.get(key)
+        if pending is not None:
+            self.hits += 1
+            return _as_hit(pending)
         path = self._path(key)
-        if path.exists():
-            try:
-                obj = json.loads(path.read_text(encoding="utf-8"))
-                self.hits += 1
-                return _as_hit(ChatResult(obj["text"], obj["reasoning"], Usage(**obj["usage"]),
-                                          obj["model"]))
-            except (json.JSONDecodeError, KeyError, TypeError):
-                path.unlink(missing_ok=True)  # a damaged entry is refetched, never trusted
+        try:
+            obj = json.loads(path.read_text(encoding="utf-8"))
+            result = ChatResult(obj["text"], obj["reasoning"], Usage(**obj["usage"]), obj["model"])
+        except FileNotFoundError:
+            pass
+        except (json.JSONDecodeError, KeyError, TypeError):
+            path.unlink(missing_ok=True)  # a damaged entry is refetched, never trusted
+        else:
+            self.hits += 1
+            return _as_hit(result)
         self.misses += 1
         result = await self.inner._chat(messages, params)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.{id(result)}.tmp")
-        tmp.write_text(json.dumps({"text": result.text, "reasoning": result.reasoning,
-                                   "usage": dataclasses.asdict(result.usage),
-                                   "model": result.model}), encoding="utf-8")
-        os.replace(tmp, path)
+        self._writer.put(key, path, result)
         return result
 
+    def flush(self) -> None:
+        """Blocks until every reply this process got for this cache folder is on disk; raises
+        the writer's error (once) if one could not be written."""
+        self._writer.flush()
+
     async def aclose(self):
-        """Closes the inner backbone's connections."""
-        await self.inner.aclose()
+        """Writes the pending entries (off the event loop), then closes the inner backbone's
+        connections; a write error is raised after the connections are closed."""
+        try:
+            if self._writer.busy():
+                await asyncio.to_thread(self._writer.flush)
+            else:
+                self._writer.flush()
+        finally:
+            await self.inner.aclose()
 
 
 _CANCELLED = object()  # the leading call was cancelled: its waiters make the call themselves
@@ -128,3 +154,136 @@ def _as_hit(result: ChatResult) -> ChatResult:
     """A reply as the cache returns it: the original text and usage, marked cached."""
     return ChatResult(result.text, result.reasoning, result.usage, result.model, cached=True,
                       server="cache")
+
+
+def _write_entry(path: pathlib.Path, text: str) -> None:
+    """Writes one entry atomically: a temporary file named for this process, then a rename
+    (several processes writing the same key write the same content; the last rename wins)."""
+    tmp = path.with_suffix(f".{os.getpid()}.{next(_TMP_NAMES)}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+_TMP_NAMES = itertools.count()
+
+
+class _EntryWriter:
+    """The background writer of one cache folder in this process, and its table of replies not
+    yet on disk (``get`` serves them; an entry leaves the table once its file is renamed into
+    place, so a lookup always finds it in one place or the other)."""
+
+    def __init__(self, directory: pathlib.Path):
+        self.directory = directory
+        self._made: set[pathlib.Path] = set()   # fan-out folders known to exist
+        self._reset_threading()
+        self._pending: dict[str, ChatResult] = {}
+        self._queue: collections.deque = collections.deque()   # (key, path, result) to write
+
+    def _reset_threading(self) -> None:
+        """Fresh lock and no thread (also in a forked child, whose parent's thread is gone:
+        the child writes what is still queued itself, the same content, on its next put/flush)."""
+        self._cond = threading.Condition()
+        self._thread = None
+        self._writing = 0          # entries taken off the queue whose write has not finished
+        self._error: BaseException | None = None
+
+    def get(self, key: str) -> ChatResult | None:
+        """The reply of ``key`` if it is still waiting to be written."""
+        with self._cond:
+            return self._pending.get(key)
+
+    def put(self, key: str, path: pathlib.Path, result: ChatResult) -> None:
+        """Serves ``result`` from memory from now on and queues its file."""
+        with self._cond:
+            self._pending[key] = result
+            self._queue.append((key, path, result))
+            self._start()
+            self._cond.notify_all()
+
+    def busy(self) -> bool:
+        """Whether entries are queued or being written."""
+        with self._cond:
+            return bool(self._queue or self._writing)
+
+    def flush(self) -> None:
+        """Waits until the queue is written; raises (and clears) the first write error."""
+        with self._cond:
+            if self._queue:
+                self._start()
+            while self._queue or self._writing:
+                self._cond.wait()
+            error, self._error = self._error, None
+        if error is not None:
+            raise OSError(f"response cache {self.directory}: an entry could not be written "
+                          f"({error})") from error
+
+    def _start(self) -> None:
+        """Starts the writer thread if it is not running (call with the lock held). A daemon:
+        it never keeps the process alive; ``flush`` at exit writes what is queued."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, daemon=True,
+                                            name=f"response-cache-writer:{self.directory}")
+            self._thread.start()
+
+    def _run(self) -> None:
+        cond = self._cond
+        while True:
+            with cond:
+                while not self._queue:
+                    cond.wait()
+                key, path, result = self._queue.popleft()
+                self._writing += 1
+            try:
+                self._store(path, result)
+            except Exception as err:  # kept in memory; flush / aclose raise it
+                with cond:
+                    self._error = self._error or err
+            else:
+                with cond:
+                    if self._pending.get(key) is result:
+                        del self._pending[key]
+            finally:
+                with cond:
+                    self._writing -= 1
+                    cond.notify_all()
+
+    def _store(self, path: pathlib.Path, result: ChatResult) -> None:
+        """Serialises and writes one entry, creating its fan-out folder the first time (again
+        if it was removed since)."""
+        text = json.dumps({"text": result.text, "reasoning": result.reasoning,
+                           "usage": dataclasses.asdict(result.usage), "model": result.model})
+        if path.parent not in self._made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._made.add(path.parent)
+        try:
+            _write_entry(path, text)
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_entry(path, text)
+
+
+_WRITERS: dict[str, _EntryWriter] = {}
+_WRITERS_LOCK = threading.Lock()
+
+
+def _entry_writer(directory: pathlib.Path) -> _EntryWriter:
+    """The process's writer of ``directory`` (one per folder, keyed by absolute path)."""
+    key = os.path.abspath(directory)
+    with _WRITERS_LOCK:
+        if key not in _WRITERS:
+            _WRITERS[key] = _EntryWriter(pathlib.Path(key))
+            # at interpreter exit the folder's pending entries are written (each folder on its
+            # own: one that fails raises there without keeping the others from being written)
+            atexit.register(_WRITERS[key].flush)
+        return _WRITERS[key]
+
+
+def _after_fork_in_child() -> None:
+    """A forked child gets fresh locks (a parent's may be held at the fork) and no threads."""
+    global _WRITERS_LOCK
+    _WRITERS_LOCK = threading.Lock()
+    for writer in _WRITERS.values():
+        writer._reset_threading()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

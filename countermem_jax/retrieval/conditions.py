@@ -19,6 +19,7 @@ decision. A verdict the judge's reply does not state is *undecided*; ``Composite
 the ``unknown`` policy to it (``memory.unknown_condition``, default "exclude": a record whose
 applicability cannot be established is not offered).
 """
+import asyncio
 import collections
 import dataclasses
 import re
@@ -276,18 +277,38 @@ class CompositeChecker:
     async def judge_pending(self, conditions: Sequence[str], task: TaskContext,
                             ask: Ask) -> VerdictCounts:
         """Has the LLM judge decide, with ``ask``, the conditions the checkers before it cannot;
-        returns the verdict counts over ``conditions`` (distinct, non-empty) for this task."""
-        judge, counts, by_llm = self.judge, collections.Counter(), 0
-        for condition in dict.fromkeys(c.strip() for c in conditions if c.strip()):
-            verdict = None
-            for checker in self._checkers:
-                if checker is judge:
-                    by_llm += 1
-                    verdict = await judge.judge(condition, task, ask)
-                else:
-                    verdict = checker.check(condition, task)
-                if verdict is not None:
-                    break
-            counts[{True: "compatible", False: "incompatible", None: "undecided"}[verdict]] += 1
+        returns the verdict counts over ``conditions`` (distinct, non-empty) for this task.
+
+        The judge's calls for the distinct conditions are in flight together (issue 14), started
+        in condition order; their verdicts are taken in condition order, so the counts and the
+        verdicts the judge caches are those of judging one condition after another. What ``ask`` charges
+        (the decision's ledger entry, task-run tokens and calls) is a sum, the same whatever
+        order the replies come back in. If a call fails, the first failure in condition order
+        is raised once every call has finished (the others are charged, as they were made).
+        """
+        judge = self.judge
+        split = self._checkers.index(judge) if judge is not None else len(self._checkers)
+        before, after = self._checkers[:split], self._checkers[split + 1:]
+        distinct = list(dict.fromkeys(c.strip() for c in conditions if c.strip()))
+        verdicts = [_first_verdict(before, c, task) for c in distinct]
+        asked = [i for i, v in enumerate(verdicts) if v is None] if judge is not None else []
+        replies = await asyncio.gather(*(judge.judge(distinct[i], task, ask) for i in asked),
+                                       return_exceptions=True) if asked else []
+        for i, reply in zip(asked, replies):
+            if isinstance(reply, BaseException):
+                raise reply
+            verdicts[i] = reply if reply is not None else _first_verdict(after, distinct[i], task)
+        counts = collections.Counter(
+            {True: "compatible", False: "incompatible", None: "undecided"}[v] for v in verdicts)
         return VerdictCounts(counts["compatible"], counts["incompatible"], counts["undecided"],
-                             by_llm)
+                             len(asked))
+
+
+def _first_verdict(checkers: Sequence[ConditionChecker], condition: str,
+                   task: TaskContext) -> bool | None:
+    """The first verdict of ``checkers`` asked in turn, or None when none could decide."""
+    for checker in checkers:
+        verdict = checker.check(condition, task)
+        if verdict is not None:
+            return verdict
+    return None
