@@ -128,3 +128,22 @@ def test_gptoss_configs_keep_what_the_vllm_replicas_hold_in_flight_and_cpu_confi
         "configs", "spider_react_gptoss.py").read_text()
     for agent in ("react", "reflexion"):
         assert config_defaults.spider_cpu_config(agent).eval.concurrency == 1
+
+
+def test_the_scripted_judge_accepts_a_condition_only_for_its_own_database(tmp_path):
+    """The benchmark's scripted model: a distilled condition names the task's database and the
+    judge, shown a later task's question, accepts it only for a question about that database."""
+    tasks, _, _ = scripted_sql.people_tasks(2, tmp_path)
+    config = scripted_sql.responder_config(tasks)
+    config["databases"][tasks[1].prompt.strip()] = "other_db"
+    reply = scripted_sql.make_responder(config)
+    condition = reply({"messages": [{"content": "Original action (failed):\n"
+                                                 + tasks[0].visible_text()}]})
+    assert condition.endswith("CONDITION: the question is about the people database")
+
+    def judge(task):
+        from countermem_jax.retrieval.conditions import LLMJudgeChecker
+        prompt = LLMJudgeChecker.PROMPT.format(
+            condition=condition.split("CONDITION: ")[1], task=task.prompt)
+        return reply({"messages": [{"content": prompt}]})
+    assert (judge(tasks[0]), judge(tasks[1])) == ("YES", "NO")

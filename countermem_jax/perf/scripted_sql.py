@@ -35,8 +35,10 @@ def _flawed(key: str) -> bool:
 
 
 def responder_config(tasks) -> dict:
-    """The scripted model's knowledge: every task's gold query (``make_responder``'s config)."""
-    return {"gold": {task_key(t): t.reference.gold_sql.strip().rstrip(";") for t in tasks}}
+    """The scripted model's knowledge (``make_responder``'s config): every task's gold query,
+    and the database each question is about."""
+    return {"gold": {task_key(t): t.reference.gold_sql.strip().rstrip(";") for t in tasks},
+            "databases": {t.prompt.strip(): t.features["db_id"] for t in tasks}}
 
 
 def _code_block(sql: str) -> str:
@@ -48,21 +50,25 @@ _CONDITION_DATABASE = re.compile(r"<condition>.*?the (\S+) database.*?</conditio
 _JUDGED_TASK = re.compile(r"<task>(.*?)</task>", re.S)
 
 
-def _judge(text: str) -> str:
-    """YES exactly when the condition names the database of the task shown with it."""
+def _judge(text: str, databases: dict) -> str:
+    """YES exactly when the condition names the database of the task shown with it (the judge
+    is shown the task's question: the scripted model knows which database each is about)."""
     named = _CONDITION_DATABASE.search(text)
-    task = _DATABASE.search(_JUDGED_TASK.search(text).group(1))
-    return "YES" if named and task and named.group(1) == task.group(1) else "NO"
+    task = _JUDGED_TASK.search(text).group(1).strip()
+    shown = _DATABASE.search(task)
+    database = shown.group(1) if shown else databases.get(task)
+    return "YES" if named and named.group(1) == database else "NO"
 
 
 def make_responder(config: dict):
     """The scripted model: request (OpenAI chat body) -> reply text."""
     gold: dict = config["gold"]
+    databases: dict = config.get("databases", {})
 
     def reply(request: dict) -> str:
         text = request["messages"][-1]["content"]
         if text.startswith("You decide whether a stored correction applies"):
-            return _judge(text)
+            return _judge(text, databases)
         if "Propose up to" in text and "Failed action:" in text:
             return f"EDIT 1\nFIND: {MISTAKE.strip()}\nREPLACE:\n"
         if "Original action (failed):" in text:
