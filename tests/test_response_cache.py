@@ -2,6 +2,7 @@
 import asyncio
 import json
 import multiprocessing
+import pathlib
 import threading
 
 import pytest
@@ -38,9 +39,46 @@ def test_damaged_entry_is_refetched(tmp_path):
         files = list(tmp_path.rglob("*.json"))
         assert len(files) == 1
         files[0].write_text("{broken")
-        assert not cached.chat_sync(MSG).cached and len(srv.requests) == 2
-        cached.flush()
+        assert cached.chat_sync(MSG).cached  # this process still has the reply in memory
+        fresh = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m"), tmp_path)
+        assert not fresh.chat_sync(MSG).cached and len(srv.requests) == 2
+        fresh.flush()
         assert json.loads(files[0].read_text())["text"]   # rewritten whole
+
+
+def test_a_cancelled_leaders_call_finishes_for_the_cache_and_its_waiters(tmp_path):
+    """A stale construction run cancelled while its call is under way: the call still finishes
+    (the server answers once), its waiter gets the reply, and a later identical request is a
+    hit, not a second server call."""
+    with LocalOpenAIServer(latency_s=0.2) as srv:
+        cached = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m"), tmp_path)
+
+        async def scenario():
+            leader = asyncio.ensure_future(cached.chat(MSG))
+            await asyncio.sleep(0.05)  # the leader's request is at the server
+            waiter = asyncio.ensure_future(cached.chat(MSG))
+            await asyncio.sleep(0.01)
+            leader.cancel()
+            joined = await waiter
+            later = await cached.chat(MSG)
+            await cached.aclose()
+            return leader.cancelled(), joined, later
+        cancelled, joined, later = asyncio.run(scenario())
+    assert cancelled and joined.cached and later.cached
+    assert len(srv.requests) == 1
+
+
+def test_recent_replies_are_served_from_memory(tmp_path, monkeypatch):
+    """A repeated request in the same process reads no file (the entry may even be gone)."""
+    with LocalOpenAIServer() as srv:
+        cached = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m"), tmp_path)
+        first = cached.chat_sync(MSG)
+        cached.flush()
+        for entry in tmp_path.rglob("*.json"):
+            entry.unlink()
+        monkeypatch.setattr(pathlib.Path, "read_text", lambda *a, **k: pytest.fail("disk read"))
+        again = cached.chat_sync(MSG)
+    assert again.cached and again.text == first.text and len(srv.requests) == 1
 
 
 def _worker(url, path, n):
@@ -122,24 +160,6 @@ def test_a_failed_leader_raises_in_every_waiter_and_is_not_cached(tmp_path):
         assert not list(tmp_path.rglob("*.json")) and not cached._in_flight
         srv.default = "ok"
         assert not cached.chat_sync(MSG).cached and len(srv.requests) == 2
-
-
-def test_a_cancelled_leader_lets_a_waiter_call(tmp_path):
-    import asyncio
-    with LocalOpenAIServer(latency_s=0.3) as srv:
-        cached = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m"), tmp_path)
-
-        async def run():
-            leader = asyncio.create_task(cached.chat(MSG))
-            await asyncio.sleep(0.05)
-            waiter = asyncio.create_task(cached.chat(MSG))
-            await asyncio.sleep(0.05)
-            leader.cancel()
-            result = await waiter
-            await cached.aclose()
-            return result
-        result = asyncio.run(run())
-        assert not result.cached and len(srv.requests) == 2 and cached.misses == 2
 
 
 def _blocked_writes(monkeypatch):

@@ -8,7 +8,14 @@ the original call, so token totals of a re-run match the first run; the ledger c
 Single-flight: a request identical to one already in flight (in any thread or event loop of the
 process) waits for that call instead of making its own, and gets its reply as a cache hit, exactly
 as it would had it come after (so a concurrent run's ledger equals the sequential run's). A failed
-call raises in every waiter and is not cached; if the leading call is cancelled, a waiter retries.
+call raises in every waiter and is not cached. The call itself runs as its own asyncio task,
+shielded from its leader: a leader cancelled while its call is under way (a construction run
+discarded as stale, whose relaunch asks the same thing) leaves the call to finish for the
+waiters and the cache; only a call cancelled itself (its event loop closing) makes the waiters
+retry.
+
+Recent replies (up to ``RECENT_REPLIES``: those this process received, read from disk or still
+being written) are kept in memory, so a repeated request costs no file-system call.
 
 Write-behind (issue 14: no file-system call on the event loop per new reply): a new reply is put
 in an in-memory table and handed to one background writer thread per cache folder in the
@@ -63,6 +70,7 @@ class CachedBackbone(Backbone):
         self._in_flight: dict[str, concurrent.futures.Future] = {}
         self._in_flight_lock = threading.Lock()
         self._writer = _entry_writer(self.directory)
+        self._recent: collections.OrderedDict[str, ChatResult] = collections.OrderedDict()
 
     def _path(self, key: str) -> pathlib.Path:
         """``<dir>/<first two hex digits>/<key>.json``: fan-out keeps folders small."""
@@ -88,6 +96,12 @@ class CachedBackbone(Backbone):
                 self.hits += 1
                 self.joined_in_flight += 1
                 return _as_hit(result)
+        call = asyncio.ensure_future(self._lead(key, messages, params, shared))
+        call.add_done_callback(_retrieve_outcome)
+        return await asyncio.shield(call)  # cancelling the leader leaves the call running
+
+    async def _lead(self, key, messages, params, shared: concurrent.futures.Future):
+        """The leader's lookup or call, its outcome published to the waiters."""
         try:
             result = await self._lookup_or_call(key, messages, params)
         except BaseException as err:
@@ -101,6 +115,14 @@ class CachedBackbone(Backbone):
         shared.set_result(result)
         return result
 
+    def _remember(self, key: str, result: ChatResult) -> None:
+        """Keeps ``result`` among the recent replies (the oldest dropped beyond the bound)."""
+        with self._in_flight_lock:
+            self._recent[key] = result
+            self._recent.move_to_end(key)
+            if len(self._recent) > RECENT_REPLIES:
+                self._recent.popitem(last=False)
+
     def _forget(self, key: str) -> None:
         """Drops ``key`` from the in-flight table (before its outcome is published)."""
         with self._in_flight_lock:
@@ -110,10 +132,13 @@ class CachedBackbone(Backbone):
         """A cached reply (written or still pending) if a valid entry exists, else the inner
         backbone's reply, handed to the folder's writer thread.
         """
-        pending = self._writer.get(key)
-        if pending is not None:
+        with self._in_flight_lock:
+            recent = self._recent.get(key)
+        if recent is None:
+            recent = self._writer.get(key)
+        if recent is not None:
             self.hits += 1
-            return _as_hit(pending)
+            return _as_hit(recent)
         path = self._path(key)
         try:
             obj = json.loads(path.read_text(encoding="utf-8"))
@@ -124,10 +149,12 @@ class CachedBackbone(Backbone):
             path.unlink(missing_ok=True)  # a damaged entry is refetched, never trusted
         else:
             self.hits += 1
+            self._remember(key, result)
             return _as_hit(result)
         self.misses += 1
         result = await self.inner._chat(messages, params)
         self._writer.put(key, path, result)
+        self._remember(key, result)
         return result
 
     def flush(self) -> None:
@@ -148,6 +175,14 @@ class CachedBackbone(Backbone):
 
 
 _CANCELLED = object()  # the leading call was cancelled: its waiters make the call themselves
+RECENT_REPLIES = 16384  # replies kept in memory per CachedBackbone (a few KB each)
+
+
+def _retrieve_outcome(call: asyncio.Future) -> None:
+    """Marks a leader's call's exception as retrieved (its leader may be gone; the waiters got
+    it through the shared future), so asyncio does not report it as never retrieved."""
+    if not call.cancelled():
+        call.exception()
 
 
 def _as_hit(result: ChatResult) -> ChatResult:
