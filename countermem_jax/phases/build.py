@@ -9,7 +9,6 @@ to the one-at-a-time run (``countermem_jax.construction_waves``). At the end the
 frozen and its content hash written for the later phases. A baseline method (``cfg.method``)
 builds its own memory instead (``countermem_jax.baselines``), or skips a phase it has no use for.
 """
-import asyncio
 import functools
 
 import tqdm
@@ -21,6 +20,7 @@ from countermem_jax.counterfactual import CounterfactualBuilder
 from countermem_jax.memory import load_frozen, load_store, save_store
 from countermem_jax.memory.store import MemoryStore
 from countermem_jax.memory_use import CounterMemAugmentation
+from countermem_jax import phase_loop
 from countermem_jax.phases import context
 from countermem_jax.phases.workdir import Workdir
 from countermem_jax.prompting.failures import HeldParseFailures
@@ -119,9 +119,9 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     constructs = cfg.construction.corrections != "within_task"
     wave_totals = {}
     if constructs:
-        store, wave_totals = asyncio.run(_construct(cfg, wd, ctx, store))
+        store, wave_totals = phase_loop.run(_construct(cfg, wd, ctx, store))
     else:  # §6.1 "WM without CF" keeps nothing for later tasks: there is no memory to build
-        asyncio.run(ctx.backbone.aclose())
+        phase_loop.run(ctx.backbone.aclose())
         print("construction.corrections=within_task: nothing is stored for later tasks, so no "
               "construction task runs; the store stays empty")
     # From here on records and reuse statistics are fixed (§4.2): training and evaluation load

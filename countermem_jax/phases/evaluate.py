@@ -8,7 +8,6 @@ artefacts are fingerprinted before and proven unchanged after. ``WORKDIR/metrics
 per-seed metrics, their mean, std and 95% bootstrap CI, the paired comparison with the base
 agent, and the cost of building.
 """
-import asyncio
 import dataclasses
 import functools
 import json
@@ -21,6 +20,7 @@ from countermem_jax.agents import Agent, Augmentation, MemoryCalls
 from countermem_jax.checker_pool import CheckerPool
 from countermem_jax.counterfactual import CounterfactualBuilder, WithinTaskChecks
 from countermem_jax.memory_use import CounterMemAugmentation
+from countermem_jax import phase_loop
 from countermem_jax.phases import context
 from countermem_jax.phases.workdir import PhaseError, Workdir
 from countermem_jax.retrieval import batching
@@ -159,7 +159,7 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     before = plan.check_artefacts()
     wd.log.write("phase_start", phase="evaluation", verified=before, runs=[r.name for r in runs])
     with checks:
-        asyncio.run(_run_all(cfg, runs, ctx.splits.eval, ctx))
+        phase_loop.run(_run_all(cfg, runs, ctx.splits.eval, ctx))
     # The frozen memory and selector must be bit-identical after evaluation (no test-time
     # learning, §4.2); a change is an error, not a warning.
     after = plan.check_artefacts()

@@ -26,6 +26,7 @@ import tqdm
 from countermem_jax import baselines, metrics
 from countermem_jax.agents import Agent, MemoryCalls
 from countermem_jax.memory_use import CounterMemAugmentation
+from countermem_jax import phase_loop
 from countermem_jax.phases import context
 from countermem_jax.phases.workdir import PhaseError, Workdir
 from countermem_jax.runlog import HeldEvents
@@ -86,7 +87,7 @@ def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
             return dict(zip(seeds, results))
         finally:
             await ctx.backbone.aclose()
-    per_seed = asyncio.run(run_seeds())
+    per_seed = phase_loop.run(run_seeds())
     wd.record_best_checkpoints({s: r["best_step"] for s, r in per_seed.items()})
     summary = {"seeds": {str(s): r for s, r in per_seed.items()},
                "tokens": ctx.ledger.total("selector_training").total}
