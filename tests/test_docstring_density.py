@@ -96,6 +96,7 @@ DOCUMENTED_MODULES = (
     "memory_use.py",
     "task_pool.py",
     "checker_pool.py",
+    "phase_loop.py",
     "row_blocks.py",
     "provenance.py",
     "study.py",
