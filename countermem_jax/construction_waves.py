@@ -67,6 +67,11 @@ from countermem_jax.runlog import HeldEvents, RunLog
 # (records, checker) -> the retrieval index over them (phases: ``context.retrieval_index``)
 IndexBuilder = Callable[[Sequence, cond_lib.CompositeChecker], RetrievalIndex]
 
+# How many runs next to commit are checked for staleness (and relaunched) after each commit;
+# the others wait until they come this close (``build_in_waves``). Changes when work is done,
+# never what is committed.
+EAGER_WINDOW = 16
+
 
 def _index_read(records, task_id: str, use_conditions: bool) -> tuple:
     """What a decision's condition judge reads from the index (``memory_use``): whether there
@@ -202,7 +207,9 @@ class _Run:
     future: asyncio.Task | None = None
     charges: list = dataclasses.field(default_factory=list)
     launched_on: int = 0  # the committed store's version (its changes so far) at launch
-    checked_reads: int = 0  # its reads replayed at the last check (after the last change)
+    records_on: int = 0  # the committed store's record-set version at launch
+    checked_on: int = -1  # the version its reads were last replayed against
+    checked_reads: int = 0  # its reads replayed at the last check
     known_stale: bool = False  # found stale, left to be relaunched when next to commit
 
     async def settle(self):
@@ -272,6 +279,7 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
     waves: dict[int, WaveLog] = {}
     queued = position  # split position of the next task to launch
     version = 0  # changes of the committed store so far
+    records_version = 0  # changes of its record set (admissions, evictions) so far
 
     # cancelled stale runs still winding down, awaited at the end (dropped once done)
     abandoned: set[asyncio.Task] = set()
@@ -291,7 +299,8 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
 
     def launch(task, at: int) -> _Run:
         run = _Run(task, at, TaskView(store, task.task_id, shared_index, make_checker()),
-                   HeldEvents(log), launched_on=version)
+                   HeldEvents(log), launched_on=version, records_on=records_version,
+                   checked_on=version)
 
         async def body():
             run.charges = hold_charges()  # this run's context only
@@ -329,20 +338,25 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
     def fresh(run: _Run) -> bool:
         """Whether the run's reads so far replay on the committed store (noted, so that they
         are not replayed again before the store changes or the run reads more)."""
-        run.checked_reads = len(run.view.reads)
+        run.checked_reads, run.checked_on = len(run.view.reads), version
         return not run.view.reads or replay(store, run.view) is not None
 
-    def relaunch_stale(records_changed: bool) -> None:
-        """Every run in flight, after a change of the committed store: a run not yet known to
-        be stale is checked once (the runs launched since are on the new store) and, if what it
-        has read so far is stale, relaunched now. The exception is a run that has finished on
-        cached replies only while the change touched only reuse statistics (the same records,
-        none admitted or evicted): its relaunch would most likely repeat those replies, so it
-        waits until its task is next to commit, or until a commit changes the records."""
-        for i, run in enumerate(in_flight):
-            if not run.known_stale and fresh(run):
+    def relaunch_stale() -> None:
+        """The ``EAGER_WINDOW`` runs next to commit, after each commit: a run not yet known to
+        be stale whose reads were last checked against an older committed store is checked once
+        and, if what it has read so far is stale, relaunched now. The exception is a run that
+        has finished on cached replies only while the records it was launched on are still the
+        committed ones (only reuse statistics changed since): its relaunch would most likely
+        repeat those replies, so it waits until its task is next to commit, or until a commit
+        changes the records. Runs further back are checked once they enter the window: one
+        relaunched now would most likely be made stale again by the commits before it (a
+        replay per run in flight per commit, and a relaunch storm per admitted record, made
+        the commits wait for the CPU)."""
+        for i in range(min(EAGER_WINDOW, len(in_flight))):
+            run = in_flight[i]
+            if not run.known_stale and (run.checked_on == version or fresh(run)):
                 continue
-            if records_changed or not run.future.done() or \
+            if run.records_on < records_version or not run.future.done() or \
                     not all(cached for *_, cached in run.charges):
                 in_flight[i] = rerun(run)
             else:
@@ -396,7 +410,8 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
                 close_wave(position // wave_size - 1)
             if changed:
                 version += 1
-                relaunch_stale(records_changed)
+                records_version += records_changed
+            relaunch_stale()  # after every commit: a run may have entered the window
             fill()
         close_wave(position // wave_size)
     finally:

@@ -493,3 +493,21 @@ def test_a_chain_of_stale_runs_advances_and_builds_the_sequential_store(tmp_path
     reruns = [t for w in wave_events for t in w["reruns"]]
     assert collections.Counter(reruns) == launches - collections.Counter(tasks)
     assert sum(len(w["reruns_at_head"]) for w in wave_events) <= len(tasks) - 1
+
+
+def test_runs_beyond_the_eager_window_are_checked_once_they_enter_it(tmp_path, monkeypatch):
+    """The chain at W = 6 with a window of 2: after each commit only the two runs next to
+    commit are checked and relaunched; t5, fourth in line after t0's commit, is first
+    relaunched once t3 has committed (it is then within two of the head), so the chain takes
+    fewer discarded runs than with every run in the window, and builds the same store."""
+    tasks = [f"t{i}" for i in range(6)]
+    steps = {t: _admits(i) for i, t in enumerate(tasks)}
+    everywhere, windowed = [], []
+    wide, _ = _unit_build(tmp_path, 6, steps, tasks, everywhere)
+    monkeypatch.setattr(waves, "EAGER_WINDOW", 2)
+    narrow, _ = _unit_build(tmp_path, 6, steps, tasks, windowed)
+    sequential, _ = _unit_build(tmp_path, 1, steps, tasks, [])
+    assert _content_of(narrow) == _content_of(wide) == _content_of(sequential)
+    t5_starts = [i for i, e in enumerate(windowed) if e == ("start", "t5")]
+    assert t5_starts[1] > windowed.index(("commit", "t3"))
+    assert sum(e[0] == "start" for e in windowed) < sum(e[0] == "start" for e in everywhere)
