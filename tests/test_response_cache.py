@@ -267,3 +267,21 @@ def test_pending_entries_are_written_at_exit(tmp_path):
     assert out.returncode == 0 and out.stdout.split() == ["0"], out.stderr
     files = sorted(json.loads(f.read_text())["text"] for f in tmp_path.rglob("*.json"))
     assert files == ["q0", "q1", "q2"] and not list(tmp_path.rglob("*.tmp"))
+
+
+def test_a_new_request_opens_no_file_and_an_entry_on_disk_is_still_read(tmp_path, monkeypatch):
+    """A fan-out folder is listed once: a key not in it is a miss without an open; an entry
+    written before (by an earlier process) is read from disk."""
+    with LocalOpenAIServer() as srv:
+        writer = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m"), tmp_path)
+        writer.chat_sync(MSG)
+        writer.flush()
+        reads = []
+        original = pathlib.Path.read_text
+        monkeypatch.setattr(pathlib.Path, "read_text",
+                            lambda self, *a, **k: reads.append(self.name) or original(self, *a, **k))
+        reader = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m"), tmp_path)
+        assert reader.chat_sync(MSG).cached and len(reads) == 1
+        for i in range(5):
+            assert not reader.chat_sync([{"role": "user", "content": f"new {i}"}]).cached
+        assert len(reads) == 1 and len(srv.requests) == 6

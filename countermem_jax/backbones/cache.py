@@ -15,7 +15,10 @@ waiters and the cache; only a call cancelled itself (its event loop closing) mak
 retry.
 
 Recent replies (up to ``RECENT_REPLIES``: those this process received, read from disk or still
-being written) are kept in memory, so a repeated request costs no file-system call.
+being written) are kept in memory, so a repeated request costs no file-system call; and a
+fan-out folder is listed once, the first time a key in it is looked up, so a new request costs
+no failed open either. (An entry another process writes into a folder after this process
+listed it is not seen: that request is made again, with the same reply.)
 
 Write-behind (issue 14: no file-system call on the event loop per new reply): a new reply is put
 in an in-memory table and handed to one background writer thread per cache folder in the
@@ -71,6 +74,7 @@ class CachedBackbone(Backbone):
         self._in_flight_lock = threading.Lock()
         self._writer = _entry_writer(self.directory)
         self._recent: collections.OrderedDict[str, ChatResult] = collections.OrderedDict()
+        self._listed: dict[str, set[str]] = {}  # fan-out folder -> entry file names in it
 
     def _path(self, key: str) -> pathlib.Path:
         """``<dir>/<first two hex digits>/<key>.json``: fan-out keeps folders small."""
@@ -115,6 +119,17 @@ class CachedBackbone(Backbone):
         shared.set_result(result)
         return result
 
+    def _on_disk(self, folder: str) -> set[str]:
+        """The entry files of fan-out ``folder``, listed on first use."""
+        names = self._listed.get(folder)
+        if names is None:
+            try:
+                names = set(os.listdir(self.directory / folder))
+            except FileNotFoundError:
+                names = set()
+            names = self._listed.setdefault(folder, names)
+        return names
+
     def _remember(self, key: str, result: ChatResult) -> None:
         """Keeps ``result`` among the recent replies (the oldest dropped beyond the bound)."""
         with self._in_flight_lock:
@@ -141,6 +156,8 @@ class CachedBackbone(Backbone):
             return _as_hit(recent)
         path = self._path(key)
         try:
+            if path.name not in self._on_disk(key[:2]):
+                raise FileNotFoundError(path)
             obj = json.loads(path.read_text(encoding="utf-8"))
             result = ChatResult(obj["text"], obj["reasoning"], Usage(**obj["usage"]), obj["model"])
         except FileNotFoundError:
@@ -154,6 +171,7 @@ class CachedBackbone(Backbone):
         self.misses += 1
         result = await self.inner._chat(messages, params)
         self._writer.put(key, path, result)
+        self._on_disk(key[:2]).add(path.name)  # once written; until then served from memory
         self._remember(key, result)
         return result
 
