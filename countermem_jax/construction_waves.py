@@ -58,7 +58,7 @@ from typing import Awaitable, Callable, Iterable, Sequence
 
 import numpy as np
 
-from countermem_jax.backbones.base import book_held, hold_charges
+from countermem_jax.backbones.base import REQUEST_PRIORITY, book_held, hold_charges
 from countermem_jax.memory.store import MemoryStore
 from countermem_jax.retrieval import conditions as cond_lib
 from countermem_jax.retrieval.retrieve import RetrievalIndex
@@ -70,7 +70,7 @@ IndexBuilder = Callable[[Sequence, cond_lib.CompositeChecker], RetrievalIndex]
 # How many runs next to commit are checked for staleness (and relaunched) after each commit;
 # the others wait until they come this close (``build_in_waves``). Changes when work is done,
 # never what is committed.
-EAGER_WINDOW = 16
+EAGER_WINDOW = 8
 
 
 def _index_read(records, task_id: str, use_conditions: bool) -> tuple:
@@ -304,6 +304,7 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
 
         async def body():
             run.charges = hold_charges()  # this run's context only
+            REQUEST_PRIORITY.set(at)  # the task next to commit is served first
             return await run_task(task, run.view, run.events)
         run.future = asyncio.create_task(body())
         return run

@@ -511,3 +511,20 @@ def test_runs_beyond_the_eager_window_are_checked_once_they_enter_it(tmp_path, m
     t5_starts = [i for i, e in enumerate(windowed) if e == ("start", "t5")]
     assert t5_starts[1] > windowed.index(("commit", "t3"))
     assert sum(e[0] == "start" for e in windowed) < sum(e[0] == "start" for e in everywhere)
+
+
+def test_a_runs_requests_queue_with_its_split_position_as_priority(tmp_path):
+    """The client's limit serves the task next to commit first: each run (relaunches
+    included) makes its calls with its position in the split as request priority."""
+    from countermem_jax.backbones.base import REQUEST_PRIORITY
+    seen = {}
+
+    def step(name):
+        async def run(view, order):
+            seen.setdefault(name, set()).add(REQUEST_PRIORITY.get())
+            await _admits(int(name[1:]))(view, order)
+        return run
+    tasks = [f"t{i}" for i in range(4)]
+    _unit_build(tmp_path, 4, {t: step(t) for t in tasks}, tasks, [])
+    assert seen == {f"t{i}": {i} for i in range(4)}
+    assert REQUEST_PRIORITY.get() == 0  # the caller's context is untouched

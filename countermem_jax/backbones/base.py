@@ -159,6 +159,15 @@ def book_held(held: list) -> None:
         ledger.record(charge, usage, cached)
 
 
+# Where this context's requests queue at a client's concurrency limit: lower first, arrival
+# order among equals (``openai_http._SharedLimit``). Construction in waves sets a run's split
+# position, so the task next to commit, whose calls everything after it waits for, is served
+# before speculative runs further back; elsewhere every request has the default and the limit
+# is first come, first served. Changes when a call is made, never its reply.
+REQUEST_PRIORITY: contextvars.ContextVar[int] = contextvars.ContextVar("request_priority",
+                                                                      default=0)
+
+
 class Backbone(abc.ABC):
     """A frozen chat model. Subclasses implement ``_chat``; accounting happens here."""
     model_name: str = "backbone"

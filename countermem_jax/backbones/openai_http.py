@@ -17,6 +17,8 @@ server at ~100 requests/s whatever the concurrency; aiohttp keeps ≥ 0.8 of ide
 import asyncio
 import collections
 import dataclasses
+import heapq
+import itertools
 import json
 import threading
 import time
@@ -26,7 +28,8 @@ import aiohttp
 import tenacity
 
 from countermem_jax.backbones import tokens
-from countermem_jax.backbones.base import Backbone, ChatResult, Message, SamplingParams, Usage
+from countermem_jax.backbones.base import (REQUEST_PRIORITY, Backbone, ChatResult, Message,
+                                          SamplingParams, Usage)
 
 
 class BackboneError(RuntimeError):
@@ -46,47 +49,53 @@ class _Retryable(Exception):
 
 class _SharedLimit:
     """A counting semaphore shared by every event loop of the process (asyncio's own semaphore is
-    bound to one loop): a released slot goes to the oldest waiter, whatever loop it waits on."""
+    bound to one loop): a released slot goes to the waiter of lowest ``REQUEST_PRIORITY`` (the
+    oldest among equals), whatever loop it waits on."""
 
     def __init__(self, slots: int):
         self._lock = threading.Lock()
         self._free = slots
-        self._waiters: collections.deque[asyncio.Future] = collections.deque()
+        self._waiters: list[tuple[int, int, asyncio.Future]] = []  # heap: (priority, seq, fut)
+        self._arrivals = itertools.count()
+
+    def _drop_cancelled(self) -> None:
+        """Pops cancelled waiters off the top of the heap (they are skipped, not removed, when
+        cancelled); called with the lock held."""
+        while self._waiters and self._waiters[0][2].cancelled():
+            heapq.heappop(self._waiters)
 
     async def __aenter__(self):
-        """Takes a slot, queueing first-in first-out behind earlier waiters from any loop.
+        """Takes a slot, queueing behind earlier waiters of the same or a lower priority from
+        any loop.
 
         A waiter cancelled just after its slot was granted passes the slot on, so cancelled
         requests never leak capacity.
         """
         with self._lock:
-            # A free slot is taken directly only when nobody is queued: first come, first served.
+            self._drop_cancelled()
+            # A free slot is taken directly only when nobody is queued.
             if self._free > 0 and not self._waiters:
                 self._free -= 1
                 return
             waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
+            heapq.heappush(self._waiters, (REQUEST_PRIORITY.get(), next(self._arrivals), waiter))
         try:
             await waiter
         except asyncio.CancelledError:
-            with self._lock:
-                queued = waiter in self._waiters
-                if queued:
-                    self._waiters.remove(waiter)
-            if not queued and waiter.done() and not waiter.cancelled():
+            if waiter.done() and not waiter.cancelled():
                 self._release()  # granted just before the cancellation: pass the slot on
             raise
 
     async def __aexit__(self, *exc):
-        """Returns the slot (to the oldest waiter, if any)."""
+        """Returns the slot (to the first waiter, if any)."""
         self._release()
 
     def _release(self) -> None:
-        """Called on a running loop: hands the slot to the oldest waiter, or frees it."""
+        """Called on a running loop: hands the slot to the first waiter, or frees it."""
         running = asyncio.get_running_loop()
         with self._lock:
             while self._waiters:
-                waiter = self._waiters.popleft()
+                _, _, waiter = heapq.heappop(self._waiters)
                 loop = waiter.get_loop()
                 if loop is running:  # this thread's loop: hand over now
                     if waiter.cancelled():
