@@ -1,6 +1,7 @@
 """Evaluation over a real loopback HTTP server: all runs in one pool, shared drafts computed once
 (issue 14; phases/evaluate.py, backbones/cache.py single flight, perf/scripted_sql.py)."""
 import asyncio
+import contextlib
 import json
 import urllib.request
 
@@ -49,11 +50,10 @@ def _config(tmp_path, concurrency):
     return cfg
 
 
-def test_base_and_countermem_drafts_in_flight_together_are_requested_once(tmp_path):
-    """Both runs' first drafts of a task are the same request; with the runs in one pool they
-    are in flight together and the server answers each once (the second joins the first)."""
-    bench = scripted_sql.people_tasks(N_BUILD + N_EVAL, tmp_path)
-    cfg = _config(tmp_path, concurrency=2 * N_EVAL)
+@contextlib.contextmanager
+def _built(tmp_path, bench, cfg):
+    """A loopback server scripting ``bench``'s tasks (50 ms a reply) and the workdir ``wd``
+    built against it; yields the server and a factory of cached backbones on it by cache name."""
     with LocalOpenAIServer(latency_s=0.05,
                            responder=scripted_sql.make_responder(
                                scripted_sql.responder_config(bench[0]))) as srv:
@@ -62,6 +62,15 @@ def test_base_and_countermem_drafts_in_flight_together_are_requested_once(tmp_pa
                                   tmp_path / cache)
         experiment.build_memory(cfg, tmp_path / "wd", backbone=backbone("build_cache"),
                                 benchmark=bench)
+        yield srv, backbone
+
+
+def test_base_and_countermem_drafts_in_flight_together_are_requested_once(tmp_path):
+    """Both runs' first drafts of a task are the same request; with the runs in one pool they
+    are in flight together and the server answers each once (the second joins the first)."""
+    bench = scripted_sql.people_tasks(N_BUILD + N_EVAL, tmp_path)
+    cfg = _config(tmp_path, concurrency=2 * N_EVAL)
+    with _built(tmp_path, bench, cfg) as (srv, backbone):
         srv.requests.clear()
         _stats(srv, reset=True)
         cached = backbone("eval_cache")
@@ -94,14 +103,7 @@ def test_eval_concurrency_counts_tasks_each_with_all_its_runs(tmp_path, monkeypa
             return await original(self, task, *args, **kwargs)
         finally:
             active.discard(key)
-    with LocalOpenAIServer(latency_s=0.05,
-                           responder=scripted_sql.make_responder(
-                               scripted_sql.responder_config(bench[0]))) as srv:
-        def backbone(cache):
-            return CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "scripted-sql"),
-                                  tmp_path / cache)
-        experiment.build_memory(cfg, tmp_path / "wd", backbone=backbone("build_cache"),
-                                benchmark=bench)
+    with _built(tmp_path, bench, cfg) as (srv, backbone):
         monkeypatch.setattr(Agent, "run", counted)
         _stats(srv, reset=True)
         experiment.evaluate(cfg, tmp_path / "wd", backbone=backbone("eval_cache"),
