@@ -121,3 +121,28 @@ def test_sql_rule_edits_without_a_readable_database_skip_the_schema_edits():
                                  prompt="Which stadiums?")
     sql = "SELECT T2.capacity FROM concert AS T1 JOIN stadium AS T2 ON T1.stadium_id = T2.capacity"
     assert sql_domain.SQL.rule_edits(task, sql) == sql_domain.sql_edits(sql, None, 8)
+
+
+def test_sql_rule_edits_are_computed_once_per_query_schema_and_question(monkeypatch):
+    """A construction task re-run in a wave expands the same failure again: the second time
+    the edits come from memory (sqlglot parses once), equal to the first; another schema for
+    the same query is computed anew."""
+    import evaluators.sql
+    schemas = {"/a.sqlite": {"concert": ("stadium_id", "year")},
+               "/b.sqlite": {"concert": ("stadium_id", "capacity")}}
+    monkeypatch.setattr(evaluators.sql, "schema_columns", schemas.__getitem__)
+    parses = []
+    parse = sqlglot.parse_one
+    monkeypatch.setattr(sqlglot, "parse_one", lambda *a, **k: parses.append(a[0]) or parse(*a, **k))
+    sql = "SELECT year FROM concert WHERE stadium_id > 7 ORDER BY year"
+
+    def task(db):
+        return types.SimpleNamespace(reference=types.SimpleNamespace(db_path=db),
+                                     prompt="Which years had concerts after stadium 7?")
+    first = sql_domain.SQL.rule_edits(task("/a.sqlite"), sql)
+    again = sql_domain.SQL.rule_edits(task("/a.sqlite"), sql)
+    other = sql_domain.SQL.rule_edits(task("/b.sqlite"), sql)
+    assert first == again and first and parses.count(sql) == 2  # for /a and /b, not again
+    assert first == sql_domain.sql_edits(sql, schemas["/a.sqlite"],
+                                         question="Which years had concerts after stadium 7?")
+    assert other is not first

@@ -15,6 +15,7 @@ Every operator is deterministic and ordered, so the same failed query always yie
 candidates in the same slots: construction is reproducible from the response cache, and the
 construction waves commit the same store as a one-task-at-a-time run.
 """
+import functools
 import itertools
 import re
 import sqlite3
@@ -285,7 +286,18 @@ def task_schema(task) -> dict[str, tuple[str, ...]] | None:
 
 def rule_edits(task, action: str) -> list[str]:
     """Module I's SQL rule edits of a failed query, schema-linked to the task's question."""
-    return sql_edits(action, task_schema(task), question=task.prompt)
+    schema = task_schema(task)
+    frozen = None if schema is None else tuple(sorted(schema.items()))
+    return list(_rule_edits_of(action, frozen, task.prompt))
+
+
+@functools.lru_cache(maxsize=4096)
+def _rule_edits_of(action: str, schema: tuple | None, question: str) -> tuple[str, ...]:
+    """``sql_edits`` of ``action`` for a schema (sorted (table, columns) pairs) and question,
+    computed once per process: a construction task re-run in a wave (``construction_waves``)
+    expands the same failure again, and parsing and printing the edits with sqlglot costs
+    10-20 ms of the event loop a time."""
+    return tuple(sql_edits(action, None if schema is None else dict(schema), question=question))
 
 
 def extract_sql(text: str) -> str:
