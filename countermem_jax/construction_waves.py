@@ -28,21 +28,20 @@ same way when its reads are stale; when they are not, the sequential run would h
 and the error stops the phase.
 
 A run need not wait until its task is next to commit to be found stale: ``replay`` works on the
-reads made so far. After every commit that changed the committed store (its records, their
-statistics, its counters; a task that admitted nothing and observed no reuse changes nothing),
-every run in flight is checked once against it and, if already stale, discarded and launched
-again against it at once, overlapping with the others. A stale run that has finished and whose
-LLM calls the cache answered, made stale by a commit that changed only reuse statistics (no
-record admitted or evicted), is the exception: its relaunch would most likely only repeat cached
-replies, so it waits until its task is next to commit (or a commit changes the records);
-relaunching such runs at every commit made the commits wait for the CPU (measured on the
-pipeline benchmark, README). A run that reaches the head of the queue still running is checked
-once more if it has read more since (it is not waited for if already stale). The committed
-store changes only when the task next to commit commits, and that task's run against the
-current store replays by construction: the queue always advances, each task is relaunched at
-most once per earlier commit while in flight, and a run's reads are replayed only after a
-change of the store since it was launched or last checked (once per change at most), and once
-more at the head.
+reads made so far. After every commit, the ``EAGER_WINDOW`` runs next to commit whose reads were
+last checked against an older committed store are checked once against it and, if already stale,
+discarded and launched again against it at once, overlapping with the others; runs further back
+are checked when they enter the window (relaunched earlier, they would most likely be made stale
+again by the commits before them). A stale run that has finished on cached replies only, while
+the records it was launched on are still the committed ones (only reuse statistics changed), is
+the exception: its relaunch would most likely only repeat cached replies, so it waits until its
+task is next to commit (or a commit changes the records). A run that reaches the head of the
+queue still running is checked once more if it has read more since (it is not waited for if
+already stale). The committed store changes only when the task next to commit commits, and that
+task's run against the current store replays by construction: the queue always advances, and
+each task is relaunched at most once per earlier commit while in flight. A run's LLM calls queue
+at the client's concurrency limit with its split position as priority
+(``backbones.base.REQUEST_PRIORITY``): the task next to commit is served first.
 
 A run's log events are held (``runlog.HeldEvents``) and its ledger charges too
 (``backbones.base.hold_charges``) until it commits: a discarded run leaves nothing in the log or
@@ -262,13 +261,14 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
     ``position``: tasks of the split already processed (resume). Returns the final store and
     the totals (tasks, re-runs, discarded calls and tokens).
 
-    After every commit that changed the committed store, each run in flight whose reads so far
-    no longer replay against it is discarded and launched again against it at once (unless it
-    has finished on cached replies only and the change touched only reuse statistics, see
-    ``relaunch_stale``), so that it overlaps with the others instead of starting only when its
-    task is next to commit. A run is launched again only after a change of the committed store,
-    which only a commit of an earlier task makes: the run of the task next to commit
-    (relaunched at most once there) replays by construction, so the queue always advances."""
+    After every commit, each of the ``EAGER_WINDOW`` runs next to commit whose reads so far no
+    longer replay against the committed store is discarded and launched again against it at
+    once (unless it has finished on cached replies only and only reuse statistics changed since
+    its launch, see ``relaunch_stale``), so that it overlaps with the others instead of starting
+    only when its task is next to commit. A run is launched again only after a change of the
+    committed store, which only a commit of an earlier task makes: the run of the task next to
+    commit (relaunched at most once there) replays by construction, so the queue always
+    advances."""
     if wave_size < 1:
         raise ValueError(f"construction.wave_size must be >= 1, got {wave_size}")
     pending = iter(tasks)
@@ -402,7 +402,7 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
             run.events.commit()
             book_held(run.charges)
             changed = _content(after) != _content(store)
-            records_changed = _record_ids(after) != _record_ids(store)
+            records_changed = changed and _record_ids(after) != _record_ids(store)
             store = after
             commit(store, run.task, ctx)
             wave_of(position).tasks.append(run.task.task_id)

@@ -23,28 +23,28 @@ YOUNG_THRESHOLD = 7000  # allocations between young collections while a phase ru
 
 _lock = threading.Lock()
 _depth = 0  # phases running in this process (a study or sweep may nest or thread them)
+_saved_threshold: tuple = ()  # the collector's thresholds before the outermost block
 
 
 @contextlib.contextmanager
 def long_lived_objects_frozen():
     """Freezes the objects alive now out of cyclic collection, and raises the young threshold,
     until the outermost such block exits."""
-    global _depth
+    global _depth, _saved_threshold
     with _lock:
         _depth += 1
         if _depth == 1:
-            previous = gc.get_threshold()
+            _saved_threshold = gc.get_threshold()
             gc.freeze()  # no collection first: a full one costs 0.1-0.2 s here, and the few
             # cycles already garbage are only kept until ``gc.unfreeze`` hands them back
-            gc.set_threshold(max(previous[0], YOUNG_THRESHOLD), *previous[1:])
-            long_lived_objects_frozen.previous = previous
+            gc.set_threshold(max(_saved_threshold[0], YOUNG_THRESHOLD), *_saved_threshold[1:])
     try:
         yield
     finally:
         with _lock:
             _depth -= 1
             if _depth == 0:
-                gc.set_threshold(*long_lived_objects_frozen.previous)
+                gc.set_threshold(*_saved_threshold)
                 gc.unfreeze()
 
 
