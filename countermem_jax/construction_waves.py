@@ -27,20 +27,26 @@ not change come from the response cache (and single-flight). A run that raised i
 same way when its reads are stale; when they are not, the sequential run would have raised too,
 and the error stops the phase.
 
-A run need not wait until its task is next to commit to be found stale: ``replay`` works on the
-reads made so far. After every commit, the ``EAGER_WINDOW`` runs next to commit whose reads were
-last checked against an older committed store are checked once against it and, if already stale,
-discarded and launched again against it at once, overlapping with the others; runs further back
-are checked when they enter the window (relaunched earlier, they would most likely be made stale
-again by the commits before them). A stale run that has finished on cached replies only, while
-the records it was launched on are still the committed ones (only reuse statistics changed), is
-the exception: its relaunch would most likely only repeat cached replies, so it waits until its
-task is next to commit (or a commit changes the records). A run that reaches the head of the
-queue still running is checked once more if it has read more since (it is not waited for if
-already stale). The committed store changes only when the task next to commit commits, and that
-task's run against the current store replays by construction: the queue always advances, and
-each task is relaunched at most once per earlier commit while in flight. A run's LLM calls queue
-at the client's concurrency limit with its split position as priority
+A run need not wait until its task is next to commit to be found stale, nor be relaunched only
+against the committed store: ``replay`` works on the reads made so far, and onto any store.
+Whenever a run of the ``EAGER_WINDOW`` runs next to commit finishes, and after every commit,
+each of those runs is checked against its guess: the committed store with the changes of the
+runs before it that have finished (without raising, their reads replaying onto their own guess)
+applied in order; a run still going or stale is taken to change nothing. A run whose reads so
+far do not replay onto its guess is discarded and launched again against the guess at once,
+overlapping with the others: a record admitted by a run not yet committed is seen by the runs
+after it before that run commits, and their condition-judge calls go out then. A guess that
+comes true costs nothing more: the run replays onto the committed store when it commits; one
+that does not is found stale again later (and, next to commit, against the committed store
+itself). Runs further back are checked when they enter the window (relaunched earlier, they
+would most likely be made stale again by the runs before them). A stale run that has finished
+on cached replies only, while its guess holds the records it was launched on (only reuse
+statistics changed), is the exception: its relaunch would most likely only repeat cached
+replies, so it waits until its task is next to commit (or the records change). Replays are
+remembered per run and store, so a check costs nothing until something changed. The run next
+to commit is held to the committed store: it commits when its reads replay onto it, else it is
+run again against it, and that run replays by construction, so the queue always advances. A
+run's LLM calls queue at the client's concurrency limit with its split position as priority
 (``backbones.base.REQUEST_PRIORITY``): the task next to commit is served first.
 
 A run's log events are held (``runlog.HeldEvents``) and its ledger charges too
@@ -53,6 +59,7 @@ final store. W = 1 is the sequential run.
 import asyncio
 import collections
 import dataclasses
+import itertools
 from typing import Awaitable, Callable, Iterable, Sequence
 
 import numpy as np
@@ -203,13 +210,28 @@ class _Run:
     position: int  # in the split
     view: TaskView
     events: HeldEvents
+    base: MemoryStore  # the store it was launched on (committed, or a guess of it)
     future: asyncio.Task | None = None
     charges: list = dataclasses.field(default_factory=list)
-    launched_on: int = 0  # the committed store's version (its changes so far) at launch
-    records_on: int = 0  # the committed store's record-set version at launch
-    checked_on: int = -1  # the version its reads were last replayed against
-    checked_reads: int = 0  # its reads replayed at the last check
     known_stale: bool = False  # found stale, left to be relaunched when next to commit
+    # the last replay of its reads: onto which store, how many reads, the store after them
+    replayed_on: MemoryStore | None = None
+    replayed_reads: int = -1
+    replayed_to: MemoryStore | None = None
+
+    def replay_on(self, base: MemoryStore) -> MemoryStore | None:
+        """``replay(base, view)`` for the reads made so far, remembered until the run reads
+        more or is replayed onto another store (stores are compared by identity)."""
+        reads = len(self.view.reads)
+        if self.replayed_on is not base or self.replayed_reads != reads:
+            self.replayed_to = replay(base, self.view) if reads else base
+            self.replayed_on, self.replayed_reads = base, reads
+        return self.replayed_to
+
+    def finished_cleanly(self) -> bool:
+        """Whether the run has ended without raising."""
+        return self.future.done() and not self.future.cancelled() and \
+            self.future.exception() is None
 
     async def settle(self):
         """(the task context, None) or (None, the exception the run raised)."""
@@ -261,14 +283,16 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
     ``position``: tasks of the split already processed (resume). Returns the final store and
     the totals (tasks, re-runs, discarded calls and tokens).
 
-    After every commit, each of the ``EAGER_WINDOW`` runs next to commit whose reads so far no
-    longer replay against the committed store is discarded and launched again against it at
-    once (unless it has finished on cached replies only and only reuse statistics changed since
-    its launch, see ``relaunch_stale``), so that it overlaps with the others instead of starting
-    only when its task is next to commit. A run is launched again only after a change of the
-    committed store, which only a commit of an earlier task makes: the run of the task next to
-    commit (relaunched at most once there) replays by construction, so the queue always
-    advances."""
+    Whenever a run of the window finishes (and after every commit) the ``EAGER_WINDOW`` runs next
+    to commit are checked against the store their task will most likely commit onto: the
+    committed store with the changes of the finished runs before it applied, in order
+    (``guesses``). A run whose reads so far no longer replay onto its guess is discarded and
+    launched again against it at once (unless it has finished on cached replies only and the
+    guess holds the records it was launched on, only reuse statistics changed: see
+    ``speculate``), so that it overlaps with the others instead of starting only when the runs
+    before it commit. Only the run next to commit is held to the committed store itself: it
+    commits when its reads replay onto it, else it is run again against it, and that run
+    replays by construction, so the queue always advances."""
     if wave_size < 1:
         raise ValueError(f"construction.wave_size must be >= 1, got {wave_size}")
     pending = iter(tasks)
@@ -278,8 +302,7 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
     # Open waves by number: the one committing and the next (W tasks in flight at most).
     waves: dict[int, WaveLog] = {}
     queued = position  # split position of the next task to launch
-    version = 0  # changes of the committed store so far
-    records_version = 0  # changes of its record set (admissions, evictions) so far
+    latest_guess = store  # the store after the window's finished runs (new runs start on it)
 
     # cancelled stale runs still winding down, awaited at the end (dropped once done)
     abandoned: set[asyncio.Task] = set()
@@ -297,10 +320,9 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
     def wave_of(at: int) -> WaveLog:
         return waves.setdefault(at // wave_size, WaveLog(at // wave_size))
 
-    def launch(task, at: int) -> _Run:
-        run = _Run(task, at, TaskView(store, task.task_id, shared_index, make_checker()),
-                   HeldEvents(log), launched_on=version, records_on=records_version,
-                   checked_on=version)
+    def launch(task, at: int, base: MemoryStore) -> _Run:
+        run = _Run(task, at, TaskView(base, task.task_id, shared_index, make_checker()),
+                   HeldEvents(log), base)
 
         async def body():
             run.charges = hold_charges()  # this run's context only
@@ -315,7 +337,7 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
             task = next(pending, None)
             if task is None:
                 return
-            in_flight.append(launch(task, queued))
+            in_flight.append(launch(task, queued, latest_guess))
             queued += 1
 
     def wound_down(future: asyncio.Task) -> None:
@@ -324,9 +346,9 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
         if not future.cancelled():
             future.exception()
 
-    def rerun(stale: _Run) -> _Run:
+    def rerun(stale: _Run, base: MemoryStore) -> _Run:
         """Discards a stale run (its held events and charges; counted in its wave's log) and
-        runs its task again against the committed store."""
+        runs its task again against ``base``."""
         stale.future.cancel()
         abandoned.add(stale.future)
         stale.future.add_done_callback(wound_down)
@@ -334,34 +356,41 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
         wave.reruns.append(stale.task.task_id)
         wave.discarded_llm_calls += len(stale.charges)
         wave.discarded_tokens += sum(usage.total for _, _, usage, _ in stale.charges)
-        return launch(stale.task, stale.position)
+        return launch(stale.task, stale.position, base)
 
-    def fresh(run: _Run) -> bool:
-        """Whether the run's reads so far replay on the committed store (noted, so that they
-        are not replayed again before the store changes or the run reads more)."""
-        run.checked_reads, run.checked_on = len(run.view.reads), version
-        return not run.view.reads or replay(store, run.view) is not None
-
-    def relaunch_stale() -> None:
-        """The ``EAGER_WINDOW`` runs next to commit, after each commit: a run not yet known to
-        be stale whose reads were last checked against an older committed store is checked once
-        and, if what it has read so far is stale, relaunched now. The exception is a run that
-        has finished on cached replies only while the records it was launched on are still the
-        committed ones (only reuse statistics changed since): its relaunch would most likely
-        repeat those replies, so it waits until its task is next to commit, or until a commit
-        changes the records. Runs further back are checked once they enter the window: one
-        relaunched now would most likely be made stale again by the commits before it (a
-        replay per run in flight per commit, and a relaunch storm per admitted record, made
-        the commits wait for the CPU)."""
+    def speculate() -> None:
+        """Checks the ``EAGER_WINDOW`` runs next to commit, in order, each against its guess:
+        the committed store for the first, and for each next one the store after the runs
+        before it that have finished without raising and replay onto their own guess (a run
+        still going, stale or raising is taken to change nothing). A run whose reads so far do
+        not replay onto its guess is relaunched against it now. The exception is a run that
+        has finished on cached replies only while its guess holds the records it was launched
+        on (only reuse statistics differ): its relaunch would most likely repeat those
+        replies and may well be made stale again, so it waits until its task is next to
+        commit. Runs further back are checked once they enter the window (relaunched earlier,
+        they would most likely be made stale again by the runs before them). Replays are
+        remembered per run and store, so a check costs nothing until something changed."""
+        nonlocal latest_guess
+        guess = store
         for i in range(min(EAGER_WINDOW, len(in_flight))):
             run = in_flight[i]
-            if not run.known_stale and (run.checked_on == version or fresh(run)):
-                continue
-            if run.records_on < records_version or not run.future.done() or \
-                    not all(cached for *_, cached in run.charges):
-                in_flight[i] = rerun(run)
-            else:
-                run.known_stale = True
+            after = None if run.known_stale else run.replay_on(guess)
+            if after is None:
+                if run.future.done() and all(cached for *_, cached in run.charges) and \
+                        _record_ids(run.base) == _record_ids(guess):
+                    run.known_stale = True
+                else:
+                    in_flight[i] = rerun(run, guess)
+            elif run.finished_cleanly():
+                guess = after
+        latest_guess = guess
+
+    async def next_change() -> None:
+        """Waits until a run of the window finishes (the next to commit among them)."""
+        going = [run.future for run in itertools.islice(in_flight, EAGER_WINDOW)
+                 if not run.future.done()]
+        if going:
+            await asyncio.wait(going, return_when=asyncio.FIRST_COMPLETED)
 
     def close_wave(number: int) -> None:
         wave = waves.pop(number, None)
@@ -379,40 +408,32 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
     try:
         fill()
         while in_flight:
+            speculate()
             run = in_flight[0]
-            if not run.future.done() and run.launched_on < version and \
-                    len(run.view.reads) > run.checked_reads and not fresh(run):
-                run.known_stale = True  # already stale: no need to wait for the rest of it
-            after = None
-            if not run.known_stale:
-                ctx, error = await run.settle()
-                after = replay(store, run.view)
-            if after is None:  # it read what the sequential order would not have shown it
-                run = in_flight[0] = rerun(run)
+            if not run.future.done():
+                await next_change()
+                continue
+            if run.known_stale:  # it read what the sequential order would not have shown it
+                run = in_flight[0] = rerun(run, store)
                 wave_of(run.position).reruns_at_head.append(run.task.task_id)
-                ctx, error = await run.settle()
-                after = replay(store, run.view)
-                if after is None:
+                await asyncio.wait([run.future])
+                if run.replay_on(store) is None:
                     raise RuntimeError(f"construction task {run.task.task_id}: a run against the "
                                        "committed store does not replay onto it (retrieval or "
                                        "admission is not deterministic)")
+            ctx, error = await run.settle()
             if error is not None:
                 raise error
+            after = run.replay_on(store)
             in_flight.popleft()
             run.events.commit()
             book_held(run.charges)
-            changed = _content(after) != _content(store)
-            records_changed = changed and _record_ids(after) != _record_ids(store)
             store = after
             commit(store, run.task, ctx)
             wave_of(position).tasks.append(run.task.task_id)
             position += 1
             if position % wave_size == 0:
                 close_wave(position // wave_size - 1)
-            if changed:
-                version += 1
-                records_version += records_changed
-            relaunch_stale()  # after every commit: a run may have entered the window
             fill()
         close_wave(position // wave_size)
     finally:

@@ -14,6 +14,8 @@ hot path has no per-n-gram Python loop.
 Memory (scoring, retention), retrieval and the selector's features all embed text with it, so it
 sits below all three and imports nothing from the package (no import loop between them).
 """
+import threading
+
 import numpy as np
 
 # Sizes fixed by the paper (Appendix B.4, C.1): 512-d retrieval embedding, 32-d projection.
@@ -32,9 +34,43 @@ def embed_texts(texts: list[str] | tuple[str, ...]) -> np.ndarray:
     """Embeds texts into a float32 array of shape [len(texts), 512] (φ / E of the paper).
 
     Rows are unit-norm (zero for an empty text), so a dot product of two rows is their cosine
-    similarity, the sim term of Eq. 8. Texts are processed in chunks of about ``_CHUNK_BYTES``;
-    the result does not depend on how they are chunked.
+    similarity, the sim term of Eq. 8. A text's row depends on that text alone, so the rows of
+    the ``CACHED_TEXTS`` texts embedded last are kept and reused: a construction task run again
+    in a wave, a retrieval index rebuilt after a reuse statistic changed, or the base and
+    CounterMem runs of one evaluation task embed the same texts again
+    (``compute_embeddings`` always computes).
     """
+    out = np.empty((len(texts), DIM), dtype=np.float32)
+    missing: dict[str, list[int]] = {}
+    with _CACHE_LOCK:
+        for i, text in enumerate(texts):
+            row = _CACHE.get(text)
+            if row is None:
+                missing.setdefault(text, []).append(i)
+            else:
+                out[i] = row
+    if missing:
+        rows = compute_embeddings(list(missing))
+        with _CACHE_LOCK:
+            for (text, at), row in zip(missing.items(), rows):
+                out[at] = row
+                _CACHE[text] = row
+            while len(_CACHE) > CACHED_TEXTS:
+                del _CACHE[next(iter(_CACHE))]
+    return out
+
+
+# Texts whose embedding is kept (about 2 KiB each): oldest first out. Read and written under the
+# lock (retention and scoring embed from checker threads too).
+CACHED_TEXTS = 16384
+_CACHE: dict[str, np.ndarray] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def compute_embeddings(texts: list[str] | tuple[str, ...]) -> np.ndarray:
+    """``embed_texts`` without the cache: every text hashed (what the embedding benchmark
+    times). Texts are processed in chunks of about ``_CHUNK_BYTES``; the result does not
+    depend on how they are chunked."""
     encoded = [t.lower().encode("utf-8") for t in texts]
     out = np.zeros((len(encoded), DIM), dtype=np.float32)
     start, size = 0, 0

@@ -441,16 +441,16 @@ def test_a_stale_run_is_relaunched_as_soon_as_it_is_stale(tmp_path, monkeypatch,
     assert [(w["reruns"], w["reruns_at_head"]) for w in wave_events] == \
         [(["t3"], [] if at_once else ["t3"])]
     assert wave_events[0]["discarded_llm_calls"] == (t3_first_run is not _then_waits_for_t1)
-    # checked once, after t1's commit (t0's changed nothing), and not again on the way to the
-    # head; its relaunch is replayed once, to commit
-    assert replayed_in_waves.count("t3") == 2 and replayed_in_waves.count("t2") == 1
+    # checked once, once t1 had finished (t0 changed nothing), and not again on the way to the
+    # head; its relaunch is replayed once, to commit; t2 reads nothing, so it is never replayed
+    assert replayed_in_waves.count("t3") == 2 and replayed_in_waves.count("t2") == 0
 
 
-def test_a_run_that_reaches_the_head_stale_is_not_waited_for(tmp_path):
+def test_a_stale_run_still_going_is_not_waited_for(tmp_path):
     """t2 reads the store after t0's commit (on its view of the store before it, so stale)
-    while t1 is next to commit; t1's commit changes nothing. When t2 reaches the head it is
-    checked again (it has read more since the last check) and relaunched at once: its stale
-    run, which would have gone on for a long while, never finishes."""
+    while t1 is next to commit; t1 changes nothing. When t1 finishes, t2 is checked again (it
+    has read more since the last check) and relaunched at once: its stale run, which would have
+    gone on for a long while, never finishes."""
     async def t1(view, order):
         await _turns(lambda: ("read", "t2") in order)
 
@@ -468,8 +468,34 @@ def test_a_run_that_reaches_the_head_stale_is_not_waited_for(tmp_path):
     sequential, _ = _unit_build(tmp_path, 1, steps, list(steps), [])
     assert _content_of(store) == _content_of(sequential)
     assert ("end", "stale t2") not in order
-    assert order[order.index(("commit", "t1")) + 1] == ("start", "t2")
-    assert [(w["reruns"], w["reruns_at_head"]) for w in wave_events] == [(["t2"], ["t2"])]
+    assert order.count(("start", "t2")) == 2
+    assert [(w["reruns"], w["reruns_at_head"]) for w in wave_events] == [(["t2"], [])]
+
+
+def test_a_run_is_relaunched_on_the_changes_of_a_finished_run_not_yet_committed(tmp_path):
+    """t0 is slow and changes nothing; t1 admits a record and finishes long before t0; t2 reads
+    the store. As soon as t1 has finished, t2 is relaunched against the committed store with
+    t1's change applied (its guess), while t0 is still running: the relaunch sees t1's record
+    before t1 commits, and since that guess comes true (t0 changes nothing) it is not relaunched
+    again when t0 and t1 commit. The store is the sequential one."""
+    async def t0(view, order):
+        await _turns(lambda: order.count(("start", "t2")) > 1)
+        order.append(("end", "t0"))
+
+    async def t2(view, order):
+        order.append(("t2 saw", len(view.index().records)))
+        await _admits(2)(view, order)
+
+    steps = {"t0": t0, "t1": _admits(1), "t2": t2}
+    order = []
+    store, wave_events = _unit_build(tmp_path, 3, steps, list(steps), order)
+    sequential, _ = _unit_build(tmp_path, 1, steps, list(steps), [])
+    assert _content_of(store) == _content_of(sequential)
+    relaunch = [i for i, e in enumerate(order) if e == ("start", "t2")][1]
+    assert relaunch < order.index(("end", "t0")) < order.index(("commit", "t0"))
+    assert order[relaunch + 1] == ("t2 saw", 1)  # t1's record, not yet committed
+    assert order.count(("start", "t2")) == 2 and order.count(("start", "t1")) == 1
+    assert [(w["reruns"], w["reruns_at_head"]) for w in wave_events] == [(["t2"], [])]
 
 
 def _content_of(store):

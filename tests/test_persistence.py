@@ -35,6 +35,32 @@ def test_round_trip_keeps_everything(tmp_path):
     assert loaded.snapshot_id == store.snapshot_id
 
 
+def test_serialised_records_are_reused_and_the_file_and_hash_are_unchanged(tmp_path):
+    """Each record's JSON text is computed once per record object (a construction run in waves
+    saves and hashes the whole store after every task); the file lines and the content hash
+    are the ones the plain per-object serialisation gives, non-ASCII text included."""
+    from countermem_jax.memory.store import sha256_json
+    store = _store()
+    store.propose(make_record(source_task_id="t-u", situation="café ✓ naïve",
+                              original="SELECT 1", improved="SELECT 2"))
+    store.observe_reuse(store.records[0].record_id, 1)
+    expected_hash = sha256_json({"config": store.config.to_json(),
+                                 "records": [r.to_json() for r in store.records]})
+    assert store.content_hash() == expected_hash
+    path = save_store(store, tmp_path / "store.jsonl")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines[1:] == [json.dumps(r.to_json(), ensure_ascii=False, sort_keys=True)
+                         for r in store.records]
+    assert json.loads(lines[0])["content_hash"] == expected_hash
+    record = store.records[1]
+    assert record.json_text(canonical=True) is record.json_text(canonical=True)
+    # a changed record is a new object: its text is computed afresh
+    store.observe_reuse(record.record_id, -1)
+    assert store.records[1].json_text(canonical=False) == json.dumps(
+        store.records[1].to_json(), ensure_ascii=False, sort_keys=True)
+    assert store.records[1].json_text(canonical=False) != record.json_text(canonical=False)
+
+
 def test_frozen_round_trip_and_hash_check(tmp_path):
     frozen = _store().freeze()
     path = save_store(frozen, tmp_path / "frozen.jsonl")

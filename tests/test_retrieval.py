@@ -45,6 +45,57 @@ def test_batched_embedding_equals_one_by_one():
     np.testing.assert_array_equal(batch, single)
 
 
+def test_embedding_cache_gives_the_computed_rows_and_stays_bounded(monkeypatch):
+    """Recently embedded texts are answered from the cache, row for row what computing gives
+    (duplicates in one batch included); the cache holds at most ``CACHED_TEXTS`` texts, and a
+    caller writing into the returned array does not change what the next call returns."""
+    monkeypatch.setattr(embedding, "_CACHE", {})
+    monkeypatch.setattr(embedding, "CACHED_TEXTS", 4)
+    computed = []
+    compute = embedding.compute_embeddings
+    monkeypatch.setattr(embedding, "compute_embeddings",
+                        lambda texts: computed.append(list(texts)) or compute(texts))
+    texts = TEXTS + [TEXTS[0]]
+    first = embedding.embed_texts(texts)
+    np.testing.assert_array_equal(first, compute(texts))
+    assert computed == [TEXTS]  # the duplicate computed once
+    first[:] = 0.0
+    again = embedding.embed_texts(TEXTS[::-1])
+    np.testing.assert_array_equal(again, compute(TEXTS[::-1]))
+    assert computed == [TEXTS]  # all from the cache
+    embedding.embed_texts(["one more", "and another"])
+    assert len(embedding._CACHE) == 4 and TEXTS[0] not in embedding._CACHE  # oldest out
+
+
+def test_an_index_scores_a_repeated_query_block_once(monkeypatch):
+    """An index remembers the query blocks it scored: the same retrieval asked again (a
+    construction run replayed, or run again) is not scored again and gives the same result; a
+    different condition verdict is a different block."""
+    from countermem_jax.retrieval import retrieve
+    calls = []
+    scored = retrieve.topk_eligible
+    monkeypatch.setattr(retrieve, "topk_eligible",
+                        lambda *args, **kwargs: calls.append(1) or scored(*args, **kwargs))
+    records = [make_record(source_task_id=f"t{i}", situation=f"case {i} about singers",
+                           condition="the request is about singers" if i else "")
+               for i in range(3)]
+
+    class Verdicts:  # what the condition checker says, set by the test
+        holds = True
+
+        def compatible(self, condition, task):
+            return self.holds
+
+    checker = Verdicts()
+    index = RetrievalIndex(records, checker=checker)
+    task = TaskContext("q", "list the singers")
+    first = index.retrieve(task)
+    assert index.retrieve(task) == first and len(calls) == 1
+    assert len(first.candidates) == 3
+    checker.holds = False
+    assert len(index.retrieve(task).candidates) == 1 and len(calls) == 2
+
+
 def test_projection_is_fixed():
     p = embedding.projection_matrix()
     assert p.shape == (512, 32)

@@ -67,9 +67,14 @@ def write_jsonl_atomic(path: str | os.PathLike, objects) -> pathlib.Path:
     """Writes JSON objects, one per line, to a temporary file in ``path``'s folder, fsyncs it and
     renames it over ``path``: a crash at any point leaves the previous file intact. Also used by
     the baseline memories (``countermem_jax.baselines.memory``)."""
+    return write_lines_atomic(
+        path, (json.dumps(obj, ensure_ascii=False, sort_keys=True) for obj in objects))
+
+
+def write_lines_atomic(path: str | os.PathLike, lines: Iterator[str]) -> pathlib.Path:
+    """``write_jsonl_atomic`` for lines already serialised (one JSON object each)."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = (json.dumps(obj, ensure_ascii=False, sort_keys=True) for obj in objects)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -129,7 +134,9 @@ def save_store(store: MemoryStore | FrozenStore, path: str | os.PathLike) -> pat
     A ``FrozenStore`` is written with ``"frozen": true`` and comes back frozen from ``load_store``.
     """
     frozen = isinstance(store, FrozenStore)
-    return write_jsonl_atomic(path, [_header(store, frozen)] + [r.to_json() for r in store.records])
+    header = json.dumps(_header(store, frozen), ensure_ascii=False, sort_keys=True)
+    return write_lines_atomic(path, [header] + [r.json_text(canonical=False)
+                                               for r in store.records])
 
 
 def load_store(path: str | os.PathLike) -> MemoryStore | FrozenStore:

@@ -141,6 +141,19 @@ class MemoryRecord:
         """
         return dataclasses.asdict(self)
 
+    def json_text(self, canonical: bool) -> str:
+        """``to_json`` as text: canonical (sorted keys, no spaces: what the store's content hash
+        covers) or as a store file line (sorted keys, default spacing). Computed once per record
+        object (records are immutable): a construction run in waves saves the whole store, and
+        hashes it, after every task."""
+        texts = self.__dict__.get("_json_texts")
+        if texts is None:
+            obj = self.to_json()
+            texts = (json.dumps(obj, ensure_ascii=False, sort_keys=True),
+                     json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":")))
+            object.__setattr__(self, "_json_texts", texts)
+        return texts[canonical]
+
     @staticmethod
     def from_json(obj: Mapping[str, Any]) -> "MemoryRecord":
         """Builds a record from its JSON form; raises ``RecordFieldError`` naming the bad field."""

@@ -74,7 +74,13 @@ def content_hash(config: StoreConfig, records: Sequence[MemoryRecord]) -> str:
     Covers every record field, reuse statistics included, so any change to u or the use
     counters after freezing is detectable; ``meta`` (run bookkeeping) is deliberately left out.
     """
-    return sha256_json({"config": config.to_json(), "records": [r.to_json() for r in records]})
+    # The canonical JSON of {"config": ..., "records": [...]}, assembled from each record's own
+    # canonical text (``MemoryRecord.json_text``): the same bytes as ``sha256_json`` of the object.
+    payload = "".join(['{"config":', json.dumps(config.to_json(), sort_keys=True,
+                                                separators=(",", ":"), ensure_ascii=False),
+                       ',"records":[', ",".join(r.json_text(canonical=True) for r in records),
+                       "]}"])
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
 class _StoreView:

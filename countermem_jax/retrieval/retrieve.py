@@ -2,7 +2,8 @@
 
 r_i(s) = cos(φ(s), φ(q_i)) + λ_reuse·u_i over records whose source task differs from the current
 task and whose condition holds, top k = 3. The scoring and top-k run in one jitted function,
-batched over queries; the store's embeddings live on the device once per index. Queries are scored
+batched over queries; the store's embeddings are copied to an accelerator once per index (on
+the CPU backend they stay host arrays). Queries are scored
 in blocks of exactly ``QUERY_ROWS`` rows (``row_blocks``), so that a query's scores are the same
 bit for bit whatever other queries share its batch: retrieving the decisions in flight together
 gives the one-at-a-time result (``retrieval/batching.py``).
@@ -37,6 +38,7 @@ from countermem_jax import text_embedding as embedding
 REUSE_WEIGHT = 0.2
 TOP_K = 3
 QUERY_ROWS = 16
+SCORED_BLOCKS = 1024
 _NO_TASK = -1
 _NO_QUERY = -2  # a task id code no record has
 INTERVENTIONS = ("matched", "none", "random", "shuffled")
@@ -89,6 +91,16 @@ class RetrievalResult:
         return bool(self.candidates)
 
 
+def _on_device(*arrays: np.ndarray) -> tuple:
+    """The index's arrays where ``topk_eligible`` reads them: on an accelerator, copied to it once
+    per index; on the CPU backend left as host arrays, which the jitted call reads as fast, while
+    a copy would cost more than a retrieval (a construction task's view builds an index per
+    change of the store)."""
+    if jax.default_backend() == "cpu":
+        return arrays
+    return tuple(jnp.asarray(a) for a in arrays)
+
+
 def _padded_size(n: int) -> int:
     return max(8, 1 << max(0, (n - 1).bit_length()))
 
@@ -123,8 +135,8 @@ class RetrievalIndex:
         key_task = np.full(size, _NO_TASK, np.int32)
         key_task[:n] = [self._code(r.source_task_id) for r in self.records]
         self._key_task_np = key_task[:n]
-        self._keys_t, self._reuse = jnp.asarray(keys.T.copy()), jnp.asarray(reuse)
-        self._key_task = jnp.asarray(key_task)
+        self._keys_t, self._reuse, self._key_task = _on_device(keys.T.copy(), reuse, key_task)
+        self._scored: dict[bytes, tuple] = {}  # query blocks scored so far (``_score_block``)
         self._size = size
         self._conditions = [r.condition.strip() for r in state_of]
         self._conditioned = [i for i, c in enumerate(self._conditions) if c]
@@ -171,10 +183,8 @@ class RetrievalIndex:
         cond_mask = self._condition_mask(tasks)
         k = min(self.top_k, self._size)
         scores, idx, rel = row_blocks.in_blocks(
-            lambda q, t, c: jax.device_get(topk_eligible(q, self._keys_t, self._reuse,
-                                                         self._key_task, t, c,
-                                                         self.reuse_weight, k)),
-            QUERY_ROWS, [np.asarray(query_embeddings, np.float32), query_task, cond_mask],
+            functools.partial(self._score_block, k=k), QUERY_ROWS,
+            [np.asarray(query_embeddings, np.float32), query_task, cond_mask],
             [0.0, _NO_QUERY, True])
         results = []
         for qi, task in enumerate(tasks):
@@ -191,6 +201,25 @@ class RetrievalIndex:
                 tuple(self.records[i].record_id for i in np.flatnonzero(cond_false)),
                 int(len(self.records) - same.sum() - cond_false.sum())))
         return results
+
+    def _score_block(self, queries: np.ndarray, query_task: np.ndarray,
+                     condition_ok: np.ndarray | None, *, k: int) -> tuple:
+        """``topk_eligible`` on one block of ``QUERY_ROWS`` queries, remembered by the block's
+        content (its digest): replaying a construction task's retrievals, or running it again in
+        a wave, asks the same index the same question (at most ``SCORED_BLOCKS`` kept)."""
+        digest = hashlib.blake2b(queries.tobytes(), digest_size=16)
+        digest.update(query_task.tobytes())
+        digest.update(b"-" if condition_ok is None else condition_ok.tobytes())
+        key = digest.digest()
+        scored = self._scored.get(key)
+        if scored is None:
+            scored = jax.device_get(topk_eligible(queries, self._keys_t, self._reuse,
+                                                  self._key_task, query_task, condition_ok,
+                                                  self.reuse_weight, k))
+            if len(self._scored) >= SCORED_BLOCKS:
+                del self._scored[next(iter(self._scored))]
+            self._scored[key] = scored
+        return scored
 
     def _random(self, task: cond_lib.TaskContext, query: np.ndarray) -> RetrievalResult:
         """k records drawn uniformly among the other tasks' records, seeded by the intervention
