@@ -260,13 +260,6 @@ class WaveLog:
 RunTask = Callable[[object, TaskView, HeldEvents], Awaitable[object]]
 
 
-def _content(store: MemoryStore) -> tuple:
-    """All a run can read of a store: its records (with their statistics) and the counters
-    admission and eviction use (records are shared between copies, so equal ones compare by
-    identity first)."""
-    return store.records, store.next_seq, store.evictions
-
-
 def _record_ids(store: MemoryStore) -> list[str]:
     """Which records the store holds, in order (not their statistics)."""
     return [r.record_id for r in store.records]

@@ -35,7 +35,7 @@ def embed_texts(texts: list[str] | tuple[str, ...]) -> np.ndarray:
 
     Rows are unit-norm (zero for an empty text), so a dot product of two rows is their cosine
     similarity, the sim term of Eq. 8. A text's row depends on that text alone, so the rows of
-    the ``CACHED_TEXTS`` texts embedded last are kept and reused: a construction task run again
+    the ``CACHED_TEXTS`` texts computed last are kept and reused: a construction task run again
     in a wave, a retrieval index rebuilt after a reuse statistic changed, or the base and
     CounterMem runs of one evaluation task embed the same texts again
     (``compute_embeddings`` always computes).
@@ -54,7 +54,7 @@ def embed_texts(texts: list[str] | tuple[str, ...]) -> np.ndarray:
         with _CACHE_LOCK:
             for (text, at), row in zip(missing.items(), rows):
                 out[at] = row
-                _CACHE[text] = row
+                _CACHE[text] = row.copy()  # a view would keep the whole batch's array alive
             while len(_CACHE) > CACHED_TEXTS:
                 del _CACHE[next(iter(_CACHE))]
     return out

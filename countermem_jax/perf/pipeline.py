@@ -8,9 +8,10 @@ else a generated SQLite table) is served over HTTP by the local loopback server 
 process, answering each request after ``latency_ms``. build_memory, train_selector and evaluate
 run once with every concurrency knob at 1 and once at ``--concurrency`` (``eval.concurrency``,
 the client's limit, ``construction.wave_size`` and ``selector.wave_size``), each in its own
-workdir with its own response cache. Per phase it prints the wall time at both, the speedup, the server's peak number of requests in flight, whether the artefacts are
-identical (``identical``: the store's records in order with their statistics, each seed's best
-step, validation returns and parameters, the evaluation metrics of every run — evaluation at
+workdir with its own response cache. Per phase it prints the wall time at both, the speedup,
+the server's peak number of requests in flight, whether the artefacts are identical
+(``identical``: the store's records in order with their statistics, each seed's best step,
+validation returns and parameters, the evaluation metrics of every run — evaluation at
 ``--concurrency`` runs on a copy of the store and selectors made at 1, while selector training at
 W > 1 is expected to differ from W = 1, its episodes acting with the wave's starting parameters,
 and is instead checked to reproduce itself (``reproducible_at_<W>``: trained twice);
@@ -21,9 +22,10 @@ which none of the run's own LLM calls or checks was under way, each timed as the
 (a chat call from the request to the task resuming, cache hits included; a check from the
 request to the task resuming: its turn for a checker thread, the check, the return to the loop;
 a task's condition-judge calls overlap: the union of their intervals counts, not their sum);
-``overhead_checks_in_thread_pct`` counts a check only while it runs in its thread. Goals: evaluation ≥ 40×, construction ≥ 20×, selector training ≥ 20×,
-overhead ≤ 5%. Last line: ``result: {json}``. ``--scale`` multiplies the task counts and
-decisions (the default sizes take about ten minutes on two cores, most of it the runs at 1).
+``overhead_checks_in_thread_pct`` counts a check only while it runs in its thread. Goals:
+evaluation ≥ 40×, construction ≥ 20×, selector training ≥ 20×, overhead ≤ 5%. Last line:
+``result: {json}``. ``--scale`` multiplies the task counts and decisions (the default sizes
+take about ten minutes on two cores, most of it the runs at 1).
 """
 import contextlib
 import contextvars
@@ -124,7 +126,7 @@ class _TaskWaiting:
         return self.total["in_check"]
 
     @contextlib.contextmanager
-    def waiting(self, unions=("awaited", "in_check")):
+    def waiting(self, unions: tuple):
         """Marks a call or check of the task as under way in ``unions`` while the block runs."""
         with self.lock:
             for union in unions:
@@ -152,7 +154,7 @@ def _waiting(*unions):
     tracker = _TASK_WAITING.get()
     if tracker is None:
         return contextlib.nullcontext()
-    return tracker.waiting(*((unions,) if unions else ()))
+    return tracker.waiting(unions or ("awaited", "in_check"))
 
 
 class _TimedBackbone(Backbone):

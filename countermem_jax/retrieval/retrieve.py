@@ -3,10 +3,10 @@
 r_i(s) = cos(φ(s), φ(q_i)) + λ_reuse·u_i over records whose source task differs from the current
 task and whose condition holds, top k = 3. The scoring and top-k run in one jitted function,
 batched over queries; the store's embeddings are copied to an accelerator once per index (on
-the CPU backend they stay host arrays). Queries are scored
-in blocks of exactly ``QUERY_ROWS`` rows (``row_blocks``), so that a query's scores are the same
-bit for bit whatever other queries share its batch: retrieving the decisions in flight together
-gives the one-at-a-time result (``retrieval/batching.py``).
+the CPU backend they stay host arrays). Queries are scored in blocks of exactly ``QUERY_ROWS``
+rows (``row_blocks``), so that a query's scores are the same bit for bit whatever other queries
+share its batch: retrieving the decisions in flight together gives the one-at-a-time result
+(``retrieval/batching.py``).
 
 ``intervention`` changes which records reach the selector (§6.2, Appendix D.5 retrieval
 ablation), deterministically given ``intervention_seed``; the current task's own records stay
