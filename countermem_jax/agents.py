@@ -120,6 +120,12 @@ class MemoryCalls:
         """``Agent.chat``: a raw call charged to ``ctx``'s decision and booked on its run."""
         return await self._agent.chat(ctx, messages, params, purpose)
 
+    async def chat_uncharged(self, messages, params: SamplingParams, purpose: str):
+        """A raw call on no decision's behalf (a condition judge's question asked ahead of the
+        run that will ask it: ``memory_use.prejudge_conditions``); its ledger record carries
+        only the purpose, for the caller to hold or drop."""
+        return await self._agent.backbone.chat(messages, params, Charge(purpose=purpose))
+
 
 @dataclasses.dataclass
 class AgentConfig:

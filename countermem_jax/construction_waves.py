@@ -49,10 +49,23 @@ run again against it, and that run replays by construction, so the queue always 
 run's LLM calls queue at the client's concurrency limit with its split position as priority
 (``backbones.base.REQUEST_PRIORITY``): the task next to commit is served first.
 
+Condition verdicts are asked ahead (``prejudge``, optional): a new record's condition costs every
+later task a judge call before the run can go on, one round trip per new record along the
+chain of commits. A verdict depends on the condition and the task only, not on the rest of the
+store, so whenever a run finishes (any run in flight, not only the window's) the judge's calls
+are made, for every later task in flight, for the conditions of its guess and of every record
+a run of an earlier task has admitted so far, committed or not (a speculative run's record
+often comes back when its task runs again, and records on one subject share a condition). The
+runs then find the replies in the response cache. These calls are charged to no run: they are
+counted per wave apart (``prejudged_llm_calls``, ``prejudged_tokens``), those for conditions
+that never reach the committed store included. At W = 1 every run asks for itself and none is
+made.
+
 A run's log events are held (``runlog.HeldEvents``) and its ledger charges too
 (``backbones.base.hold_charges``) until it commits: a discarded run leaves nothing in the log or
 the ledger that resume, the metrics or the cost of building read; what it spent is logged per
-wave (``construction_wave``: tasks, re-runs, discarded LLM calls and tokens). The store is saved
+wave (``construction_wave``: tasks, re-runs, discarded LLM calls and tokens, the judge's calls
+made ahead). The store is saved
 atomically after every commit with the processed task ids, so a kill mid-wave resumes to the same
 final store. W = 1 is the sequential run.
 """
@@ -218,6 +231,7 @@ class _Run:
     replayed_on: MemoryStore | None = None
     replayed_reads: int = -1
     replayed_to: MemoryStore | None = None
+    scanned: int = 0  # reads looked at for admitted conditions (``note_admissions``)
 
     def replay_on(self, base: MemoryStore) -> MemoryStore | None:
         """``replay(base, view)`` for the reads made so far, remembered until the run reads
@@ -247,17 +261,23 @@ class _Run:
 class WaveLog:
     """Per wave (W consecutive tasks of the split): the tasks, the runs of them discarded as
     stale (``reruns``, a task once per discarded run; ``reruns_at_head``: those found stale only
-    when the task was next to commit, which the tasks after it waited for), and what the
-    discarded runs spent (their LLM calls, many of them answered by the response cache)."""
+    when the task was next to commit, which the tasks after it waited for), what the discarded
+    runs spent (their LLM calls, many of them answered by the response cache), and the
+    condition judge's calls made ahead for its tasks (``prejudged_llm_calls``, tokens: replies
+    their runs then read from the cache, or calls for conditions they never saw)."""
     wave: int
     tasks: list = dataclasses.field(default_factory=list)
     reruns: list = dataclasses.field(default_factory=list)
     reruns_at_head: list = dataclasses.field(default_factory=list)
     discarded_llm_calls: int = 0
     discarded_tokens: int = 0
+    prejudged_llm_calls: int = 0
+    prejudged_tokens: int = 0
 
 
 RunTask = Callable[[object, TaskView, HeldEvents], Awaitable[object]]
+# (task, conditions) -> makes the condition judge's calls a run of the task would make for them
+Prejudge = Callable[[object, Sequence[str]], Awaitable[None]]
 
 
 def _record_ids(store: MemoryStore) -> list[str]:
@@ -269,12 +289,16 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
                          wave_size: int, make_index: IndexBuilder,
                          make_checker: Callable[[], cond_lib.CompositeChecker], log: RunLog,
                          commit: Callable[[MemoryStore, object, object], None],
-                         position: int = 0) -> tuple[MemoryStore, dict]:
+                         position: int = 0,
+                         prejudge: Prejudge | None = None) -> tuple[MemoryStore, dict]:
     """Runs ``tasks`` (in split order) with up to ``wave_size`` in flight and commits them in
     order; ``run_task(task, view, events)`` runs one task against its view, logging to
     ``events``; ``commit(store, task, ctx)`` persists the committed store after each task.
-    ``position``: tasks of the split already processed (resume). Returns the final store and
-    the totals (tasks, re-runs, discarded calls and tokens).
+    ``position``: tasks of the split already processed (resume); ``prejudge(task, conditions)``,
+    if given, makes the condition judge's calls a run of ``task`` would make for ``conditions``
+    (asked ahead, see the module docstring; its errors are left to the run that asks). Returns
+    the final store and the totals (tasks, re-runs, discarded calls and tokens, the calls made
+    ahead).
 
     Whenever a run of the window finishes (and after every commit) the ``EAGER_WINDOW`` runs next
     to commit are checked against the store their task will most likely commit onto: the
@@ -291,7 +315,8 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
     pending = iter(tasks)
     in_flight: collections.deque[_Run] = collections.deque()
     totals = {"wave_size": wave_size, "tasks": 0, "reruns": 0, "reruns_at_head": 0,
-              "discarded_llm_calls": 0, "discarded_tokens": 0}
+              "discarded_llm_calls": 0, "discarded_tokens": 0, "prejudged_llm_calls": 0,
+              "prejudged_tokens": 0}
     # Open waves by number: the one committing and the next (W tasks in flight at most).
     waves: dict[int, WaveLog] = {}
     queued = position  # split position of the next task to launch
@@ -299,6 +324,11 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
 
     # cancelled stale runs still winding down, awaited at the end (dropped once done)
     abandoned: set[asyncio.Task] = set()
+    # conditions whose judge calls were made ahead for a split position (``prejudge_ahead``)
+    prejudged: dict[int, set[str]] = collections.defaultdict(set)
+    first_admitted: dict[str, int] = {}  # condition -> first split position a run admitted it at
+    prejudging: dict[int, list] = collections.defaultdict(list)  # (asyncio task, its charges)
+    use_conditions = None  # whether the index shows conditions to the judge (config, fixed)
     indexes: dict[tuple, RetrievalIndex] = {}  # by the records (frozen dataclasses: content)
 
     def shared_index(records, checker) -> RetrievalIndex:
@@ -364,9 +394,13 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
         they would most likely be made stale again by the runs before them). Replays are
         remembered per run and store, so a check costs nothing until something changed."""
         nonlocal latest_guess
+        if prejudge is not None:
+            note_admissions()  # before a stale run is discarded below
+        guesses: dict[int, MemoryStore] = {}
         guess = store
         for i in range(min(EAGER_WINDOW, len(in_flight))):
             run = in_flight[i]
+            guesses[run.position] = guess
             after = None if run.known_stale else run.replay_on(guess)
             if after is None:
                 if run.future.done() and all(cached for *_, cached in run.charges) and \
@@ -377,11 +411,82 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
             elif run.finished_cleanly():
                 guess = after
         latest_guess = guess
+        if prejudge is not None:
+            prejudge_ahead(guesses)
+
+    def note_admissions() -> None:
+        """Notes the conditions of the records the runs in flight have admitted since the last
+        look, with the first split position that admitted each (``prejudge_ahead``)."""
+        for run in in_flight:
+            reads = run.view.reads
+            for kind, record, answer in itertools.islice(reads, run.scanned, None):
+                condition = record.condition.strip() if kind in ("propose",
+                                                                 "insert_unverified") else ""
+                if condition and answer[0].admitted:
+                    first_admitted[condition] = min(first_admitted.get(condition, run.position),
+                                                    run.position)
+            run.scanned = len(reads)
+
+    def prejudge_ahead(guesses: dict[int, MemoryStore]) -> None:
+        """Makes, for every run in flight, the condition judge's calls its task will most
+        likely make and has not made yet: for the conditions of its guess (the latest guess
+        for the runs past the window) and for those of the records any run of an earlier task
+        has admitted so far, committed or not (a speculative run's record often comes back
+        when its task runs again, or another task's record on the same subject has the same
+        condition). A verdict depends on the condition and the task only, never on the rest of
+        the store, so when the task reads the condition its judge's reply comes from the
+        response cache; a run launched on its guess asks the guess's conditions itself. The
+        calls are counted apart in the wave log (``prejudged_llm_calls``, ``prejudged_tokens``),
+        those for conditions that never reach the committed store included."""
+        nonlocal use_conditions
+        if use_conditions is None:
+            use_conditions = make_index((), make_checker()).use_conditions
+        if not use_conditions:
+            return
+        for run in in_flight:
+            guess = guesses.get(run.position, latest_guess)
+            asked = prejudged[run.position]
+            _, in_guess = _index_read(guess.records, run.task.task_id, True)
+            if run.base is guess:  # its run asks them itself
+                asked.update(in_guess)
+            new = [c for c in dict.fromkeys(in_guess + tuple(
+                c for c, at in first_admitted.items() if at < run.position)) if c not in asked]
+            if new:
+                asked.update(new)
+                start_prejudge(run.task, run.position, new)
+
+    def start_prejudge(task, at: int, conditions: list[str]) -> None:
+        held: list = []
+
+        async def body():
+            held.append(hold_charges())  # booked by no one: the run that asks is charged
+            REQUEST_PRIORITY.set(at)
+            try:
+                await prejudge(task, conditions)
+            except Exception:  # noqa: BLE001 - the run making the same call meets the error
+                pass
+        prejudging[at].append((asyncio.create_task(body()), held))
+
+    def end_prejudges(at: int) -> None:
+        """The task at ``at`` commits: its judge calls made ahead that are still going are
+        cancelled (an identical call its run joined keeps going), and what they spent is
+        counted in its wave."""
+        wave = wave_of(at)
+        for future, held in prejudging.pop(at, ()):
+            if not future.done():
+                future.cancel()
+                abandoned.add(future)
+                future.add_done_callback(wound_down)
+            charges = held[0] if held else []
+            wave.prejudged_llm_calls += len(charges)
+            wave.prejudged_tokens += sum(usage.total for _, _, usage, _ in charges)
 
     async def next_change() -> None:
-        """Waits until a run of the window finishes (the next to commit among them)."""
-        going = [run.future for run in itertools.islice(in_flight, EAGER_WINDOW)
-                 if not run.future.done()]
+        """Waits until a run of the window finishes (the next to commit among them), or with
+        ``prejudge`` any run in flight (its records' conditions are then judged ahead)."""
+        watched = in_flight if prejudge is not None else \
+            itertools.islice(in_flight, EAGER_WINDOW)
+        going = [run.future for run in watched if not run.future.done()]
         if going:
             await asyncio.wait(going, return_when=asyncio.FIRST_COMPLETED)
 
@@ -395,8 +500,9 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
         totals["tasks"] += len(wave.tasks)
         for key in ("reruns", "reruns_at_head"):
             totals[key] += len(getattr(wave, key))
-        totals["discarded_llm_calls"] += wave.discarded_llm_calls
-        totals["discarded_tokens"] += wave.discarded_tokens
+        for key in ("discarded_llm_calls", "discarded_tokens", "prejudged_llm_calls",
+                    "prejudged_tokens"):
+            totals[key] += getattr(wave, key)
 
     try:
         fill()
@@ -423,6 +529,8 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
             book_held(run.charges)
             store = after
             commit(store, run.task, ctx)
+            end_prejudges(position)
+            prejudged.pop(position, None)
             wave_of(position).tasks.append(run.task.task_id)
             position += 1
             if position % wave_size == 0:
@@ -432,6 +540,10 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
     finally:
         for run in in_flight:
             run.future.cancel()
+        for calls in prejudging.values():
+            for future, _ in calls:
+                future.cancel()
         await asyncio.gather(*(run.future for run in in_flight), *abandoned,
+                             *(future for calls in prejudging.values() for future, _ in calls),
                              return_exceptions=True)
     return store, totals

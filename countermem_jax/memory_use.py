@@ -38,6 +38,34 @@ from countermem_jax.selector.transition import Transition
 SKIP_ONLY = np.array([True, False, False, False, False])
 
 
+def condition_query(task, run: str) -> CondTask:
+    """What the condition checkers see of ``task`` at a decision of the task run ``run``."""
+    return CondTask(task.task_id, task.prompt,
+                    {"environment": task.environment, **task.features}, scope=run)
+
+
+def judge_messages(prompt: str) -> list[dict]:
+    """The condition judge's chat for one of its prompts."""
+    return [{"role": "user", "content": prompt}]
+
+
+async def prejudge_conditions(calls: MemoryCalls, checker, task, run: str,
+                              conditions) -> None:
+    """Makes the condition judge's calls that a decision of ``task`` in run ``run`` would make
+    for ``conditions`` (``_judge_conditions``: the same requests, with a fresh ``checker``),
+    charged to nobody by the decision, their verdicts dropped. Construction in waves makes them
+    for runs still to come, so that the response cache holds the replies when a run asks
+    (issue 14); the caller holds the ledger charges (``backbones.base.hold_charges``)."""
+    judge = checker.judge
+    if judge is None or not conditions:
+        return
+    params = calls.judge_params(judge.settings)
+
+    async def ask(prompt: str):
+        return await calls.chat_uncharged(judge_messages(prompt), params, "CONDITION_JUDGE")
+    await checker.judge_pending(conditions, condition_query(task, run), ask)
+
+
 def state_text(ctx) -> str:
     """What retrieval matches records against: the task prompt plus the state so far."""
     text = ctx.task.prompt
@@ -86,9 +114,7 @@ class CounterMemAugmentation(Augmentation):
         the observation, close the previous decision's transition, let the selector choose a
         record or skip, and revise the draft with the chosen record."""
         index = self.index_source()
-        query = CondTask(ctx.task.task_id, ctx.task.prompt,
-                         {"environment": ctx.task.environment, **ctx.task.features},
-                         scope=ctx.run)
+        query = condition_query(ctx.task, ctx.run)
         condition_log = await self._judge_conditions(ctx, index, query)
         s_text = state_text(ctx)
         s_emb, d_emb = embedding.embed_texts([s_text, draft])
@@ -137,7 +163,7 @@ class CounterMemAugmentation(Augmentation):
             # Agent.chat charges the decision in the ledger and books tokens and the call on
             # the task run (task-run tokens, llm_calls, the decision's reward cost).
             nonlocal calls
-            result = await self.calls.chat(ctx, [{"role": "user", "content": prompt}], params,
+            result = await self.calls.chat(ctx, judge_messages(prompt), params,
                                            "CONDITION_JUDGE")
             calls += 1
             return result

@@ -97,7 +97,9 @@ def _judge(messages):
 
 
 def scripted(crash_after: int | None = None) -> ScriptedBackbone:
-    """The deterministic backbone; ``crash_after``: every call after that many raises."""
+    """The deterministic backbone; ``crash_after``: every call after that many calls made by
+    task runs raises (the condition judge's calls made ahead for runs to come, charged to no
+    decision, are not counted: how many there are depends on when the runs finish)."""
     fake = ScriptedBackbone()
     if crash_after is not None:
         count = {"calls": 0}
@@ -106,7 +108,7 @@ def scripted(crash_after: int | None = None) -> ScriptedBackbone:
             raise Killed(f"killed after {crash_after} calls")
 
         def counting(charge, messages):
-            count["calls"] += 1
+            count["calls"] += bool(charge.decision)
             return count["calls"] > crash_after
         fake.rules.append(Rule(crash))
         fake.rules[-1].matches = counting
@@ -198,6 +200,7 @@ def test_one_task_in_flight_is_the_sequential_build(tmp_path, people, pinned):
     waves = _waves(wd)
     assert [w["tasks"] for w in waves] == [[t] for t in MANIFEST["build"]]
     assert all(w["reruns"] == [] and w["discarded_llm_calls"] == 0 for w in waves)
+    assert all(w["prejudged_llm_calls"] == 0 for w in waves)  # every run asks for itself
 
 
 @pytest.mark.parametrize("wave_size", [4, 64])
@@ -223,11 +226,37 @@ def test_many_tasks_in_flight_build_the_store_of_one(tmp_path, people, pinned, w
             for wd in (one, many)]
     assert cost[0] == cost[1] and cost[0]["construction"]["tokens"] > 0
     ends = {wd: RunLog(wd / "log.jsonl").events("phase_end")[-1] for wd in (one, many)}
-    assert ends[many]["tokens"] == ends[one]["tokens"]  # discarded runs' calls are not booked
+    # neither discarded runs' calls nor the judge's calls made ahead are booked
+    assert ends[many]["tokens"] == ends[one]["tokens"]
     assert ends[many]["waves"]["reruns"] == len(reruns)
     # stale runs were relaunched as soon as an earlier commit made them stale, most of them
     # long before their task was next to commit
     assert len([t for w in waves for t in w["reruns_at_head"]]) < len(reruns)
+
+
+def test_with_a_response_cache_the_judge_is_asked_ahead_and_changes_nothing(tmp_path, people,
+                                                                           pinned):
+    """On a backbone that answers repeated requests (a response cache, through which the
+    condition judge's calls made ahead pay off: ``test_condition_judge``), a build at 64 makes
+    them for later tasks; its store, log and cost of building are the sequential build's, and
+    the calls made ahead are counted in the wave log, never booked. Without one none is made
+    (the run would make the call again)."""
+    one = _build(tmp_path, people, "w1", wave_size=1)
+    backbone = scripted()
+    backbone.answers_repeats = True  # the scripted model answers a repeat as it did the first
+    ahead = _build(tmp_path, people, "w64", wave_size=64, backbone=backbone)
+    assert any(c.purpose == "CONDITION_JUDGE" and not c.decision for c, _ in backbone.calls)
+    for name in ("store.jsonl", "store_frozen.jsonl", "store_frozen.sha256"):
+        assert (ahead / name).read_bytes() == (one / name).read_bytes(), name
+    assert _construction_events(ahead) == _construction_events(one)
+    ends = {wd: RunLog(wd / "log.jsonl").events("phase_end")[-1] for wd in (one, ahead)}
+    assert ends[ahead]["tokens"] == ends[one]["tokens"]
+    assert ends[ahead]["waves"]["prejudged_llm_calls"] == \
+        sum(w["prejudged_llm_calls"] for w in _waves(ahead)) > 0
+    uncached = _build(tmp_path, people, "w64-uncached", wave_size=64)
+    assert ends[one]["waves"]["prejudged_llm_calls"] == 0
+    assert RunLog(uncached / "log.jsonl").events("phase_end")[-1]["waves"][
+        "prejudged_llm_calls"] == 0
 
 
 def test_a_kill_mid_wave_resumes_to_the_same_store(tmp_path, people, pinned):
@@ -316,10 +345,11 @@ def test_a_read_the_sequential_order_would_have_answered_otherwise_is_stale(reco
 
 
 # ------------------------------------------------------- stale runs relaunched before the head
-def _unit_build(tmp_path, wave_size, steps, tasks, order, initial=()):
+def _unit_build(tmp_path, wave_size, steps, tasks, order, initial=(), prejudge=None):
     """``build_in_waves`` from a store of the records ``initial`` over ``tasks`` (ids) with the
-    scripted step ``steps[id](view, order)`` as each task's run; ``order`` gets ("start", id)
-    per launch and ("commit", id) per commit. Returns the final store and the wave events."""
+    scripted step ``steps[id](view, order)`` as each task's run (and ``prejudge``, if given);
+    ``order`` gets ("start", id) per launch and ("commit", id) per commit. Returns the final
+    store and the wave events."""
     def run_task(task, view, events):
         order.append(("start", task.task_id))
         return steps[task.task_id](view, order)
@@ -330,7 +360,8 @@ def _unit_build(tmp_path, wave_size, steps, tasks, order, initial=()):
         run_task, wave_size=wave_size,
         make_index=lambda records, c: RetrievalIndex(records, checker=c),
         make_checker=cond_lib.CompositeChecker, log=log,
-        commit=lambda committed, task, ctx: order.append(("commit", task.task_id))))
+        commit=lambda committed, task, ctx: order.append(("commit", task.task_id)),
+        prejudge=prejudge))
     return store, log.events("construction_wave")
 
 
@@ -496,6 +527,43 @@ def test_a_run_is_relaunched_on_the_changes_of_a_finished_run_not_yet_committed(
     assert order[relaunch + 1] == ("t2 saw", 1)  # t1's record, not yet committed
     assert order.count(("start", "t2")) == 2 and order.count(("start", "t1")) == 1
     assert [(w["reruns"], w["reruns_at_head"]) for w in wave_events] == [(["t2"], [])]
+
+
+def test_conditions_admitted_ahead_are_judged_for_the_later_tasks_only(tmp_path, monkeypatch):
+    """Only the run next to commit is checked (no run is relaunched on a guess). t0 is slow
+    and changes nothing; t1, t2 and t3 each admit a record with a condition of its own. While
+    t0 is still running, the judge's calls for t1's condition are made for t2 and t3, and those
+    for t2's for t3: for the later tasks only (never a task's own condition, nor an earlier
+    task's), once per task, whether or not the record is committed yet. The calls are counted
+    in the wave log; the store is the sequential one."""
+    monkeypatch.setattr(waves, "EAGER_WINDOW", 1)
+
+    def prejudge_into(order):
+        async def prejudge(task, conditions):
+            for condition in conditions:
+                order.append(("prejudge", task.task_id, condition))
+                _llm_call(cached=False)
+        return prejudge
+
+    async def t0(view, order):
+        await _turns(lambda: ("prejudge", "t3", "the request is about table t2") in order)
+        order.append(("end", "t0"))
+
+    steps = {"t0": t0, "t1": _admits(1), "t2": _admits(2), "t3": _admits(3)}
+    order, one_at_a_time = [], []
+    store, wave_events = _unit_build(tmp_path, 4, steps, list(steps), order,
+                                     prejudge=prejudge_into(order))
+    sequential, _ = _unit_build(tmp_path, 1, steps, list(steps), one_at_a_time,
+                                prejudge=prejudge_into(one_at_a_time))
+    assert _content_of(store) == _content_of(sequential)
+    asked = [(task, condition[-2:]) for kind, task, *condition in order if kind == "prejudge"
+             for condition in condition]
+    assert sorted(asked) == [("t2", "t1"), ("t3", "t1"), ("t3", "t2")]
+    assert order.index(("prejudge", "t2", "the request is about table t1")) < \
+        order.index(("end", "t0")) < order.index(("commit", "t1"))
+    assert sum(w["prejudged_llm_calls"] for w in wave_events) == 3
+    # one task in flight: every run is launched on the committed store, nothing is asked ahead
+    assert [e for e in one_at_a_time if e[0] == "prejudge"] == []
 
 
 def _content_of(store):

@@ -172,6 +172,9 @@ class Backbone(abc.ABC):
     """A frozen chat model. Subclasses implement ``_chat``; accounting happens here."""
     model_name: str = "backbone"
     reasoning_effort: str | None = None   # set when the server takes one (gpt-oss on vLLM)
+    # whether a repeated request is answered from a response cache (and joins an identical one
+    # in flight): calls made ahead for a later run (construction waves) pay off only then
+    answers_repeats: bool = False
 
     def __init__(self, ledger: TokenLedger | None = None):
         self.ledger = ledger or TokenLedger()

@@ -164,6 +164,7 @@ class _TimedBackbone(Backbone):
         super().__init__(inner.ledger)
         self.inner, self.waits = inner, waits
         self.model_name, self.reasoning_effort = inner.model_name, inner.reasoning_effort
+        self.answers_repeats = inner.answers_repeats
 
     async def chat(self, messages, params=SamplingParams(), charge=Charge()):
         start = time.perf_counter()

@@ -19,13 +19,15 @@ from countermem_jax.agents import Agent, MemoryCalls
 from countermem_jax.counterfactual import CounterfactualBuilder
 from countermem_jax.memory import load_frozen, load_store, save_store
 from countermem_jax.memory.store import MemoryStore
-from countermem_jax.memory_use import CounterMemAugmentation
+from countermem_jax.memory_use import CounterMemAugmentation, prejudge_conditions
 from countermem_jax import phase_loop
 from countermem_jax.phases import context
 from countermem_jax.phases.workdir import Workdir
 from countermem_jax.prompting.failures import HeldParseFailures
 from countermem_jax.selector import policies
 from countermem_jax import workdir_guard
+
+RUN = "build"  # the construction task runs' name (log events, ledger, the judge's verdict scope)
 
 
 def _construction_augmentation(cfg, agent: Agent, index_source, hooks):
@@ -69,7 +71,14 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
         builder = CounterfactualBuilder(agent, view, construction_cfg, events)
         augmentation = _construction_augmentation(cfg, agent, view.index,
                                                   waves.TaskHooks(view, builder))
-        return await agent.run(task, augmentation, phase="construction", run="build")
+        return await agent.run(task, augmentation, phase="construction", run=RUN)
+
+    async def prejudge(task, conditions) -> None:
+        """The condition judge's calls a run of ``task`` would make for ``conditions``, made
+        ahead for the response cache (``memory_use.prejudge_conditions``)."""
+        agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, checks=ctx.checks)
+        await prejudge_conditions(MemoryCalls(agent), context.condition_checker(cfg), task, RUN,
+                                  conditions)
 
     solved = 0
     bar = tqdm.tqdm(total=len(todo), desc="build memory", unit="task", dynamic_ncols=True,
@@ -90,7 +99,9 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
             store, todo, run_task, wave_size=cfg.construction.wave_size,
             make_index=functools.partial(context.retrieval_index, cfg),
             make_checker=functools.partial(context.condition_checker, cfg), log=wd.log,
-            commit=commit, position=len(done))
+            commit=commit, position=len(done),
+            # without a response cache a call made ahead would be made again by the run
+            prejudge=prejudge if ctx.backbone.answers_repeats else None)
     finally:
         bar.close()
         await ctx.backbone.aclose()
