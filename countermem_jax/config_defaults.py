@@ -80,7 +80,8 @@ def base_config() -> ml_collections.ConfigDict:
     c.eval = ml_collections.ConfigDict(dict(
         selector="dqn", seeds=(), relevance_threshold=0.5, concurrency=1))
     # Construction tasks in flight (README "Construction in waves"): the store is the same for
-    # every value; a larger one keeps a served backbone busy, at the cost of re-runs.
+    # every value; a larger one keeps a served backbone busy, at the cost of re-runs (cheap
+    # with backbone.cache_dir set, which also lets the condition judge be asked ahead).
     c.construction.wave_size = 1
     # Evaluation-only interventions on the same store and selector (studies, Appendix D.5/E.3):
     # which records reach the selector (retrieval.retrieve.INTERVENTIONS, seeded), and removing
