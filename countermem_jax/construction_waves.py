@@ -392,7 +392,9 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
         replies and may well be made stale again, so it waits until its task is next to
         commit. Runs further back are checked once they enter the window (relaunched earlier,
         they would most likely be made stale again by the runs before them). Replays are
-        remembered per run and store, so a check costs nothing until something changed."""
+        remembered per run and store, so a check costs nothing until something changed. With
+        ``prejudge``, the judge's calls for the runs in flight are then asked ahead
+        (``prejudge_ahead``)."""
         nonlocal latest_guess
         if prejudge is not None:
             note_admissions()  # before a stale run is discarded below
