@@ -328,7 +328,8 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
     prejudged: dict[int, set[str]] = collections.defaultdict(set)
     first_admitted: dict[str, int] = {}  # condition -> first split position a run admitted it at
     prejudging: dict[int, list] = collections.defaultdict(list)  # (asyncio task, its charges)
-    use_conditions = None  # whether the index shows conditions to the judge (config, fixed)
+    if prejudge is not None and not make_index((), make_checker()).use_conditions:
+        prejudge = None  # the judge is shown no condition (config): nothing to ask ahead
     indexes: dict[tuple, RetrievalIndex] = {}  # by the records (frozen dataclasses: content)
 
     def shared_index(records, checker) -> RetrievalIndex:
@@ -440,19 +441,14 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
         response cache; a run launched on its guess asks the guess's conditions itself. The
         calls are counted apart in the wave log (``prejudged_llm_calls``, ``prejudged_tokens``),
         those for conditions that never reach the committed store included."""
-        nonlocal use_conditions
-        if use_conditions is None:
-            use_conditions = make_index((), make_checker()).use_conditions
-        if not use_conditions:
-            return
         for run in in_flight:
             guess = guesses.get(run.position, latest_guess)
             asked = prejudged[run.position]
             _, in_guess = _index_read(guess.records, run.task.task_id, True)
             if run.base is guess:  # its run asks them itself
                 asked.update(in_guess)
-            new = [c for c in dict.fromkeys(in_guess + tuple(
-                c for c, at in first_admitted.items() if at < run.position)) if c not in asked]
+            earlier = tuple(c for c, at in first_admitted.items() if at < run.position)
+            new = [c for c in dict.fromkeys(in_guess + earlier) if c not in asked]
             if new:
                 asked.update(new)
                 start_prejudge(run.task, run.position, new)
@@ -471,8 +467,9 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
 
     def end_prejudges(at: int) -> None:
         """The task at ``at`` commits: its judge calls made ahead that are still going are
-        cancelled (an identical call its run joined keeps going), and what they spent is
-        counted in its wave."""
+        cancelled (an identical call its run joined keeps going), what they spent is counted
+        in its wave, and which conditions were asked for it is forgotten."""
+        prejudged.pop(at, None)
         wave = wave_of(at)
         for future, held in prejudging.pop(at, ()):
             if not future.done():
@@ -532,7 +529,6 @@ async def build_in_waves(store: MemoryStore, tasks: Iterable, run_task: RunTask,
             store = after
             commit(store, run.task, ctx)
             end_prejudges(position)
-            prejudged.pop(position, None)
             wave_of(position).tasks.append(run.task.task_id)
             position += 1
             if position % wave_size == 0:
