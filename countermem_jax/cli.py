@@ -84,5 +84,8 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
         print(f"error: {override}: the config has no field '{field}'"
               + (f" (did you mean '{hint.group(1)}'?)" if hint else ""), file=sys.stderr)
     except flags.Error as err:
-        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+        # a config file's get_config refusing its argument (configs/paper.py:ARG) reaches here
+        # wrapped with its traceback by ml_collections; its own one-line message is kept
+        detail = str(err).rsplit(f"{config_validation.ConfigError.__name__}: ", 1)[-1]
+        print(f"error: {' '.join(detail.split())}", file=sys.stderr)
     sys.exit(1)

@@ -56,6 +56,14 @@ def base_config() -> ml_collections.ConfigDict:
         # verified edit (edit_conditions.py), "exclude" = kept out of retrieval. "exclude" broke
         # nothing where "derive" broke 1 of 20 tasks and rescued none (README, CPU measurement).
         fallback_condition="exclude"))
+    # Appendix B.4: the admission score S_adm (Eq. 4) weights (λ_Δ, λ_u, λ_r, λ_I) and its
+    # threshold τ_adm (ε_adm is construction.epsilon); the utility-retention score S_keep
+    # (Eq. 5) weights (α, β, ω, η); ρ of the reuse update (Eq. 6).
+    c.memory.admission = ml_collections.ConfigDict(dict(
+        w_delta=1.0, w_reuse=0.5, w_repeat=0.7, w_conflict=1.0, threshold=0.1))
+    c.memory.retention_weights = ml_collections.ConfigDict(dict(
+        alpha=1.0, beta=1.0, omega=0.5, eta=0.7))
+    c.memory.reuse_rho = 0.3
     # Appendix B.4: K = 4 alternatives, at most two failed decisions expanded per task,
     # ε_adm = 0.05. The per-task verification allowance is ours: the paper keeps it separate
     # from the solving budget but gives no number.
@@ -73,6 +81,15 @@ def base_config() -> ml_collections.ConfigDict:
     c.selector = ml_collections.ConfigDict(dict(
         total_decisions=2000, learning_starts=100, train_every=4, target_sync_every=250,
         checkpoint_every=250, batch_size=32, seeds=(0, 1, 2, 3, 4), wave_size=1))
+    # The rest of Table 3: the Q-network's hidden widths (Appendix C.1), Adam, discount γ,
+    # replay capacity, and ε-greedy decaying linearly from 0.30 to 0.05 over
+    # exploration_fraction × total_decisions.
+    c.selector.dqn = ml_collections.ConfigDict(dict(
+        hidden=(64, 64), learning_rate=1e-3, adam_eps=1e-8, gamma=0.95, replay_capacity=10_000,
+        epsilon_start=0.30, epsilon_end=0.05, exploration_fraction=1.0))
+    # Eq. 10 / Table 3: r = 1[t=T]·1[solved] − λ_w·Δcalls − λ_f·Δfailures − λ_τ·Δtokens/τ_0.
+    c.selector.reward = ml_collections.ConfigDict(dict(
+        call_penalty=0.15, failure_penalty=0.25, token_penalty=0.02, token_scale=1e4))
     # eval.seeds: the DQN seeds evaluated, one run each; () = every seed in selector.seeds.
     # eval.concurrency: evaluation tasks in flight, each with all its runs (base, each seed
     # or method); backbone.max_concurrency caps the requests they make (README "Sizing
@@ -156,13 +173,59 @@ SETTINGS = {
 }
 
 
+# Registered benchmarks beyond the paper's twelve (domains' ``extra`` entries), with sizes and
+# generated-problem counts of their own.
+EXTRA_SETTINGS = {
+    "quixbugs": (dict(n_build=10, n_train=8, n_validation=2, n_eval=10), {}),
+    "sat_encoding": (dict(n_build=40, n_train=40, n_validation=10, n_eval=30),
+                     dict(generated_per_family=25)),
+    "smt_encoding": (dict(n_build=30, n_train=30, n_validation=5, n_eval=20),
+                     dict(generated_per_family=40)),
+}
+
+
 def setting_config(benchmark: str, agent: str, backbone: str = "gptoss") -> ml_collections.ConfigDict:
-    """One of the twelve paper settings (Appendix D.1) for ``agent`` ("react" | "reflexion") on
-    ``backbone`` ("gptoss": vLLM gpt-oss-120b, "api": a hosted OpenAI-compatible model)."""
+    """One of the paper settings (Appendix D.1) for ``agent`` ("react" | "reflexion") on
+    ``backbone`` ("gptoss": vLLM gpt-oss-120b, "api": a hosted OpenAI-compatible model, "cpu":
+    the CPU quickstart schedule, Spider only)."""
+    if backbone == "cpu":
+        return spider_cpu_config(agent)
     c = {"gptoss": gptoss_config, "api": api_config}[backbone](benchmark, agent)
-    splits, data = SETTINGS[benchmark]
+    splits, data = {**SETTINGS, **EXTRA_SETTINGS}[benchmark]
     c.splits.update(splits)
     c.data.update(data)
+    return c
+
+
+# The fourth field of ``configs/paper.py:<benchmark>,<agent>,<backbone>[,<variant>]``.
+VARIANTS = {
+    # Appendix D.2's database-separated configuration: construction and evaluation tasks come
+    # from disjoint databases (splits.n_build_envs / n_eval_envs).
+    "dbsplit": dict(separate_environments=True),
+}
+
+
+def paper_config(arg: str) -> ml_collections.ConfigDict:
+    """The config of ``configs/paper.py:ARG``, ARG = "benchmark,agent,backbone[,variant]".
+
+    Raises ``config_validation.ConfigError`` with one line naming the valid choices."""
+    from countermem_jax.config_validation import ConfigError  # deferred: it loads the domains
+    fields = [f.strip() for f in (arg or "").split(",")]
+    choices = (sorted({**SETTINGS, **EXTRA_SETTINGS}), ("react", "reflexion"),
+               ("gptoss", "api", "cpu"), sorted(VARIANTS))
+    names = ("benchmark", "agent", "backbone", "variant")
+    if not 3 <= len(fields) <= 4:
+        raise ConfigError(f"configs/paper.py:{arg}: give benchmark,agent,backbone[,variant], "
+                          "e.g. configs/paper.py:spider,react,gptoss")
+    for name, value, allowed in zip(names, fields, choices):
+        if value not in allowed:
+            raise ConfigError(f"configs/paper.py:{arg}: unknown {name} {value!r}; expected one "
+                              f"of: {', '.join(allowed)}")
+    if fields[2] == "cpu" and fields[0] != "spider":
+        raise ConfigError(f"configs/paper.py:{arg}: the cpu backbone runs Spider only")
+    c = setting_config(*fields[:3])
+    if len(fields) == 4:
+        c.splits.update(VARIANTS[fields[3]])
     return c
 
 

@@ -60,6 +60,7 @@ INT_RANGES = {
     "eval.concurrency": (1, None),
     "backbone.n_ctx": (1, None), "backbone.max_concurrency": (1, None),
     "backbone.max_attempts": (1, None), "data.generated_per_family": (1, None),
+    "selector.dqn.replay_capacity": (1, None),
 }
 # dotted field -> (smallest, largest) for real numbers (finite, within the bounds)
 REAL_RANGES = {
@@ -68,6 +69,10 @@ REAL_RANGES = {
     "construction.relevance_threshold": (-math.inf, math.inf),
     "eval.relevance_threshold": (-math.inf, math.inf),
     "backbone.timeout_s": (0.0, math.inf), "data.check_timeout_s": (0.0, math.inf),
+    "memory.reuse_rho": (0.0, 1.0), "memory.admission.threshold": (-math.inf, math.inf),
+    "selector.dqn.learning_rate": (0.0, math.inf), "selector.dqn.gamma": (0.0, 1.0),
+    "selector.dqn.epsilon_start": (0.0, 1.0), "selector.dqn.epsilon_end": (0.0, 1.0),
+    "selector.dqn.exploration_fraction": (0.0, 1.0), "selector.reward.token_scale": (0.0, math.inf),
 }
 
 # Marks a field the config does not have (distinct from a field set to None).

@@ -70,6 +70,17 @@ NOT_FINGERPRINTED = (
 ADDED_FIELDS = {
     "construction.corrections": "verified",   # §6.1 component ablation (studies)
     "selector.wave_size": 1,                  # selector training in waves
+    # the paper's values, once fixed in the code, now config fields (Appendix B.4, Table 3)
+    **{f"memory.admission.{k}": v for k, v in dict(
+        w_delta=1.0, w_reuse=0.5, w_repeat=0.7, w_conflict=1.0, threshold=0.1).items()},
+    **{f"memory.retention_weights.{k}": v for k, v in dict(
+        alpha=1.0, beta=1.0, omega=0.5, eta=0.7).items()},
+    "memory.reuse_rho": 0.3,
+    **{f"selector.dqn.{k}": v for k, v in dict(
+        hidden=[64, 64], learning_rate=1e-3, adam_eps=1e-8, gamma=0.95, replay_capacity=10_000,
+        epsilon_start=0.30, epsilon_end=0.05, exploration_fraction=1.0).items()},
+    **{f"selector.reward.{k}": v for k, v in dict(
+        call_penalty=0.15, failure_penalty=0.25, token_penalty=0.02, token_scale=1e4).items()},
 }
 # What a workdir made before fingerprints existed holds; such a workdir cannot be checked.
 _RESULT_FILES = ("store.jsonl", "store_frozen.jsonl", "selector", "metrics.json", "log.jsonl")

@@ -16,6 +16,7 @@ CONFIGS = sorted((pathlib.Path(__file__).parent.parent / "configs").glob("*.py")
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
 def test_every_shipped_config_is_valid(path):
+    """Each file's default; every argument of configs/paper.py is checked in test_configs."""
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -41,14 +42,21 @@ def test_every_shipped_config_is_valid(path):
     ("construction.epsilon", float("nan"), "construction.epsilon=nan must be a finite number"),
     ("construction.epsilon", 1.5, "construction.epsilon=1.5 must lie in [0.0, 1.0]"),
     ("selector.seeds", (), "selector.seeds=() must be a non-empty list"),
+    ("selector.dqn.learning_rate", -1e-3, "selector.dqn.learning_rate=-0.001 must lie in [0.0"),
+    ("selector.dqn.gamma", 1.5, "selector.dqn.gamma=1.5 must lie in [0.0, 1.0]"),
+    ("selector.dqn.replay_capacity", 0, "selector.dqn.replay_capacity=0 must be >= 1"),
+    ("memory.reuse_rho", 2.0, "memory.reuse_rho=2.0 must lie in [0.0, 1.0]"),
     ("selector.seeds", (0, 0), "selector.seeds=(0, 0) repeats a seed"),
     ("eval.seeds", (0, 7), "eval.seeds=(0, 7) names seed(s) (7,) that are not in selector.seeds "
      "(0, 1, 2, 3, 4)"),
 ])
 def test_bad_field_is_named_with_the_allowed_values(field, value, message):
     cfg = base_config()
-    section, key = field.split(".")
-    cfg[section][key] = value
+    *sections, key = field.split(".")
+    node = cfg
+    for section in sections:
+        node = node[section]
+    node[key] = value
     with pytest.raises(ConfigError) as err:
         config_validation.validate(cfg)
     assert message in str(err.value) and "\n" not in str(err.value)

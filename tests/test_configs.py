@@ -1,36 +1,99 @@
-"""Every experiment config loads, names a known benchmark, and documents its commands."""
+"""The shipped configs: ``configs/paper.py:<benchmark>,<agent>,<backbone>[,<variant>]`` for every
+paper setting, and the CPU quickstart's own file; each loads, validates and documents its
+commands; a bad argument is refused in one line naming the valid choices."""
 import importlib.util
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
-CONFIGS = sorted((pathlib.Path(__file__).parent.parent / "configs").glob("*.py"))
+from countermem_jax import config_defaults, config_validation, domains
 
-def _known():
-    from countermem_jax import domains
-    return set(domains.BENCHMARKS)
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+BENCHMARKS = sorted({**config_defaults.SETTINGS, **config_defaults.EXTRA_SETTINGS})
 
 
-@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
-def test_config_loads_and_documents_itself(path):
+def _module(name: str):
+    path = ROOT / "configs" / name
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    cfg = module.get_config()
-    assert cfg.data.benchmark in _known()
-    assert cfg.agent.kind in ("react", "reflexion")
-    doc = " ".join(module.__doc__.split())
-    for binary in ("build_memory", "train_selector", "evaluate"):
-        assert f"python -m countermem_jax.{binary} --config=configs/{path.name}" in doc
-    if "gptoss" in path.stem:
-        assert cfg.backbone.kind == "openai" and cfg.backbone.model == "openai/gpt-oss-120b"
-    elif path.stem.endswith("_api"):
-        assert cfg.backbone.kind == "openai" and cfg.backbone.api_key_env
+    return module
+
+
+def test_the_config_folder_holds_one_paper_config_and_the_quickstart():
+    assert sorted(p.name for p in (ROOT / "configs").glob("*.py")) == [
+        "paper.py", "spider_react_cpu.py"]
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+@pytest.mark.parametrize("agent", ["react", "reflexion"])
+@pytest.mark.parametrize("backbone", ["gptoss", "api"])
+def test_every_setting_loads_and_is_valid(name, agent, backbone):
+    cfg = _module("paper.py").get_config(f"{name},{agent},{backbone}")
+    config_validation.validate(cfg)
+    assert (cfg.data.benchmark, cfg.agent.kind) == (name, agent)
+    assert cfg.data.benchmark in domains.BENCHMARKS
+    assert cfg.backbone.kind == "openai"
+    if backbone == "gptoss":
+        assert cfg.backbone.model == "openai/gpt-oss-120b"
     else:
-        assert cfg.backbone.kind == "llama_cpp"
+        assert cfg.backbone.api_key_env == "GEMINI_API_KEY"
 
 
-def test_there_is_a_config_per_domain():
-    names = {p.stem for p in CONFIGS}
-    for prefix in ("spider", "bird", "satlib", "smtlib", "quixbugs", "minif2f", "dafnybench"):
-        assert any(n.startswith(prefix) for n in names)
+def test_paper_settings_keep_their_sizes_and_data_fields():
+    paper = _module("paper.py").get_config
+    assert paper("satlib,react,gptoss").data.max_conflicts == 45
+    assert paper("sat_encoding,react,gptoss").data.generated_per_family == 25
+    assert paper("smt_encoding,react,api").splits.n_eval == 20
+    assert paper("quixbugs,reflexion,gptoss").splits.n_build == 10
+    plain, dbsplit = paper("spider,react,gptoss"), paper("spider,react,gptoss,dbsplit")
+    assert not plain.splits.separate_environments and dbsplit.splits.separate_environments
+    assert paper().to_dict() == plain.to_dict()
+
+
+@pytest.mark.parametrize("agent", ["react", "reflexion"])
+def test_the_cpu_backbone_is_the_quickstart_schedule(agent):
+    cfg = _module("paper.py").get_config(f"spider,{agent},cpu")
+    config_validation.validate(cfg)
+    assert cfg.backbone.kind == "llama_cpp" and cfg.agent.kind == agent
+    if agent == "react":
+        assert cfg.to_dict() == _module("spider_react_cpu.py").get_config().to_dict()
+
+
+def test_configs_document_their_commands():
+    doc = " ".join(_module("paper.py").__doc__.split())
+    for binary in ("build_memory", "train_selector", "evaluate"):
+        assert f"python -m countermem_jax.{binary} --config=configs/paper.py:spider,react,gptoss" \
+            in doc
+    for example in ("--config.selector.dqn.learning_rate=3e-4", "--config.method=expel",
+                    "configs/paper.py:satlib,reflexion,api", "--sweep=configs/sweeps/paper_grid.py"):
+        assert example in doc, example
+    for name in BENCHMARKS:
+        assert name in doc
+    for data in {domains.get(name).data for name in config_defaults.SETTINGS}:
+        assert data in doc, data
+    doc = " ".join(_module("spider_react_cpu.py").__doc__.split())
+    for binary in ("build_memory", "train_selector", "evaluate"):
+        assert f"python -m countermem_jax.{binary} --config=configs/spider_react_cpu.py" in doc
+
+
+@pytest.mark.parametrize("arg, message", [
+    ("spidr,react,gptoss", "unknown benchmark 'spidr'; expected one of: amber, bird,"),
+    ("spider,toolformer,gptoss", "unknown agent 'toolformer'; expected one of: react, reflexion"),
+    ("spider,react,gpt5", "unknown backbone 'gpt5'; expected one of: gptoss, api, cpu"),
+    ("spider,react,gptoss,big", "unknown variant 'big'; expected one of: dbsplit"),
+    ("spider,react", "give benchmark,agent,backbone[,variant]"),
+    ("bird,react,cpu", "the cpu backbone runs Spider only"),
+])
+def test_a_bad_argument_is_refused_in_one_line_naming_the_choices(tmp_path, arg, message):
+    workdir = tmp_path / "wd"
+    out = subprocess.run(
+        [sys.executable, "-m", "countermem_jax.build_memory",
+         f"--config=configs/paper.py:{arg}", f"--workdir={workdir}"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 1 and len(lines) == 1, out.stderr
+    assert lines[0].startswith(f"error: configs/paper.py:{arg}: ") and message in lines[0]
+    assert not workdir.exists()

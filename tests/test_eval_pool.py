@@ -127,7 +127,7 @@ def test_gptoss_configs_keep_what_the_vllm_replicas_hold_in_flight_and_cpu_confi
     gpt = config_defaults.setting_config("spider", "react", "gptoss")
     assert gpt.eval.concurrency == gpt.backbone.max_concurrency == served
     assert "--replicas 4" in pathlib.Path(__file__).parents[1].joinpath(
-        "configs", "spider_react_gptoss.py").read_text()
+        "configs", "paper.py").read_text()
     for agent in ("react", "reflexion"):
         assert config_defaults.spider_cpu_config(agent).eval.concurrency == 1
 

@@ -11,7 +11,7 @@ one selector training and one evaluation per seed, one aggregating evaluation pe
 workdir, one evaluation per baseline. The sweep prints a summary line every 60 s
 (`[sweep h:mm:ss] runs: N done, N running, N waiting, N failed of N | tasks finished N | tokens
 N`), then the runs that failed and why, and the report (ROOT/report/report.md).
-Per-run configs: configs/<benchmark>_<agent>_<backbone>.py.
+Per-run configs: configs/paper.py:<benchmark>,<agent>,<backbone>.
 """
 from countermem_jax import baselines
 from countermem_jax.config_defaults import SETTINGS

@@ -6,7 +6,7 @@
 The dry run prints 6 phase runs in 2 workdirs: the CounterMem build, training and evaluation
 of seeds 0 and 1 (the second evaluation also aggregates both seeds), and the base agent's
 evaluation (method none). `--local` runs them one after another in this process (the
-quickstart's schedule, `configs/spider_react_cpu.py`), printing a summary line every 30 s, and
+quickstart's schedule, `configs/paper.py:spider,react,cpu`), printing a summary line every 30 s, and
 writes the report to runs/sweeps/spider_cpu/report/.
 """
 from countermem_jax.sweep.spec import default_sweep

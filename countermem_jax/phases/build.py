@@ -56,7 +56,7 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
     committed in split order and saved after each (``construction_waves``); returns the final
     store and the waves' totals (re-runs and what they spent)."""
     done = set(store.meta.get("processed_tasks", []))
-    construction_cfg = context.construction_config(cfg)
+    construction_cfg = ctx.method.construction
     todo = [t for t in ctx.splits.build if t.task_id not in done]
     wd.log.write("phase_start", phase="construction", tasks=len(ctx.splits.build),
                  resumed=len(done))
@@ -77,7 +77,7 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
         """The condition judge's calls a run of ``task`` would make for ``conditions``, made
         ahead for the response cache (``memory_use.prejudge_conditions``)."""
         agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, checks=ctx.checks)
-        await prejudge_conditions(MemoryCalls(agent), context.condition_checker(cfg), task, RUN,
+        await prejudge_conditions(MemoryCalls(agent), context.condition_checker(ctx.method), task, RUN,
                                   conditions)
 
     solved = 0
@@ -97,8 +97,8 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
     try:
         return await waves.build_in_waves(
             store, todo, run_task, wave_size=cfg.construction.wave_size,
-            make_index=functools.partial(context.retrieval_index, cfg),
-            make_checker=functools.partial(context.condition_checker, cfg), log=wd.log,
+            make_index=functools.partial(context.retrieval_index, ctx.method),
+            make_checker=functools.partial(context.condition_checker, ctx.method), log=wd.log,
             commit=commit, position=len(done),
             # without a response cache a call made ahead would be made again by the run
             prejudge=prejudge if ctx.backbone.answers_repeats else None)
@@ -126,7 +126,7 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
         return baselines.build_baseline_memory(method, cfg, agent, ctx.splits.build, wd.root)
     if wd.frozen.exists():
         return _already_frozen(wd)
-    store = load_store(wd.store) if wd.store.exists() else MemoryStore(context.store_config(cfg))
+    store = load_store(wd.store) if wd.store.exists() else MemoryStore(ctx.method.store)
     constructs = cfg.construction.corrections != "within_task"
     wave_totals = {}
     if constructs:

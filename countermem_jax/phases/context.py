@@ -2,8 +2,8 @@
 
 ``setup`` loads the benchmark through the domain registry, draws (or reads) the disjoint task
 splits and refuses a workdir built with different ones, then makes the backbone with its token
-ledger; the builders turn the config into the method's parts (condition checker, retrieval
-index, DQN schedule, store and construction settings) so the phases share one reading of it.
+ledger, and reads the method's typed sections from the config once (``MethodConfig``: store,
+construction, DQN, retrieval, condition judge); the phases take those sections, not the config.
 
 The order in ``setup`` is the order of the checks: data and splits are read and checked before
 any backbone exists, so a missing dataset, a split too small for the config or a workdir drawn
@@ -31,8 +31,41 @@ from countermem_jax.retrieval.conditions import (CompositeChecker, JudgeSettings
 from countermem_jax.retrieval.retrieve import RetrievalIndex
 from countermem_jax.selector import dqn
 
-__all__ = ["PhaseContext", "PhaseError", "setup", "draw_splits", "condition_checker",
-           "retrieval_index", "dqn_config", "store_config", "construction_config"]
+__all__ = ["MethodConfig", "PhaseContext", "PhaseError", "setup", "draw_splits", "method_config",
+           "condition_checker", "retrieval_index"]
+
+
+def typed(cls, section, **fields):
+    """``cls`` built from the same-named fields of a config ``section`` (a field the section
+    lacks keeps ``cls``'s default), with ``fields`` given explicitly: the one place a config
+    section becomes a typed one."""
+    names = {f.name for f in dataclasses.fields(cls)} - set(fields)
+    return cls(**{k: v for k, v in section.items() if k in names}, **fields)
+
+
+@dataclasses.dataclass(frozen=True)
+class RetrievalConfig:
+    """Module III's retrieval (§3.4, Eq. 8): k records, reuse weight λ_reuse, the condition
+    filter, and the studies' evaluation-only interventions (§6.2, Appendix E.3)."""
+    top_k: int = 3
+    reuse_weight: float = 0.2
+    use_conditions: bool = True
+    render_condition: bool = True
+    intervention: str = "matched"
+    intervention_seed: int = 0
+    remove_conditions: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodConfig:
+    """The method's settings as typed sections, read from the config once per phase."""
+    store: StoreConfig                  # B, retention rule and weights, S_adm, τ_adm, ρ (§3.3)
+    construction: ConstructionConfig    # K, failures expanded, verification budget, ε_adm
+    dqn: dqn.DQNConfig                  # Table 3 and the reward of Eq. 10 (Appendix C.2)
+    retrieval: RetrievalConfig          # k, λ_reuse, condition handling (§3.4)
+    judge: JudgeSettings                # the condition judge's sampling
+    fallback_condition: str = "exclude"
+    unknown_condition: str = "exclude"
 
 
 @dataclasses.dataclass
@@ -46,6 +79,7 @@ class PhaseContext:
     ledger: TokenLedger
     agent_cfg: AgentConfig
     parse_failures: ParseFailureLog
+    method: MethodConfig
     # one bounded pool for the checker calls of every agent of the phase (sized for the machine)
     checks: CheckerPool = dataclasses.field(default_factory=CheckerPool)
 
@@ -85,6 +119,7 @@ def _pin_splits(workdir: Workdir, sp: splits_lib.Splits) -> None:
 def setup(cfg, workdir: Workdir, backbone=None, benchmark=None) -> PhaseContext:
     """Loads tasks, splits and the backbone; ``backbone`` / ``benchmark`` (tasks, evaluator,
     domain) may be injected, which is how the pipeline tests run on a scripted backbone."""
+    method = method_config(cfg)
     tasks, evaluator, domain = benchmark or domains.load_benchmark(cfg.data)
     sp = draw_splits(cfg, tasks)
     _pin_splits(workdir, sp)
@@ -95,52 +130,43 @@ def setup(cfg, workdir: Workdir, backbone=None, benchmark=None) -> PhaseContext:
             backbone_cfg.cache_dir = str(workdir.cache)
         backbone = make_backbone(backbone_cfg, TokenLedger())
     return PhaseContext(sp, evaluator, domain, backbone, backbone.ledger,
-                        AgentConfig(**cfg.agent.to_dict()), ParseFailureLog(workdir.parse_failures))
+                        AgentConfig(**cfg.agent.to_dict()), ParseFailureLog(workdir.parse_failures),
+                        method)
 
 
-def condition_checker(cfg) -> CompositeChecker:
+def method_config(cfg) -> MethodConfig:
+    """The method's typed sections from ``cfg`` (paper §3, Appendices B.4 and C.2)."""
+    m, s = cfg.memory, cfg.selector
+    return MethodConfig(
+        store=typed(StoreConfig, m, admission=typed(scoring.AdmissionConfig, m.admission,
+                                                    epsilon=cfg.construction.epsilon),
+                    retention_weights=typed(scoring.RetentionWeights, m.retention_weights)),
+        construction=typed(ConstructionConfig, cfg.construction),
+        dqn=typed(dqn.DQNConfig, {**s, **s.dqn, **s.reward}),
+        retrieval=typed(RetrievalConfig, m, intervention=cfg.eval.retrieval_intervention,
+                        intervention_seed=cfg.eval.intervention_seed,
+                        remove_conditions=cfg.eval.remove_conditions),
+        judge=typed(JudgeSettings, m.judge), fallback_condition=m.fallback_condition,
+        unknown_condition=m.unknown_condition)
+
+
+def condition_checker(method: MethodConfig) -> CompositeChecker:
     """Rule conditions first; free-text conditions judged by the backbone with the judge's own
     sampling settings, asynchronously by the deciding decision (``memory_use``), charged to it
     (paper §3.4, Appendix C.1)."""
-    return CompositeChecker([RuleChecker(cfg.memory.fallback_condition),
-                             LLMJudgeChecker(JudgeSettings(**cfg.memory.judge.to_dict()))],
-                            cfg.memory.unknown_condition)
+    return CompositeChecker([RuleChecker(method.fallback_condition), LLMJudgeChecker(method.judge)],
+                            method.unknown_condition)
 
 
-def retrieval_index(cfg, records, checker, evaluation: bool = False) -> RetrievalIndex:
+def retrieval_index(method: MethodConfig, records, checker,
+                    evaluation: bool = False) -> RetrievalIndex:
     """Module III's index over ``records`` with the config's top-k, reuse weight (Eq. 8) and
     condition filter; at ``evaluation`` also the studies' evaluation-only interventions on the
     same store (``eval.retrieval_intervention`` and its seed, §6.2; ``eval.remove_conditions``,
     Appendix E.3)."""
-    interventions = dict(intervention=cfg.eval.retrieval_intervention,
-                         intervention_seed=cfg.eval.intervention_seed) if evaluation else {}
-    return RetrievalIndex(records, top_k=cfg.memory.top_k, reuse_weight=cfg.memory.reuse_weight,
-                          checker=checker, use_conditions=cfg.memory.use_conditions and not (
-                              evaluation and cfg.eval.remove_conditions), **interventions)
-
-
-def dqn_config(cfg) -> dqn.DQNConfig:
-    """The selector's DQN schedule and budgets (Appendix C.2)."""
-    s = cfg.selector
-    # Only the schedule and batch size come from the config; network, optimiser, exploration
-    # and reward weights keep ``DQNConfig``'s defaults (the DQN table of Appendix C.2), and
-    # every checkpoint records the full config it was trained with.
-    return dqn.DQNConfig(total_decisions=s.total_decisions, learning_starts=s.learning_starts,
-                         train_every=s.train_every, target_sync_every=s.target_sync_every,
-                         checkpoint_every=s.checkpoint_every, batch_size=s.batch_size)
-
-
-def store_config(cfg) -> StoreConfig:
-    """Capacity B, retention rule and admission margin of the store (§3.3, §5.2)."""
-    m = cfg.memory
-    return StoreConfig(capacity=m.capacity, retention=m.retention, seed=m.seed,
-                       admission=scoring.AdmissionConfig(epsilon=cfg.construction.epsilon))
-
-
-def construction_config(cfg) -> ConstructionConfig:
-    """Modules I–II settings: K proposals, failures expanded, verification budget (§3.2–3.3)."""
-    c = cfg.construction
-    return ConstructionConfig(
-        k=c.k, max_expanded_failures=c.max_expanded_failures,
-        verification_budget=c.verification_budget, epsilon=c.epsilon,
-        scope_free_text_conditions=c.scope_free_text_conditions, corrections=c.corrections)
+    r = method.retrieval
+    interventions = dict(intervention=r.intervention,
+                         intervention_seed=r.intervention_seed) if evaluation else {}
+    return RetrievalIndex(records, top_k=r.top_k, reuse_weight=r.reuse_weight, checker=checker,
+                          use_conditions=r.use_conditions and not (
+                              evaluation and r.remove_conditions), **interventions)

@@ -64,7 +64,7 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
     # One index and one selection batcher for all runs: decisions of different seeds in flight
     # together are scored in one batch, with the one-at-a-time result (retrieval/batching.py).
     index = batching.BatchedIndex(
-        context.retrieval_index(cfg, frozen.records, context.condition_checker(cfg),
+        context.retrieval_index(ctx.method, frozen.records, context.condition_checker(ctx.method),
                                 evaluation=True),
         batching.retrieval_batcher())
     selections = batching.selection_batcher()
@@ -85,11 +85,12 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
         augmentation = CounterMemAugmentation(
             MemoryCalls(agent), index_source=lambda: index,
             selector=batching.BatchedSelector(selector, selections),
-            render_condition=cfg.memory.render_condition and not cfg.eval.remove_conditions)
+            render_condition=(ctx.method.retrieval.render_condition
+                              and not ctx.method.retrieval.remove_conditions))
         # The §6.1 ablation "WM without CF" checks corrections within the task at test time too.
         if cfg.construction.corrections == "within_task":  # §6.1 "WM without CF"
             augmentation = WithinTaskChecks(augmentation, CounterfactualBuilder(
-                agent, None, context.construction_config(cfg), agent.runlog))
+                agent, None, ctx.method.construction, agent.runlog))
         runs.append(EvalRun(name, seed, agent, augmentation))
     # Store and checkpoints are fingerprinted before and after the runs (frozen, Algorithm 1).
     checkpoints = {seed: ckpt for _, seed, _, ckpt in selected if ckpt is not None}

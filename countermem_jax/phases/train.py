@@ -70,14 +70,16 @@ def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     ctx = context.setup(cfg, wd, backbone, benchmark)
     frozen = wd.load_frozen_checked()
     _check_training_splits(ctx.splits)
-    index = context.retrieval_index(cfg, frozen.records, context.condition_checker(cfg))
+    index = context.retrieval_index(ctx.method, frozen.records,
+                                    context.condition_checker(ctx.method))
     agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.log,
                   ctx.parse_failures, checks=ctx.checks)
     wd.log.write("phase_start", phase="selector_training", seeds=list(seeds))
 
     async def run_seeds() -> dict:
         try:
-            runs = [SeedRun(cfg, wd, ctx.splits, agent, index, seed) for seed in seeds]
+            runs = [SeedRun(ctx.method, cfg.selector.wave_size, wd, ctx.splits, agent,
+                            index, seed) for seed in seeds]
             # a seed that fails does not stop the others: their work is kept for the resume
             results = await asyncio.gather(*(run.train(ctx.ledger) for run in runs),
                                            return_exceptions=True)
@@ -110,11 +112,13 @@ class SeedRun:
     makes the repeated drafts of later seeds (and of resumed episodes) cost no new calls.
     """
 
-    def __init__(self, cfg, wd: Workdir, sp, agent: Agent, index, seed: int):
-        self.cfg, self.dcfg, self.wd, self.sp = cfg, context.dqn_config(cfg), wd, sp
+    def __init__(self, method: context.MethodConfig, wave_size: int, wd: Workdir, sp,
+                 agent: Agent, index, seed: int):
+        self.dcfg, self.render_condition = method.dqn, method.retrieval.render_condition
+        self.wd, self.sp = wd, sp
         self.agent, self.calls, self.index = agent, MemoryCalls(agent), index
         self.seed = seed
-        self.wave_size = int(cfg.selector.get("wave_size", 1))
+        self.wave_size = int(wave_size)
         self.ckpt = checkpoint.SelectorCheckpointer(wd.seed_dir(seed), self.dcfg, seed)
         self.pending: list = []
         self.learner = training.OnlineLearner(
@@ -124,7 +128,7 @@ class SeedRun:
     def _augmentation(self, rows: list, selector: policies.Selector) -> CounterMemAugmentation:
         return CounterMemAugmentation(self.calls, index_source=lambda: self.index,
                                       selector=selector, dqn_cfg=self.dcfg, transitions=rows,
-                                      render_condition=self.cfg.memory.render_condition)
+                                      render_condition=self.render_condition)
 
     def _events(self, event: str) -> list[dict]:
         return [e for e in self.wd.log.events(event) if e.get("seed", 0) == self.seed]

@@ -46,6 +46,10 @@ class DQNConfig:
     token_penalty: float = 0.02
     token_scale: float = 1e4
 
+    def __post_init__(self):
+        # hashable (a static argument of the jitted steps) whatever sequence a config gave
+        object.__setattr__(self, "hidden", tuple(int(w) for w in self.hidden))
+
     def to_json(self) -> dict:
         """The config as checkpoint metadata."""
         d = dataclasses.asdict(self)

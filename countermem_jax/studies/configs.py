@@ -5,7 +5,8 @@ A study config file takes an optional argument after a colon, the base run confi
   ``configs/studies/components.py``             the paper's setting: Spider, ReAct, gpt-oss-120b
                                                  (``config_defaults.setting_config``);
   ``configs/studies/components.py:cpu``         the CPU quickstart schedule (Qwen2.5-Coder-0.5B);
-  ``configs/studies/components.py:bird,reflexion,api``  benchmark, agent, backbone family.
+  ``configs/studies/components.py:bird,reflexion,api``  benchmark, agent, backbone family
+                                                 (``configs/paper.py``'s argument).
 """
 import ml_collections
 
@@ -19,8 +20,9 @@ def base_run_config(arg: str | None = None) -> ml_collections.ConfigDict:
     parts = arg.split(",")
     if parts[0] == "cpu":
         return config_defaults.spider_cpu_config(parts[1] if len(parts) > 1 else "react")
-    benchmark, agent, backbone = (parts + ["react", "gptoss"])[:3] if len(parts) < 3 else parts
-    return config_defaults.setting_config(benchmark, agent, backbone)
+    if len(parts) < 3:
+        parts = (parts + ["react", "gptoss"])[:3]
+    return config_defaults.paper_config(",".join(parts))   # configs/paper.py's argument
 
 
 def study_config(name: str, title: str, paper: str, variants: dict, arg: str | None, *,

@@ -260,8 +260,9 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
         index over them; a baseline: a view offering only its items)."""
         pcfg, cell = built[method]
         if method == "countermem":
-            index = context.retrieval_index(pcfg, by_source[source.task_id],
-                                            context.condition_checker(pcfg))
+            settings = context.method_config(pcfg)
+            index = context.retrieval_index(settings, by_source[source.task_id],
+                                            context.condition_checker(settings))
             return CounterMemAugmentation(MemoryCalls(agent), index_source=lambda: index,
                                           selector=selectors["countermem"],
                                           render_condition=pcfg.memory.render_condition)

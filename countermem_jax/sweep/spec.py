@@ -3,8 +3,8 @@
 A sweep config (``configs/sweeps/<name>.py``, an ``ml_collections`` config file) names the axes —
 ``benchmarks``, ``agents``, ``backbones``, ``methods``, ``seeds`` and study ``variants`` — and how
 the config of one run is made: ``run_config``, a path template such as
-``configs/{benchmark}_{agent}_{backbone}.py`` (a ``FILE.py:ARG`` suffix passes ARG, also formatted,
-to the file's ``get_config``), then ``overrides`` (nested dicts, applied to every run), then the
+``configs/paper.py:{benchmark},{agent},{backbone}`` (a ``FILE.py:ARG`` suffix passes ARG, also
+formatted, to the file's ``get_config``), then ``overrides`` (nested dicts, applied to every run), then the
 variant's overrides, then ``method`` and ``selector.seeds`` from the axes. An override naming a
 field the run config does not declare is refused with one line naming it (the run configs are
 locked, like the binaries' ``--config.*`` overrides).
@@ -51,7 +51,7 @@ def default_sweep() -> ml_collections.ConfigDict:
     c.methods = ("countermem",)
     c.seeds = (0,)
     # the per-run config: a file template, FILE.py or FILE.py:ARG (ARG goes to get_config)
-    c.run_config = "configs/{benchmark}_{agent}_{backbone}.py"
+    c.run_config = "configs/paper.py:{benchmark},{agent},{backbone}"
     c.overrides = ml_collections.ConfigDict()   # nested fields applied to every run
     c.variants = ml_collections.ConfigDict({"main": {}})   # study name -> nested overrides
     # LLM slots a phase run reserves (= its concurrency); 0: the run config's own
@@ -78,7 +78,10 @@ def load_config_file(spec: str, **fmt) -> ml_collections.ConfigDict:
                                                          path)
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
-    return module.get_config(arg) if arg else module.get_config()
+    try:
+        return module.get_config(arg) if arg else module.get_config()
+    except config_validation.ConfigError as err:   # e.g. configs/paper.py refusing its argument
+        raise SweepError(str(err)) from None
 
 
 def _axis(sweep, name: str) -> tuple:
