@@ -13,7 +13,7 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from countermem_jax import config_validation, workdir_guard
+from countermem_jax import config_defaults, config_validation, workdir_guard
 from countermem_jax.domains import MissingData
 from countermem_jax.experiment import PhaseError
 from countermem_jax.memory.persistence import StoreFormatError
@@ -86,6 +86,6 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
     except flags.Error as err:
         # a config file's get_config refusing its argument (configs/paper.py:ARG) reaches here
         # wrapped with its traceback by ml_collections; its own one-line message is kept
-        detail = str(err).rsplit(f"{config_validation.ConfigError.__name__}: ", 1)[-1]
+        detail = str(err).rsplit(f"{config_defaults.SettingError.__name__}: ", 1)[-1]
         print(f"error: {' '.join(detail.split())}", file=sys.stderr)
     sys.exit(1)

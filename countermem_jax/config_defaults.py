@@ -197,6 +197,10 @@ def setting_config(benchmark: str, agent: str, backbone: str = "gptoss") -> ml_c
     return c
 
 
+class SettingError(ValueError):
+    """``configs/paper.py`` was given an argument naming no setting."""
+
+
 # The fourth field of ``configs/paper.py:<benchmark>,<agent>,<backbone>[,<variant>]``.
 VARIANTS = {
     # Appendix D.2's database-separated configuration: construction and evaluation tasks come
@@ -208,21 +212,20 @@ VARIANTS = {
 def paper_config(arg: str) -> ml_collections.ConfigDict:
     """The config of ``configs/paper.py:ARG``, ARG = "benchmark,agent,backbone[,variant]".
 
-    Raises ``config_validation.ConfigError`` with one line naming the valid choices."""
-    from countermem_jax.config_validation import ConfigError  # deferred: it loads the domains
+    Raises ``SettingError`` with one line naming the valid choices."""
     fields = [f.strip() for f in (arg or "").split(",")]
     choices = (sorted({**SETTINGS, **EXTRA_SETTINGS}), ("react", "reflexion"),
                ("gptoss", "api", "cpu"), sorted(VARIANTS))
     names = ("benchmark", "agent", "backbone", "variant")
     if not 3 <= len(fields) <= 4:
-        raise ConfigError(f"configs/paper.py:{arg}: give benchmark,agent,backbone[,variant], "
+        raise SettingError(f"configs/paper.py:{arg}: give benchmark,agent,backbone[,variant], "
                           "e.g. configs/paper.py:spider,react,gptoss")
     for name, value, allowed in zip(names, fields, choices):
         if value not in allowed:
-            raise ConfigError(f"configs/paper.py:{arg}: unknown {name} {value!r}; expected one "
+            raise SettingError(f"configs/paper.py:{arg}: unknown {name} {value!r}; expected one "
                               f"of: {', '.join(allowed)}")
     if fields[2] == "cpu" and fields[0] != "spider":
-        raise ConfigError(f"configs/paper.py:{arg}: the cpu backbone runs Spider only")
+        raise SettingError(f"configs/paper.py:{arg}: the cpu backbone runs Spider only")
     c = setting_config(*fields[:3])
     if len(fields) == 4:
         c.splits.update(VARIANTS[fields[3]])

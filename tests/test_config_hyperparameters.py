@@ -8,9 +8,11 @@ import pytest
 from absl import flags
 from ml_collections import config_flags
 
+from countermem_jax.counterfactual import ConstructionConfig
 from countermem_jax.memory import MemoryStore
+from countermem_jax.memory.store import StoreConfig
 from countermem_jax.phases import context
-from countermem_jax.retrieval.conditions import LLMJudgeChecker, RuleChecker
+from countermem_jax.retrieval.conditions import JudgeSettings, LLMJudgeChecker, RuleChecker
 from countermem_jax.selector import dqn, features
 from countermem_jax.selector.transition import Transition
 from helpers import make_record
@@ -44,7 +46,9 @@ def test_defaults_are_the_papers_values():
     assert (m.store.capacity, m.retrieval.top_k, m.retrieval.reuse_weight) == (200, 3, 0.2)
     assert (m.construction.k, m.construction.max_expanded_failures) == (4, 2)
     # the library's own defaults are the same numbers (the config is the one place to change them)
-    assert m.dqn == dqn.DQNConfig()
+    assert (m.dqn, m.store, m.construction, m.retrieval, m.judge) == (
+        dqn.DQNConfig(), StoreConfig(), ConstructionConfig(), context.RetrievalConfig(),
+        JudgeSettings())
 
 
 def test_learning_rate_reaches_the_optimizer():

@@ -37,7 +37,8 @@ class AdmissionConfig:
 
     ``epsilon`` is ε_adm, the floor on the raw gain Δ (0.05); ``w_delta``, ``w_reuse``,
     ``w_repeat``, ``w_conflict`` are (λ_Δ, λ_u, λ_r, λ_I) = (1.0, 0.5, 0.7, 1.0); ``threshold``
-    is τ_adm = 0.1, which the score must strictly exceed.
+    is τ_adm = 0.1, which the score must strictly exceed. Set from ``memory.admission`` and
+    ``construction.epsilon``.
     """
     epsilon: float = 0.05
     w_delta: float = 1.0
@@ -51,7 +52,8 @@ class AdmissionConfig:
 class RetentionWeights:
     """Coefficients (α, β, ω, η) of S_keep (Eq. 5); defaults are the reported (1.0, 1.0, 0.5, 0.7).
 
-    They weight checked improvement Δ̃, reuse utility ũ, use frequency F and redundancy R.
+    They weight checked improvement Δ̃, reuse utility ũ, use frequency F and redundancy R; set
+    from ``memory.retention_weights``.
     """
     alpha: float = 1.0
     beta: float = 1.0

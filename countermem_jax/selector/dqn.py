@@ -25,7 +25,8 @@ from countermem_jax.selector.transition import Transition
 
 @dataclasses.dataclass(frozen=True)
 class DQNConfig:
-    """The DQN configuration of the paper (Appendix C.2, Table 3)."""
+    """The DQN configuration of the paper (Appendix C.2, Table 3); a run sets it from the config's
+    ``selector`` schedule, ``selector.dqn`` and ``selector.reward`` (``phases.context``)."""
     total_decisions: int = 2000
     hidden: tuple[int, ...] = (64, 64)
     learning_rate: float = 1e-3

@@ -19,7 +19,7 @@ import pathlib
 
 import ml_collections
 
-from countermem_jax import baselines, config_validation, workdir_guard
+from countermem_jax import baselines, config_defaults, config_validation, workdir_guard
 
 
 class SweepError(ValueError):
@@ -80,7 +80,7 @@ def load_config_file(spec: str, **fmt) -> ml_collections.ConfigDict:
     module_spec.loader.exec_module(module)
     try:
         return module.get_config(arg) if arg else module.get_config()
-    except config_validation.ConfigError as err:   # e.g. configs/paper.py refusing its argument
+    except config_defaults.SettingError as err:   # configs/paper.py refusing its argument
         raise SweepError(str(err)) from None
 
 
