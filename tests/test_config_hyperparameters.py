@@ -16,6 +16,7 @@ from countermem_jax.retrieval.conditions import JudgeSettings, LLMJudgeChecker, 
 from countermem_jax.selector import dqn, features
 from countermem_jax.selector.transition import Transition
 from helpers import make_record
+from test_pipeline import people_benchmark  # noqa: F401 (fixture)
 
 PAPER = "--config=configs/paper.py:spider,react,gptoss"
 
@@ -170,3 +171,23 @@ def test_construction_budgets_reach_modules_one_and_two():
     c = _method("construction.k=2", "construction.max_expanded_failures=1",
                 "construction.verification_budget=3").construction
     assert (c.k, c.max_expanded_failures, c.verification_budget) == (2, 1, 3)
+
+
+def test_the_dqn_table_flows_from_the_config_into_the_trained_selector(tmp_path, people_benchmark):
+    """One reading of the config per phase: the overridden table is what training used and
+    what its checkpoints record (the network restored for evaluation has its widths)."""
+    from test_pipeline import _config, scripted
+    from countermem_jax import experiment
+    from countermem_jax.selector import checkpoint
+    cfg = _config(tmp_path, selector="dqn")
+    cfg.selector.seeds = (0,)
+    cfg.selector.dqn.update(hidden=(8,), learning_rate=5e-4)
+    cfg.selector.reward.call_penalty = 0.4
+    wd = tmp_path / "wd"
+    experiment.build_memory(cfg, wd, backbone=scripted(), benchmark=people_benchmark)
+    experiment.train_selector(cfg, wd, backbone=scripted(), benchmark=people_benchmark)
+    params, meta = checkpoint.restore(wd / "selector" / "seed_0")
+    assert (meta["config"]["hidden"], meta["config"]["learning_rate"],
+            meta["config"]["call_penalty"]) == ([8], 5e-4, 0.4)
+    kernels = [p.shape for p in jax.tree_util.tree_leaves(params) if p.ndim == 2]
+    assert kernels == [(features.OBS_DIM, 8), (8, features.NUM_ACTIONS)]
