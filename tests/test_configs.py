@@ -68,7 +68,8 @@ def test_configs_document_their_commands():
         assert f"python -m countermem_jax.{binary} --config=configs/paper.py:spider,react,gptoss" \
             in doc
     for example in ("--config.selector.dqn.learning_rate=3e-4", "--config.method=expel",
-                    "configs/paper.py:satlib,reflexion,api", "--sweep=configs/sweeps/paper_grid.py"):
+                    "configs/paper.py:satlib,reflexion,api",
+                    "--sweep=configs/sweeps/paper_grid.py"):
         assert example in doc, example
     for name in BENCHMARKS:
         assert name in doc

@@ -30,9 +30,9 @@ def test_fingerprint_covers_result_fields_and_leaves_out_evaluation_choices():
                   "splits.manifest", "selector.total_decisions"):
         assert field not in build, field
     train = workdir_guard.fingerprint_fields(cfg, "train_selector")
-    assert set(train) == ({f"selector.{k}" for k in cfg.selector if k not in ("seeds", "dqn", "reward")}
-                          | {f"selector.{group}.{k}" for group in ("dqn", "reward")
-                             for k in cfg.selector[group]})
+    groups = ("dqn", "reward")
+    assert set(train) == ({f"selector.{k}" for k in cfg.selector if k not in ("seeds", *groups)}
+                          | {f"selector.{g}.{k}" for g in groups for k in cfg.selector[g]})
 
 
 def test_a_new_field_is_fingerprinted_unless_listed_as_evaluation_only(monkeypatch):

@@ -77,8 +77,8 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
         """The condition judge's calls a run of ``task`` would make for ``conditions``, made
         ahead for the response cache (``memory_use.prejudge_conditions``)."""
         agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, checks=ctx.checks)
-        await prejudge_conditions(MemoryCalls(agent), context.condition_checker(ctx.method), task, RUN,
-                                  conditions)
+        await prejudge_conditions(MemoryCalls(agent), context.condition_checker(ctx.method),
+                                  task, RUN, conditions)
 
     solved = 0
     bar = tqdm.tqdm(total=len(todo), desc="build memory", unit="task", dynamic_ncols=True,

@@ -150,10 +150,28 @@ def method_config(cfg) -> MethodConfig:
         unknown_condition=m.unknown_condition)
 
 
+def _sections(method) -> MethodConfig:
+    """``method``, or the sections of a config passed instead (callers written before
+    ``PhaseContext.method``; to be removed once none is left)."""
+    return method if isinstance(method, MethodConfig) else method_config(method)
+
+
+def store_config(cfg) -> StoreConfig:
+    """Alias kept for callers written before ``PhaseContext.method``: ``ctx.method.store``."""
+    return method_config(cfg).store
+
+
+def construction_config(cfg) -> ConstructionConfig:
+    """Alias kept for callers written before ``PhaseContext.method``:
+    ``ctx.method.construction``."""
+    return method_config(cfg).construction
+
+
 def condition_checker(method: MethodConfig) -> CompositeChecker:
     """Rule conditions first; free-text conditions judged by the backbone with the judge's own
     sampling settings, asynchronously by the deciding decision (``memory_use``), charged to it
     (paper §3.4, Appendix C.1)."""
+    method = _sections(method)
     return CompositeChecker([RuleChecker(method.fallback_condition), LLMJudgeChecker(method.judge)],
                             method.unknown_condition)
 
@@ -164,7 +182,7 @@ def retrieval_index(method: MethodConfig, records, checker,
     condition filter; at ``evaluation`` also the studies' evaluation-only interventions on the
     same store (``eval.retrieval_intervention`` and its seed, §6.2; ``eval.remove_conditions``,
     Appendix E.3)."""
-    r = method.retrieval
+    r = _sections(method).retrieval
     interventions = dict(intervention=r.intervention,
                          intervention_seed=r.intervention_seed) if evaluation else {}
     return RetrievalIndex(records, top_k=r.top_k, reuse_weight=r.reuse_weight, checker=checker,

@@ -4,10 +4,10 @@ A sweep config (``configs/sweeps/<name>.py``, an ``ml_collections`` config file)
 ``benchmarks``, ``agents``, ``backbones``, ``methods``, ``seeds`` and study ``variants`` — and how
 the config of one run is made: ``run_config``, a path template such as
 ``configs/paper.py:{benchmark},{agent},{backbone}`` (a ``FILE.py:ARG`` suffix passes ARG, also
-formatted, to the file's ``get_config``), then ``overrides`` (nested dicts, applied to every run), then the
-variant's overrides, then ``method`` and ``selector.seeds`` from the axes. An override naming a
-field the run config does not declare is refused with one line naming it (the run configs are
-locked, like the binaries' ``--config.*`` overrides).
+formatted, to the file's ``get_config``), then ``overrides`` (nested dicts, applied to every
+run), then the variant's overrides, then ``method`` and ``selector.seeds`` from the axes. An
+override naming a field the run config does not declare is refused with one line naming it (the
+run configs are locked, like the binaries' ``--config.*`` overrides).
 
 Only this module knows the sweep config's fields; ``graph.py`` turns the cells into phase runs.
 """
