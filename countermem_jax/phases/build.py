@@ -119,6 +119,9 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
         print(baselines.skip_message(method, "build_memory"))
         return {"method": method, "skipped": True}
     wd = Workdir(workdir_path)
+    # a resumed store is read (and a broken one refused) before the backbone is made
+    resumed = (load_store(wd.store) if method == "countermem" and wd.store.exists()
+               and not wd.frozen.exists() else None)
     ctx = context.setup(cfg, wd, backbone, benchmark)
     if method != "countermem":
         agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.log,
@@ -126,7 +129,7 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
         return baselines.build_baseline_memory(method, cfg, agent, ctx.splits.build, wd.root)
     if wd.frozen.exists():
         return _already_frozen(wd)
-    store = load_store(wd.store) if wd.store.exists() else MemoryStore(context.store_config(cfg))
+    store = resumed if resumed is not None else MemoryStore(context.store_config(cfg))
     constructs = cfg.construction.corrections != "within_task"
     wave_totals = {}
     if constructs:

@@ -25,7 +25,7 @@ from countermem_jax.phases import context
 from countermem_jax.phases.workdir import PhaseError, Workdir
 from countermem_jax.retrieval import batching
 from countermem_jax.runlog import RunLog
-from countermem_jax.selector import policies
+from countermem_jax.selector import checkpoint, policies
 from countermem_jax import workdir_guard
 
 # How a method's row is labelled in evaluate's table (paper Table 1 names).
@@ -147,6 +147,9 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     seeds, with 95% bootstrap CIs and the cost of building, in ``WORKDIR/metrics.json``."""
     method = cfg.get("method", "countermem")  # or a baseline's name (Appendix D.5)
     wd = Workdir(workdir_path)
+    if method == "countermem" and cfg.eval.selector == "dqn":  # refused before the backbone
+        for seed in (cfg.eval.seeds or cfg.selector.seeds):
+            checkpoint.check_metrics_files(wd.seed_dir(int(seed)))
     ctx = context.setup(cfg, wd, backbone, benchmark)
     checks = ctx.checks  # one pool for the checks of every run
     base_agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log("base"),

@@ -67,8 +67,10 @@ def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
         return {"method": method, "skipped": True}
     seeds = _seeds(cfg)
     wd = Workdir(workdir_path)
+    frozen = wd.load_frozen_checked()  # what training needs is read before the backbone is made
+    for seed in seeds:
+        checkpoint.check_metrics_files(wd.seed_dir(seed))
     ctx = context.setup(cfg, wd, backbone, benchmark)
-    frozen = wd.load_frozen_checked()
     _check_training_splits(ctx.splits)
     index = context.retrieval_index(cfg, frozen.records, context.condition_checker(cfg))
     agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.log,
