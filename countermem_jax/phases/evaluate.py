@@ -15,7 +15,7 @@ import json
 import numpy as np
 import tqdm
 
-from countermem_jax import baselines, intervals, metrics, provenance, task_pool
+from countermem_jax import baselines, curves, intervals, metrics, provenance, task_pool
 from countermem_jax.agents import Agent, Augmentation, MemoryCalls
 from countermem_jax.checker_pool import CheckerPool
 from countermem_jax.counterfactual import CounterfactualBuilder, WithinTaskChecks
@@ -113,7 +113,8 @@ def _baseline_plan(cfg, method: str, wd: Workdir, ctx: context.PhaseContext,
                        f"method {method}", wd.metrics)
 
 
-async def _run_all(cfg, runs: list, eval_tasks, ctx: context.PhaseContext) -> None:
+async def _run_all(cfg, runs: list, eval_tasks, ctx: context.PhaseContext,
+                   curve_root) -> None:
     """Runs the unfinished tasks of every evaluation run in one pool (not one run after the
     other) holding ``eval.concurrency`` evaluation tasks in flight, each with all its runs:
     jobs start task by task, all runs of a task together, so the memory-free drafts that base
@@ -126,17 +127,27 @@ async def _run_all(cfg, runs: list, eval_tasks, ctx: context.PhaseContext) -> No
     jobs = [functools.partial(run.agent.run, task, run.augmentation, phase="evaluation",
                               run=run.name, extra={} if run.seed is None else {"seed": run.seed})
             for task in eval_tasks for run in runs if task.task_id not in finished[run.name]]
+    job_runs = [run.name for task in eval_tasks for run in runs
+                if task.task_id not in finished[run.name]]
     bar = tqdm.tqdm(total=len(jobs), desc=f"evaluate {len(runs)} runs", unit="task",
                     dynamic_ncols=True, mininterval=1.0)
+    writers = {run.name: curves.CurveWriter(curve_root / run.name) for run in runs}
+    scores = {run.name: [] for run in runs}
 
-    def progress(_, __):
-        """One finished task: advance the bar and show the evaluation's tokens so far."""
+    def progress(i, task_ctx):
+        """One finished task: advance the bar, show the evaluation's tokens so far, and write
+        its run's running score (share solved of the tasks this process finished)."""
         bar.update(1)
         bar.set_postfix(tokens=ctx.ledger.total("evaluation").total, refresh=False)
+        done = scores[job_runs[i]]
+        done.append(float(task_ctx.solved))
+        writers[job_runs[i]].scalars(len(done), {"eval/running_score": float(np.mean(done))})
     try:
         await task_pool.run_bounded(jobs, max(1, cfg.eval.concurrency) * len(runs), progress)
     finally:
         bar.close()
+        for writer in writers.values():
+            writer.close()
         await ctx.backbone.aclose()
 
 
@@ -162,7 +173,7 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     before = plan.check_artefacts()
     wd.log.write("phase_start", phase="evaluation", verified=before, runs=[r.name for r in runs])
     with checks:
-        phase_loop.run(_run_all(cfg, runs, ctx.splits.eval, ctx))
+        phase_loop.run(_run_all(cfg, runs, ctx.splits.eval, ctx, wd.curves / "eval"))
     # The frozen memory and selector must be bit-identical after evaluation (no test-time
     # learning, §4.2); a change is an error, not a warning.
     after = plan.check_artefacts()
