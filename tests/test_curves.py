@@ -1,5 +1,6 @@
 """The run's curves (TensorBoard event files under WORKDIR/curves) are written by the three
 phases and read back with what the run recorded elsewhere (store, best.json, run logs)."""
+import csv
 import json
 
 import pytest
@@ -53,3 +54,18 @@ def test_a_rewritten_step_keeps_its_last_value(tmp_path):
         writer.scalars(250, {"validation/return": value, "train/loss": float("nan")})
         writer.close()
     assert curves.read_scalars(tmp_path) == {"validation/return": [(250, 0.75)]}
+
+
+def test_the_report_draws_the_learning_curve_from_the_curves(ran, tmp_path):
+    from countermem_jax.reporting import build
+    written = build.write_report([ran], tmp_path / "report")
+    with open(written["learning_curve.csv"]) as f:
+        rows = list(csv.DictReader(f))
+    for seed in (0, 1):
+        best = json.loads((ran / "selector" / f"seed_{seed}" / "best.json").read_text())
+        mine = [r for r in rows if r["seed"] == str(seed)]
+        assert [(int(r["decisions"]), float(r["validation_return"])) for r in mine] == \
+            [(int(k), pytest.approx(v)) for k, v in best["val_returns"].items()]
+        assert {r["source"] for r in mine} == {"curves"}
+    assert written["learning_curve.png"].stat().st_size > 0
+    assert "## Selector learning curve" in written["report.md"].read_text()
