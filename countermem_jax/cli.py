@@ -7,6 +7,7 @@ itself is validated before anything else runs. The config is locked: an override
 the config does not declare (a typo such as ``splits.n_evall`` for ``splits.n_eval``) is refused
 the same way, while the flags are parsed, before any model or data is loaded.
 """
+import pathlib
 import re
 import sys
 
@@ -14,7 +15,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from countermem_jax import config_defaults, config_validation, workdir_guard
-from countermem_jax.domains import MissingData
+from countermem_jax.domains import DATA_ERRORS
 from countermem_jax.experiment import PhaseError
 from countermem_jax.memory.persistence import StoreFormatError
 from countermem_jax.selector.checkpoint import CheckpointIntegrityError, IncompatibleCheckpointError
@@ -24,8 +25,21 @@ from countermem_jax.splits import SplitError
 # keeps its traceback.
 USER_ERRORS = (config_validation.ConfigError, workdir_guard.WorkdirMismatch,
                workdir_guard.WorkdirBusy, SplitError, PhaseError, StoreFormatError,
-               CheckpointIntegrityError, IncompatibleCheckpointError, MissingData,
-               FileNotFoundError)
+               CheckpointIntegrityError, IncompatibleCheckpointError, FileNotFoundError,
+               *DATA_ERRORS)
+
+
+def check_workdir(path: str) -> None:
+    """Refuses a ``--workdir`` that exists but is not a directory (or lies under a file), before
+    anything is loaded; the file stays as it was."""
+    target = pathlib.Path(path)
+    for folder in (target, *target.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                what = "is a file" if folder == target else f"lies under the file {folder}"
+                raise workdir_guard.WorkdirMismatch(f"--workdir={path} {what}, not a directory; "
+                                                    "give a directory")
+            return
 
 
 def run_phase(phase) -> None:
@@ -44,6 +58,7 @@ def run_phase(phase) -> None:
         cfg = loaded_config(config, "config")
         try:
             config_validation.validate(cfg)
+            check_workdir(workdir.value)
             phase(cfg, workdir.value)
         except USER_ERRORS as err:
             print(f"error: {' '.join(str(err).split())}", file=sys.stderr)

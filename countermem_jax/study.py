@@ -9,8 +9,12 @@ three phases and prints a table; a config with ``protocol`` (studies 5–9) runs
 from absl import flags
 from ml_collections import config_flags
 
-from countermem_jax import cli
-from countermem_jax.studies import runner
+from countermem_jax import jax_platform
+
+jax_platform.choose_platform()  # before JAX is imported: CPU unless --jax_gpu, no preallocation
+
+from countermem_jax import cli  # noqa: E402
+from countermem_jax.studies import runner  # noqa: E402
 
 
 def _run(study, workdir):

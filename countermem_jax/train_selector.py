@@ -6,7 +6,11 @@
 Each seed in ``selector.seeds`` gets its own episodes, validation and best checkpoint in
 ``WORKDIR/selector/seed_<s>/`` (README, "Protocol").
 """
-from countermem_jax import cli, experiment
+from countermem_jax import jax_platform
+
+jax_platform.choose_platform()  # before JAX is imported: CPU unless --jax_gpu, no preallocation
+
+from countermem_jax import cli, experiment  # noqa: E402
 
 if __name__ == "__main__":
     cli.run_phase(experiment.train_selector)

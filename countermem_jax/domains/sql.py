@@ -345,6 +345,13 @@ def _db_ids(data_cfg):
     return set(data_cfg.db_ids) if data_cfg.get("db_ids") else None
 
 
+def data_error() -> type:
+    """The SQL loaders' error for missing or malformed files and unknown ``data.db_ids``: the
+    user's input (``domains.DATA_ERRORS``)."""
+    from evaluators.sql.loaders import DataError
+    return DataError
+
+
 def spider_tasks(data_cfg):
     """Spider's tasks (``dev`` by default) from the official layout."""
     from evaluators.sql import load_spider

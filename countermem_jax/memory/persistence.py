@@ -248,6 +248,11 @@ def _check_header(path: pathlib.Path, header: dict) -> StoreConfig:
             raise RecordFieldError("content_hash", "expected 64 lower-case hex digits")
         if "meta" in header and not isinstance(header["meta"], (dict, type(None))):
             raise RecordFieldError("meta", f"expected dict, got {type(header['meta']).__name__}")
+        done = (header.get("meta") or {}).get("processed_tasks", [])
+        # a string would be read as a set of characters: every task would be built again
+        if not isinstance(done, list) or not all(isinstance(t, str) for t in done):
+            raise RecordFieldError("meta.processed_tasks", "expected a list of task ids, got "
+                                   f"{json.dumps(done)[:60]}")
         check_dataclass_fields(header["config"], StoreConfig, "config.")
         if header["config"].get("retention", "utility") not in retention.RULES:
             raise RecordFieldError("config.retention", f"{header['config']['retention']!r} is not "

@@ -13,7 +13,7 @@ import functools
 
 import tqdm
 
-from countermem_jax import baselines
+from countermem_jax import baselines, curves
 from countermem_jax import construction_waves as waves
 from countermem_jax.agents import Agent, MemoryCalls
 from countermem_jax.counterfactual import CounterfactualBuilder
@@ -83,10 +83,13 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
     solved = 0
     bar = tqdm.tqdm(total=len(todo), desc="build memory", unit="task", dynamic_ncols=True,
                     mininterval=1.0)
+    writer = curves.CurveWriter(wd.curves / "construction")
+    # this process's share of checked counterfactual candidates that entered the store
+    seq_start, cf_checks = store.next_seq, 0
 
     def commit(committed: MemoryStore, task, run_ctx) -> None:
         """Called in split order once a task's run is final: the resume point advances."""
-        nonlocal solved
+        nonlocal solved, cf_checks
         solved += run_ctx.solved
         done.add(task.task_id)
         committed.meta["processed_tasks"] = sorted(done)
@@ -94,6 +97,17 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
         bar.update(1)
         bar.set_postfix(records=len(committed), solved=solved,
                         tokens=ctx.ledger.total("construction").total)
+        cf_checks += run_ctx.cf_checks
+        failures = ctx.parse_failures.items
+        writer.scalars(len(done), {
+            "construction/records": len(committed),
+            "construction/verified_share": ((committed.next_seq - seq_start) / cf_checks
+                                            if cf_checks else None),
+            "construction/parse_failures": len(failures),
+            # replies cut at their token budget, where the failure log marks them
+            "construction/truncations": sum(1 for f in failures if f.get("truncated")
+                                            or f.get("finish_reason") == "length"),
+            "construction/tokens": ctx.ledger.total("construction").total})
     try:
         return await waves.build_in_waves(
             store, todo, run_task, wave_size=cfg.construction.wave_size,
@@ -104,6 +118,7 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
             prejudge=prejudge if ctx.backbone.answers_repeats else None)
     finally:
         bar.close()
+        writer.close()
         await ctx.backbone.aclose()
 
 
@@ -119,6 +134,9 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
         print(baselines.skip_message(method, "build_memory"))
         return {"method": method, "skipped": True}
     wd = Workdir(workdir_path)
+    # a resumed store is read (and a broken one refused) before the backbone is made
+    resumed = (load_store(wd.store) if method == "countermem" and wd.store.exists()
+               and not wd.frozen.exists() else None)
     ctx = context.setup(cfg, wd, backbone, benchmark)
     if method != "countermem":
         agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.log,
@@ -126,7 +144,7 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
         return baselines.build_baseline_memory(method, cfg, agent, ctx.splits.build, wd.root)
     if wd.frozen.exists():
         return _already_frozen(wd)
-    store = load_store(wd.store) if wd.store.exists() else MemoryStore(ctx.method.store)
+    store = resumed if resumed is not None else MemoryStore(ctx.method.store)
     constructs = cfg.construction.corrections != "within_task"
     wave_totals = {}
     if constructs:

@@ -15,7 +15,7 @@ import json
 import numpy as np
 import tqdm
 
-from countermem_jax import baselines, intervals, metrics, provenance, task_pool
+from countermem_jax import baselines, curves, intervals, metrics, provenance, task_pool
 from countermem_jax.agents import Agent, Augmentation, MemoryCalls
 from countermem_jax.checker_pool import CheckerPool
 from countermem_jax.counterfactual import CounterfactualBuilder, WithinTaskChecks
@@ -25,7 +25,7 @@ from countermem_jax.phases import context
 from countermem_jax.phases.workdir import PhaseError, Workdir
 from countermem_jax.retrieval import batching
 from countermem_jax.runlog import RunLog
-from countermem_jax.selector import policies
+from countermem_jax.selector import checkpoint, policies
 from countermem_jax import workdir_guard
 
 # How a method's row is labelled in evaluate's table (paper Table 1 names).
@@ -114,7 +114,8 @@ def _baseline_plan(cfg, method: str, wd: Workdir, ctx: context.PhaseContext,
                        f"method {method}", wd.metrics)
 
 
-async def _run_all(cfg, runs: list, eval_tasks, ctx: context.PhaseContext) -> None:
+async def _run_all(cfg, runs: list, eval_tasks, ctx: context.PhaseContext,
+                   curve_root) -> None:
     """Runs the unfinished tasks of every evaluation run in one pool (not one run after the
     other) holding ``eval.concurrency`` evaluation tasks in flight, each with all its runs:
     jobs start task by task, all runs of a task together, so the memory-free drafts that base
@@ -127,17 +128,27 @@ async def _run_all(cfg, runs: list, eval_tasks, ctx: context.PhaseContext) -> No
     jobs = [functools.partial(run.agent.run, task, run.augmentation, phase="evaluation",
                               run=run.name, extra={} if run.seed is None else {"seed": run.seed})
             for task in eval_tasks for run in runs if task.task_id not in finished[run.name]]
+    job_runs = [run.name for task in eval_tasks for run in runs
+                if task.task_id not in finished[run.name]]
     bar = tqdm.tqdm(total=len(jobs), desc=f"evaluate {len(runs)} runs", unit="task",
                     dynamic_ncols=True, mininterval=1.0)
+    writers = {run.name: curves.CurveWriter(curve_root / run.name) for run in runs}
+    scores = {run.name: [] for run in runs}
 
-    def progress(_, __):
-        """One finished task: advance the bar and show the evaluation's tokens so far."""
+    def progress(i, task_ctx):
+        """One finished task: advance the bar, show the evaluation's tokens so far, and write
+        its run's running score (share solved of the tasks this process finished)."""
         bar.update(1)
         bar.set_postfix(tokens=ctx.ledger.total("evaluation").total, refresh=False)
+        done = scores[job_runs[i]]
+        done.append(float(task_ctx.solved))
+        writers[job_runs[i]].scalars(len(done), {"eval/running_score": float(np.mean(done))})
     try:
         await task_pool.run_bounded(jobs, max(1, cfg.eval.concurrency) * len(runs), progress)
     finally:
         bar.close()
+        for writer in writers.values():
+            writer.close()
         await ctx.backbone.aclose()
 
 
@@ -148,6 +159,9 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     seeds, with 95% bootstrap CIs and the cost of building, in ``WORKDIR/metrics.json``."""
     method = cfg.get("method", "countermem")  # or a baseline's name (Appendix D.5)
     wd = Workdir(workdir_path)
+    if method == "countermem" and cfg.eval.selector == "dqn":  # refused before the backbone
+        for seed in (cfg.eval.seeds or cfg.selector.seeds):
+            checkpoint.check_metrics_files(wd.seed_dir(int(seed)))
     ctx = context.setup(cfg, wd, backbone, benchmark)
     checks = ctx.checks  # one pool for the checks of every run
     base_agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log("base"),
@@ -160,7 +174,7 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     before = plan.check_artefacts()
     wd.log.write("phase_start", phase="evaluation", verified=before, runs=[r.name for r in runs])
     with checks:
-        phase_loop.run(_run_all(cfg, runs, ctx.splits.eval, ctx))
+        phase_loop.run(_run_all(cfg, runs, ctx.splits.eval, ctx, wd.curves / "eval"))
     # The frozen memory and selector must be bit-identical after evaluation (no test-time
     # learning, §4.2); a change is an error, not a warning.
     after = plan.check_artefacts()

@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 import tqdm
 
-from countermem_jax import baselines, metrics
+from countermem_jax import baselines, curves, metrics
 from countermem_jax.agents import Agent, MemoryCalls
 from countermem_jax.memory_use import CounterMemAugmentation
 from countermem_jax import phase_loop
@@ -67,8 +67,10 @@ def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
         return {"method": method, "skipped": True}
     seeds = _seeds(cfg)
     wd = Workdir(workdir_path)
+    frozen = wd.load_frozen_checked()  # what training needs is read before the backbone is made
+    for seed in seeds:
+        checkpoint.check_metrics_files(wd.seed_dir(seed))
     ctx = context.setup(cfg, wd, backbone, benchmark)
-    frozen = wd.load_frozen_checked()
     _check_training_splits(ctx.splits)
     index = context.retrieval_index(ctx.method, frozen.records,
                                     context.condition_checker(ctx.method))
@@ -124,6 +126,7 @@ class SeedRun:
         self.learner = training.OnlineLearner(
             self.dcfg, seed, on_checkpoint=lambda d, p: self.pending.append((d, p)))
         self.episode = 0
+        self.curves = curves.CurveWriter(wd.curves / "selector" / f"seed_{seed}")
 
     def _augmentation(self, rows: list, selector: policies.Selector) -> CounterMemAugmentation:
         return CounterMemAugmentation(self.calls, index_source=lambda: self.index,
@@ -167,7 +170,23 @@ class SeedRun:
         returns = await asyncio.gather(*(self.validate(d, p) for d, p in todo))
         for (decisions, params), value in zip(todo, returns):
             self.ckpt.save(decisions, params, value)
+            self.curves.scalars(decisions, {"validation/return": value})
         self.pending.clear()
+
+    def _write_curves(self, rows: list) -> None:
+        """The learner's curves after an episode entered it, at its decision count: mean loss of
+        the updates since the last episode, ε, and the mean over the episode's decisions of the
+        largest valid Q-value under the current parameters."""
+        params, decisions = self.learner.state.params, self.learner.decisions
+        values = {"train/epsilon": float(dqn.epsilon(self.dcfg, decisions))}
+        if self.learner.losses:
+            values["train/loss"] = float(np.mean(self.learner.losses))
+            self.learner.losses.clear()
+        if rows:
+            q = np.asarray(dqn.q_values(self.dcfg, params, np.stack([t.obs for t in rows])))
+            masks = [t.mask if t.mask is not None else np.ones(q.shape[1], bool) for t in rows]
+            values["train/mean_q"] = float(np.mean(np.where(np.stack(masks), q, -np.inf).max(1)))
+        self.curves.scalars(decisions, values)
 
     def _behaviour(self) -> Callable[[int], policies.Selector]:
         """The selector an episode of the next wave acts with, by episode number: the learner
@@ -210,6 +229,7 @@ class SeedRun:
                     held.write("transition", seed=self.seed, episode=episode, **t.to_json())
                 held.commit()
             self.episode = episode + 1
+            self._write_curves(rows)
             bar.set_postfix(episode=episode, tokens=ledger.total("selector_training").total)
         # the checkpoints the wave reached (one per episode at most when W = 1), validated
         # together; a kill before this re-runs the wave from its logged episodes (``_resume``)
@@ -244,10 +264,12 @@ class SeedRun:
         bar.close()
         if self.learner.decisions not in self.ckpt.steps():  # the last partial interval
             params = self.learner.state.params
-            self.ckpt.save(self.learner.decisions, params,
-                           await self.validate(self.learner.decisions, params))
+            value = await self.validate(self.learner.decisions, params)
+            self.ckpt.save(self.learner.decisions, params, value)
+            self.curves.scalars(self.learner.decisions, {"validation/return": value})
         best, returns = self.ckpt.best_step(), self.ckpt.val_returns()
         self.ckpt.close()
+        self.curves.close()
         self._save_log()
         return {"decisions": self.learner.decisions, "episodes": self.episode, "best_step": best,
                 "best_val_return": returns[best], "val_returns": returns}

@@ -51,6 +51,7 @@ class Workdir:
         self.cache = self.root / "llm_cache"
         self.parse_failures = self.root / "parse_failures.jsonl"
         self.eval_runs = self.root / "eval"
+        self.curves = self.root / "curves"   # TensorBoard event files (countermem_jax.curves)
 
     def seed_dir(self, seed: int) -> pathlib.Path:
         """Selector seed ``seed``'s Orbax checkpoints and best.json."""

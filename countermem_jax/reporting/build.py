@@ -8,6 +8,7 @@ import pathlib
 
 from countermem_jax import intervals, provenance
 from countermem_jax.reporting import figures, load, stats, study_figures, studies, tables
+from countermem_jax.reporting import learning
 
 # One row per workdir in provenance.csv and the report's last table (Reproducibility statement:
 # every figure traces back to its tasks, stores, checkpoints and code).
@@ -89,6 +90,7 @@ def write_report(run_dirs, out) -> dict:
           + ("y" if len(records) == 1 else "ies") + ".", ""]
     if arms:
         md += _main_sections(arms, provenances, out, written, csv_of, png_of, now)
+        md += learning.section([p.workdir for p in provenances], csv_of, png_of)
     md += _study_sections(records, out, written, csv_of)
     written["report.md"] = out / "report.md"
     written["report.md"].write_text("\n".join(md), encoding="utf-8")

@@ -9,8 +9,8 @@ Orbax wrote for the step and one sha256 over the saved arrays (tree path, dtype,
 the metadata. ``restore`` checks the files before Orbax reads them and the restored arrays after,
 so a flipped byte, a truncated or missing array file, a step directory swapped for another, or a
 best step that no longer exists is a ``CheckpointIntegrityError`` naming the path, never a silent
-restore of other weights. Unreadable metadata (``best.json``, the hash file, the step's ``meta``)
-names its file.
+restore of other weights. Unreadable metadata (``best.json``, the hash file, the step's ``meta``,
+the ``metrics`` file Orbax ranks steps by) names its file.
 """
 import hashlib
 import json
@@ -110,12 +110,26 @@ def _verify_files(directory: pathlib.Path, step: int) -> dict:
     return record
 
 
+def check_metrics_files(directory: str | os.PathLike) -> None:
+    """Refuses a step whose Orbax ``metrics`` file is not a JSON object with a finite
+    ``val_return``, naming the file. Orbax reads every step's metrics when a manager opens the
+    directory and would fail there with a bare ``JSONDecodeError``; the phases call this before
+    their backbone is made."""
+    for path in sorted(pathlib.Path(directory).glob("*/metrics/metrics")):
+        metrics = _read_json(path, "Orbax checkpoint metrics")
+        value = metrics.get("val_return") if isinstance(metrics, dict) else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise CheckpointIntegrityError(f"{path}: field 'val_return' must be a finite number, "
+                                           f"got {value!r}")
+
+
 def _manager(directory: str | os.PathLike) -> ocp.CheckpointManager:
     """An Orbax ``CheckpointManager`` that keeps every step and tracks the best by ``val_return``.
 
     All steps are kept (``max_to_keep=None``): the evaluation checkpoint is chosen by validation
     return every 250 decisions (Appendix C.2), and the curve itself is part of the report.
     """
+    check_metrics_files(directory)
     options = ocp.CheckpointManagerOptions(
         max_to_keep=None, best_fn=lambda m: m["val_return"], best_mode="max",
         keep_checkpoints_without_metrics=True, create=True)

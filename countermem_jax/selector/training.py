@@ -219,6 +219,7 @@ class OnlineLearner:
         self.state = dqn.init_state(cfg, seed)
         self.replay = dqn.init_replay(cfg)
         self.on_checkpoint = on_checkpoint
+        self.losses: list[float] = []  # of the updates since the caller last took them (curves)
 
     @property
     def decisions(self) -> int:
@@ -242,4 +243,7 @@ class OnlineLearner:
             self.state, self.replay, transition.for_replay(), self.cfg)
         if self.on_checkpoint and dqn.is_checkpoint(self.cfg, self.decisions):
             self.on_checkpoint(self.decisions, self.state.params)
-        return float(loss)
+        loss = float(loss)
+        if not np.isnan(loss):
+            self.losses.append(loss)
+        return loss

@@ -67,6 +67,18 @@ def _field(path, i, entry, key):
     return entry[key]
 
 
+def _check_db_ids(path, entries, db_ids) -> None:
+    """Refuses databases the config asks for that no question of the file uses (a typo would
+    otherwise load fewer tasks, or none, without naming it)."""
+    if not db_ids:
+        return
+    known = {e.get("db_id") for e in entries if isinstance(e, dict)}
+    unknown = sorted(set(db_ids) - known)
+    if unknown:
+        raise DataError(f"data.db_ids: no question of {path} uses the database(s) "
+                        f"{', '.join(unknown)}")
+
+
 def _sql_task(benchmark, task_id, db_id, db_path, question, gold, comparison, evidence=""):
     context = f"Database: {db_id}\nSchema:\n{render_schema(str(db_path))}"
     if evidence:
@@ -85,6 +97,7 @@ def load_spider(root: str | pathlib.Path, split: str = "dev", db_ids=None) -> li
     entries = _read_json(path)
     if not isinstance(entries, list):
         raise DataError(f"{path}: expected a list of examples")
+    _check_db_ids(path, entries, db_ids)
     tasks, missing = [], set()
     for i, entry in enumerate(entries):
         db_id = _field(path, i, entry, "db_id")
@@ -113,6 +126,7 @@ def load_bird(json_path: str | pathlib.Path, db_root: str | pathlib.Path, db_ids
     entries = _read_json(json_path)
     if not isinstance(entries, list):
         raise DataError(f"{json_path}: expected a list of examples")
+    _check_db_ids(json_path, entries, db_ids)
     tasks = []
     for i, entry in enumerate(entries):
         db_id = _field(json_path, i, entry, "db_id")
