@@ -7,7 +7,8 @@ import datetime
 import pathlib
 
 from countermem_jax import intervals, provenance
-from countermem_jax.reporting import figures, load, stats, study_figures, studies, tables
+from countermem_jax.reporting import (domain_studies, figures, load, stats, study_figures,
+                                      studies, tables)
 
 # One row per workdir in provenance.csv and the report's last table (Reproducibility statement:
 # every figure traces back to its tasks, stores, checkpoints and code).
@@ -115,16 +116,25 @@ def _study_sections(records: list, out, written, csv_of) -> list:
         names[record["study"]] = names.get(record["study"], 0) + 1
         stem = "study_" + record["study"] + (f"_{names[record['study']]}"
                                              if names[record["study"]] > 1 else "")
-        rows, diffs = studies.rows(record), studies.differences(record)
+        rows = studies.rows(record)
+        diffs = (studies.differences(record) if record["schema"] != studies.DOMAINS_SCHEMA
+                 else domain_studies.differences(record, rows))
         csv_of(f"{stem}.csv", rows)
         written[f"{stem}.png"] = out / f"{stem}.png"
-        study_figures.draw(record, rows, written[f"{stem}.png"])
+        columns = _STUDY_COLUMNS
+        if record["schema"] == studies.DOMAINS_SCHEMA:  # Fig. 4: four-domain values drawn,
+            columns = _STUDY_COLUMNS[:3] + ["scope", "x", "mean", "ci95_low", "ci95_high",
+                                            "units_n", "status"]   # each domain's in the table
+            study_figures.draw(record, [r for r in rows if r["scope"] == domain_studies.FOUR],
+                               written[f"{stem}.png"])
+        else:
+            study_figures.draw(record, rows, written[f"{stem}.png"])
         md += [f"## Study: {record.get('title', record['study'])} ({record.get('paper', '')})",
                "", f"From `{record['_dir']}`, code version `{record.get('code_version')}`, "
                f"backbone `{record.get('backbone')}`.", "",
                tables.markdown_dicts([{**r, "method": r["method"] + (
                    tables.FEW_TASKS_MARK if r["few_tasks"] else "")} for r in rows],
-                   _STUDY_COLUMNS), "",
+                   columns), "",
                f"Mean and 95% bootstrap CI over runs (seeds, orderings) and units where a row "
                f"has several runs, over units otherwise; {tables.FEW_TASKS_MARK} = fewer than "
                f"{stats.MIN_TASKS} units. Numbers: `{stem}.csv`.", "",
