@@ -56,6 +56,11 @@ def base_config() -> ml_collections.ConfigDict:
         # verified edit (edit_conditions.py), "exclude" = kept out of retrieval. "exclude" broke
         # nothing where "derive" broke 1 of 20 tasks and rescued none (README, CPU measurement).
         fallback_condition="exclude"))
+    # Appendix D.2's low-utility suppression gate, during construction only: a record whose
+    # reuse utility u fell below suppress_below after suppress_after_uses uses is no longer
+    # offered (0 uses = off). The paper names the gate without numbers; net-harmful reuse
+    # (u < 0, Eq. 6) over three uses is our reading of "low utility".
+    c.memory.update(dict(suppress_below=0.0, suppress_after_uses=3))
     # Appendix B.4: K = 4 alternatives, at most two failed decisions expanded per task,
     # ε_adm = 0.05. The per-task verification allowance is ours: the paper keeps it separate
     # from the solving budget but gives no number.

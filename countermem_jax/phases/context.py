@@ -23,6 +23,7 @@ from countermem_jax.backbones.factory import make_backbone
 from countermem_jax.checker_pool import CheckerPool
 from countermem_jax.counterfactual import ConstructionConfig
 from countermem_jax.memory import scoring
+from countermem_jax.memory.reuse import suppressed
 from countermem_jax.memory.store import StoreConfig
 from countermem_jax.phases.workdir import PhaseError, Workdir
 from countermem_jax.prompting.failures import ParseFailureLog
@@ -107,11 +108,16 @@ def condition_checker(cfg) -> CompositeChecker:
                             cfg.memory.unknown_condition)
 
 
-def retrieval_index(cfg, records, checker, evaluation: bool = False) -> RetrievalIndex:
+def retrieval_index(cfg, records, checker, evaluation: bool = False,
+                    construction: bool = False) -> RetrievalIndex:
     """Module III's index over ``records`` with the config's top-k, reuse weight (Eq. 8) and
     condition filter; at ``evaluation`` also the studies' evaluation-only interventions on the
     same store (``eval.retrieval_intervention`` and its seed, §6.2; ``eval.remove_conditions``,
-    Appendix E.3)."""
+    Appendix E.3). During ``construction`` the low-utility suppression gate leaves out the
+    records it withholds (Appendix D.2; inactive in training and evaluation)."""
+    if construction:
+        records = [r for r in records if not suppressed(r, cfg.memory.suppress_below,
+                                                        cfg.memory.suppress_after_uses)]
     interventions = dict(intervention=cfg.eval.retrieval_intervention,
                          intervention_seed=cfg.eval.intervention_seed) if evaluation else {}
     return RetrievalIndex(records, top_k=cfg.memory.top_k, reuse_weight=cfg.memory.reuse_weight,
