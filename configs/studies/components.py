@@ -3,7 +3,8 @@ r"""Study 1, components (paper §6.1, Fig. 4(a,b); Appendix D.5 component ablati
     python -m countermem_jax.study --config=configs/studies/components.py --workdir=runs/study_components
     python -m countermem_jax.study --config=configs/studies/components.py:cpu --workdir=/tmp/study_components
 
-The first command is the paper's size (Spider, ReAct, gpt-oss-120b served by vLLM; 60
+The second is the smallest command that runs here (the CPU model on Spider); the first
+is the paper's size (Spider, ReAct, gpt-oss-120b served by vLLM; 60
 construction, 200 + 20 selector tasks, 40 held-out tasks, five selector seeds); append
 ``:bird,reflexion`` etc. for another setting. Variants: the full method; *CF without WM*
 (``construction.corrections=unverified_advice``: the first proposed alternative of a failed

@@ -3,7 +3,8 @@ r"""Study 2, retrieval interventions (paper §6.2, Fig. 4(c,d); Appendix D.4, D.
     python -m countermem_jax.study --config=configs/studies/retrieval.py --workdir=runs/study_retrieval
     python -m countermem_jax.study --config=configs/studies/retrieval.py:cpu --workdir=/tmp/study_retrieval
 
-The first command is the paper's size (Spider, ReAct, gpt-oss-120b; paper defaults). All four
+The second is the smallest command that runs here (the CPU model on Spider); the first
+is the paper's size (Spider, ReAct, gpt-oss-120b; paper defaults). All four
 variants read one built store and one trained selector (built once, copied); only the records
 reaching the selector change (``eval.retrieval_intervention``, seeded by
 ``eval.intervention_seed``; the current task's own records stay excluded): none (no record),
