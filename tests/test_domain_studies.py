@@ -129,3 +129,36 @@ def test_absent_checker_is_a_status_not_an_error():
     triple, status = grid.availability(ConfigDict({"benchmark": "minif2f"}),
                                        _loader(None, absent=("minif2f",)))
     assert triple is None and status == "not run: Lean absent"
+
+
+def test_backbone_summary_from_main_table_workdirs(tmp_path):
+    from test_report import _ids, _outcomes, _workdir
+    from countermem_jax.reporting import backbone_summary, load
+    dirs = []
+    # gpt-oss: base 0% everywhere, CounterMem 50% on Math/Coding/SAT and 100% on Text-to-SQL
+    # -> four-domain 0 -> 62.5; the other backbone lacks Math.
+    for model, benches in (("gpt-oss-120b", ("minif2f", "swebench", "spider", "satlib")),
+                           ("other", ("swebench", "spider", "satlib"))):
+        for bench in benches:
+            ids = _ids(4, bench[:2])
+            solved = [1] * 4 if bench == "spider" else [1, 1, 0, 0]
+            wd = _workdir(tmp_path / model / bench, "countermem",
+                          {"base": _outcomes(ids, [0] * 4),
+                           "countermem-dqn-seed0": ("0", _outcomes(ids, solved))}, ids,
+                          seeds=["0"], benchmark=bench)
+            fp = json.loads((wd / "fingerprint.json").read_text())
+            fp["build_memory"]["fields"]["backbone.model"] = model
+            (wd / "fingerprint.json").write_text(json.dumps(fp))
+            dirs.append(wd)
+    arms, _ = load.load_all(dirs)
+    rows = {r["backbone"]: r for r in backbone_summary.rows(arms)}
+    full = next(r for b, r in rows.items() if "gpt-oss" in b)
+    assert full["base_score"] == 0.0 and full["countermem_score"] == pytest.approx(62.5)
+    assert full["gain"] == pytest.approx(62.5) and full["base_tokens_m"] > 0
+    partial = next(r for b, r in rows.items() if "other" in b)
+    assert partial["gain"] is None and partial["status"] == "no four-domain score: Math not run"
+    out = tmp_path / "report"
+    assert report.main([str(d) for d in dirs] + ["--out", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    assert "Backbone summary" in md and "not a confidence interval" in md
+    assert (out / "backbone_summary.png").stat().st_size > 0

@@ -7,8 +7,8 @@ import datetime
 import pathlib
 
 from countermem_jax import intervals, provenance
-from countermem_jax.reporting import (domain_studies, figures, load, stats, study_figures,
-                                      studies, tables)
+from countermem_jax.reporting import (backbone_summary, domain_studies, figures, load, stats,
+                                      study_figures, studies, tables)
 
 # One row per workdir in provenance.csv and the report's last table (Reproducibility statement:
 # every figure traces back to its tasks, stores, checkpoints and code).
@@ -189,6 +189,17 @@ def _main_sections(arms, provenances, out, written, csv_of, png_of, now) -> list
         "Per paper domain (benchmark registry), the equal-weight mean of its benchmarks' scores; "
         "task-run tokens in millions (mean over runs of the total). 95% CIs from a stratified "
         "bootstrap (each benchmark resampled on its own). Numbers: `domain_table.csv`.", "",
+    ]
+    groups = backbone_summary.rows(arms)
+    if groups:   # Appendix E.1: one arrow per agent–backbone group, base -> CounterMem
+        csv_of("backbone_summary.csv", groups)
+        png_of("backbone_summary.png", backbone_summary.draw, groups)
+        md += ["## Backbone summary (Appendix E.1)", "",
+               tables.markdown_dicts(groups, list(groups[0])), "",
+               "Four-domain score: the mean of Math, Coding, Text-to-SQL and SAT, each the mean "
+               f"of its benchmarks; tokens in millions. {backbone_summary.CAVEAT} Numbers: "
+               "`backbone_summary.csv`.", "", "![backbone summary](backbone_summary.png)", ""]
+    md += [
         "## Scores per benchmark", "",
         tables.markdown(header, main_rows), "",
         f"Score (0-100) with 95% bootstrap CI: {intervals.N_RESAMPLES} resamples, numpy seed "
