@@ -85,3 +85,16 @@ def test_small_command_passes_validation(path):
         study = module.get_config(arg)
         study.update_from_flattened_dict({k: _value(v) for k, v in overrides.items()})
         validate(study)
+
+
+def test_request_bounds_count_shared_phases_once():
+    from countermem_jax.studies import cost
+    spec = importlib.util.spec_from_file_location("r", ROOT / "configs/studies/retrieval.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    study = module.get_config()
+    one = cost.phase_requests(runner.variant_configs(study)["matched"])
+    total = cost.study_requests(study)
+    # four interventions on one store: one build, one selector, one base run, four memory runs
+    assert total["build"] == one["build"] and total["selector"] == one["selector"]
+    assert total["memory_runs"] == 4 * one["memory_runs"]

@@ -210,6 +210,13 @@ def _fmt(mean, lo, hi, signed=False) -> str:
     return f"{mean:{s}.2f} [{lo:{s}.2f}, {hi:{s}.2f}]"
 
 
+def _domain_cell(row: dict) -> str:
+    """A domain's value, "not run" when none of its benchmarks ran, "n/a" when undefined."""
+    if row["mean"] is not None:
+        return _fmt(row["mean"], None, None)
+    return "n/a" if row["status"].startswith("undefined") else "not run"
+
+
 def table(record: dict, est: list | None = None) -> str:
     """The printed table: per panel, statistic, agent and variant, the four-domain value [95% CI],
     the paired difference to the full method [95% CI] with p, and each domain's value (or why
@@ -238,6 +245,5 @@ def table(record: dict, est: list | None = None) -> str:
                 _fmt(four["diff_vs_full"], four["diff_ci95_low"], four["diff_ci95_high"], True)
                 + f", p={four['p_vs_full']:.3f}")
         lines.append(f"{four['x'][:19]:<20}{cell:>28}{diff:>34}" + "".join(
-            f"{'not run' if scopes[d]['status'] and scopes[d]['mean'] is None else _fmt(scopes[d]['mean'], None, None):>14}"
-            for d in domains))
+            f"{_domain_cell(scopes[d]):>14}" for d in domains))
     return "\n".join(lines)
