@@ -53,7 +53,10 @@ def setting_configs(study) -> dict:
     that benchmark (its paper sizes unless ``grid.setting_sizes`` is off) and agent."""
     out = {}
     for bench in study.grid.benchmarks:
-        registry.get(bench)  # an unknown name is refused before anything runs
+        if bench not in registry.BENCHMARKS:  # refused in one line before anything runs
+            raise config_validation.ConfigError(
+                f"bad study config: grid.benchmarks names {bench!r}; registered: "
+                f"{', '.join(registry.BENCHMARKS)}")
         for agent in study.grid.agents:
             base = cells.setting_config(study.base, bench, **{"agent.kind": agent})
             if not study.grid.setting_sizes:  # the setting's data fields, base's split sizes

@@ -194,6 +194,7 @@ def run_variant(name: str, cfg, root: pathlib.Path, donors: _Donors, phase_kwarg
 
 
 PROTOCOL_STUDIES = "countermem_jax.studies.protocols"  # studies 5–9, each its own protocol
+GRID_STUDIES = "countermem_jax.studies.grid"  # a variant study per benchmark and agent
 
 
 def run_any(study, workdir, *, config_path: str = "") -> dict:
@@ -202,8 +203,8 @@ def run_any(study, workdir, *, config_path: str = "") -> dict:
     if "protocol" in study:
         return importlib.import_module(PROTOCOL_STUDIES).run(study, workdir)
     if "grid" in study:  # several benchmarks and agents (§6 over Table 1's four domains)
-        from countermem_jax.studies import grid
-        return grid.run_grid(study, workdir, config_path=config_path)
+        return importlib.import_module(GRID_STUDIES).run_grid(study, workdir,
+                                                               config_path=config_path)
     return run_study(study, workdir, config_path=config_path)
 
 
