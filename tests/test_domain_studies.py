@@ -2,8 +2,11 @@
 the study directory (``reporting.domain_studies``): the scripted backbone and the real SQL
 checker stand in for every benchmark; one domain's checker is made absent."""
 import importlib.util
+import functools
 import json
+import os
 import pathlib
+import tempfile
 
 import numpy as np
 import pytest
@@ -43,6 +46,15 @@ def _scripted():
     fake = scripted()
     fake.add("REFLECTION: 'at least' includes the boundary", template="REFLEXION_REFLECT")
     return fake
+
+
+def _people(root, data_cfg):
+    """The pipeline test's people benchmark in a new directory under ``root`` (picklable for Ray)."""
+    import helpers
+    from test_pipeline import QUESTIONS
+    pathlib.Path(root).mkdir(parents=True, exist_ok=True)
+    path = pathlib.Path(tempfile.mkdtemp(prefix=data_cfg.benchmark, dir=root))  # one per load
+    return helpers.people_benchmark(path, {t: (q, g) for t, (q, g, _) in QUESTIONS.items()})
 
 
 def _loader(people_benchmark, absent=()):
@@ -162,3 +174,27 @@ def test_backbone_summary_from_main_table_workdirs(tmp_path):
     md = (out / "report.md").read_text()
     assert "Backbone summary" in md and "not a confidence interval" in md
     assert (out / "backbone_summary.png").stat().st_size > 0
+
+
+def test_four_domain_study_on_ray_gives_the_local_artefacts(tmp_path, people_benchmark):
+    ray = pytest.importorskip("ray")
+    study = _config("retrieval", tmp_path)
+    study.grid.update(benchmarks=("spider", "satlib"), agents=("react",))
+    local = grid.run_grid(study, tmp_path / "local", backbone_factory=_scripted,
+                          load=_loader(people_benchmark))
+    study.grid.executor = "ray"   # each worker makes the same SQLite benchmark of its own
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"),
+                                                os.environ.get("PYTHONPATH", "")])
+    try:
+        remote = grid.run_grid(study, tmp_path / "ray", backbone_factory=_scripted,
+                               load=functools.partial(_people, str(tmp_path / "ray_data")))
+    finally:
+        ray.shutdown()
+    assert [s["status"] for s in remote["settings"]] == ["ran", "ran"]
+    for s in local["settings"]:
+        a, b = (json.loads((tmp_path / d / s["dir"] / "study.json").read_text())["variants"]
+                for d in ("local", "ray"))
+        assert {v: x["per_task"] for v, x in a.items()} == {v: x["per_task"] for v, x in b.items()}
+        # (store hashes differ only by the SQLite files' paths, one copy per worker)
+        assert {v: x["store"]["records"] for v, x in a.items()} == \
+            {v: x["store"]["records"] for v, x in b.items()}

@@ -21,6 +21,7 @@ and directory, the variants, the full method and the panels; the report reads ea
 own ``study.json`` from there (``reporting.domain_studies``).
 """
 import json
+import os
 import pathlib
 
 import ml_collections
@@ -113,7 +114,7 @@ def run_grid(study, workdir, *, config_path: str = "", backbone_factory=None,
                          "dir": f"{bench}/{agent}"})
     todo = [s for s in settings if s["status"] == "ran"]
     if study.grid.executor == "ray":
-        _run_on_ray(study, subs, todo, root, config_path)
+        _run_on_ray(study, subs, todo, root, config_path, backbone_factory, load)
     else:
         for s in todo:
             runner.run_study(subs[(s["benchmark"], s["agent"])], root / s["dir"],
@@ -138,18 +139,24 @@ def run_grid(study, workdir, *, config_path: str = "", backbone_factory=None,
     return record
 
 
-def _run_on_ray(study, subs, todo, root, config_path) -> None:
-    """One Ray task per setting (each loads its own benchmark and backbone); the settings share
-    nothing, so their order does not change any artefact."""
+def _run_on_ray(study, subs, todo, root, config_path, backbone_factory=None,
+                load=None) -> None:
+    """One Ray task per setting, each loading its own benchmark and backbone (with ``load`` and
+    ``backbone_factory`` when given, as in the tests); the settings share nothing, so their
+    order does not change any artefact. A local cluster's workers import this checkout."""
     import ray
     if not ray.is_initialized():
+        package_root = str(pathlib.Path(__file__).resolve().parents[2])
         ray.init(address=study.grid.ray_address or None, include_dashboard=False,
-                 log_to_driver=False)
+                 log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(
+                     [package_root, os.environ.get("PYTHONPATH", "")])}})
 
     @ray.remote
     def run_setting(sub_dict, wd):
         """A setting's variant study in a Ray worker."""
-        runner.run_study(ml_collections.ConfigDict(sub_dict), wd, config_path=config_path)
+        sub = ml_collections.ConfigDict(sub_dict)
+        runner.run_study(sub, wd, config_path=config_path, backbone_factory=backbone_factory,
+                         benchmark=load(sub.base.data) if load else None)
         return wd
     ray.get([run_setting.remote(subs[(s["benchmark"], s["agent"])].to_dict(),
                                 str(root / s["dir"])) for s in todo])
