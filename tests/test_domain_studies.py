@@ -8,7 +8,6 @@ import os
 import pathlib
 import tempfile
 
-import numpy as np
 import pytest
 
 from countermem_jax import report
@@ -49,7 +48,7 @@ def _scripted():
 
 
 def _people(root, data_cfg):
-    """The pipeline test's people benchmark in a new directory under ``root`` (picklable for Ray)."""
+    """The pipeline test's people benchmark in a new directory under ``root`` (for Ray)."""
     import helpers
     from test_pipeline import QUESTIONS
     pathlib.Path(root).mkdir(parents=True, exist_ok=True)
