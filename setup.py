@@ -34,7 +34,8 @@ _EXTRAS = {
     # Curves of a run as TensorBoard event files (countermem_jax/curves.py).
     "curves": ["tensorboardX>=2.6"],
     "bench": ["torch>=2.2"],
-    "test": ["pytest>=8.0", "pytest-timeout>=2.3"],
+    # nbclient/nbformat/ipykernel: the tests execute docs/analysis.ipynb top to bottom.
+    "test": ["pytest>=8.0", "pytest-timeout>=2.3", "nbclient>=0.10", "nbformat>=5.9", "ipykernel>=6.29"],
     "plots": ["matplotlib>=3.8", "scipy>=1.10"],  # countermem_jax.report
     # Sweeps across hosts (countermem_jax.sweep on Ray); --local and --dry_run work without it.
     "sweep": ["ray>=2.9"],

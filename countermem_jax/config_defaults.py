@@ -64,6 +64,11 @@ def base_config() -> ml_collections.ConfigDict:
     c.memory.retention_weights = ml_collections.ConfigDict(dict(
         alpha=1.0, beta=1.0, omega=0.5, eta=0.7))
     c.memory.reuse_rho = 0.3
+    # Appendix D.2's low-utility suppression gate, during construction only: a record whose
+    # reuse utility u fell below suppress_below after suppress_after_uses uses is no longer
+    # offered (0 uses = off). The paper names the gate without numbers; net-harmful reuse
+    # (u < 0, Eq. 6) over three uses is our reading of "low utility".
+    c.memory.update(dict(suppress_below=0.0, suppress_after_uses=3))
     # Appendix B.4: K = 4 alternatives, at most two failed decisions expanded per task,
     # ε_adm = 0.05. The per-task verification allowance is ours: the paper keeps it separate
     # from the solving budget but gives no number.

@@ -50,7 +50,7 @@ INT_RANGES = {
     "splits.n_build": (0, None), "splits.n_train": (0, None), "splits.n_validation": (0, None),
     "splits.n_eval": (0, None),
     "agent.max_attempts": (1, None), "agent.token_budget": (1, None), "agent.max_tokens": (1, None),
-    "memory.capacity": (1, None), "memory.top_k": (1, features.NUM_SLOTS),
+    "memory.capacity": (1, None), "memory.suppress_after_uses": (0, None), "memory.top_k": (1, features.NUM_SLOTS),
     "construction.k": (1, None), "construction.max_expanded_failures": (0, None),
     "construction.verification_budget": (0, None), "construction.wave_size": (1, None),
     "selector.total_decisions": (1, None), "selector.learning_starts": (0, None),
@@ -65,7 +65,7 @@ INT_RANGES = {
 # dotted field -> (smallest, largest) for real numbers (finite, within the bounds)
 REAL_RANGES = {
     "construction.epsilon": (0.0, 1.0), "agent.temperature": (0.0, 2.0),
-    "memory.reuse_weight": (-math.inf, math.inf),
+    "memory.reuse_weight": (-math.inf, math.inf), "memory.suppress_below": (-1.0, 1.0),
     "construction.relevance_threshold": (-math.inf, math.inf),
     "eval.relevance_threshold": (-math.inf, math.inf),
     "backbone.timeout_s": (0.0, math.inf), "data.check_timeout_s": (0.0, math.inf),

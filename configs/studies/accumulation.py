@@ -10,14 +10,21 @@ Real size (gpt-oss-120b on vLLM, Spider, ReAct; 200 construction tasks, 100 held
     python -m countermem_jax.report runs/study_accumulation --out runs/report_accumulation
 
 Cells land in runs/study_accumulation/cells/<method>/order<o>/n<n>/ (ordinary workdirs), the
-numbers behind the figure in runs/study_accumulation/study.json. A smaller run changes
---config.protocol.checkpoints='(0,5,10)' --config.base.splits.n_build=10 --config.protocol.regression_tasks=5.
+numbers behind the figure in runs/study_accumulation/study.json.
+
+Smallest command that runs here (CPU model on Spider, 20 held-out tasks; a construction split of
+10 keeps 8 tasks once the held-out tasks' paraphrase twins are removed, so the last checkpoint is
+8):
+
+    python -m countermem_jax.study --config=configs/studies/accumulation.py:cpu \
+        --config.protocol.checkpoints='(0,4,8)' --config.base.splits.n_build=10 --config.base.splits.n_eval=20 \
+        --config.protocol.regression_tasks=4 --config.protocol.orderings=2 --workdir=/tmp/study_accumulation
 """
 from countermem_jax.studies import protocols
 
 
-def get_config():
+def get_config(arg=None):
     return protocols.paper_study(
-        "accumulation", splits=dict(n_build=200, n_eval=100),
+        "accumulation", arg=arg, splits=dict(n_build=200, n_eval=100),
         checkpoints=(0, 25, 50, 100, 200), orderings=5, ordering_seed=0,
         methods=("countermem", "reasoningbank"), regression_tasks=25)

@@ -11,13 +11,19 @@ setting's sizes (countermem_jax/config_defaults.py SETTINGS) and all five select
 Needs every benchmark's data and checker (README "The twelve settings");
 --config.protocol.benchmarks='("spider","bird","smtlib","satlib")' runs the ones a CPU machine can
 check, and the summaries then name what is missing.
+
+Smallest command that runs here (CPU model, two benchmarks, ReAct):
+
+    python -m countermem_jax.study --config=configs/studies/breakdown.py:cpu \
+        --config.protocol.benchmarks='("spider","satlib")' --config.protocol.agents='("react",)' \
+        --workdir=/tmp/study_breakdown
 """
 from countermem_jax.studies import protocols
 from countermem_jax.domains import registry
 
 
-def get_config():
+def get_config(arg=None):
     return protocols.paper_study(
-        "breakdown", seeds=None,
+        "breakdown", arg=arg, seeds=None,
         benchmarks=tuple(b.name for b in registry.paper_settings()),
         agents=("react", "reflexion"))

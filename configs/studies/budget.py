@@ -13,13 +13,19 @@ protocol.construction_fraction and printed in study.json's notes.
 
 --config.protocol.benchmarks='("spider","satlib")' --config.protocol.token_budget=2400000 keeps
 the per-benchmark share at 1.2M on the domains this machine can check.
+
+Smallest command that runs here (CPU model, Spider and SATLIB, 100k task-run tokens each):
+
+    python -m countermem_jax.study --config=configs/studies/budget.py:cpu \
+        --config.protocol.benchmarks='("spider","satlib")' --config.protocol.token_budget=200000 \
+        --workdir=/tmp/study_budget
 """
 from countermem_jax.studies import protocols
 
 
-def get_config():
+def get_config(arg=None):
     return protocols.paper_study(
-        "budget",
+        "budget", arg=arg,
         benchmarks=("minif2f", "swebench", "spider", "dafnybench", "satlib"),
         methods=("reasoningbank", "reasoningbank_matts", "reasoningbank_verified", "countermem"),
         token_budget=6_000_000, construction_fraction=0.5)

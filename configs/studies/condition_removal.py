@@ -3,7 +3,8 @@ r"""Study 3, condition removal (paper Appendix E.3, Fig. 6(b); Appendix D.4 deno
     python -m countermem_jax.study --config=configs/studies/condition_removal.py --workdir=runs/study_conditions
     python -m countermem_jax.study --config=configs/studies/condition_removal.py:cpu --workdir=/tmp/study_conditions
 
-The first command is the paper's size (Spider, ReAct, gpt-oss-120b). Both variants read one store
+The second is the smallest command that runs here (the CPU model on Spider); the first
+is the paper's size (Spider, ReAct, gpt-oss-120b). Both variants read one store
 and one trained selector; ``eval.remove_conditions`` removes the applicability condition c at both
 sites (the retrieval filter no longer enforces it, the rendered record no longer shows it),
 everything else unchanged. Harmful use is per selected record use, on ordinary and on look-alike

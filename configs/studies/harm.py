@@ -3,7 +3,8 @@ r"""Study 10 (beyond the paper), harm measured against the paired draft.
     python -m countermem_jax.study --config=configs/studies/harm.py --workdir=runs/study_harm
     python -m countermem_jax.study --config=configs/studies/harm.py:cpu --workdir=/tmp/study_harm
 
-The first command is the paper's size (Spider, ReAct, gpt-oss-120b). The paper's reuse label is
+The second is the smallest command that runs here (the CPU model on Spider); the first
+is the paper's size (Spider, ReAct, gpt-oss-120b). The paper's reuse label is
 neutral when memory changes a first attempt, so a record that breaks a task the draft would have
 solved is never counted harmful. The memory-free base run executed that draft at the same decision:
 beside the paper's harmful-use rate, each selected use is judged against the paired draft's own

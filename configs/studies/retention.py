@@ -3,7 +3,8 @@ r"""Study 4, retention rules at equal capacity (paper §5.2(d), Fig. 3(d); Appen
     python -m countermem_jax.study --config=configs/studies/retention.py --workdir=runs/study_retention
     python -m countermem_jax.study --config=configs/studies/retention.py:cpu --workdir=/tmp/study_retention
 
-The first command is the paper's size (Spider, ReAct, gpt-oss-120b). The paper's B = 200 rarely
+The second is the smallest command that runs here (the CPU model on Spider); the first
+is the paper's size (Spider, ReAct, gpt-oss-120b). The paper's B = 200 rarely
 binds on a 60-task stream, so this study sets ``memory.capacity = 10`` for every rule (CPU: 2),
 which binds whenever construction admits more records; each variant builds its own store (the
 rule decides evictions during construction) and trains its own selector. It prints per rule:

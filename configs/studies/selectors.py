@@ -3,7 +3,8 @@ r"""Study 11 (beyond the paper), learned vs fixed selectors (the paper's stated 
     python -m countermem_jax.study --config=configs/studies/selectors.py --workdir=runs/study_selectors
     python -m countermem_jax.study --config=configs/studies/selectors.py:cpu --workdir=/tmp/study_selectors
 
-The first command is the paper's size (Spider, ReAct, gpt-oss-120b, five DQN seeds). One store,
+The second is the smallest command that runs here (the CPU model on Spider); the first
+is the paper's size (Spider, ReAct, gpt-oss-120b, five DQN seeds). One store,
 one trained DQN and the same held-out tasks for all four: the DQN, always-skip, always-top-1 and a
 relevance threshold (``eval.relevance_threshold``, 0.5). It prints per selector: score [95% CI],
 change vs the base agent, selected record uses, harmful-use rate and calls per solved task.

@@ -13,11 +13,17 @@ construction tasks give the sources, the 200 held-out tasks the ordinary targets
 runs/study_transfer/cells/pairs/pairs.json lists every pair (source id, target id, target
 request); study.json's notes say how many candidates each condition had and why look-alike
 candidates were dropped.
+
+Smallest command that runs here (CPU model on Spider, 10 pairs per condition):
+
+    python -m countermem_jax.study --config=configs/studies/transfer.py:cpu \
+        --config.protocol.n_pairs=10 --config.base.splits.n_build=20 \
+        --config.base.splits.n_eval=20 --workdir=/tmp/study_transfer
 """
 from countermem_jax.studies import protocols
 
 
-def get_config():
+def get_config(arg=None):
     return protocols.paper_study(
-        "transfer", splits=dict(n_build=200, n_eval=200),
+        "transfer", arg=arg, splits=dict(n_build=200, n_eval=200),
         methods=("countermem", "reasoningbank"), n_pairs=60, pair_seed=0)

@@ -10,6 +10,10 @@ blamed for the task's failure.
 
 Updates happen only while construction is active; once the store is frozen for selector
 training and evaluation, u and the use counters no longer change (§4.2, Appendix C.3).
+
+The low-utility suppression gate (Appendix D.2) acts during construction only: a record whose u
+has fallen below a threshold after a number of uses is no longer offered to later construction
+tasks (it stays in the store; selector training and evaluation see every record).
 """
 import dataclasses
 
@@ -47,3 +51,9 @@ def update_reuse(record: MemoryRecord, label: int, rho: float = RHO) -> MemoryRe
         helpful_uses=record.helpful_uses + (label == 1),
         harmful_uses=record.harmful_uses + (label == -1),
     )
+
+
+def suppressed(record: MemoryRecord, below: float, after_uses: int) -> bool:
+    """The gate withholds ``record`` during construction: at least ``after_uses`` observed uses
+    (0 = gate off) and reuse utility u < ``below``."""
+    return after_uses > 0 and record.uses >= after_uses and record.reuse_utility < below

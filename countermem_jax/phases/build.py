@@ -18,6 +18,7 @@ from countermem_jax import construction_waves as waves
 from countermem_jax.agents import Agent, MemoryCalls
 from countermem_jax.counterfactual import CounterfactualBuilder
 from countermem_jax.memory import load_frozen, load_store, save_store
+from countermem_jax.memory.reuse import suppressed
 from countermem_jax.memory.store import MemoryStore
 from countermem_jax.memory_use import CounterMemAugmentation, prejudge_conditions
 from countermem_jax import phase_loop
@@ -111,7 +112,8 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
     try:
         return await waves.build_in_waves(
             store, todo, run_task, wave_size=cfg.construction.wave_size,
-            make_index=functools.partial(context.retrieval_index, ctx.method),
+            make_index=functools.partial(context.retrieval_index, ctx.method,
+                                        construction=True),
             make_checker=functools.partial(context.condition_checker, ctx.method), log=wd.log,
             commit=commit, position=len(done),
             # without a response cache a call made ahead would be made again by the run
@@ -157,10 +159,18 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     # this snapshot and refuse it if its content hash changed.
     frozen = store.freeze()
     wd.write_frozen(frozen)
-    summary = {"records": len(frozen), "hash": frozen.content_hash(),
+    # The gate's effect on the store (Appendix D.2): records construction stopped offering;
+    # they stay in the frozen store, which training and evaluation read without the gate.
+    gated = [r.record_id for r in frozen.records if suppressed(
+        r, cfg.memory.suppress_below, cfg.memory.suppress_after_uses)]
+    wd.log.write("suppression_gate", phase="construction", suppressed=len(gated),
+                 record_ids=gated, below=cfg.memory.suppress_below,
+                 after_uses=cfg.memory.suppress_after_uses)
+    summary = {"records": len(frozen), "hash": frozen.content_hash(), "suppressed": len(gated),
                "tasks": len(ctx.splits.build) if constructs else 0,
                "tokens": ctx.ledger.total("construction").total, "waves": wave_totals}
     wd.log.write("phase_end", phase="construction", ledger=ctx.ledger.summary(), **summary)
     print(f"built {len(frozen)} records from {summary['tasks']} construction tasks; frozen "
-          f"store {wd.frozen} (hash {frozen.content_hash()[:16]})")
+          f"store {wd.frozen} (hash {frozen.content_hash()[:16]}); {len(gated)} withheld by the "
+          "low-utility gate during construction (offered again from selector training on)")
     return summary

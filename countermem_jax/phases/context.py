@@ -23,6 +23,7 @@ from countermem_jax.backbones.factory import make_backbone
 from countermem_jax.checker_pool import CheckerPool
 from countermem_jax.counterfactual import ConstructionConfig
 from countermem_jax.memory import scoring
+from countermem_jax.memory.reuse import suppressed
 from countermem_jax.memory.store import StoreConfig
 from countermem_jax.phases.workdir import PhaseError, Workdir
 from countermem_jax.prompting.failures import ParseFailureLog
@@ -54,6 +55,8 @@ class RetrievalConfig:
     intervention: str = "matched"
     intervention_seed: int = 0
     remove_conditions: bool = False
+    suppress_below: float = 0.0         # the low-utility gate, construction only (Appendix D.2)
+    suppress_after_uses: int = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,13 +179,17 @@ def condition_checker(method: MethodConfig) -> CompositeChecker:
                             method.unknown_condition)
 
 
-def retrieval_index(method: MethodConfig, records, checker,
-                    evaluation: bool = False) -> RetrievalIndex:
+def retrieval_index(method: MethodConfig, records, checker, evaluation: bool = False,
+                    construction: bool = False) -> RetrievalIndex:
     """Module III's index over ``records`` with the config's top-k, reuse weight (Eq. 8) and
     condition filter; at ``evaluation`` also the studies' evaluation-only interventions on the
     same store (``eval.retrieval_intervention`` and its seed, §6.2; ``eval.remove_conditions``,
-    Appendix E.3)."""
+    Appendix E.3). During ``construction`` the low-utility suppression gate leaves out the
+    records it withholds (Appendix D.2; inactive in training and evaluation)."""
     r = _sections(method).retrieval
+    if construction:
+        records = [rec for rec in records
+                   if not suppressed(rec, r.suppress_below, r.suppress_after_uses)]
     interventions = dict(intervention=r.intervention,
                          intervention_seed=r.intervention_seed) if evaluation else {}
     return RetrievalIndex(records, top_k=r.top_k, reuse_weight=r.reuse_weight, checker=checker,

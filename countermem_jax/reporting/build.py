@@ -7,7 +7,8 @@ import datetime
 import pathlib
 
 from countermem_jax import intervals, provenance
-from countermem_jax.reporting import figures, load, stats, study_figures, studies, tables
+from countermem_jax.reporting import (backbone_summary, domain_studies, figures, load, stats,
+                                      study_figures, studies, tables)
 from countermem_jax.reporting import learning
 
 # One row per workdir in provenance.csv and the report's last table (Reproducibility statement:
@@ -117,16 +118,25 @@ def _study_sections(records: list, out, written, csv_of) -> list:
         names[record["study"]] = names.get(record["study"], 0) + 1
         stem = "study_" + record["study"] + (f"_{names[record['study']]}"
                                              if names[record["study"]] > 1 else "")
-        rows, diffs = studies.rows(record), studies.differences(record)
+        rows = studies.rows(record)
+        diffs = (studies.differences(record) if record["schema"] != studies.DOMAINS_SCHEMA
+                 else domain_studies.differences(record, rows))
         csv_of(f"{stem}.csv", rows)
         written[f"{stem}.png"] = out / f"{stem}.png"
-        study_figures.draw(record, rows, written[f"{stem}.png"])
+        columns = _STUDY_COLUMNS
+        if record["schema"] == studies.DOMAINS_SCHEMA:  # Fig. 4: four-domain values drawn,
+            columns = _STUDY_COLUMNS[:3] + ["scope", "x", "mean", "ci95_low", "ci95_high",
+                                            "units_n", "status"]   # each domain's in the table
+            study_figures.draw(record, [r for r in rows if r["scope"] == domain_studies.FOUR],
+                               written[f"{stem}.png"])
+        else:
+            study_figures.draw(record, rows, written[f"{stem}.png"])
         md += [f"## Study: {record.get('title', record['study'])} ({record.get('paper', '')})",
                "", f"From `{record['_dir']}`, code version `{record.get('code_version')}`, "
                f"backbone `{record.get('backbone')}`.", "",
                tables.markdown_dicts([{**r, "method": r["method"] + (
                    tables.FEW_TASKS_MARK if r["few_tasks"] else "")} for r in rows],
-                   _STUDY_COLUMNS), "",
+                   columns), "",
                f"Mean and 95% bootstrap CI over runs (seeds, orderings) and units where a row "
                f"has several runs, over units otherwise; {tables.FEW_TASKS_MARK} = fewer than "
                f"{stats.MIN_TASKS} units. Numbers: `{stem}.csv`.", "",
@@ -181,6 +191,17 @@ def _main_sections(arms, provenances, out, written, csv_of, png_of, now) -> list
         "Per paper domain (benchmark registry), the equal-weight mean of its benchmarks' scores; "
         "task-run tokens in millions (mean over runs of the total). 95% CIs from a stratified "
         "bootstrap (each benchmark resampled on its own). Numbers: `domain_table.csv`.", "",
+    ]
+    groups = backbone_summary.rows(arms)
+    if groups:   # Appendix E.1: one arrow per agent–backbone group, base -> CounterMem
+        csv_of("backbone_summary.csv", groups)
+        png_of("backbone_summary.png", backbone_summary.draw, groups)
+        md += ["## Backbone summary (Appendix E.1)", "",
+               tables.markdown_dicts(groups, list(groups[0])), "",
+               "Four-domain score: the mean of Math, Coding, Text-to-SQL and SAT, each the mean "
+               f"of its benchmarks; tokens in millions. {backbone_summary.CAVEAT} Numbers: "
+               "`backbone_summary.csv`.", "", "![backbone summary](backbone_summary.png)", ""]
+    md += [
         "## Scores per benchmark", "",
         tables.markdown(header, main_rows), "",
         f"Score (0-100) with 95% bootstrap CI: {intervals.N_RESAMPLES} resamples, numpy seed "

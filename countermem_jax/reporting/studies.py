@@ -28,7 +28,8 @@ from countermem_jax.reporting.load import AGENT_LABELS, NOT_RECORDED, ReportErro
 STUDY_FILE = "study.json"
 VARIANT_SCHEMA = "countermem-study/1"
 ROWS_SCHEMA = "countermem-study-rows/1"
-SCHEMAS = (VARIANT_SCHEMA, ROWS_SCHEMA)
+DOMAINS_SCHEMA = "countermem-study-domains/1"   # §6 over four domains (``domain_studies``)
+SCHEMAS = (VARIANT_SCHEMA, ROWS_SCHEMA, DOMAINS_SCHEMA)
 
 
 def is_study(path) -> bool:
@@ -174,6 +175,9 @@ def _variant_schema(record: dict) -> list:
 
 def rows(record: dict) -> list:
     """The numbers behind a study's figure: one flat dict per plotted point."""
+    if record["schema"] == DOMAINS_SCHEMA:
+        from countermem_jax.reporting import domain_studies
+        return domain_studies.rows(record)
     return _rows_schema(record) if record["schema"] == ROWS_SCHEMA else _variant_schema(record)
 
 
@@ -185,6 +189,9 @@ def _per_task_mean(per_seed: dict, ids: list) -> np.ndarray:
 def differences(record: dict) -> list:
     """Paired tests over tasks between every two methods (variants) on the same tasks."""
     out = []
+    if record["schema"] == DOMAINS_SCHEMA:   # each variant against the full method
+        from countermem_jax.reporting import domain_studies
+        return domain_studies.differences(record)
     if record["schema"] == ROWS_SCHEMA:
         # Rows comparable pairwise: same panel, metric and x, with per-unit values and ids;
         # each method's per-unit value is averaged over its runs, then paired on shared units.

@@ -69,9 +69,11 @@ def _bars(ax, rows: list, colors: dict) -> None:
             ax.bar(pos, [r["mean"] for r in shown], width, yerr=_err(shown), capsize=3,
                    label=method if len(methods) > 1 else None, color=colors[method])
         for r in mine:
-            if r["mean"] is None:
-                ax.annotate("n/a", (cats.index(str(r["x"])) + (i - (len(methods) - 1) / 2)
-                                    * width, 0), ha="center", fontsize=7)
+            if r["mean"] is None:   # the reason when the record gives one ("not run: ...")
+                ax.annotate(r.get("status") or "n/a",
+                            (cats.index(str(r["x"])) + (i - (len(methods) - 1) / 2) * width, 0),
+                            ha="center", fontsize=6, rotation=90 if r.get("status") else 0,
+                            va="bottom")
     few = {str(r["x"]) for r in rows if r["few_tasks"]}
     ax.set_xticks(range(len(cats)), [c + (FEW_TASKS_MARK if c in few else "") for c in cats],
                   rotation=20 if len(cats) > 3 else 0, ha="right" if len(cats) > 3 else "center",
@@ -95,8 +97,11 @@ def draw(record: dict, rows: list, path) -> None:
         ax.set_ylabel(f"{mine[0]['ylabel']}, 95% CI", fontsize=8)
         if len({r["method"] for r in mine}) > 1 and ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    fig.suptitle(f"{record.get('title', record['study'])} — {record.get('paper', '')}",
-                 fontsize=10)
+    title = f"{record.get('title', record['study'])} — {record.get('paper', '')}"
+    missing = sorted({r["status"] for r in rows if r.get("status") and r["mean"] is None})
+    if missing:   # e.g. "Math not run: Lean absent": no value averaged over fewer domains
+        title += "\n" + "; ".join(missing)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=_DPI)
     plt.close(fig)

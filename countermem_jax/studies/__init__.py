@@ -57,6 +57,8 @@ Finished phases are skipped, so a killed study resumes.
          "harmful_vs_draft_rate"},              # study 10: per selected use paired with the draft
        "base_metrics": {...same keys, the memory-free base run...},
        "paired": {"<seed>": {"paired_tasks", "rescued", "broken", "net"}},
+       "per_task_counts": {"base"|"<seed>": {"<task_id>": [calls, solved, retrieved_records,
+                           action_changes, harmful_changes]}},   # Fig. 4 over four domains
        "by_task_kind": {"ordinary": {metrics, "n_tasks"},
                         "look_alike": {metrics, "n_tasks"}}   # condition_removal only
      }, ...
@@ -85,5 +87,7 @@ relevance_threshold).
 "ci95": [lo, hi] (two-level bootstrap over seeds and tasks), "per_seed", "seeds", "tasks",
 "method"}. A rate whose denominator is zero is null. Numbers are plain JSON floats; nothing in
 the file needs the run directories to be read again, but every value can be recomputed from them.
+A config with a ``grid`` section runs such a study per benchmark and agent (``studies.grid``:
+§6 over Table 1's four domains) and writes the "countermem-study-domains/1" record.
 """
 SCHEMA = "countermem-study/1"

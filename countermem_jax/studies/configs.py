@@ -42,3 +42,19 @@ def study_config(name: str, title: str, paper: str, variants: dict, arg: str | N
     if task_kinds:
         c.task_kinds = ml_collections.ConfigDict(task_kinds)
     return c
+
+
+def four_domain_config(study: ml_collections.ConfigDict, arg: str, full: str,
+                       panels: list) -> ml_collections.ConfigDict:
+    """``study`` (a one-setting study config) run over Table 1's four domains and both agents
+    (``studies.grid``). ``arg`` is ``four_domains[,<backbone>]`` (gptoss, api, cpu); ``full`` the
+    full method's variant; ``panels`` Fig. 4's panels: {panel, title, stats, unit}."""
+    backbone = (arg.split(",") + ["gptoss"])[1]
+    from countermem_jax.studies import grid
+    c = ml_collections.ConfigDict(study.to_dict())
+    c.base = base_run_config("cpu" if backbone == "cpu" else f"spider,react,{backbone}")
+    c.grid = grid.grid_section(full)
+    if backbone == "cpu":   # the CPU schedule's sizes for every benchmark
+        c.grid.setting_sizes = False
+    c.grid_panels = tuple(dict(p) for p in panels)
+    return c

@@ -36,11 +36,13 @@ def study_config(name: str, base, **protocol) -> ml_collections.ConfigDict:
 
 
 def paper_study(name: str, *, seeds: tuple | None = (0,), splits: dict | None = None,
-                **protocol) -> ml_collections.ConfigDict:
+                arg: str | None = None, **protocol) -> ml_collections.ConfigDict:
     """A protocol study at paper size: ReAct on Spider with gpt-oss-120b as ``base`` (cells of
     other benchmarks take their setting's sizes), ``seeds`` selector seeds (None: the paper's
-    five), ``splits`` overriding the split sizes."""
-    base = config_defaults.setting_config("spider", "react", "gptoss")
+    five), ``splits`` overriding the split sizes. ``arg`` "cpu": the CPU quickstart backbone and
+    schedule instead (``config_defaults.spider_cpu_config``), for the small commands."""
+    base = (config_defaults.spider_cpu_config("react") if arg == "cpu"
+            else config_defaults.setting_config("spider", "react", "gptoss"))
     if seeds is not None:
         base.selector.seeds = tuple(seeds)
     base.splits.update(splits or {})

@@ -35,6 +35,8 @@ from countermem_jax.reporting.studies import value_at
 from countermem_jax.studies import SCHEMA
 
 EVALUATION_FILE = "evaluation.json"
+# The per-task counts of study.json's ``per_task_counts``, in this order.
+COUNT_FIELDS = ("calls", "solved", "retrieved_records", "action_changes", "harmful_changes")
 STUDY_FILE = "study.json"
 # Config sections that decide the memory-free base run: equal sections, identical base run.
 _BASE_RUN_SECTIONS = ("data", "splits", "agent", "backbone")
@@ -192,6 +194,7 @@ def run_variant(name: str, cfg, root: pathlib.Path, donors: _Donors, phase_kwarg
 
 
 PROTOCOL_STUDIES = "countermem_jax.studies.protocols"  # studies 5–9, each its own protocol
+GRID_STUDIES = "countermem_jax.studies.grid"  # a variant study per benchmark and agent
 
 
 def run_any(study, workdir, *, config_path: str = "") -> dict:
@@ -199,6 +202,9 @@ def run_any(study, workdir, *, config_path: str = "") -> dict:
     ``variants`` to ``run_study``."""
     if "protocol" in study:
         return importlib.import_module(PROTOCOL_STUDIES).run(study, workdir)
+    if "grid" in study:  # several benchmarks and agents (§6 over Table 1's four domains)
+        return importlib.import_module(GRID_STUDIES).run_grid(study, workdir,
+                                                               config_path=config_path)
     return run_study(study, workdir, config_path=config_path)
 
 
@@ -280,6 +286,24 @@ class _VariantRuns:
         """Solved (0/100) as [seed keys × tasks], the layout ``intervals.summarize`` takes."""
         return np.array([_solved(self.ends[k], task_ids) for k in self.ends])
 
+    def counts(self, task_ids: list) -> dict:
+        """Per seed key (and "base") and task: [evaluator calls, solved, retrieved records,
+        action changes, harmful changes] (``COUNT_FIELDS``), the per-task numbers the report's
+        four-domain ratios resample (Fig. 4(b,d))."""
+        def per_task(ends, decisions):
+            by_task = {}
+            for d in decisions:
+                by_task.setdefault(d["task_id"], []).append(d)
+            ends = {e["task_id"]: e for e in ends}
+            out = {}
+            for t in task_ids:
+                m = metrics.run_metrics([ends[t]], by_task.get(t, []))
+                out[t] = [m["world_model_calls"], m["solved"]] + [
+                    m.get(k, 0) for k in COUNT_FIELDS[2:]]
+            return out
+        return {"base": per_task(self.base_ends, self.base_decisions),
+                **{k: per_task(self.ends[k], self.decisions[k]) for k in self.ends}}
+
     def metrics_on(self, task_ids: set) -> dict:
         """Mean over seeds of ``metrics.run_metrics`` restricted to ``task_ids``."""
         base = [d for d in self.base_decisions if d["task_id"] in task_ids]
@@ -360,6 +384,7 @@ def summarize_study(study, configs: dict, evaluations: dict, root: pathlib.Path,
             "metrics": r.metrics_on(set(eval_ids)),
             "base_metrics": metrics.run_metrics(r.base_ends, r.base_decisions),
             "paired": result["aggregate"]["paired"],
+            "per_task_counts": r.counts(eval_ids),
         }
         variants[name] = entry
     kinds = study.get("task_kinds")
