@@ -10,6 +10,8 @@ import shlex
 
 import pytest
 
+from countermem_jax import paths
+
 from countermem_jax import config_validation, domains
 from countermem_jax.phases import context
 from countermem_jax.studies import cells, grid, runner
@@ -78,7 +80,9 @@ def test_every_config_states_a_small_command():
         [p.name for p in CONFIGS if not small_commands(p)]
 
 
-@pytest.mark.skipif(not os.environ.get("COUNTERMEM_DATA"), reason="needs the shipped data")
+@pytest.mark.skipif(not (paths.data_root() / "spider").exists() or
+                    not (paths.data_root() / "satlib").exists(),
+                    reason="needs the shipped Spider and SATLIB data")
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
 def test_small_command_passes_validation(path):
     for module, arg, overrides in small_commands(path):
