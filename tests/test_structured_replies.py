@@ -14,7 +14,7 @@ import pytest
 
 from countermem_jax.agents import Agent, AgentConfig, MemoryCalls
 from countermem_jax.agents import TaskContext as AgentTaskContext
-from countermem_jax.backbones import preflight
+from countermem_jax import preflight_checks as preflight
 from countermem_jax.backbones.base import (Charge, OutputConstraint, SamplingParams,
                                           TokenLedger)
 from countermem_jax.backbones.cache import cache_key
