@@ -179,6 +179,10 @@ async def run_async(cfg, duration_s: float = 60.0, concurrency: int | None = Non
     names = templates_of(cfg)
     bcfg = cfg.backbone.copy_and_resolve_references()
     bcfg.cache_dir = ""   # the servers are being tested, not the response cache
+    # bounded so that a dead or stuck server still ends the preflight within five minutes:
+    # probes (two attempts of at most 60 s), then the measurement and its last requests
+    bcfg.timeout_s = min(float(bcfg.get("timeout_s", 60.0)), 60.0)
+    bcfg.max_attempts = min(int(bcfg.get("max_attempts", 2)), 2)
     backbone = factory.make_backbone(bcfg)
     try:
         rows = list(await asyncio.gather(*[_probe(backbone, cfg, n) for n in names]))
