@@ -230,3 +230,14 @@ def test_llama_cpp_constrained_edit_reply_meets_its_schema():
     assert constraints.json_object(result.text)["edits"][0]["find"] in ACTION
     assert failures.summary()["GENERATE_LOCAL_ALTERNATIVES"]["constraint_violations"] == 0
     assert parsed.ok or parsed.used_fallback
+
+
+def test_preflight_refuses_an_unknown_method_in_one_line(tmp_path):
+    path = tmp_path / "bad.py"
+    path.write_text("from countermem_jax import config_defaults\n\ndef get_config():\n"
+                    "    c = config_defaults.gptoss_config('spider')\n"
+                    "    c.method = 'bogus'\n    return c\n")
+    proc = subprocess.run([sys.executable, "-m", "countermem_jax.preflight", f"--config={path}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("preflight: unknown method 'bogus'")
