@@ -14,6 +14,7 @@ from countermem_jax.checker_pool import CheckerPool
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
 from countermem_jax.prompting import prompts
 from countermem_jax.prompting.failures import ParseFailureLog
+from countermem_jax.retrieval import conditions
 from evaluators.base import Evaluator, Outcome, State, Task
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ class TaskContext:
     failures: int = 0         # evaluated actions that failed the success criterion
     tokens: int = 0           # LLM tokens charged to this task
     llm_calls: int = 0        # LLM calls charged to this task (repair rounds included)
+    cached_tokens: int = 0    # prompt tokens of those calls the server served from its cache
     decision: int = 0
     decision_tokens_start: int = 0
     expanded_failures: int = 0
@@ -46,13 +48,14 @@ class TaskContext:
         """Where an LLM call made for the current decision is booked in the ledger."""
         return Charge(self.phase, f"{self.run}/{self.task.task_id}#{self.decision}", purpose)
 
-    def book(self, tokens: int, calls: int = 1) -> None:
+    def book(self, tokens: int, calls: int = 1, cached_tokens: int = 0) -> None:
         """Counts LLM usage spent on this task's behalf: into task-run tokens and, since the
         decision's tokens are ``tokens - decision_tokens_start``, into the current decision's
         cost (Eq. 10). Every LLM call made for a task must be booked here once (paper §4.4:
         task-run tokens count reasoning, retrieval and augmentation)."""
         self.tokens += tokens
         self.llm_calls += calls
+        self.cached_tokens += cached_tokens   # of those tokens, prompt tokens the server had cached
 
 
 @dataclasses.dataclass
@@ -114,7 +117,8 @@ class MemoryCalls:
         its reasoning effort only on a backbone that takes one."""
         effort = settings.reasoning_effort if self._agent.backbone.reasoning_effort else None
         return SamplingParams(temperature=settings.temperature, max_tokens=settings.max_tokens,
-                              seed=self._agent.cfg.seed, reasoning_effort=effort or None)
+                              seed=self._agent.cfg.seed, reasoning_effort=effort or None,
+                              constraint=conditions.JUDGE_CONSTRAINT)
 
     async def chat(self, ctx: TaskContext, messages, params: SamplingParams, purpose: str):
         """``Agent.chat``: a raw call charged to ``ctx``'s decision and booked on its run."""
@@ -176,14 +180,17 @@ class Agent:
         parsed = await prompts.call_template(self.backbone, template, fields, charge=ctx.charge(),
                                              params=params or self.params, parse_args=parse_args,
                                              failures=self.failures)
-        ctx.book(parsed.tokens, parsed.attempts)
+        ctx.book(parsed.tokens, parsed.attempts, parsed.cached_tokens)
         return parsed
 
     async def chat(self, ctx: TaskContext, messages, params: SamplingParams, purpose: str):
         """A raw LLM call on behalf of ``ctx``'s current decision (e.g. a condition judge's
-        question): charged to the ledger under that decision and booked on the task run."""
-        result = await self.backbone.chat(messages, params, ctx.charge(purpose))
-        ctx.book(result.usage.total)
+        question): charged to the ledger under that decision and booked on the task run; a
+        truncated reply is asked again once and a broken constraint counted
+        (``prompts.checked_chat``)."""
+        result, usage, calls = await prompts.checked_chat(
+            self.backbone, messages, params, ctx.charge(purpose), self.failures)
+        ctx.book(usage.total, calls, usage.cached_tokens)
         return result
 
     def _history(self, ctx: TaskContext) -> str:
@@ -252,7 +259,8 @@ class Agent:
         if self.runlog:
             self.runlog.write("task_end", run=run, phase=phase, task_id=task.task_id,
                               solved=ctx.solved, calls=ctx.calls, failures=ctx.failures,
-                              tokens=ctx.tokens, llm_calls=ctx.llm_calls,
+                              tokens=ctx.tokens, cached_tokens=ctx.cached_tokens,
+                              llm_calls=ctx.llm_calls,
                               cf_checks=ctx.cf_checks, cf_tokens=ctx.cf_tokens,
                               decisions=ctx.decision + 1,
                               benchmark=task.benchmark, domain=task.domain, **(extra or {}))

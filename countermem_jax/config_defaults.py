@@ -40,6 +40,10 @@ def base_config() -> ml_collections.ConfigDict:
         kind="llama_cpp", model_path="", n_ctx=4096, n_threads=0, base_urls="", model="",
         max_concurrency=64, timeout_s=600.0, max_attempts=6, reasoning_effort="", cache_dir=""))
     c.backbone.api_key_env = ""   # hosted APIs: the environment variable holding the key
+    # Structured replies: output constraints sent to the server; a reply cut off at its token
+    # limit is asked once more with this budget (0: twice the call's own; docs/structured_replies.md)
+    c.backbone.constraints = True
+    c.backbone.max_tokens_on_truncation = 0
     # Appendix B.4: B = 200 records, k = 3 retrieved, λ_reuse = 0.2; utility retention (Eq. 5).
     c.memory = ml_collections.ConfigDict(dict(
         capacity=200, retention="utility", seed=0, top_k=3, reuse_weight=0.2,

@@ -61,6 +61,7 @@ INT_RANGES = {
     "backbone.n_ctx": (1, None), "backbone.max_concurrency": (1, None),
     "backbone.max_attempts": (1, None), "data.generated_per_family": (1, None),
     "selector.dqn.replay_capacity": (1, None),
+    "backbone.max_tokens_on_truncation": (0, None),
 }
 # dotted field -> (smallest, largest) for real numbers (finite, within the bounds)
 REAL_RANGES = {

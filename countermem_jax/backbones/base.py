@@ -14,13 +14,44 @@ import asyncio
 import collections
 import contextvars
 import dataclasses
+import json
+import logging
 import threading
 from typing import Any, Sequence
 
 Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
 
+log = logging.getLogger(__name__)
+
 # The three phases of Algorithm 1 (Appendix C.3); "other" for tools outside a run.
 PHASES = ("construction", "selector_training", "evaluation", "other")
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputConstraint:
+    """What a structured reply must look like, enforced while decoding where the backend can.
+
+    ``json_schema`` is the canonical JSON text of a JSON schema (text, so the constraint is
+    hashable and keys the response cache exactly); ``grammar`` a GBNF grammar, for backends that
+    take one. ``name`` names it to the server (vLLM's ``json_schema.name``) and in logs.
+    """
+    name: str
+    json_schema: str = ""
+    grammar: str = ""
+
+    @classmethod
+    def from_schema(cls, name: str, schema: dict) -> "OutputConstraint":
+        """The constraint of a JSON schema given as a dict."""
+        return cls(name, json.dumps(schema, sort_keys=True, separators=(",", ":")))
+
+    @property
+    def schema(self) -> dict | None:
+        """The JSON schema as a dict, or None for a grammar."""
+        return json.loads(self.json_schema) if self.json_schema else None
+
+    def to_json(self) -> dict:
+        """The constraint as a dict of strings (the response-cache key holds it)."""
+        return {"name": self.name, "json_schema": self.json_schema, "grammar": self.grammar}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,12 +67,19 @@ class SamplingParams:
     seed: int | None = 0
     stop: tuple[str, ...] = ()
     reasoning_effort: str | None = None   # gpt-oss: "low" | "medium" | "high"
+    constraint: OutputConstraint | None = None   # the reply's structure, enforced when decoding
 
     def to_json(self) -> dict:
         """The settings as a dict (a tuple ``stop`` stays a tuple until JSON-dumped). Every
         field is a scalar or a tuple of strings, so no deep copy (``dataclasses.asdict``, ten
-        times slower) is needed: it runs once per chat call, in the response cache's key."""
-        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        times slower) is needed: it runs once per chat call, in the response cache's key. An
+        unconstrained call leaves ``constraint`` out, so its key is what it was before
+        constraints existed."""
+        out = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        constraint = out.pop("constraint")
+        if constraint is not None:
+            out["constraint"] = constraint.to_json()
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,12 +87,15 @@ class Usage:
     """Token counts of one call or a sum of calls.
 
     ``reasoning_tokens`` are the part of ``completion_tokens`` the server reported as thinking;
-    they are not added again to ``total``. Adding usages of different ``source`` gives "mixed".
+    they are not added again to ``total``. ``cached_tokens`` are the part of ``prompt_tokens``
+    the server served from its prefix cache (vLLM's ``prompt_tokens_details.cached_tokens``);
+    they too stay inside ``total``. Adding usages of different ``source`` gives "mixed".
     """
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0
     source: str = "server"   # "server" or "tokenizer" (counted locally when the server gave none)
+    cached_tokens: int = 0
 
     @property
     def total(self) -> int:
@@ -65,7 +106,8 @@ class Usage:
         return Usage(self.prompt_tokens + other.prompt_tokens,
                      self.completion_tokens + other.completion_tokens,
                      self.reasoning_tokens + other.reasoning_tokens,
-                     self.source if self.source == other.source else "mixed")
+                     self.source if self.source == other.source else "mixed",
+                     self.cached_tokens + other.cached_tokens)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +117,9 @@ class ChatResult:
     ``text`` is the answer channel; ``reasoning`` the thinking the server separated from it (empty
     when none); ``model`` the name the server reported; ``cached`` whether the response cache
     served it; ``server`` which base URL answered (for load and failure diagnosis).
+    ``finish_reason`` is the server's ("stop", "length" when the token budget cut the reply off;
+    empty when the backend says nothing); ``constrained`` whether the call's output constraint
+    was sent to a backend that enforces it (a reply that breaks it then is a violation).
     """
     text: str
     reasoning: str = ""
@@ -82,6 +127,8 @@ class ChatResult:
     model: str = ""
     cached: bool = False
     server: str = ""
+    finish_reason: str = ""
+    constrained: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,9 +222,20 @@ class Backbone(abc.ABC):
     # whether a repeated request is answered from a response cache (and joins an identical one
     # in flight): calls made ahead for a later run (construction waves) pay off only then
     answers_repeats: bool = False
+    # the token budget a reply cut off at its limit is asked again with, once (0: never);
+    # set from ``backbone.max_tokens_on_truncation``
+    max_tokens_on_truncation: int = 0
 
     def __init__(self, ledger: TokenLedger | None = None):
         self.ledger = ledger or TokenLedger()
+
+    def note_unconstrained(self, reason: str) -> None:
+        """Says once per backbone that output constraints are not enforced here (``reason``),
+        so structured replies fall back to parsing alone."""
+        if not getattr(self, "_said_unconstrained", False):
+            self._said_unconstrained = True
+            log.warning("%s: output constraints are not enforced (%s); structured replies are "
+                        "parsed and validated only", self.model_name, reason)
 
     async def chat(self, messages: Sequence[Message], params: SamplingParams = SamplingParams(),
                    charge: Charge = Charge()) -> ChatResult:

@@ -1,6 +1,6 @@
 """Opt-in on-disk response cache: re-running an experiment with the same seeds makes no LLM call.
 
-Key = sha256 of (model, messages, sampling params). One JSON file per key, written to a temporary
+Key = sha256 of (model, messages, sampling params, the output constraint among them). One JSON file per key, written to a temporary
 file and renamed, so concurrent runs sharing a cache never see a partial entry (two writers of
 the same key write the same content; the last rename wins). A cached result keeps the usage of
 the original call, so token totals of a re-run match the first run; the ledger counts it as cached.
@@ -45,7 +45,8 @@ from countermem_jax.backbones.base import Backbone, ChatResult, SamplingParams, 
 
 
 def cache_key(model: str, messages, params: SamplingParams) -> str:
-    """sha256 hex of the canonical JSON of (model, messages, sampling params).
+    """sha256 hex of the canonical JSON of (model, messages, sampling params), the call's
+    output constraint included (``SamplingParams.to_json``).
 
     Everything that can change a reply is in the key and nothing else: the server URL, the
     phase and the charge are not, so one cached reply serves any run that asks the same thing.
@@ -161,7 +162,9 @@ class CachedBackbone(Backbone):
             if path.name not in self._on_disk(key[:2]):
                 raise FileNotFoundError(path)
             obj = json.loads(path.read_text(encoding="utf-8"))
-            result = ChatResult(obj["text"], obj["reasoning"], Usage(**obj["usage"]), obj["model"])
+            result = ChatResult(obj["text"], obj["reasoning"], Usage(**obj["usage"]), obj["model"],
+                                finish_reason=obj.get("finish_reason", ""),
+                                constrained=obj.get("constrained", False))
         except FileNotFoundError:
             pass
         except (json.JSONDecodeError, KeyError, TypeError):
@@ -207,8 +210,7 @@ def _retrieve_outcome(call: asyncio.Future) -> None:
 
 def _as_hit(result: ChatResult) -> ChatResult:
     """A reply as the cache returns it: the original text and usage, marked cached."""
-    return ChatResult(result.text, result.reasoning, result.usage, result.model, cached=True,
-                      server="cache")
+    return dataclasses.replace(result, cached=True, server="cache")
 
 
 def _write_entry(path: pathlib.Path, text: str) -> None:
@@ -306,7 +308,9 @@ class _EntryWriter:
         """Serialises and writes one entry, creating its fan-out folder the first time (again
         if it was removed since)."""
         text = json.dumps({"text": result.text, "reasoning": result.reasoning,
-                           "usage": dataclasses.asdict(result.usage), "model": result.model})
+                           "usage": dataclasses.asdict(result.usage), "model": result.model,
+                           "finish_reason": result.finish_reason,
+                           "constrained": result.constrained})
         if path.parent not in self._made:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._made.add(path.parent)

@@ -7,6 +7,10 @@
     max_concurrency, timeout_s, max_attempts, reasoning_effort
     api_key_env: name of the environment variable holding an API key (never a file)
     cache_dir: optional response cache folder
+    constraints: send each structured reply's output constraint to the server (default True;
+        a server that refuses it is asked without, and that is said once)
+    max_tokens_on_truncation: the token budget a reply cut off at its limit is asked again
+        with, once (0 or unset: 2x the call's own budget; a value at or below it: no retry)
 Tests build the scripted backbone directly; it has no config kind.
 """
 import os
@@ -37,10 +41,12 @@ def make_backbone(cfg, ledger: TokenLedger | None = None) -> Backbone:
     kind or a missing API-key variable is a ``ValueError`` with the fix in its message.
     """
     kind = cfg.kind
+    retry_budget = int(cfg.get("max_tokens_on_truncation") or 0)   # 0: twice the call's
     if kind == "llama_cpp":
         from countermem_jax.backbones.llama_cpp_backbone import LlamaCppBackbone
         backbone = LlamaCppBackbone(cfg.get("model_path") or None, n_ctx=cfg.get("n_ctx", 4096),
-                                    n_threads=cfg.get("n_threads") or None, ledger=ledger)
+                                    n_threads=cfg.get("n_threads") or None, ledger=ledger,
+                                    max_tokens_on_truncation=retry_budget)
     elif kind == "openai":
         from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
         key_env = cfg.get("api_key_env") or ""
@@ -51,10 +57,12 @@ def make_backbone(cfg, ledger: TokenLedger | None = None) -> Backbone:
             _urls(cfg.base_urls), cfg.model, max_concurrency=cfg.get("max_concurrency", 64),
             timeout_s=cfg.get("timeout_s", 600.0), max_attempts=cfg.get("max_attempts", 6),
             reasoning_effort=cfg.get("reasoning_effort") or None, ledger=ledger,
-            api_key=os.environ[key_env] if key_env else "EMPTY")
+            api_key=os.environ[key_env] if key_env else "EMPTY",
+            constraints=bool(cfg.get("constraints", True)), max_tokens_on_truncation=retry_budget)
     else:
         raise ValueError(f"unknown backbone kind {kind!r}; expected 'llama_cpp' or 'openai' "
                          "(tests build ScriptedBackbone directly)")
     if cfg.get("cache_dir"):
         backbone = CachedBackbone(backbone, cfg.cache_dir)
+        backbone.max_tokens_on_truncation = retry_budget
     return backbone

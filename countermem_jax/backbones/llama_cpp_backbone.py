@@ -2,7 +2,10 @@
 
 The stand-in for the paper's served gpt-oss-120b on machines without an accelerator: same
 ``Backbone`` interface, same accounting, a 0.5B GGUF model by default (``gguf.py``). It
-reports no separate reasoning channel.
+reports no separate reasoning channel. A call's output constraint is enforced while decoding, as
+llama-cpp-python documents it: a JSON schema as ``response_format={"type": "json_object",
+"schema": ...}`` (compiled to a grammar), a GBNF grammar as a ``LlamaGrammar``; the finish
+reason ("length" when ``max_tokens`` cut the reply off) is passed on.
 """
 import asyncio
 import os
@@ -19,8 +22,10 @@ class LlamaCppBackbone(Backbone):
     a worker thread so the event loop keeps serving other tasks meanwhile.
     """
     def __init__(self, model_path: str | os.PathLike | None = None, *, n_ctx: int = 4096,
-                 n_threads: int | None = None, ledger=None, verbose: bool = False):
+                 n_threads: int | None = None, ledger=None, verbose: bool = False,
+                 max_tokens_on_truncation: int = 0):
         super().__init__(ledger)
+        self.max_tokens_on_truncation = max_tokens_on_truncation
         try:
             import llama_cpp
         except ImportError:
@@ -37,17 +42,28 @@ class LlamaCppBackbone(Backbone):
         self._lock = threading.Lock()  # one generation at a time: the context is not shareable
 
     def _generate(self, messages, params: SamplingParams) -> ChatResult:
-        """One blocking chat completion; usage as llama.cpp reports it."""
+        """One blocking chat completion; usage and finish reason as llama.cpp reports them."""
+        constraint = params.constraint
+        extra = {}
+        if constraint is not None and constraint.json_schema:
+            extra["response_format"] = {"type": "json_object", "schema": constraint.schema}
+        elif constraint is not None:
+            import llama_cpp
+            extra["grammar"] = llama_cpp.LlamaGrammar.from_string(constraint.grammar,
+                                                                  verbose=False)
         with self._lock:
             out = self._llm.create_chat_completion(
                 messages=messages, temperature=params.temperature, top_p=params.top_p,
                 max_tokens=params.max_tokens, seed=params.seed,
-                stop=list(params.stop) or None)
+                stop=list(params.stop) or None, **extra)
         usage = out.get("usage") or {}
-        return ChatResult(out["choices"][0]["message"].get("content") or "", "",
+        choice = out["choices"][0]
+        return ChatResult(choice["message"].get("content") or "", "",
                           Usage(int(usage.get("prompt_tokens", 0)),
                                 int(usage.get("completion_tokens", 0)), 0, "server"),
-                          self.model_name, server="in-process")
+                          self.model_name, server="in-process",
+                          finish_reason=choice.get("finish_reason") or "",
+                          constrained=constraint is not None)
 
     async def _chat(self, messages, params):
         """``_generate`` off the event loop."""

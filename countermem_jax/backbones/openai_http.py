@@ -11,13 +11,19 @@ server at ~100 requests/s whatever the concurrency; aiohttp keeps ≥ 0.8 of ide
 * retries with exponential backoff and full jitter (tenacity) on 429, 5xx, timeouts, dropped
   connections and malformed responses; never on other 4xx (the request itself is wrong);
 * when retries run out, ``BackboneError`` says which server failed and why;
-* usage comes from the server; the reasoning text is read from ``reasoning_content`` or
-  ``reasoning``; when a server reports no usage the gpt-oss tokenizer counts it.
+* usage comes from the server (cached prompt tokens included); the reasoning text is read from
+  ``reasoning_content`` or ``reasoning`` (vLLM has used both spellings), apart from the content;
+  when a server reports no usage the gpt-oss tokenizer counts it; ``finish_reason`` is kept;
+* a call's output constraint is sent as vLLM documents it: a JSON schema as the standard
+  ``response_format: {"type": "json_schema", ...}``, a grammar as ``structured_outputs``; a
+  server that rejects the field (HTTP 400 naming it) is asked again without it, and from then on
+  never sent it (said once in the log): replies are then parsed and validated only.
 """
 import asyncio
 import collections
 import dataclasses
 import heapq
+import logging
 import itertools
 import json
 import threading
@@ -32,8 +38,18 @@ from countermem_jax.backbones.base import (REQUEST_PRIORITY, Backbone, ChatResul
                                           SamplingParams, Usage)
 
 
+log = logging.getLogger(__name__)
+
+# Request fields that carry an output constraint (``_constraint_fields``).
+_CONSTRAINT_KEYS = ("response_format", "structured_outputs")
+
+
 class BackboneError(RuntimeError):
     """A request failed for good; the message names the server and the reason."""
+
+
+class _ConstraintRejected(Exception):
+    """The server refused a request because of its output-constraint field (HTTP 400)."""
 
 
 class _Retryable(Exception):
@@ -141,7 +157,8 @@ class OpenAICompatibleBackbone(Backbone):
     def __init__(self, base_urls: Sequence[str] | str, model: str, *, api_key: str = "EMPTY",
                  max_concurrency: int = 64, timeout_s: float = 600.0, max_attempts: int = 6,
                  backoff_initial_s: float = 0.5, backoff_max_s: float = 30.0,
-                 reasoning_effort: str | None = None, ledger=None):
+                 reasoning_effort: str | None = None, ledger=None, constraints: bool = True,
+                 max_tokens_on_truncation: int = 0):
         super().__init__(ledger)
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls:
@@ -154,6 +171,9 @@ class OpenAICompatibleBackbone(Backbone):
         self.max_attempts = max_attempts
         self.backoff = (backoff_initial_s, backoff_max_s)
         self.reasoning_effort = reasoning_effort
+        # False once a server refused a constraint (or the config turned them off)
+        self.constraints = constraints
+        self.max_tokens_on_truncation = max_tokens_on_truncation
         self._limit = _SharedLimit(max_concurrency)
         self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
         self._sessions_lock = threading.Lock()
@@ -196,14 +216,31 @@ class OpenAICompatibleBackbone(Backbone):
         effort = params.reasoning_effort or self.reasoning_effort
         if effort:
             body["reasoning_effort"] = effort
+        if params.constraint is not None:
+            if self.constraints:
+                body.update(_constraint_fields(params.constraint))
+            else:
+                self.note_unconstrained("backbone.constraints is off or the server refused them")
         return body
 
     async def _chat(self, messages: list[Message], params: SamplingParams) -> ChatResult:
         """One chat through the concurrency limit, with retries on another replica; raises
         ``BackboneError``.
         """
-        client = self._client()
         body = self._body(messages, params)
+        try:
+            result = await self._send(body, messages)
+        except _ConstraintRejected as err:
+            self.constraints = False
+            self.note_unconstrained(f"the server refused the constraint: {err}")
+            body = self._body(messages, params)
+            result = await self._send(body, messages)
+        sent = any(key in body for key in _CONSTRAINT_KEYS)
+        return dataclasses.replace(result, constrained=sent) if sent else result
+
+    async def _send(self, body: dict, messages) -> ChatResult:
+        """``body`` through the concurrency limit, with retries on another replica."""
+        client = self._client()
         # The replica of the previous attempt: ``_pick`` avoids it, so a retry goes elsewhere.
         last = {"server": None}
         retrying = tenacity.AsyncRetrying(
@@ -241,6 +278,10 @@ class OpenAICompatibleBackbone(Backbone):
                 if status >= 500:
                     replica.failed_until = time.monotonic() + 2.0
                 raise _Retryable(replica.url, f"HTTP {status}: {text[:200]}")
+            if status == 400 and any(key in body for key in _CONSTRAINT_KEYS) and any(
+                    key in text or word in text.lower() for key in _CONSTRAINT_KEYS
+                    for word in ("json_schema", "structured", "guided", "grammar")):
+                raise _ConstraintRejected(text[:200])
             if status >= 400:
                 raise BackboneError(f"{replica.url} rejected the request (HTTP {status}, not "
                                     f"retried): {text[:500]}")
@@ -262,18 +303,21 @@ class OpenAICompatibleBackbone(Backbone):
         """
         text = message.get("content") or ""
         reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
+        finish = payload["choices"][0].get("finish_reason") or ""
         usage = payload.get("usage")
         if usage and usage.get("prompt_tokens") is not None:
             details = usage.get("completion_tokens_details") or {}
+            prompt_details = usage.get("prompt_tokens_details") or {}
             used = Usage(int(usage.get("prompt_tokens") or 0),
                          int(usage.get("completion_tokens") or 0),
-                         int(details.get("reasoning_tokens") or 0), "server")
+                         int(details.get("reasoning_tokens") or 0), "server",
+                         int(prompt_details.get("cached_tokens") or 0))
         else:
             used = Usage(tokens.count_messages(messages),
                          tokens.count_tokens(text) + tokens.count_tokens(reasoning),
                          tokens.count_tokens(reasoning), "tokenizer")
         return ChatResult(text, reasoning, used, payload.get("model", self.model_name),
-                          server=server)
+                          server=server, finish_reason=str(finish))
 
     def chat_sync(self, messages, params=SamplingParams(), charge=None):
         """One blocking call (its own event loop, whose session is closed afterwards)."""
@@ -293,3 +337,14 @@ class OpenAICompatibleBackbone(Backbone):
             session = self._sessions.pop(asyncio.get_running_loop(), None)
         if session is not None:
             await session.close()
+
+
+def _constraint_fields(constraint) -> dict:
+    """The request fields of an output constraint, as vLLM's structured-outputs docs give them:
+    a JSON schema in the OpenAI-standard ``response_format`` (which hosted APIs take too), a
+    grammar in vLLM's ``structured_outputs`` (the ``guided_*`` fields it replaced were removed
+    in vLLM 0.12)."""
+    if constraint.json_schema:
+        return {"response_format": {"type": "json_schema", "json_schema": {
+            "name": constraint.name, "schema": constraint.schema, "strict": True}}}
+    return {"structured_outputs": {"grammar": constraint.grammar}}

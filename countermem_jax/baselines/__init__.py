@@ -166,7 +166,8 @@ async def abuild_baseline_memory(method: str, cfg, agent, construction_tasks, wo
                "tokens": agent.backbone.ledger.total("construction").total}
     if agent.runlog:
         agent.runlog.write("phase_end", phase="construction",
-                           ledger=agent.backbone.ledger.summary(), **summary)
+                           ledger=agent.backbone.ledger.summary(),
+                           replies=agent.failures.summary(), **summary)
     print(f"built {method} memory: {len(frozen.items)} items from {len(construction_tasks)} "
           f"construction tasks; frozen {paths.frozen} (hash {frozen.content_hash()[:16]})")
     return summary

@@ -169,7 +169,8 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     summary = {"records": len(frozen), "hash": frozen.content_hash(), "suppressed": len(gated),
                "tasks": len(ctx.splits.build) if constructs else 0,
                "tokens": ctx.ledger.total("construction").total, "waves": wave_totals}
-    wd.log.write("phase_end", phase="construction", ledger=ctx.ledger.summary(), **summary)
+    wd.log.write("phase_end", phase="construction", ledger=ctx.ledger.summary(),
+                 replies=ctx.parse_failures.summary(), **summary)
     print(f"built {len(frozen)} records from {summary['tasks']} construction tasks; frozen "
           f"store {wd.frozen} (hash {frozen.content_hash()[:16]}); {len(gated)} withheld by the "
           "low-utility gate during construction (offered again from selector training on)")

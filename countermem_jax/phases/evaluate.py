@@ -195,7 +195,7 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
           f"{table}\n{verified}metrics in {plan.metrics_path}, per run in "
           f"{wd.eval_runs}/<run>/")
     wd.log.write("phase_end", phase="evaluation", metrics_file=str(plan.metrics_path),
-                 ledger=ctx.ledger.summary())
+                 ledger=ctx.ledger.summary(), replies=ctx.parse_failures.summary())
     return result
 
 

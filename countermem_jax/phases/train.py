@@ -95,7 +95,8 @@ def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     wd.record_best_checkpoints({s: r["best_step"] for s, r in per_seed.items()})
     summary = {"seeds": {str(s): r for s, r in per_seed.items()},
                "tokens": ctx.ledger.total("selector_training").total}
-    wd.log.write("phase_end", phase="selector_training", ledger=ctx.ledger.summary(), **summary)
+    wd.log.write("phase_end", phase="selector_training", ledger=ctx.ledger.summary(),
+                 replies=ctx.parse_failures.summary(), **summary)
     for seed, result in per_seed.items():
         _print_seed(wd, seed, result)
     return summary

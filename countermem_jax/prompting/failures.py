@@ -3,10 +3,19 @@
 One ``ParseFailureLog`` per run, handed explicitly to whoever calls templates (the ``Agent``, and
 through it every augmentation and baseline), so two runs in one process never share a log and no
 phase has to repoint a module-level object. With a ``path`` each failure is also appended to a
-JSONL file (the phases use ``<workdir>/parse_failures.jsonl``).
+JSONL file (the phases use ``<workdir>/parse_failures.jsonl``). Beside the failures it counts,
+per template, what happened to the replies (``REPLY_OUTCOMES``), so the run's metrics report
+truncations and constraint violations next to parse failures.
 """
+import collections
 import json
 import threading
+
+# What is counted per template: calls made, replies cut off at their token limit, the retries
+# with the larger budget, replies that broke their output constraint, edits refused because
+# their FIND text is not in the action, and parse failures (violations included).
+REPLY_OUTCOMES = ("calls", "truncated", "truncation_retries", "constraint_violations",
+                  "refused_edits", "parse_failures")
 
 
 class ParseFailureLog:
@@ -16,15 +25,32 @@ class ParseFailureLog:
     def __init__(self, path=None):
         self.path = str(path) if path else None
         self.items: list[dict] = []
+        self.counts: dict[str, collections.Counter] = collections.defaultdict(
+            collections.Counter)
         self._lock = threading.Lock()
 
     def add(self, **item) -> None:
         """Records one failure (template, decision, attempt, error, the reply's start)."""
         with self._lock:
             self.items.append(item)
+            self.counts[item.get("template", "")]["parse_failures"] += 1
             if self.path:
                 with open(self.path, "a", encoding="utf-8") as f:
                     f.write(json.dumps(item, ensure_ascii=False) + "\n")
+
+    def count(self, template: str, outcome: str, n: int = 1) -> None:
+        """Adds ``n`` to ``outcome`` (one of ``REPLY_OUTCOMES``) of ``template``."""
+        if n:
+            with self._lock:
+                self.counts[template][outcome] += n
+
+    def summary(self) -> dict:
+        """{template: {outcome: count}} for every template called, every outcome present, plus
+        ``total`` over templates: what the phases log and report as ``replies``."""
+        with self._lock:
+            rows = {t: {o: c[o] for o in REPLY_OUTCOMES} for t, c in sorted(self.counts.items())}
+        rows["total"] = {o: sum(r[o] for r in rows.values()) for o in REPLY_OUTCOMES}
+        return rows
 
 
 class HeldParseFailures:
@@ -35,13 +61,20 @@ class HeldParseFailures:
     def __init__(self, target: ParseFailureLog):
         self.target = target
         self.items: list[dict] = []
+        self.counted: list[tuple[str, str, int]] = []
 
     def add(self, **item) -> None:
         """Holds one failure until ``release``."""
         self.items.append(item)
 
+    def count(self, template: str, outcome: str, n: int = 1) -> None:
+        """Holds one count until ``release``."""
+        self.counted.append((template, outcome, n))
+
     def release(self) -> None:
-        """Passes the held failures, in order, to the run's log."""
+        """Passes the held failures and counts, in order, to the run's log."""
         for item in self.items:
             self.target.add(**item)
-        self.items = []
+        for counted in self.counted:
+            self.target.count(*counted)
+        self.items, self.counted = [], []

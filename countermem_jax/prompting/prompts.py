@@ -5,7 +5,10 @@ decision units 4,000, environment context 3,000, rendered record 1,200, trajecto
 A stored record is rendered as a delimited data block, with the delimiters escaped inside its
 fields, so text in a record cannot pose as instructions. ``call_template`` renders, calls,
 parses, asks once more with a repair message on a contract violation, and logs every failure
-in the ``ParseFailureLog`` it is given. The templates that ask for an action (DRAFT_ACTION,
+in the ``ParseFailureLog`` it is given. A template with a structured reply has a ``ReplyFormat``
+(``constraints.py``): its JSON schema goes with the call as an output constraint, and the reply
+is validated after decoding. A reply cut off at its token limit is asked once more with the
+backbone's larger budget and is never booked as a parse failure. The templates that ask for an action (DRAFT_ACTION,
 REVISE_WITH_RECORD, REVISE_WITH_MEMORY) leave parsing the action to the task's domain
 (``countermem_jax/domains``): their parse argument ``domain`` is that ``Domain``.
 
@@ -25,8 +28,8 @@ import dataclasses
 import logging
 from typing import Any, Callable
 
-from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
-from countermem_jax.prompting import parsers
+from countermem_jax.backbones.base import Backbone, Charge, ChatResult, SamplingParams, Usage
+from countermem_jax.prompting import constraints, parsers
 from countermem_jax.prompting.failures import ParseFailureLog
 
 log = logging.getLogger(__name__)
@@ -89,7 +92,8 @@ def render_record(record, with_condition: bool = True) -> str:
 class Template:
     """One prompt of Appendix D.8: its messages, the truncation kind of each field, the parser of
     its output contract, an optional fallback value and the repair message. ``parses_action``
-    marks the templates whose reply is an action, parsed by the domain passed as ``domain``."""
+    marks the templates whose reply is an action, parsed by the domain passed as ``domain``;
+    ``reply`` is the output constraint of a structured reply (None: free text or an action)."""
     name: str
     system: str
     user: str
@@ -99,6 +103,7 @@ class Template:
     repair: str = "Your reply did not follow the required format ({error}). Reply again, " \
                   "following the format exactly and writing nothing else."
     parses_action: bool = False
+    reply: constraints.ReplyFormat | None = None
 
     def messages(self, **fields) -> list[dict]:
         """The chat messages, each field truncated to its kind's limit."""
@@ -146,11 +151,12 @@ GENERATE_LOCAL_ALTERNATIVES = Template(
     "You propose small local edits to a failed action. Each edit changes one part only.",
     "{task}\n\nFailed action:\n```\n{action}\n```\nChecker feedback: {feedback}\n\n"
     "Propose up to {k} different local edits, each changing one {unit} of the action (never "
-    "rewrite the whole action). Use exactly this format for each edit:\n"
-    "EDIT 1\nFIND: <exact text copied from the action>\nREPLACE: <the new text>\n",
+    "rewrite the whole action). Reply with one JSON object and nothing else:\n"
+    '{{"edits": [{{"find": "<exact text copied from the action>", "replace": "<the new text>"}}]}}'
+    "\n",
     {"task": "state", "action": "action", "feedback": "feedback"},
     lambda reply, action, k: parsers.parse_local_edits(reply, action, k),
-    fallback=lambda action, k: [])
+    fallback=lambda action, k: [], reply=constraints.LOCAL_EDITS)
 
 # Module II (§3.3): a verified contrast turned into the record's situation q and condition c.
 # The condition clause is the one Appendix D.8 quotes; "none" parses to the empty (universal)
@@ -160,85 +166,98 @@ DISTIL_RECORD = Template(
     "You turn a checked correction into a reusable note for future tasks.",
     "{task}\n\nOriginal action (failed):\n```\n{original}\n```\nImproved action (verified better by "
     "the checker):\n```\n{improved}\n```\nEvidence: {evidence}\n\n"
-    "Write exactly two lines:\n"
-    "SITUATION: <the kind of mistake and the situation it happens in, in general terms>\n"
-    "CONDITION: <a requirement of the NEW task that must hold before applying this. It must be "
-    "checkable and it must be able to be FALSE for a task that looks similar. Write \"none\" only if "
-    "no such requirement exists.>\n{condition_hint}",
+    "Reply with one JSON object and nothing else:\n"
+    '{{"situation": "<the kind of mistake and the situation it happens in, in general terms>", '
+    '"condition": "<a requirement of the NEW task that must hold before applying this. It must be '
+    "checkable and it must be able to be FALSE for a task that looks similar. Write none only if "
+    'no such requirement exists.>"}}\n{condition_hint}',
     {"task": "state", "original": "action", "improved": "action", "evidence": "feedback",
      "condition_hint": "context"},
-    lambda reply: parsers.parse_distilled(reply))
+    lambda reply: parsers.parse_distilled(reply), reply=constraints.DISTILLED)
 
 # Best-of-N control (Appendix D.5): an LLM judge, not the verifier, picks one of the N = 1 + K
 # candidates; two failed parses fall back to candidate 1, the memory-free draft.
 BEST_OF_N_JUDGE = Template(
     "BEST_OF_N_JUDGE", "You judge candidate actions without running them.",
     "{task}\n\nCandidates:\n{candidates}\n\nWhich candidate is most likely correct? Answer with "
-    "one line: CHOICE: <number>",
+    'one JSON object: {{"choice": <number>}}',
     {"task": "state", "candidates": "units"},
-    lambda reply, n: parsers.parse_choice(reply, n), fallback=lambda n: 1)
+    lambda reply, n: parsers.parse_choice(reply, n), fallback=lambda n: 1,
+    reply=constraints.CHOICE)
 
 # The Reflexion base agent (§4.1, beside ReAct): a verbal reflection after a failed attempt,
 # kept in the task's own context for its next attempt; it is not cross-task memory.
 REFLEXION_REFLECT = Template(
     "REFLEXION_REFLECT", "You reflect on a failed attempt to do better next time.",
     "{task}\n\nAttempt:\n```\n{action}\n```\nFeedback: {feedback}\n\nIn one or two sentences, say "
-    "what went wrong and what to do differently. Answer as: REFLECTION: <text>",
+    "what went wrong and what to do differently. Answer as one JSON object: "
+    '{{"reflection": "<text>"}}',
     {"task": "state", "action": "action", "feedback": "feedback"},
-    lambda reply: parsers.parse_single_field("REFLECTION")(reply))
+    lambda reply: parsers.parse_single_field("REFLECTION")(reply), reply=constraints.REFLECTION)
 
 # ExpeL baseline (Appendix D.5): one transferable lesson per completed attempt.
 EXPEL_INSIGHT = Template(
     "EXPEL_INSIGHT", "You extract lessons from completed attempts.",
     "Completed attempt:\n{trajectory}\n\nExtract one transferable lesson for similar future tasks. "
-    "Answer as: INSIGHT: <one sentence>",
-    {"trajectory": "trajectory"}, lambda reply: parsers.parse_single_field("INSIGHT")(reply))
+    'Answer as one JSON object: {{"insight": "<one sentence>"}}',
+    {"trajectory": "trajectory"}, lambda reply: parsers.parse_single_field("INSIGHT")(reply),
+    reply=constraints.INSIGHT)
 
 # Generative Agents baseline: a generalized reflection over stored experiences.
 GENERATIVE_AGENTS_REFLECT = Template(
     "GENERATIVE_AGENTS_REFLECT", "You write generalized reflections on experiences.",
-    "Experiences:\n{trajectory}\n\nWrite one generalized reflection for later retrieval. Answer as: "
-    "REFLECTION: <text>",
-    {"trajectory": "trajectory"}, lambda reply: parsers.parse_single_field("REFLECTION")(reply))
+    "Experiences:\n{trajectory}\n\nWrite one generalized reflection for later retrieval. Answer as "
+    'one JSON object: {{"reflection": "<text>"}}',
+    {"trajectory": "trajectory"}, lambda reply: parsers.parse_single_field("REFLECTION")(reply),
+    reply=constraints.REFLECTION)
 
 # Voyager baseline: a solved attempt stored as a named procedure with its applicability text.
 VOYAGER_SKILL = Template(
     "VOYAGER_SKILL", "You store reusable procedures.",
-    "Solved attempt:\n{trajectory}\n\nStore a reusable procedure. Answer with:\nNAME: <short name>\n"
-    "APPLIES_WHEN: <when to use it>\nSTEPS:\n1. <step>\n2. <step>",
-    {"trajectory": "trajectory"}, lambda reply: parsers.parse_skill(reply))
+    "Solved attempt:\n{trajectory}\n\nStore a reusable procedure. Answer with one JSON object:\n"
+    '{{"name": "<short name>", "applies_when": "<when to use it>", "steps": ["<step>", "<step>"]}}',
+    {"trajectory": "trajectory"}, lambda reply: parsers.parse_skill(reply), reply=constraints.SKILL)
+
+# The JSON object of a strategy item (ReasoningBank, MaTTS); braces doubled for ``str.format``.
+_STRATEGY_JSON = ('{{"title": "<title>", "description": "<one sentence>", '
+                  '"content": "<the strategy>"}}')
 
 # ReasoningBank baseline: a strategy item (title, description, content) from an attempt and
 # its self-judged verdict; it has no condition field, unlike a CounterMem record.
 REASONINGBANK_EXTRACT = Template(
     "REASONINGBANK_EXTRACT", "You distill reasoning strategies from past attempts.",
-    "Attempt ({verdict}):\n{trajectory}\n\nExtract a strategy. Answer with:\nTITLE: <title>\n"
-    "DESCRIPTION: <one sentence>\nCONTENT: <the strategy>",
-    {"trajectory": "trajectory"}, lambda reply: parsers.parse_strategy_item(reply))
+    "Attempt ({verdict}):\n{trajectory}\n\nExtract a strategy. Answer with one JSON object:\n"
+    + _STRATEGY_JSON,
+    {"trajectory": "trajectory"}, lambda reply: parsers.parse_strategy_item(reply),
+    reply=constraints.STRATEGY)
 
 # MaTTS control (6M-token comparison): several attempts at one task contrasted into one
 # strategy, without CounterMem's pairwise verification.
 MATTS_SELF_CONTRAST = Template(
     "MATTS_SELF_CONTRAST", "You contrast several attempts at the same task to extract strategies.",
     "Attempts at one task:\n{trajectory}\n\nContrast them and extract strategy-level guidance. "
-    "Answer with:\nTITLE: <title>\nDESCRIPTION: <one sentence>\nCONTENT: <the strategy>",
-    {"trajectory": "trajectory"}, lambda reply: parsers.parse_strategy_item(reply))
+    "Answer with one JSON object:\n" + _STRATEGY_JSON,
+    {"trajectory": "trajectory"}, lambda reply: parsers.parse_strategy_item(reply),
+    reply=constraints.STRATEGY)
 
 # Verified-feedback control: ReasoningBank's extractor given checked step outcomes, keeping
 # ReasoningBank's record format.
 REASONINGBANK_VERIFIED = Template(
     "REASONINGBANK_VERIFIED", "You distill reasoning strategies from checked attempts.",
-    "Attempt with checked step outcomes:\n{trajectory}\n\nExtract a strategy. Answer with:\n"
-    "TITLE: <title>\nDESCRIPTION: <one sentence>\nCONTENT: <the strategy>",
-    {"trajectory": "trajectory"}, lambda reply: parsers.parse_strategy_item(reply))
+    "Attempt with checked step outcomes:\n{trajectory}\n\nExtract a strategy. Answer with one "
+    "JSON object:\n" + _STRATEGY_JSON,
+    {"trajectory": "trajectory"}, lambda reply: parsers.parse_strategy_item(reply),
+    reply=constraints.STRATEGY)
 
 # Transfer study (Appendix D.4): a similar-looking task on which the stored condition is false.
 # A generated task is kept only after the applicability check confirms the condition fails.
 LOOK_ALIKE_TASK = Template(
     "LOOK_ALIKE_TASK", "You write test tasks.",
     "Original task:\n{task}\n\nStored condition: {condition}\n\nWrite a new task that looks very "
-    "similar but for which the condition is FALSE. Answer as: TASK: <the new task>",
-    {"task": "state", "condition": "feedback"}, lambda reply: parsers.parse_look_alike(reply))
+    "similar but for which the condition is FALSE. Answer as one JSON object: "
+    '{{"task": "<the new task>"}}',
+    {"task": "state", "condition": "feedback"}, lambda reply: parsers.parse_look_alike(reply),
+    reply=constraints.TASK)
 
 ALL = {t.name: t for t in (DRAFT_ACTION, REVISE_WITH_RECORD, GENERATE_LOCAL_ALTERNATIVES,
                            DISTIL_RECORD, BEST_OF_N_JUDGE, REFLEXION_REFLECT, EXPEL_INSIGHT,
@@ -250,7 +269,8 @@ ALL = {t.name: t for t in (DRAFT_ACTION, REVISE_WITH_RECORD, GENERATE_LOCAL_ALTE
 @dataclasses.dataclass(frozen=True)
 class Parsed:
     """What ``call_template`` got: the parsed value (or the fallback), the raw reply, how many
-    calls it took and the tokens they cost."""
+    calls it took and the tokens they cost; ``truncated`` when the last reply was still cut off
+    at its token limit after the retry with the larger budget."""
     ok: bool
     value: Any
     raw: str
@@ -258,28 +278,96 @@ class Parsed:
     error: str = ""
     used_fallback: bool = False
     tokens: int = 0           # prompt + completion tokens of every call made for this parse
+    truncated: bool = False
+    cached_tokens: int = 0    # of their prompt tokens, those the server's prefix cache served
+
+
+async def checked_chat(backbone: Backbone, messages: list, params: SamplingParams,
+                       charge: Charge, failures, validate: bool = True
+                       ) -> tuple[ChatResult, Usage, int]:
+    """One call whose reply, if cut off at its token limit (``finish_reason == "length"``), is
+    counted as ``truncated`` and asked once more with the backbone's larger budget
+    (``max_tokens_on_truncation``; 0 means twice the call's). Returns the last result, the
+    usage summed over the calls and the number of calls; counts go to ``failures`` under the call's purpose.
+    With ``validate``, a constrained reply that breaks its constraint is counted and logged
+    (a raw call's, e.g. the condition judge's; ``call_template`` validates its own)."""
+    name = charge.purpose
+    result = await backbone.chat(messages, params, charge)
+    spent, calls = result.usage, 1
+    failures.count(name, "calls")
+    if result.finish_reason == "length":
+        failures.count(name, "truncated")
+        budget = getattr(backbone, "max_tokens_on_truncation", 0) or 2 * params.max_tokens
+        if budget > params.max_tokens:
+            log.info("%s: reply cut off at %d tokens (%s); asking again with %d", name,
+                     params.max_tokens, charge.decision, budget)
+            failures.count(name, "truncation_retries")
+            result = await backbone.chat(messages, dataclasses.replace(params, max_tokens=budget),
+                                         charge)
+            spent, calls = spent + result.usage, 2
+            failures.count(name, "calls")
+            if result.finish_reason == "length":
+                failures.count(name, "truncated")
+    if (validate and params.constraint is not None and result.constrained
+            and result.finish_reason != "length"
+            and (broken := constraints.violation(params.constraint, result.text))):
+        # a raw call's reply (the condition judge's): counted here, read by its caller
+        failures.count(name, "constraint_violations")
+        failures.add(template=name, decision=charge.decision, attempt=calls,
+                     error=f"the reply breaks its output format ({broken})",
+                     reply=result.text[:1000])
+    return result, spent, calls
 
 
 async def call_template(backbone: Backbone, template: Template, fields: dict, *,
                         charge: Charge, params: SamplingParams = SamplingParams(),
                         parse_args: dict | None = None,
                         failures: ParseFailureLog) -> Parsed:
-    """Render, call, parse; one repair round on a contract violation; log every failure in
-    ``failures`` (Appendix D.8)."""
+    """Render, call (with the template's output constraint), validate, parse; one repair round
+    on a contract violation; log every failure in ``failures`` (Appendix D.8).
+
+    A reply still cut off at its token limit after ``checked_chat``'s retry is used if it parses
+    and otherwise gives the fallback, with no repair round and no parse failure booked: the
+    format was not the problem.
+    """
     parse_args = parse_args or {}
     # The template name is the call's purpose: the token ledger and the scripted test backbone
     # both key on it.
     charge = dataclasses.replace(charge, purpose=template.name)
+    fmt = template.reply
+    constraint = fmt.constraint(**parse_args) if fmt is not None else None
+    if constraint is not None:
+        params = dataclasses.replace(params, constraint=constraint)
     messages = template.messages(**fields)
-    reply, error, spent = "", "", 0
+    reply, error, spent, calls = "", "", Usage(), 0
     for attempt in (1, 2):
-        result = await backbone.chat(messages, params, charge)
-        reply = result.text
-        spent += result.usage.total
+        result, cost, made = await checked_chat(backbone, messages, params, charge, failures,
+                                                validate=False)
+        reply, spent, calls = result.text, spent + cost, calls + made
+        cut = result.finish_reason == "length"
         try:
-            return Parsed(True, template.parse(reply, **parse_args), reply, attempt, tokens=spent)
+            text = reply
+            if fmt is not None:
+                read = constraints.read_reply(fmt, reply, constraint,
+                                              result.constrained and not cut, parse_args)
+                failures.count(template.name, "refused_edits", read.refused)
+                if read.violation:
+                    failures.count(template.name, "constraint_violations")
+                    raise parsers.ParseError(f"the reply breaks its output format "
+                                             f"({read.violation})")
+                text = read.text
+            return Parsed(True, template.parse(text, **parse_args), reply, calls, tokens=spent.total, cached_tokens=spent.cached_tokens,
+                          truncated=cut)
         except parsers.ParseError as err:
             error = str(err)
+            if cut:
+                log.warning("%s: reply cut off at its token limit (%s); %s", template.name,
+                            charge.decision, "using the fallback" if template.fallback
+                            else "no value")
+                value = template.fallback(**parse_args) if template.fallback else None
+                return Parsed(False, value, reply, calls, "reply cut off at its token limit",
+                              used_fallback=template.fallback is not None, tokens=spent.total, cached_tokens=spent.cached_tokens,
+                              truncated=True)
             failures.add(template=template.name, decision=charge.decision, attempt=attempt,
                          error=error, reply=reply[:1000])
             log.info("%s parse failure (attempt %d, %s): %s", template.name, attempt,
@@ -289,9 +377,9 @@ async def call_template(backbone: Backbone, template: Template, fields: dict, *,
                                    {"role": "user", "content": template.repair.format(error=error)}]
     if template.fallback is not None:
         log.warning("%s: falling back after two parse failures (%s)", template.name, error)
-        return Parsed(False, template.fallback(**parse_args), reply, 2, error, used_fallback=True,
-                      tokens=spent)
-    return Parsed(False, None, reply, 2, error, tokens=spent)
+        return Parsed(False, template.fallback(**parse_args), reply, calls, error,
+                      used_fallback=True, tokens=spent.total, cached_tokens=spent.cached_tokens)
+    return Parsed(False, None, reply, calls, error, tokens=spent.total, cached_tokens=spent.cached_tokens)
 
 
 # ----------------------------------------------------------------------------- baselines (issue 15)
@@ -322,36 +410,37 @@ REVISE_WITH_MEMORY = Template(
 EXPEL_UPDATE = Template(
     "EXPEL_UPDATE", "You maintain a short list of insights learned from past attempts.",
     "Current insights ({room}):\n{insights}\n\n{experience}\n\nUpdate the insight list so it helps "
-    "with similar future tasks. Write one operation per line, only in these forms:\n"
-    "AGREE <n>: <existing insight n, which these attempts support>\n"
-    "EDIT <n>: <an improved version of insight n>\n"
-    "REMOVE <n>: <existing insight n, which is wrong or redundant>\n"
-    "ADD: <a new general insight>\nWrite NONE if nothing should change.",
+    "with similar future tasks. Answer with one JSON object listing the operations:\n"
+    '{{"operations": [{{"op": "<AGREE|EDIT|REMOVE|ADD>", "number": <n>, "text": "<text>"}}]}}\n'
+    "AGREE n: insight n, which these attempts support; EDIT n: text is an improved version of "
+    "insight n; REMOVE n: insight n is wrong or redundant; ADD (number 0): text is a new general "
+    "insight. An empty list if nothing should change.",
     {"insights": "context", "experience": "trajectory"},
-    lambda reply, n: parsers.parse_insight_operations(reply, n))
+    lambda reply, n: parsers.parse_insight_operations(reply, n),
+    reply=constraints.INSIGHT_OPERATIONS)
 
 # Generative Agents' importance score of a memory (1-10), one term of its retrieval score; an
 # unparsable reply counts as the middle value 5.
 GENERATIVE_AGENTS_IMPORTANCE = Template(
     "GENERATIVE_AGENTS_IMPORTANCE", "You rate memories of a problem-solving agent.",
     "On a scale of 1 to 10, where 1 is routine (nothing to learn) and 10 is highly informative for "
-    "solving future tasks, rate this memory.\nMemory: {memory}\nAnswer with one line: "
-    "IMPORTANCE: <integer>",
+    "solving future tasks, rate this memory.\nMemory: {memory}\nAnswer with one JSON object: "
+    '{{"importance": <integer>}}',
     {"memory": "trajectory"}, lambda reply: parsers.parse_importance(reply),
-    fallback=lambda: 5)
+    fallback=lambda: 5, reply=constraints.IMPORTANCE)
 
 # ReasoningBank's self-judgement of an attempt: the model, not the checker, decides success or
 # failure; an unparsable reply counts as failure.
 REASONINGBANK_JUDGE = Template(
     "REASONINGBANK_JUDGE", "You judge whether an attempt accomplished its task.",
-    "Attempt:\n{trajectory}\n\nDid the final action accomplish the task? Answer with one line: "
-    "VERDICT: success or VERDICT: failure",
+    "Attempt:\n{trajectory}\n\nDid the final action accomplish the task? Answer with one JSON "
+    'object: {{"verdict": "success"}} or {{"verdict": "failure"}}',
     {"trajectory": "trajectory"}, lambda reply: parsers.parse_verdict(reply),
-    fallback=lambda: "failure")
+    fallback=lambda: "failure", reply=constraints.VERDICT)
 
 # Doubled braces survive ``str.format`` as the literal JSON braces of the call syntax.
-_MEMORY_CALL_FORMAT = ('Write one call per line as\nCALL: {{"name": "<function>", "arguments": '
-                       '{{...}}}}\nthen the line DONE (or only DONE to call nothing).')
+_MEMORY_CALL_FORMAT = ('Answer with one JSON object listing the calls (an empty list to call '
+                       'nothing):\n{{"calls": [{{"name": "<function>", "arguments": {{...}}}}]}}')
 
 # MemGPT baseline: after an event the agent edits its core memory and archival store through
 # function calls only; an unparsable reply makes no call.
@@ -369,7 +458,7 @@ MEMGPT_MANAGE = Template(
     "Keep what will help on later tasks. " + _MEMORY_CALL_FORMAT,
     {"core": "context", "results": "context", "event": "trajectory"},
     lambda reply, allowed: parsers.parse_function_calls(reply, allowed),
-    fallback=lambda allowed: [])
+    fallback=lambda allowed: [], reply=constraints.FUNCTION_CALLS)
 
 # MemGPT baseline at a decision: the agent may search its archival memory before revising.
 MEMGPT_RECALL = Template(
@@ -379,7 +468,7 @@ MEMGPT_RECALL = Template(
     "Function:\narchival_memory_search(query): search archival memory\n" + _MEMORY_CALL_FORMAT,
     {"core": "context", "task": "state", "draft": "action"},
     lambda reply, allowed: parsers.parse_function_calls(reply, allowed),
-    fallback=lambda allowed: [])
+    fallback=lambda allowed: [], reply=constraints.FUNCTION_CALLS)
 
 ALL.update({t.name: t for t in (REVISE_WITH_MEMORY, EXPEL_UPDATE, GENERATIVE_AGENTS_IMPORTANCE,
                                 REASONINGBANK_JUDGE, MEMGPT_MANAGE, MEMGPT_RECALL)})

@@ -45,9 +45,11 @@ _DIFF_COLUMNS = ["agent", "benchmark", "method_a", "method_b", "tasks", "differe
 _RB_COLUMNS = ["agent", "method", "benchmark", "runs", "paired_tasks", "rescued_mean",
                "rescued_ci95_low", "rescued_ci95_high", "broken_mean", "broken_ci95_low",
                "broken_ci95_high", "net_mean"]
-# and the task runs' cost: LLM tokens and world-model calls per task (§4.4).
+# and the task runs' cost: LLM tokens (and the prompt tokens among them served from the
+# server's prefix cache) and world-model calls per task (§4.4).
 _COST_COLUMNS = ["agent", "method", "benchmark", "runs", "tasks", "tokens_per_task_mean",
-                 "tokens_per_task_ci95_low", "tokens_per_task_ci95_high", "wm_calls_per_task_mean",
+                 "tokens_per_task_ci95_low", "tokens_per_task_ci95_high",
+                 "cached_tokens_per_task_mean", "wm_calls_per_task_mean",
                  "wm_calls_per_task_ci95_low", "wm_calls_per_task_ci95_high"]
 
 

@@ -12,7 +12,8 @@
   rescued_broken  per method (not the base agent) against its own workdir's base run: rescued
                   (failed without memory, solved with it) and broken (the reverse) held-out tasks,
                   mean over runs with a 95% bootstrap CI (paper Appendix E.3)
-  cost            task-run tokens and world-model calls per task, with 95% bootstrap CIs
+  cost            task-run tokens, the prompt tokens among them the server served from its
+                  prefix cache, and world-model calls per task, with 95% bootstrap CIs
 Each is a list of flat dicts, written as CSV and rendered as markdown.
 """
 import csv
@@ -239,7 +240,9 @@ def cost(arms: list) -> list:
     for arm in sorted_arms(arms):
         for bench, ids in sorted(_columns(arm).items()):
             fields = {}
-            for name, key in (("tokens_per_task", "tokens"), ("wm_calls_per_task", "calls")):
+            for name, key in (("tokens_per_task", "tokens"),
+                              ("cached_tokens_per_task", "cached_tokens"),
+                              ("wm_calls_per_task", "calls")):
                 s = stats.summarize(_matrix(arm.runs, ids, lambda run, t, key=key: int(
                     run.tasks[t].get(key) or 0)))
                 fields.update(_interval_fields(s, f"{name}_"))

@@ -25,6 +25,7 @@ import dataclasses
 import re
 from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
 
+from countermem_jax.prompting import constraints
 from countermem_jax.retrieval import edit_conditions
 
 
@@ -135,6 +136,10 @@ class JudgeSettings:
 Ask = Callable[[str], Awaitable[Any]]   # prompt -> a str, or a reply with .text / .reasoning
 
 
+# The judge's output constraint: a verdict, nothing else (its tokens are charged to a decision).
+JUDGE_CONSTRAINT = constraints.JUDGE_VERDICT
+
+
 class LLMJudgeChecker:
     """Free-text conditions judged by the backbone.
 
@@ -147,7 +152,8 @@ class LLMJudgeChecker:
 
     PROMPT = ("You decide whether a stored correction applies to a new task.\n"
               "<condition>\n{condition}\n</condition>\n<task>\n{task}\n</task>\n"
-              "Does the condition hold for this task? Answer with exactly one word: YES or NO.")
+              "Does the condition hold for this task? Answer with one JSON object: "
+              '{{"verdict": "YES"}} or {{"verdict": "NO"}}.')
 
     def __init__(self, settings: JudgeSettings = JudgeSettings(), max_task_chars: int = 3000):
         self.settings = settings
@@ -159,13 +165,17 @@ class LLMJudgeChecker:
 
         Accepts a plain string reply or a reply object with ``.text`` and optional ``.reasoning``
         (a reasoning model may put its answer only in the latter; ``parse_verdict`` handles both).
+        The reply's constraint (``JUDGE_CONSTRAINT``) asks for {"verdict": "YES" | "NO"}; a reply
+        that breaks it (counted by ``prompts.checked_chat``) is read by ``parse_verdict``, and
+        one that states no verdict is undecided: the judge has no repair round.
         """
         key = (condition, task.task_id, task.scope)
         if key not in self._cache:
             reply = await ask(self.PROMPT.format(condition=condition, task=task.text[: self._max]))
             text, reasoning = (reply, "") if isinstance(reply, str) else (
                 reply.text, getattr(reply, "reasoning", ""))
-            self._cache[key] = parse_verdict(text, reasoning)
+            verdict = constraints.verdict_of(text)
+            self._cache[key] = verdict if verdict is not None else parse_verdict(text, reasoning)
         return self._cache[key]
 
     def check(self, condition: str, task: TaskContext) -> bool | None:

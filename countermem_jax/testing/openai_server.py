@@ -9,7 +9,12 @@ It counts requests and the peak number served at once.
 
 The injected failures are the ones the client must survive on a real deployment (429 and 5xx
 are retried, 400 is not, malformed JSON and dropped connections are retried), and the peak
-count lets a test check that the client's concurrency limit holds. The replies are canned
+count lets a test check that the client's concurrency limit holds. It can also answer as vLLM
+answers gpt-oss (``gpt_oss_style``): the reasoning in its own field, content that meets the
+request's output constraint (an instance built from its JSON schema), ``finish_reason: length``
+with empty content when ``max_tokens`` is below what the reasoning spends, cached prompt tokens
+in the usage, and, when told, a constraint ignored (a reply in free text, as vLLM does while a
+reasoning parser is on) or refused (HTTP 400, as a server without structured outputs). The replies are canned
 echoes unless a ``responder`` scripts them (``GET /stats`` reports the counts, ``GET
 /stats?reset=1`` starts them again); ``server_process`` runs one given as ``module:factory``
 with a JSON config, e.g. the benchmark's scripted SQL model (``countermem_jax/perf/
@@ -80,6 +85,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.close_connection = True
                 self.connection.shutdown(2)
                 return
+            if server.refuse_constraints and ("response_format" in request
+                                              or "structured_outputs" in request):
+                self._send(400, b'{"error": {"message": "response_format is not supported"}}')
+                return
             if behavior in ("500", "429", "400", "503"):
                 self._send(int(behavior), b'{"error": "injected failure"}')
                 return
@@ -116,17 +125,29 @@ class LocalOpenAIServer:
     client must count tokens itself; ``reasoning_field`` names the field the reasoning text is
     sent in ("reasoning_content" or "reasoning", as servers differ); ``name`` appears in the
     echo, to tell several servers (replicas) apart. The port is chosen by the OS.
+    ``gpt_oss_style`` answers as vLLM serves gpt-oss: a reply spends ``reasoning_tokens``
+    thinking first (cut off with empty content and ``finish_reason: length`` when ``max_tokens``
+    is smaller), then content meeting the request's JSON schema unless ``ignore_constraints``;
+    ``cached_tokens`` are reported as ``prompt_tokens_details.cached_tokens``;
+    ``refuse_constraints`` answers any constrained request with HTTP 400.
     """
 
     def __init__(self, latency_s: float = 0.0, default: str = "ok", with_usage: bool = True,
                  reasoning_field: str = "reasoning_content", name: str = "local",
-                 responder=None):
+                 responder=None, gpt_oss_style: bool = False, reasoning_tokens: int = 0,
+                 cached_tokens: int = 0, ignore_constraints: bool = False,
+                 refuse_constraints: bool = False):
         self.latency_s = latency_s
         self.responder = responder
         self.default = default
         self.with_usage = with_usage
         self.reasoning_field = reasoning_field
         self.name = name
+        self.gpt_oss_style = gpt_oss_style
+        self.reasoning_tokens = reasoning_tokens
+        self.cached_tokens = cached_tokens
+        self.ignore_constraints = ignore_constraints
+        self.refuse_constraints = refuse_constraints
         self.script: collections.deque[str] = collections.deque()
         self.lock = threading.Lock()
         self.in_flight = 0
@@ -162,12 +183,23 @@ class LocalOpenAIServer:
         last = request.get("messages", [{}])[-1].get("content", "")
         text = (self.responder(request) if self.responder is not None
                 else f"echo from {self.name}: {last[:50]}")
-        message = {"role": "assistant", "content": text, self.reasoning_field: "thinking..."}
+        finish, reasoning = "stop", "thinking..."
+        if self.gpt_oss_style:
+            schema = ((request.get("response_format") or {}).get("json_schema") or {}).get(
+                "schema")
+            if schema is not None and not self.ignore_constraints and self.responder is None:
+                text = json.dumps(schema_instance(schema))
+            reasoning = "We need to answer in the requested format. " * 4
+            if int(request.get("max_tokens") or 0) < self.reasoning_tokens:
+                text, finish = "", "length"   # the budget went on thinking
+        message = {"role": "assistant", "content": text, self.reasoning_field: reasoning}
         out = {"id": "x", "object": "chat.completion", "model": request.get("model", "m"),
-               "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+               "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
         if self.with_usage:
             out["usage"] = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18,
                             "completion_tokens_details": {"reasoning_tokens": 3}}
+            if self.cached_tokens:
+                out["usage"]["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
         return out
 
     def __enter__(self):
@@ -177,6 +209,23 @@ class LocalOpenAIServer:
     def __exit__(self, *exc):
         self._httpd.shutdown()
         self._httpd.server_close()
+
+
+def schema_instance(schema: dict):
+    """The smallest instance of a JSON schema of the kinds the templates use (objects, arrays,
+    strings, integers, enums): what a server enforcing the schema could return."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object":
+        return {k: schema_instance(v) for k, v in schema.get("properties", {}).items()
+                if k in schema.get("required", schema.get("properties", {}))}
+    if kind == "array":
+        return [schema_instance(schema.get("items", {}))
+                for _ in range(max(1, int(schema.get("minItems", 1))))]
+    if kind == "integer":
+        return int(schema.get("minimum", 1))
+    return "x" * max(1, int(schema.get("minLength", 1)))
 
 
 def load_responder(spec: str, config_file: str = ""):

@@ -1,0 +1,36 @@
+r"""Preflight: checks, in under five minutes, that the servers a config names can run it.
+
+    python -m countermem_jax.preflight --config=configs/spider_react_gptoss.py
+
+One request per template of the config's method, with its output constraint and token budget,
+then requests per second at the configured concurrency for 60 s (``--duration_s``). Prints one
+table and a verdict (GO / NO-GO with the reasons); exits 1 on any failure.
+"""
+import sys
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from countermem_jax import preflight_checks as preflight
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
+                                          lock_config=False)
+_DURATION = flags.DEFINE_float("duration_s", 60.0, "Seconds of the throughput measurement.")
+_CONCURRENCY = flags.DEFINE_integer("concurrency", None,
+                                    "Requests in flight (default: backbone.max_concurrency).")
+
+
+def main(argv):
+    del argv
+    try:
+        report = preflight.run(_CONFIG.value, _DURATION.value, _CONCURRENCY.value)
+    except ValueError as err:   # a config that cannot be probed: one line, no traceback
+        print(f"preflight: {err}", file=sys.stderr)
+        sys.exit(1)
+    print(preflight.render(report))
+    sys.exit(0 if report.go else 1)
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["config"])
+    app.run(main)
