@@ -99,15 +99,13 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
         bar.set_postfix(records=len(committed), solved=solved,
                         tokens=ctx.ledger.total("construction").total)
         cf_checks += run_ctx.cf_checks
-        failures = ctx.parse_failures.items
+        replies = ctx.parse_failures.summary()["total"]
         writer.scalars(len(done), {
             "construction/records": len(committed),
             "construction/verified_share": ((committed.next_seq - seq_start) / cf_checks
                                             if cf_checks else None),
-            "construction/parse_failures": len(failures),
-            # replies cut at their token budget, where the failure log marks them
-            "construction/truncations": sum(1 for f in failures if f.get("truncated")
-                                            or f.get("finish_reason") == "length"),
+            "construction/parse_failures": replies["parse_failures"],
+            "construction/truncations": replies["truncated"],
             "construction/tokens": ctx.ledger.total("construction").total})
     try:
         return await waves.build_in_waves(
