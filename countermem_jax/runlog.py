@@ -18,7 +18,7 @@ of the *machine* may lose depends on the event (``durability``):
   line written before it, however many task ends arrived meanwhile (issue 14: no fsync on the event
   loop per task). A machine crash in that short window only makes resuming redo the task.
 - everything else (phase and seed boundaries, validations, construction waves, a construction
-  task's ``task_end`` and the events ``HeldEvents.commit`` appends) is durable before the call
+  task's ``task_end`` and the events ``RunLog.write_all`` appends) is durable before the call
   returns: a store, checkpoint or memory file saved right after it (construction records the task
   as processed) must never be ahead of the log.
 
@@ -66,6 +66,10 @@ def durability(event: str, fields: dict) -> str:
     if fields.get("phase") in GROUP_COMMITTED.get(event, ()):
         return "group"
     return "now"
+
+
+def _line(event: str, fields: dict) -> str:
+    return json.dumps({"event": event, **fields}, default=_default, ensure_ascii=False) + "\n"
 
 
 class _Writer:
@@ -241,8 +245,12 @@ class RunLog:
         """Appends ``{"event": event, **fields}`` as one line, flushed to the OS before it
         returns; when it is fsynced depends on the event (``durability``, module docstring).
         """
-        line = json.dumps({"event": event, **fields}, default=_default, ensure_ascii=False)
-        _writer(self.path).append(line + "\n", durability(event, fields))
+        _writer(self.path).append(_line(event, fields), durability(event, fields))
+
+    def write_all(self, events: "EventBuffer") -> None:
+        """Appends the buffered ``events`` in order, in one write, durable before it returns."""
+        if events.lines:
+            _writer(self.path).append("".join(events.lines), "now")
 
     def sync(self) -> None:
         """Returns once every event written so far is durable (e.g. before saving a checkpoint
@@ -289,32 +297,14 @@ class RunLog:
         return [d for decisions in done.values() for d in decisions]
 
 
-class HeldEvents:
-    """The events of a unit of work that may still be discarded, held back from ``target``:
-    a construction task run speculatively in a wave (``countermem_jax.construction_waves``)
-    writes here; ``commit`` appends its events to the log in one write, durable before it
-    returns (the store saved next records the task as processed), when the task
-    commits, and a discarded run's events are simply dropped, so nothing that reads the log
-    (resume, metrics, the cost of building) ever sees them. Serialised as they are written, so
+class EventBuffer:
+    """Events kept in memory and appended to a log in one write (``RunLog.write_all``): a
+    construction run until it commits, a selector-training episode. Serialised as written, so
     later changes to the objects logged do not leak in."""
 
-    def __init__(self, target: RunLog):
-        self.target = target
-        self.path = target.path
-        self._lines: list[str] = []
-        # what else the unit of work held back (its parse failures): released with its events
-        self.on_commit: list = []
+    def __init__(self):
+        self.lines: list[str] = []
 
     def write(self, event: str, **fields) -> None:
-        """Holds one event (the line ``RunLog.write`` would write)."""
-        self._lines.append(json.dumps({"event": event, **fields}, default=_default,
-                                      ensure_ascii=False) + "\n")
-
-    def commit(self) -> None:
-        """Appends the held events to the log, in order, and fsyncs them; holds nothing after."""
-        if self._lines:
-            _writer(self.target.path).append("".join(self._lines), "now")
-        self._lines = []
-        for release in self.on_commit:
-            release()
-        self.on_commit = []
+        """Keeps one event (the line ``RunLog.write`` would write)."""
+        self.lines.append(_line(event, fields))

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from countermem_jax import runlog
-from countermem_jax.runlog import HeldEvents, RunLog
+from countermem_jax.runlog import EventBuffer, RunLog
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -123,10 +123,11 @@ def test_boundaries_are_durable_before_the_write_returns(tmp_path, monkeypatch):
         log.write("transition", seed=0, episode=0)
         log.write(event, **fields)
         assert fsyncs.durable_bytes() == log.path.stat().st_size, event
-    held = HeldEvents(log)
-    held.write("decision", run="build", phase="construction", task_id="b1", decision=0)
-    held.write("task_end", run="build", phase="construction", task_id="b1")
-    held.commit()
+    buffered = EventBuffer()
+    buffered.write("decision", run="build", phase="construction", task_id="b1", decision=0)
+    buffered.write("task_end", run="build", phase="construction", task_id="b1")
+    assert log.finished("build") == set()  # nothing written until write_all
+    log.write_all(buffered)
     assert fsyncs.durable_bytes() == log.path.stat().st_size
     assert log.finished("build") == {"b1"}
 

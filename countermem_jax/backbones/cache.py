@@ -62,8 +62,6 @@ class CachedBackbone(Backbone):
     it apart except by ``ChatResult.cached``. ``hits`` / ``misses`` count lookups of this
     process (for the speed reports).
     """
-    answers_repeats = True
-
     def __init__(self, inner: Backbone, directory: str | os.PathLike):
         super().__init__(inner.ledger)
         self.inner = inner

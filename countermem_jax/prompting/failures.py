@@ -25,23 +25,3 @@ class ParseFailureLog:
             if self.path:
                 with open(self.path, "a", encoding="utf-8") as f:
                     f.write(json.dumps(item, ensure_ascii=False) + "\n")
-
-
-class HeldParseFailures:
-    """The parse failures of a unit of work that may still be discarded (a construction task run
-    speculatively in a wave): held back and passed to ``target`` by ``release`` when the work
-    commits, so a discarded run leaves nothing in the run's parse-failure log."""
-
-    def __init__(self, target: ParseFailureLog):
-        self.target = target
-        self.items: list[dict] = []
-
-    def add(self, **item) -> None:
-        """Holds one failure until ``release``."""
-        self.items.append(item)
-
-    def release(self) -> None:
-        """Passes the held failures, in order, to the run's log."""
-        for item in self.items:
-            self.target.add(**item)
-        self.items = []
