@@ -155,7 +155,7 @@ class SeedRun:
     async def _save_pending(self) -> None:
         """Validates the checkpoints reached since the last call, all at once (their validation
         episodes run concurrently), and saves them in order."""
-        # transitions are not fsynced one by one (runlog.UNSYNCED_EVENTS): make the ones these
+        # transitions are not fsynced one by one (``runlog``): make the ones these
         # checkpoints count durable before they are written
         self.wd.log.sync()
         done = set(self.ckpt.steps())
