@@ -131,7 +131,8 @@ class CachedBackbone(Backbone):
             del self._in_flight[key]
 
     async def _lookup_or_call(self, key, messages, params) -> ChatResult:
-        """A cached reply if a valid entry exists, else the inner backbone's reply, written."""
+        """A cached reply if a valid entry exists, else the inner backbone's reply, written
+        before it is returned."""
         with self._lock:
             recent = self._recent.get(key)
         if recent is not None:
@@ -153,9 +154,9 @@ class CachedBackbone(Backbone):
             return _as_hit(result)
         self.misses += 1
         result = await self.inner._chat(messages, params)
-        _store(path, result)
+        self._remember(key, result)  # a repeat is a hit from now on, written or not
+        await asyncio.to_thread(_store, path, result)  # off the event loop
         self._on_disk(key[:2]).add(path.name)
-        self._remember(key, result)
         return result
 
     async def aclose(self):
