@@ -43,10 +43,12 @@ class TaskContext:
     reflections: list = dataclasses.field(default_factory=list)
     solved: bool = False
     last_utility: float | None = None
+    ledger: object = None     # where its calls are booked when not the backbone's (``Agent``)
 
     def charge(self, purpose: str = "") -> Charge:
         """Where an LLM call made for the current decision is booked in the ledger."""
-        return Charge(self.phase, f"{self.run}/{self.task.task_id}#{self.decision}", purpose)
+        return Charge(self.phase, f"{self.run}/{self.task.task_id}#{self.decision}", purpose,
+                      self.ledger)
 
     def book(self, tokens: int, calls: int = 1, cached_tokens: int = 0) -> None:
         """Counts LLM usage spent on this task's behalf: into task-run tokens and, since the
@@ -124,12 +126,6 @@ class MemoryCalls:
         """``Agent.chat``: a raw call charged to ``ctx``'s decision and booked on its run."""
         return await self._agent.chat(ctx, messages, params, purpose)
 
-    async def chat_uncharged(self, messages, params: SamplingParams, purpose: str):
-        """A raw call on no decision's behalf (a condition judge's question asked ahead of the
-        run that will ask it: ``memory_use.prejudge_conditions``); its ledger record carries
-        only the purpose, for the caller to hold or drop."""
-        return await self._agent.backbone.chat(messages, params, Charge(purpose=purpose))
-
 
 @dataclasses.dataclass
 class AgentConfig:
@@ -151,16 +147,17 @@ class Agent:
 
     def __init__(self, backbone: Backbone, evaluator: Evaluator, domain, cfg: AgentConfig,
                  runlog=None, failures: ParseFailureLog | None = None, *,
-                 checks: CheckerPool | None = None):
+                 checks: CheckerPool | None = None, ledger=None):
         """``failures``: the run's parse-failure log; ``checks``: the phase's bounded pool for
         checker calls, shared by all its agents (without one, checks go to asyncio's default
-        executor, as ``asyncio.to_thread``)."""
+        executor, as ``asyncio.to_thread``); ``ledger``: where its tasks' calls are booked
+        (default: the backbone's)."""
         if cfg.kind not in ("react", "reflexion"):
             raise ValueError(f"unknown agent {cfg.kind!r}; expected 'react' or 'reflexion'")
         self.backbone, self.evaluator, self.domain, self.cfg = backbone, evaluator, domain, cfg
         self.runlog = runlog
         self.failures = failures if failures is not None else ParseFailureLog()
-        self.checks = checks
+        self.checks, self.ledger = checks, ledger
         self.params = SamplingParams(temperature=cfg.temperature, max_tokens=cfg.max_tokens,
                                      seed=cfg.seed)
 
@@ -221,7 +218,7 @@ class Agent:
         (the counters of §4.4); ``extra`` fields go into every row."""
         ctx = TaskContext(task, phase, run, self.evaluator.reset(task),
                           call_budget=self.cfg.max_attempts, token_budget=self.cfg.token_budget,
-                          max_decisions=self.cfg.max_attempts)
+                          max_decisions=self.cfg.max_attempts, ledger=self.ledger)
         for k in range(self.cfg.max_attempts):
             if ctx.tokens >= ctx.token_budget:
                 break

@@ -49,21 +49,14 @@ def judge_messages(prompt: str) -> list[dict]:
     return [{"role": "user", "content": prompt}]
 
 
-async def prejudge_conditions(calls: MemoryCalls, checker, task, run: str,
-                              conditions) -> None:
-    """Makes the condition judge's calls that a decision of ``task`` in run ``run`` would make
-    for ``conditions`` (``_judge_conditions``: the same requests, with a fresh ``checker``),
-    charged to nobody by the decision, their verdicts dropped. Construction in waves makes them
-    for runs still to come, so that the response cache holds the replies when a run asks
-    (issue 14); the caller holds the ledger charges (``backbones.base.hold_charges``)."""
-    judge = checker.judge
-    if judge is None or not conditions:
-        return
-    params = calls.judge_params(judge.settings)
-
-    async def ask(prompt: str):
-        return await calls.chat_uncharged(judge_messages(prompt), params, "CONDITION_JUDGE")
-    await checker.judge_pending(conditions, condition_query(task, run), ask)
+def judged_conditions(index: RetrievalIndex, task_id: str) -> tuple[str, ...]:
+    """The distinct conditions a decision of task ``task_id`` has the judge decide: those of the
+    records it could retrieve (never its own task's), none when the index ignores conditions.
+    Construction in flight records this as a run's read and replays it."""
+    if not index.use_conditions:
+        return ()
+    return tuple(dict.fromkeys(r.condition.strip() for r in index.records
+                               if r.condition.strip() and r.source_task_id != task_id))
 
 
 def state_text(ctx) -> str:
@@ -151,9 +144,8 @@ class CounterMemAugmentation(Augmentation):
     async def _judge_conditions(self, ctx, index: RetrievalIndex, query: CondTask) -> dict:
         """Judges (once per task run) the conditions of the records this decision could
         retrieve; returns the verdict counts with the judge's calls and tokens, {} if none."""
-        conditions = [r.condition for r in index.records  # own-task records are never offered
-                      if r.condition.strip() and r.source_task_id != ctx.task.task_id]
-        if not index.use_conditions or not conditions:
+        conditions = judged_conditions(index, ctx.task.task_id)
+        if not conditions:
             return {}
         checker, calls, tokens0 = index.checker, 0, ctx.tokens
         judge = checker.judge

@@ -162,27 +162,24 @@ def test_cancelled_waiters_leak_no_slot():
         assert srv.peak_in_flight == 2 and client._limit._free == 2
 
 
-def test_a_waiter_of_lower_request_priority_is_served_first():
-    """With the one slot taken, waiters queued with priorities 5, 1, 3, 1 (construction sets a
-    run's split position) get it in the order 1, 1, 3, 5: lowest first, first come among
-    equals; a cancelled waiter is skipped."""
-    from countermem_jax.backbones.base import REQUEST_PRIORITY
+def test_waiters_are_served_first_come_first_served():
+    """With the one slot taken, queued waiters get it in arrival order; a cancelled waiter is
+    skipped and its place passes on."""
     from countermem_jax.backbones.openai_http import _SharedLimit
     limit, served = _SharedLimit(1), []
 
-    async def request(name, priority):
-        REQUEST_PRIORITY.set(priority)
+    async def request(name):
         async with limit:
             served.append(name)
             await asyncio.sleep(0)
 
     async def run():
         async with limit:  # the slot is taken while everyone queues
-            waiting = [asyncio.create_task(request(name, priority)) for name, priority in
-                       (("five", 5), ("one", 1), ("three", 3), ("one again", 1), ("gone", 0))]
+            waiting = [asyncio.create_task(request(name))
+                       for name in ("first", "gone", "second", "third")]
             await asyncio.sleep(0)
-            waiting[-1].cancel()
+            waiting[1].cancel()
             await asyncio.sleep(0)
         await asyncio.gather(*waiting, return_exceptions=True)
     asyncio.run(run())
-    assert served == ["one", "one again", "three", "five"] and limit._free == 1
+    assert served == ["first", "second", "third"] and limit._free == 1

@@ -13,7 +13,7 @@ from countermem_jax.backbones.base import Backbone, ChatResult, TokenLedger, Usa
 from countermem_jax.backbones.cache import CachedBackbone
 from countermem_jax.testing.openai_server import LocalOpenAIServer
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
-from countermem_jax.memory_use import CounterMemAugmentation, prejudge_conditions
+from countermem_jax.memory_use import CounterMemAugmentation
 from countermem_jax.retrieval.conditions import (CompositeChecker, JudgeSettings,
                                                  LLMJudgeChecker, RuleChecker, TaskContext,
                                                  parse_verdict)
@@ -183,29 +183,6 @@ def test_judge_effort_through_the_response_cache_and_only_where_the_server_takes
         _, aug, _ = _setup(srv.base_url, effort=None)  # e.g. a llama.cpp server: no effort sent
         asyncio.run(_decide(aug, _task("q", "List people aged at least 30.")))
         assert [r.get("reasoning_effort") for r in srv.requests] == ["low", None]
-
-
-def test_a_condition_judged_ahead_answers_the_decisions_call_from_the_response_cache(tmp_path):
-    """Construction in waves asks the judge ahead for a run to come (``prejudge_conditions``):
-    the same request as the decision's, so the server sees it once and the decision's call is
-    a response-cache hit; the decision is charged, counted and logged exactly as without it."""
-    task = _task("q", "List people aged at least 30.")
-    with ReasoningServer("bold") as srv:
-        _, plain, _ = _setup(srv.base_url, cache_dir=tmp_path / "plain")
-        (plain_ctx,), (plain_info,) = asyncio.run(_decide(plain, task))
-        assert len(srv.requests) == 1
-        backbone, aug, _ = _setup(srv.base_url, cache_dir=tmp_path / "ahead")
-        checker = CompositeChecker([RuleChecker(), LLMJudgeChecker()])
-        asyncio.run(prejudge_conditions(aug.calls, checker, task, "countermem", [CONDITION]))
-        assert len(srv.requests) == 2 and srv.requests[1] == srv.requests[0]
-        (ctx,), (info,) = asyncio.run(_decide(aug, task))
-        assert len(srv.requests) == 2  # answered by the response cache
-    assert info.log == plain_info.log and info.log["conditions"]["judge_calls"] == 1
-    assert (ctx.tokens, ctx.llm_calls) == (plain_ctx.tokens, plain_ctx.llm_calls)
-    # the call made ahead is booked apart ("other"; construction holds and drops it), the
-    # decision's own under its phase, answered by the cache
-    assert dict(backbone.ledger.calls) == {"other": 1, "evaluation": 1}
-    assert backbone.ledger.cached_calls == 1
 
 
 def test_own_task_records_are_not_judged():

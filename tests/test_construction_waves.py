@@ -1,4 +1,4 @@
-"""Construction in waves (issue 14): W tasks in flight, the store byte-identical to W = 1.
+"""Construction in flight: W tasks at once, the store byte-identical to W = 1.
 
 A people database with four kinds of questions (inclusive lower / upper bounds, strict bounds, and
 an "or more" phrasing whose records carry a free-text condition the LLM judge decides), a store of
@@ -97,9 +97,7 @@ def _judge(messages):
 
 
 def scripted(crash_after: int | None = None) -> ScriptedBackbone:
-    """The deterministic backbone; ``crash_after``: every call after that many calls made by
-    task runs raises (the condition judge's calls made ahead for runs to come, charged to no
-    decision, are not counted: how many there are depends on when the runs finish)."""
+    """The deterministic backbone; ``crash_after``: every call after that many calls raises."""
     fake = ScriptedBackbone()
     if crash_after is not None:
         count = {"calls": 0}
@@ -108,7 +106,7 @@ def scripted(crash_after: int | None = None) -> ScriptedBackbone:
             raise Killed(f"killed after {crash_after} calls")
 
         def counting(charge, messages):
-            count["calls"] += bool(charge.decision)
+            count["calls"] += 1
             return count["calls"] > crash_after
         fake.rules.append(Rule(crash))
         fake.rules[-1].matches = counting
@@ -200,7 +198,6 @@ def test_one_task_in_flight_is_the_sequential_build(tmp_path, people, pinned):
     waves = _waves(wd)
     assert [w["tasks"] for w in waves] == [[t] for t in MANIFEST["build"]]
     assert all(w["reruns"] == [] and w["discarded_llm_calls"] == 0 for w in waves)
-    assert all(w["prejudged_llm_calls"] == 0 for w in waves)  # every run asks for itself
 
 
 @pytest.mark.parametrize("wave_size", [4, 64])
@@ -226,37 +223,10 @@ def test_many_tasks_in_flight_build_the_store_of_one(tmp_path, people, pinned, w
             for wd in (one, many)]
     assert cost[0] == cost[1] and cost[0]["construction"]["tokens"] > 0
     ends = {wd: RunLog(wd / "log.jsonl").events("phase_end")[-1] for wd in (one, many)}
-    # neither discarded runs' calls nor the judge's calls made ahead are booked
+    # discarded runs' calls are not booked: the ledger is the sequential build's
     assert ends[many]["tokens"] == ends[one]["tokens"]
+    assert ends[many]["ledger"] == ends[one]["ledger"]
     assert ends[many]["waves"]["reruns"] == len(reruns)
-    # stale runs were relaunched as soon as an earlier commit made them stale, most of them
-    # long before their task was next to commit
-    assert len([t for w in waves for t in w["reruns_at_head"]]) < len(reruns)
-
-
-def test_with_a_response_cache_the_judge_is_asked_ahead_and_changes_nothing(tmp_path, people,
-                                                                           pinned):
-    """On a backbone that answers repeated requests (a response cache, through which the
-    condition judge's calls made ahead pay off: ``test_condition_judge``), a build at 64 makes
-    them for later tasks; its store, log and cost of building are the sequential build's, and
-    the calls made ahead are counted in the wave log, never booked. Without one none is made
-    (the run would make the call again)."""
-    one = _build(tmp_path, people, "w1", wave_size=1)
-    backbone = scripted()
-    backbone.answers_repeats = True  # the scripted model answers a repeat as it did the first
-    ahead = _build(tmp_path, people, "w64", wave_size=64, backbone=backbone)
-    assert any(c.purpose == "CONDITION_JUDGE" and not c.decision for c, _ in backbone.calls)
-    for name in ("store.jsonl", "store_frozen.jsonl", "store_frozen.sha256"):
-        assert (ahead / name).read_bytes() == (one / name).read_bytes(), name
-    assert _construction_events(ahead) == _construction_events(one)
-    ends = {wd: RunLog(wd / "log.jsonl").events("phase_end")[-1] for wd in (one, ahead)}
-    assert ends[ahead]["tokens"] == ends[one]["tokens"]
-    assert ends[ahead]["waves"]["prejudged_llm_calls"] == \
-        sum(w["prejudged_llm_calls"] for w in _waves(ahead)) > 0
-    uncached = _build(tmp_path, people, "w64-uncached", wave_size=64)
-    assert ends[one]["waves"]["prejudged_llm_calls"] == 0
-    assert RunLog(uncached / "log.jsonl").events("phase_end")[-1]["waves"][
-        "prejudged_llm_calls"] == 0
 
 
 def test_a_kill_mid_wave_resumes_to_the_same_store(tmp_path, people, pinned):
@@ -344,24 +314,39 @@ def test_a_read_the_sequential_order_would_have_answered_otherwise_is_stale(reco
     assert waves.replay(store_lib.MemoryStore(), e) is None
 
 
-# ------------------------------------------------------- stale runs relaunched before the head
-def _unit_build(tmp_path, wave_size, steps, tasks, order, initial=(), prejudge=None):
-    """``build_in_waves`` from a store of the records ``initial`` over ``tasks`` (ids) with the
-    scripted step ``steps[id](view, order)`` as each task's run (and ``prejudge``, if given);
-    ``order`` gets ("start", id) per launch and ("commit", id) per commit. Returns the final
-    store and the wave events."""
-    def run_task(task, view, events):
+def test_the_condition_filter_is_the_decisions(record_factory):
+    """The index read records what the condition judge is shown (``judged_conditions``): the
+    distinct conditions of the other tasks' records, none when the index ignores conditions."""
+    records = [record_factory(source_task_id="a", condition=" c1 "),
+               record_factory(source_task_id="b", condition="c1", situation="s2"),
+               record_factory(source_task_id="b", condition="c2", situation="s3"),
+               record_factory(source_task_id="me", condition="mine", situation="s4")]
+    view = _view(store_lib.MemoryStore(records=records), "me")
+    view.index()
+    assert view.reads[-1] == ("index", None, (True, ("c1", "c2")))
+    ignoring = waves.TaskView(store_lib.MemoryStore(records=records), "me",
+                              lambda rs, c: RetrievalIndex(rs, checker=c, use_conditions=False),
+                              cond_lib.CompositeChecker())
+    ignoring.index()
+    assert ignoring.reads[-1] == ("index", None, (True, ()))
+
+
+# ------------------------------------------------------------------------ stale runs re-run
+def _unit_build(tmp_path, wave_size, steps, tasks, order, initial=()):
+    """``InFlight`` from a store of the records ``initial`` over ``tasks`` (ids) with the
+    scripted step ``steps[id](view, order)`` as each task's run; ``order`` gets ("start", id)
+    per launch and ("commit", id) per commit. Returns the final store and the wave events."""
+    def run_task(task, view, out):
         order.append(("start", task.task_id))
         return steps[task.task_id](view, order)
 
     log = RunLog(tmp_path / f"log-{wave_size}.jsonl")
-    store, _ = asyncio.run(waves.build_in_waves(
-        store_lib.MemoryStore(records=initial), [types.SimpleNamespace(task_id=t) for t in tasks],
-        run_task, wave_size=wave_size,
+    store, _ = asyncio.run(waves.InFlight(
+        store_lib.MemoryStore(records=initial), run_task, wave_size=wave_size,
         make_index=lambda records, c: RetrievalIndex(records, checker=c),
         make_checker=cond_lib.CompositeChecker, log=log,
-        commit=lambda committed, task, ctx: order.append(("commit", task.task_id)),
-        prejudge=prejudge))
+        commit=lambda committed, task, ctx, out: order.append(("commit", task.task_id)),
+    ).build([types.SimpleNamespace(task_id=t) for t in tasks]))
     return store, log.events("construction_wave")
 
 
@@ -389,192 +374,57 @@ def _turns(until):
     return wait()
 
 
-def _llm_call(cached: bool):
-    """What a backbone call books, as the run's own (held) charge."""
-    TokenLedger().record(Charge("construction", purpose="DRAFT_ACTION"), Usage(10, 5),
-                         cached=cached)
-
-
-OLD = helpers.make_record(source_task_id="t-old", situation="an earlier task's situation",
-                          condition="")
-
-
-async def _uses_the_old_record(view, order):
-    """A reuse observation: the committed store's records stay, one reuse statistic changes."""
-    view.observe_reuse(OLD.record_id, 1)
-
-
-async def _retrieves(view, order):
-    """Reads the store as a decision does: what the condition judge is shown, a retrieval."""
-    view.index().retrieve(cond_lib.TaskContext(view.task_id, "an earlier task's situation"))
-
-
-async def _then_waits_for_t1(view, order):
-    await _turns(lambda: ("commit", "t1") in order)
-
-
-async def _then_a_call_the_cache_did_not_answer(view, order):
-    _llm_call(cached=False)
-
-
-async def _then_a_cached_call(view, order):
-    _llm_call(cached=True)
-
-
-@pytest.mark.parametrize("t1, t3_first_run, at_once", [
-    (_admits(1), _then_waits_for_t1, True),
-    (_uses_the_old_record, _then_waits_for_t1, True),
-    (_admits(1), _then_a_call_the_cache_did_not_answer, True),
-    (_uses_the_old_record, _then_a_call_the_cache_did_not_answer, True),
-    (_admits(1), _then_a_cached_call, True),
-    (_uses_the_old_record, _then_a_cached_call, False),
-], ids=["admits/still running", "reuse/still running", "admits/finished, uncached call",
-        "reuse/finished, uncached call", "admits/finished, cached call",
-        "reuse/finished, cached call"])
-def test_a_stale_run_is_relaunched_as_soon_as_it_is_stale(tmp_path, monkeypatch, t1,
-                                                         t3_first_run, at_once):
-    """From a store with one record: t0 looks and changes nothing (nothing is checked after
-    its commit), t1 admits a record or observes a reuse of the old one, t2 is slow and reads
-    nothing, and t3's first run retrieves before t1's commit, so it is stale, and goes on with
-    ``t3_first_run`` (its relaunch, which sees t1's change, admits a record instead). t2
-    finishes only once it has seen t3 launched again (or after a bounded number of turns of the
-    loop). t3 is relaunched as soon as t1 commits, while t2 is still running, unless its stale
-    run has finished on cached replies only and t1 changed only a reuse statistic: then it is
-    relaunched when next to commit. The store is the sequential build's either way."""
-    replayed = []
-    replay = waves.replay
-    monkeypatch.setattr(waves, "replay",
-                        lambda store, view: replayed.append(view.task_id) or replay(store, view))
-
-    async def slow(view, order):
-        await _turns(lambda: order.count(("start", "t3")) > 1)
-        order.append(("end", "t2"))
-
-    async def t3(view, order):
-        await _retrieves(view, order)
-        if view.store.records == (OLD,):  # before t1's commit (what it retrieved says so)
-            return await t3_first_run(view, order)
-        await _admits(3)(view, order)
-
-    steps = {"t0": _retrieves, "t1": t1, "t2": slow, "t3": t3}
-    order = []
-    store, wave_events = _unit_build(tmp_path, 4, steps, list(steps), order, [OLD])
-    replayed_in_waves = list(replayed)
-    sequential, _ = _unit_build(tmp_path, 1, steps, list(steps), [], [OLD])
-    assert _content_of(store) == _content_of(sequential)
-    assert store.records[-1].source_task_id == "t3"
-    assert [e for e in order if e[0] == "commit"] == [("commit", t) for t in steps]
-    relaunch = [i for i, e in enumerate(order) if e == ("start", "t3")][1]
-    if at_once:
-        assert order.index(("commit", "t1")) < relaunch < order.index(("end", "t2"))
-    else:
-        assert order.index(("commit", "t2")) < relaunch
-    assert [(w["reruns"], w["reruns_at_head"]) for w in wave_events] == \
-        [(["t3"], [] if at_once else ["t3"])]
-    assert wave_events[0]["discarded_llm_calls"] == (t3_first_run is not _then_waits_for_t1)
-    # checked once, once t1 had finished (t0 changed nothing), and not again on the way to the
-    # head; its relaunch is replayed once, to commit; t2 reads nothing, so it is never replayed
-    assert replayed_in_waves.count("t3") == 2 and replayed_in_waves.count("t2") == 0
-
-
-def test_a_stale_run_still_going_is_not_waited_for(tmp_path):
-    """t2 reads the store after t0's commit (on its view of the store before it, so stale)
-    while t1 is next to commit; t1 changes nothing. When t1 finishes, t2 is checked again (it
-    has read more since the last check) and relaunched at once: its stale run, which would have
-    gone on for a long while, never finishes."""
-    async def t1(view, order):
-        await _turns(lambda: ("read", "t2") in order)
-
-    async def t2(view, order):
-        await _turns(lambda: ("commit", "t0") in order)
-        records = view.index().records
-        order.append(("read", "t2"))
-        if not records:  # stale: t0's record is missing
-            await _turns(lambda: False)
-            order.append(("end", "stale t2"))
-
-    steps = {"t0": _admits(0), "t1": t1, "t2": t2}
-    order = []
-    store, wave_events = _unit_build(tmp_path, 3, steps, list(steps), order)
-    sequential, _ = _unit_build(tmp_path, 1, steps, list(steps), [])
-    assert _content_of(store) == _content_of(sequential)
-    assert ("end", "stale t2") not in order
-    assert order.count(("start", "t2")) == 2
-    assert [(w["reruns"], w["reruns_at_head"]) for w in wave_events] == [(["t2"], [])]
-
-
-def test_a_run_is_relaunched_on_the_changes_of_a_finished_run_not_yet_committed(tmp_path):
-    """t0 is slow and changes nothing; t1 admits a record and finishes long before t0; t2 reads
-    the store. As soon as t1 has finished, t2 is relaunched against the committed store with
-    t1's change applied (its guess), while t0 is still running: the relaunch sees t1's record
-    before t1 commits, and since that guess comes true (t0 changes nothing) it is not relaunched
-    again when t0 and t1 commit. The store is the sequential one."""
-    async def t0(view, order):
-        await _turns(lambda: order.count(("start", "t2")) > 1)
-        order.append(("end", "t0"))
-
-    async def t2(view, order):
-        order.append(("t2 saw", len(view.index().records)))
-        await _admits(2)(view, order)
-
-    steps = {"t0": t0, "t1": _admits(1), "t2": t2}
-    order = []
-    store, wave_events = _unit_build(tmp_path, 3, steps, list(steps), order)
-    sequential, _ = _unit_build(tmp_path, 1, steps, list(steps), [])
-    assert _content_of(store) == _content_of(sequential)
-    relaunch = [i for i, e in enumerate(order) if e == ("start", "t2")][1]
-    assert relaunch < order.index(("end", "t0")) < order.index(("commit", "t0"))
-    assert order[relaunch + 1] == ("t2 saw", 1)  # t1's record, not yet committed
-    assert order.count(("start", "t2")) == 2 and order.count(("start", "t1")) == 1
-    assert [(w["reruns"], w["reruns_at_head"]) for w in wave_events] == [(["t2"], [])]
-
-
-def test_conditions_admitted_ahead_are_judged_for_the_later_tasks_only(tmp_path, monkeypatch):
-    """Only the run next to commit is checked (no run is relaunched on a guess). t0 is slow
-    and changes nothing; t1, t2 and t3 each admit a record with a condition of its own. While
-    t0 is still running, the judge's calls for t1's condition are made for t2 and t3, and those
-    for t2's for t3: for the later tasks only (never a task's own condition, nor an earlier
-    task's), once per task, whether or not the record is committed yet. The calls are counted
-    in the wave log; the store is the sequential one."""
-    monkeypatch.setattr(waves, "EAGER_WINDOW", 1)
-
-    def prejudge_into(order):
-        async def prejudge(task, conditions):
-            for condition in conditions:
-                order.append(("prejudge", task.task_id, condition))
-                _llm_call(cached=False)
-        return prejudge
-
-    async def t0(view, order):
-        await _turns(lambda: ("prejudge", "t3", "the request is about table t2") in order)
-        order.append(("end", "t0"))
-
-    steps = {"t0": t0, "t1": _admits(1), "t2": _admits(2), "t3": _admits(3)}
-    order, one_at_a_time = [], []
-    store, wave_events = _unit_build(tmp_path, 4, steps, list(steps), order,
-                                     prejudge=prejudge_into(order))
-    sequential, _ = _unit_build(tmp_path, 1, steps, list(steps), one_at_a_time,
-                                prejudge=prejudge_into(one_at_a_time))
-    assert _content_of(store) == _content_of(sequential)
-    asked = [(task, condition[-2:]) for kind, task, *condition in order if kind == "prejudge"
-             for condition in condition]
-    assert sorted(asked) == [("t2", "t1"), ("t3", "t1"), ("t3", "t2")]
-    assert order.index(("prejudge", "t2", "the request is about table t1")) < \
-        order.index(("end", "t0")) < order.index(("commit", "t1"))
-    assert sum(w["prejudged_llm_calls"] for w in wave_events) == 3
-    # one task in flight: every run is launched on the committed store, nothing is asked ahead
-    assert [e for e in one_at_a_time if e[0] == "prejudge"] == []
-
-
 def _content_of(store):
     return store.content_hash(), store.next_seq, store.evictions
+
+
+def test_a_stale_run_still_going_is_re_run_after_the_commit_that_made_it_stale(tmp_path):
+    """t1 reads the store before t0 commits its record, then waits: it is stale once t0
+    commits, and is re-run then, on the committed store, without waiting for its stale run
+    (which never finishes). The store is the sequential one."""
+    async def t1(view, order):
+        records = view.index().records
+        if not records:  # stale: t0's record is missing; this run would never finish
+            await asyncio.Event().wait()
+        await _admits(1)(view, order)
+
+    steps = {"t0": _admits(0), "t1": t1}
+    order = []
+    store, wave_events = _unit_build(tmp_path, 2, steps, list(steps), order)
+    sequential, _ = _unit_build(tmp_path, 1, steps, list(steps), [])
+    assert _content_of(store) == _content_of(sequential)
+    assert order.count(("start", "t1")) == 2
+    assert order.index(("commit", "t0")) < [i for i, e in enumerate(order)
+                                            if e == ("start", "t1")][1]
+    assert [w["reruns"] for w in wave_events] == [["t1"]]
+
+
+def test_a_run_whose_reads_still_hold_commits_as_it_ran(tmp_path):
+    """t0 observes a reuse of the old record; t1 admits a record without looking at the store:
+    its one read (its admission) replays after t0's commit, so it commits as it ran."""
+    old = helpers.make_record(source_task_id="t-old", situation="an earlier task's situation",
+                              condition="")
+
+    async def t0(view, order):
+        view.observe_reuse(old.record_id, 1)
+
+    async def t1(view, order):
+        view.propose(helpers.make_record(source_task_id="t1", situation="t1's situation",
+                                         condition=""))
+
+    steps = {"t0": t0, "t1": t1}
+    order = []
+    store, wave_events = _unit_build(tmp_path, 2, steps, list(steps), order, [old])
+    sequential, _ = _unit_build(tmp_path, 1, steps, list(steps), [], [old])
+    assert _content_of(store) == _content_of(sequential)
+    assert order.count(("start", "t1")) == 1 and wave_events[0]["reruns"] == []
 
 
 @pytest.mark.parametrize("wave_size", [2, 6])
 def test_a_chain_of_stale_runs_advances_and_builds_the_sequential_store(tmp_path, wave_size):
     """Every task reads what every earlier one admitted: every commit makes every run in flight
-    stale. The queue still advances, each task is relaunched at most once per earlier commit,
-    and the store is the sequential one."""
+    stale. The queue still advances, each task is re-run at most once per earlier commit, and
+    the store is the sequential one."""
     tasks = [f"t{i}" for i in range(6)]
     steps = {t: _admits(i) for i, t in enumerate(tasks)}
     order = []
@@ -585,40 +435,18 @@ def test_a_chain_of_stale_runs_advances_and_builds_the_sequential_store(tmp_path
     launches = collections.Counter(t for kind, t in order if kind == "start")
     assert all(1 <= launches[t] <= i + 1 for i, t in enumerate(tasks))
     reruns = [t for w in wave_events for t in w["reruns"]]
-    assert collections.Counter(reruns) == launches - collections.Counter(tasks)
-    assert sum(len(w["reruns_at_head"]) for w in wave_events) <= len(tasks) - 1
+    assert reruns and collections.Counter(reruns) == launches - collections.Counter(tasks)
 
 
-def test_runs_beyond_the_eager_window_are_checked_once_they_enter_it(tmp_path, monkeypatch):
-    """The chain at W = 6 with a window of 2: after each commit only the two runs next to
-    commit are checked and relaunched; t5, fourth in line after t0's commit, is first
-    relaunched once t3 has committed (it is then within two of the head), so the chain takes
-    fewer discarded runs than with every run in the window, and builds the same store."""
+def test_runs_beyond_the_window_are_checked_once_they_enter_it(tmp_path, monkeypatch):
+    """The chain at W = 6 with a window of 2: after each commit only the run next to commit
+    after the head is checked; t5 is first re-run once t3 has committed."""
     tasks = [f"t{i}" for i in range(6)]
     steps = {t: _admits(i) for i, t in enumerate(tasks)}
-    everywhere, windowed = [], []
-    wide, _ = _unit_build(tmp_path, 6, steps, tasks, everywhere)
-    monkeypatch.setattr(waves, "EAGER_WINDOW", 2)
-    narrow, _ = _unit_build(tmp_path, 6, steps, tasks, windowed)
+    monkeypatch.setattr(waves, "WINDOW", 2)
+    order = []
+    store, _ = _unit_build(tmp_path, 6, steps, tasks, order)
     sequential, _ = _unit_build(tmp_path, 1, steps, tasks, [])
-    assert _content_of(narrow) == _content_of(wide) == _content_of(sequential)
-    t5_starts = [i for i, e in enumerate(windowed) if e == ("start", "t5")]
-    assert t5_starts[1] > windowed.index(("commit", "t3"))
-    assert sum(e[0] == "start" for e in windowed) < sum(e[0] == "start" for e in everywhere)
-
-
-def test_a_runs_requests_queue_with_its_split_position_as_priority(tmp_path):
-    """The client's limit serves the task next to commit first: each run (relaunches
-    included) makes its calls with its position in the split as request priority."""
-    from countermem_jax.backbones.base import REQUEST_PRIORITY
-    seen = {}
-
-    def step(name):
-        async def run(view, order):
-            seen.setdefault(name, set()).add(REQUEST_PRIORITY.get())
-            await _admits(int(name[1:]))(view, order)
-        return run
-    tasks = [f"t{i}" for i in range(4)]
-    _unit_build(tmp_path, 4, {t: step(t) for t in tasks}, tasks, [])
-    assert seen == {f"t{i}": {i} for i in range(4)}
-    assert REQUEST_PRIORITY.get() == 0  # the caller's context is untouched
+    assert _content_of(store) == _content_of(sequential)
+    t5_starts = [i for i, e in enumerate(order) if e == ("start", "t5")]
+    assert t5_starts[1] > order.index(("commit", "t3"))

@@ -3,11 +3,9 @@ import asyncio
 import json
 import multiprocessing
 import pathlib
-import threading
 
 import pytest
 
-from countermem_jax.backbones import cache
 
 from countermem_jax.backbones.base import SamplingParams, TokenLedger
 from countermem_jax.backbones.cache import CachedBackbone
@@ -35,14 +33,12 @@ def test_damaged_entry_is_refetched(tmp_path):
     with LocalOpenAIServer() as srv:
         cached = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m"), tmp_path)
         cached.chat_sync(MSG)
-        cached.flush()
         files = list(tmp_path.rglob("*.json"))
         assert len(files) == 1
         files[0].write_text("{broken")
         assert cached.chat_sync(MSG).cached  # this process still has the reply in memory
         fresh = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m"), tmp_path)
         assert not fresh.chat_sync(MSG).cached and len(srv.requests) == 2
-        fresh.flush()
         assert json.loads(files[0].read_text())["text"]   # rewritten whole
 
 
@@ -73,7 +69,6 @@ def test_recent_replies_are_served_from_memory(tmp_path, monkeypatch):
     with LocalOpenAIServer() as srv:
         cached = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m"), tmp_path)
         first = cached.chat_sync(MSG)
-        cached.flush()
         for entry in tmp_path.rglob("*.json"):
             entry.unlink()
         monkeypatch.setattr(pathlib.Path, "read_text", lambda *a, **k: pytest.fail("disk read"))
@@ -162,111 +157,15 @@ def test_a_failed_leader_raises_in_every_waiter_and_is_not_cached(tmp_path):
         assert not cached.chat_sync(MSG).cached and len(srv.requests) == 2
 
 
-def _blocked_writes(monkeypatch):
-    """Makes the writer thread wait in every write until the returned event is set."""
-    release, started = threading.Event(), threading.Event()
-    real = cache._write_entry
-
-    def write(path, text):
-        started.set()
-        release.wait(timeout=60)   # only a guard against a hung test, never reached when passing
-        real(path, text)
-    monkeypatch.setattr(cache, "_write_entry", write)
-    return release, started
-
-
-def test_a_repeat_is_a_hit_while_the_writer_is_still_blocked(tmp_path, monkeypatch):
-    release, started = _blocked_writes(monkeypatch)
-    try:
-        with LocalOpenAIServer() as srv:
-            ledger = TokenLedger()
-            cached = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m", ledger=ledger),
-                                    tmp_path)
-            first = cached.chat_sync(MSG)
-            assert started.wait(timeout=60)   # the writer holds the entry, nothing on disk yet
-            second = cached.chat_sync(MSG)
-            assert not list(tmp_path.rglob("*.json"))
-            assert len(srv.requests) == 1 and second.cached and second.text == first.text
-            assert second.usage == first.usage and ledger.cached_calls == 1
-            # aclose waits for the writer (released from another thread while it waits)
-            threading.Timer(0.05, release.set).start()
-            asyncio.run(cached.aclose())
-            files = list(tmp_path.rglob("*.json"))
-            assert len(files) == 1 and not list(tmp_path.rglob("*.tmp"))
-            assert json.loads(files[0].read_text())["text"] == first.text
-    finally:
-        release.set()
-
-
-def test_entries_are_on_disk_after_flush(tmp_path, monkeypatch):
-    release, _ = _blocked_writes(monkeypatch)
-    try:
-        with LocalOpenAIServer() as srv:
-            cached = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m"), tmp_path)
-            for i in range(5):
-                cached.chat_sync([{"role": "user", "content": f"q{i}"}])
-            threading.Timer(0.05, release.set).start()
-            cached.flush()
-            assert len(list(tmp_path.rglob("*.json"))) == 5
-            # a new process-level reader (another backbone on the folder) finds them on disk
-            again = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m"), tmp_path)
-            assert all(again.chat_sync([{"role": "user", "content": f"q{i}"}]).cached
-                       for i in range(5))
-            assert len(srv.requests) == 5
-    finally:
-        release.set()
-
-
-def test_a_write_error_is_raised_at_flush_and_aclose(tmp_path, monkeypatch):
-    def failing(path, text):
-        raise OSError("disk full")
-    monkeypatch.setattr(cache, "_write_entry", failing)
+def test_an_entry_is_on_disk_when_the_call_returns(tmp_path):
     with LocalOpenAIServer() as srv:
         cached = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m"), tmp_path)
-        cached.chat_sync(MSG)
-        assert cached.chat_sync(MSG).cached and len(srv.requests) == 1   # served from memory
-        with pytest.raises(OSError, match="disk full"):
-            cached.flush()
-        cached.flush()   # raised once, not again
-        cached.chat_sync([{"role": "user", "content": "other"}])
-        with pytest.raises(OSError, match="disk full"):
-            asyncio.run(cached.aclose())
-        assert not list(tmp_path.rglob("*.json"))
-
-
-_EXITING_PROCESS = """
-import atexit, sys, threading
-from countermem_jax.backbones import cache
-from countermem_jax.backbones.base import Backbone, ChatResult, Usage
-
-class Echo(Backbone):
-    model_name = "echo"
-    async def _chat(self, messages, params):
-        return ChatResult(messages[-1]["content"], "", Usage(1, 1), "echo")
-
-release, real = threading.Event(), cache._write_entry
-def held(path, text):
-    release.wait(timeout=30)   # every write waits for the exit
-    real(path, text)
-cache._write_entry = held
-cached = cache.CachedBackbone(Echo(), sys.argv[1])
-atexit.register(release.set)   # runs before the folder's exit flush (last-in first-out)
-for i in range(3):
-    cached.chat_sync([{"role": "user", "content": f"q{i}"}])
-print(len(list(cache.pathlib.Path(sys.argv[1]).rglob("*.json"))))   # nothing written yet
-"""
-
-
-def test_pending_entries_are_written_at_exit(tmp_path):
-    import os
-    import subprocess
-    import sys
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([sys.executable, "-c", _EXITING_PROCESS, str(tmp_path)], text=True,
-                         capture_output=True, timeout=120, env=os.environ | {"PYTHONPATH": root})
-    assert out.returncode == 0 and out.stdout.split() == ["0"], out.stderr
-    files = sorted(json.loads(f.read_text())["text"] for f in tmp_path.rglob("*.json"))
-    assert files == ["q0", "q1", "q2"] and not list(tmp_path.rglob("*.tmp"))
+        first = cached.chat_sync(MSG)
+        files = list(tmp_path.rglob("*.json"))
+        assert len(files) == 1 and not list(tmp_path.rglob("*.tmp"))
+        assert json.loads(files[0].read_text())["text"] == first.text
+        again = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m"), tmp_path)
+        assert again.chat_sync(MSG).cached and len(srv.requests) == 1
 
 
 def test_a_new_request_opens_no_file_and_an_entry_on_disk_is_still_read(tmp_path, monkeypatch):
@@ -275,7 +174,6 @@ def test_a_new_request_opens_no_file_and_an_entry_on_disk_is_still_read(tmp_path
     with LocalOpenAIServer() as srv:
         writer = CachedBackbone(OpenAICompatibleBackbone(srv.base_url, "m"), tmp_path)
         writer.chat_sync(MSG)
-        writer.flush()
         reads = []
         original = pathlib.Path.read_text
         monkeypatch.setattr(pathlib.Path, "read_text",

@@ -1,5 +1,5 @@
-"""The decision log's writer: no fsync per decision, durable task boundaries, resumable after a
-kill -9 of the writing process."""
+"""The decision log's writer: no fsync per event, a barrier before what must not be ahead of
+the log, resumable after a kill -9 of the writing process."""
 import atexit
 import os
 import subprocess
@@ -11,7 +11,7 @@ import time
 import pytest
 
 from countermem_jax import runlog
-from countermem_jax.runlog import HeldEvents, RunLog
+from countermem_jax.runlog import EventBuffer, RunLog
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -50,13 +50,10 @@ def test_kill_9_mid_task_keeps_every_finished_task(tmp_path):
 
 class _Fsyncs:
     """A counting ``os.fsync`` for one log file: records how many bytes of the file each
-    finished fsync covered; ``block_first`` holds the first fsync until ``release`` is set."""
+    finished fsync covered."""
 
-    def __init__(self, monkeypatch, path, block_first=False):
+    def __init__(self, monkeypatch, path):
         self.path, self.covered, self.calls = path, [], 0
-        self.started, self.release = threading.Event(), threading.Event()
-        if not block_first:
-            self.release.set()
         real = os.fsync
 
         def fsync(fd):
@@ -65,8 +62,6 @@ class _Fsyncs:
                 return real(fd)   # the folder's fsync when the file is created
             self.calls += 1
             size = stat.st_size
-            self.started.set()
-            self.release.wait(timeout=10)  # a guard against a hang only
             real(fd)
             self.covered.append(size)
         monkeypatch.setattr(os, "fsync", fsync)
@@ -79,55 +74,33 @@ class _Fsyncs:
         return max(self.covered, default=0)
 
 
-def test_decisions_are_not_fsynced_one_by_one(tmp_path, monkeypatch):
+def test_events_are_not_fsynced_one_by_one_and_sync_is_a_barrier(tmp_path, monkeypatch):
     log = RunLog(tmp_path / "log.jsonl")
     log.write("phase_start", phase="evaluation")
     fsyncs = _Fsyncs(monkeypatch, log.path)
     for d in range(100):
         log.write("decision", run="r", phase="evaluation", task_id="t", decision=d)
         log.write("counterfactual", run="r", phase="evaluation", task_id="t", decision=d)
-        log.write("transition", seed=0, episode=0)
+        log.write("task_end", run="r", phase="evaluation", task_id=f"t{d}")
     assert fsyncs.calls == 0
     log.sync()
     assert fsyncs.calls == 1 and fsyncs.durable_bytes() == log.path.stat().st_size
     log.sync()   # nothing new: no fsync
     assert fsyncs.calls == 1
+    assert log.finished("r") == {f"t{d}" for d in range(100)}
 
 
-def test_task_ends_are_group_committed_and_sync_is_a_barrier(tmp_path, monkeypatch):
+def test_buffered_events_are_written_at_once_and_durable_before_write_all_returns(
+        tmp_path, monkeypatch):
     log = RunLog(tmp_path / "log.jsonl")
-    log.write("phase_start", phase="evaluation")
-    fsyncs = _Fsyncs(monkeypatch, log.path, block_first=True)
-    log.write("task_end", run="r", phase="evaluation", task_id="t0", solved=True)
-    assert fsyncs.started.wait(timeout=10)   # the syncer holds the first fsync
-    for t in range(1, 21):  # written and returned while that fsync is still under way
-        log.write("decision", run="r", phase="evaluation", task_id=f"t{t}", decision=0)
-        log.write("task_end", run="r", phase="evaluation", task_id=f"t{t}", solved=True)
-    assert fsyncs.calls == 1 and fsyncs.covered == []
-    threading.Timer(0.05, fsyncs.release.set).start()
-    log.sync()   # returns only once an fsync covers every line written so far
-    assert fsyncs.durable_bytes() == log.path.stat().st_size
-    assert fsyncs.calls == 2   # one fsync for the twenty task ends written meanwhile
-    assert [e["task_id"] for e in log.events("task_end")] == [f"t{t}" for t in range(21)]
-    assert log.finished("r") == {f"t{t}" for t in range(21)}
-
-
-def test_boundaries_are_durable_before_the_write_returns(tmp_path, monkeypatch):
-    log = RunLog(tmp_path / "log.jsonl")
-    log.write("phase_start", phase="selector_training")
+    log.write("phase_start", phase="construction")
     fsyncs = _Fsyncs(monkeypatch, log.path)
-    for event, fields in (("seed_start", {"phase": "selector_training", "seed": 0}),
-                          ("validation_transitions", {"seed": 0}),
-                          ("task_end", {"phase": "construction", "task_id": "b0"}),
-                          ("phase_end", {"phase": "selector_training"})):
-        log.write("transition", seed=0, episode=0)
-        log.write(event, **fields)
-        assert fsyncs.durable_bytes() == log.path.stat().st_size, event
-    held = HeldEvents(log)
-    held.write("decision", run="build", phase="construction", task_id="b1", decision=0)
-    held.write("task_end", run="build", phase="construction", task_id="b1")
-    held.commit()
-    assert fsyncs.durable_bytes() == log.path.stat().st_size
+    buffered = EventBuffer()
+    buffered.write("decision", run="build", phase="construction", task_id="b1", decision=0)
+    buffered.write("task_end", run="build", phase="construction", task_id="b1")
+    assert log.finished("build") == set()  # nothing written until write_all
+    log.write_all(buffered)
+    assert fsyncs.calls == 1 and fsyncs.durable_bytes() == log.path.stat().st_size
     assert log.finished("build") == {"b1"}
 
 
@@ -138,7 +111,7 @@ def test_a_failed_fsync_is_raised_not_swallowed(tmp_path, monkeypatch):
     def failing(fd):
         raise OSError(5, "Input/output error")
     monkeypatch.setattr(os, "fsync", failing)
-    log.write("task_end", run="r", phase="evaluation", task_id="t0")   # returns: group commit
+    log.write("task_end", run="r", phase="evaluation", task_id="t0")   # returns: not fsynced
     with pytest.raises(OSError, match="fsync failed"):
         log.sync()
     with pytest.raises(OSError, match="fsync failed"):
@@ -197,7 +170,7 @@ def test_a_forked_child_logs_and_syncs_while_a_parent_thread_holds_the_writer(tm
     holder.start()
     held.wait(timeout=30)
     pid = os.fork()
-    if pid == 0:  # the child: its own writer and syncer
+    if pid == 0:  # the child: its own writer
         code = 1
         try:
             child = RunLog(path)

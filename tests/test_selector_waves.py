@@ -140,12 +140,12 @@ def test_an_episodes_transitions_reach_the_log_in_one_write(tmp_path, people_ben
     writes = []
     append = runlog._Writer.append
 
-    def spy(self, line, durable):
+    def spy(self, line, sync=False):
         episodes = [json.loads(x)["episode"] for x in line.splitlines()
                     if json.loads(x)["event"] == "transition"]
         if episodes:
             writes.append(episodes)
-        return append(self, line, durable)
+        return append(self, line, sync)
     monkeypatch.setattr(runlog._Writer, "append", spy)
     wd = _train(tmp_path, people_benchmark, "one_write", 2, JitteryBackbone(0))
     logged = {}

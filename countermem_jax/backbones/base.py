@@ -12,7 +12,6 @@ figures of §4.4 and the selector's token penalty (Eq. 10) both come from it.
 import abc
 import asyncio
 import collections
-import contextvars
 import dataclasses
 import json
 import logging
@@ -137,6 +136,9 @@ class Charge:
     phase: str = "other"
     decision: str = ""       # e.g. "<task_id>#<decision index>"
     purpose: str = ""        # the prompt template, e.g. "DRAFT_ACTION"
+    # a ledger of the caller's (a construction run's, booked in the phase's when it commits)
+    # instead of the backbone's
+    ledger: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         if self.phase not in PHASES:
@@ -157,10 +159,6 @@ class TokenLedger:
     def record(self, charge: Charge, usage: Usage, cached: bool = False) -> None:
         """Books one call's usage to its phase, decision and purpose."""
         with self._lock:
-            held = _HELD.get()
-            if held is not None:  # a run that may be discarded: booked by book_held, or never
-                held.append((self, charge, usage, cached))
-                return
             self.by_phase[charge.phase] += usage
             if charge.decision:
                 self.by_decision[charge.decision] += usage
@@ -187,41 +185,10 @@ class TokenLedger:
                     "calls": dict(self.calls), "cached_calls": self.cached_calls}
 
 
-_HELD: contextvars.ContextVar[list | None] = contextvars.ContextVar("held_charges", default=None)
-
-
-def hold_charges() -> list:
-    """From now on in this context (an asyncio task, and the tasks and threads it starts), ledger
-    records are appended to the returned list instead of booked: a construction task run in a
-    wave that may be discarded (``countermem_jax.construction_waves``). ``book_held`` books them
-    when the run commits; a discarded run's charges are dropped (and reported apart)."""
-    held: list = []
-    _HELD.set(held)
-    return held
-
-
-def book_held(held: list) -> None:
-    """Books charges held by ``hold_charges``, in the order they were made."""
-    for ledger, charge, usage, cached in held:
-        ledger.record(charge, usage, cached)
-
-
-# Where this context's requests queue at a client's concurrency limit: lower first, arrival
-# order among equals (``openai_http._SharedLimit``). Construction in waves sets a run's split
-# position, so the task next to commit, whose calls everything after it waits for, is served
-# before speculative runs further back; elsewhere every request has the default and the limit
-# is first come, first served. Changes when a call is made, never its reply.
-REQUEST_PRIORITY: contextvars.ContextVar[int] = contextvars.ContextVar("request_priority",
-                                                                      default=0)
-
-
 class Backbone(abc.ABC):
     """A frozen chat model. Subclasses implement ``_chat``; accounting happens here."""
     model_name: str = "backbone"
     reasoning_effort: str | None = None   # set when the server takes one (gpt-oss on vLLM)
-    # whether a repeated request is answered from a response cache (and joins an identical one
-    # in flight): calls made ahead for a later run (construction waves) pay off only then
-    answers_repeats: bool = False
     # the token budget a reply cut off at its limit is asked again with, once (0: never);
     # set from ``backbone.max_tokens_on_truncation``
     max_tokens_on_truncation: int = 0
@@ -245,7 +212,7 @@ class Backbone(abc.ABC):
         reports the same token totals as the run that filled it.
         """
         result = await self._chat(list(messages), params)
-        self.ledger.record(charge, result.usage, result.cached)
+        (charge.ledger or self.ledger).record(charge, result.usage, result.cached)
         return result
 
     @abc.abstractmethod

@@ -7,30 +7,18 @@ the original call, so token totals of a re-run match the first run; the ledger c
 
 Single-flight: a request identical to one already in flight (in any thread or event loop of the
 process) waits for that call instead of making its own, and gets its reply as a cache hit, exactly
-as it would had it come after (so a concurrent run's ledger equals the sequential run's). A failed
-call raises in every waiter and is not cached. The call itself runs as its own asyncio task,
-shielded from its leader: a leader cancelled while its call is under way (a construction run
-discarded as stale, whose relaunch asks the same thing) leaves the call to finish for the
-waiters and the cache; only a call cancelled itself (its event loop closing) makes the waiters
-retry.
+as it would had it come after: the base and CounterMem runs of an evaluation task share their
+first draft. A failed call raises in every waiter and is not cached. The call runs as its own
+asyncio task, shielded from its leader: a leader cancelled while its call is under way (a
+construction run discarded as stale) leaves the call to finish for the waiters and the cache;
+only a call cancelled itself (its event loop closing) makes the waiters retry.
 
-Recent replies (up to ``RECENT_REPLIES``: those this process received, read from disk or still
-being written) are kept in memory, so a repeated request costs no file-system call; and a
-fan-out folder is listed once, the first time a key in it is looked up, so a new request costs
-no failed open either. (An entry another process writes into a folder after this process
-listed it is not seen: that request is made again, with the same reply.)
-
-Write-behind (issue 14: no file-system call on the event loop per new reply): a new reply is put
-in an in-memory table and handed to one background writer thread per cache folder in the
-process, which writes the file (tmp + ``os.replace``, creating each fan-out folder once). A
-lookup reads that table before the disk, so a request made right after the call is a hit whether
-or not its file is written yet: the ledger and results never depend on the writer's timing.
-``flush()`` and ``aclose()`` return once every pending entry is on disk and raise the writer's
-error if a write failed (the entry is still served from memory in this process); at interpreter
-exit the pending entries are written too (a process that ends with ``os._exit`` must flush first).
+Recent replies (up to ``RECENT_REPLIES``) are kept in memory, so a repeated request costs no
+file-system call; and a fan-out folder is listed once, the first time a key in it is looked up,
+so a new request costs no failed open either. (An entry another process writes into a folder
+after this process listed it is not seen: that request is made again, with the same reply.)
 """
 import asyncio
-import atexit
 import collections
 import concurrent.futures
 import dataclasses
@@ -63,8 +51,6 @@ class CachedBackbone(Backbone):
     it apart except by ``ChatResult.cached``. ``hits`` / ``misses`` count lookups of this
     process (for the speed reports).
     """
-    answers_repeats = True
-
     def __init__(self, inner: Backbone, directory: str | os.PathLike):
         super().__init__(inner.ledger)
         self.inner = inner
@@ -74,8 +60,7 @@ class CachedBackbone(Backbone):
         self.hits = self.misses = 0
         self.joined_in_flight = 0  # hits that waited for an identical call in flight
         self._in_flight: dict[str, concurrent.futures.Future] = {}
-        self._in_flight_lock = threading.Lock()
-        self._writer = _entry_writer(self.directory)
+        self._lock = threading.Lock()
         self._recent: collections.OrderedDict[str, ChatResult] = collections.OrderedDict()
         self._listed: dict[str, set[str]] = {}  # fan-out folder -> entry file names in it
 
@@ -91,7 +76,7 @@ class CachedBackbone(Backbone):
         """
         key = cache_key(self.model_name, messages, params)
         while True:
-            with self._in_flight_lock:
+            with self._lock:
                 leader = self._in_flight.get(key)
                 if leader is None:
                     shared = self._in_flight[key] = concurrent.futures.Future()
@@ -135,7 +120,7 @@ class CachedBackbone(Backbone):
 
     def _remember(self, key: str, result: ChatResult) -> None:
         """Keeps ``result`` among the recent replies (the oldest dropped beyond the bound)."""
-        with self._in_flight_lock:
+        with self._lock:
             self._recent[key] = result
             self._recent.move_to_end(key)
             if len(self._recent) > RECENT_REPLIES:
@@ -143,17 +128,14 @@ class CachedBackbone(Backbone):
 
     def _forget(self, key: str) -> None:
         """Drops ``key`` from the in-flight table (before its outcome is published)."""
-        with self._in_flight_lock:
+        with self._lock:
             del self._in_flight[key]
 
     async def _lookup_or_call(self, key, messages, params) -> ChatResult:
-        """A cached reply (written or still pending) if a valid entry exists, else the inner
-        backbone's reply, handed to the folder's writer thread.
-        """
-        with self._in_flight_lock:
+        """A cached reply if a valid entry exists, else the inner backbone's reply, written
+        before it is returned."""
+        with self._lock:
             recent = self._recent.get(key)
-        if recent is None:
-            recent = self._writer.get(key)
         if recent is not None:
             self.hits += 1
             return _as_hit(recent)
@@ -175,26 +157,14 @@ class CachedBackbone(Backbone):
             return _as_hit(result)
         self.misses += 1
         result = await self.inner._chat(messages, params)
-        self._writer.put(key, path, result)
-        self._on_disk(key[:2]).add(path.name)  # once written; until then served from memory
-        self._remember(key, result)
+        self._remember(key, result)  # a repeat is a hit from now on, written or not
+        await asyncio.to_thread(_store, path, result)  # off the event loop
+        self._on_disk(key[:2]).add(path.name)
         return result
 
-    def flush(self) -> None:
-        """Blocks until every reply this process got for this cache folder is on disk; raises
-        the writer's error (once) if one could not be written."""
-        self._writer.flush()
-
     async def aclose(self):
-        """Writes the pending entries (off the event loop), then closes the inner backbone's
-        connections; a write error is raised after the connections are closed."""
-        try:
-            if self._writer.busy():
-                await asyncio.to_thread(self._writer.flush)
-            else:
-                self._writer.flush()
-        finally:
-            await self.inner.aclose()
+        """Closes the inner backbone's connections."""
+        await self.inner.aclose()
 
 
 _CANCELLED = object()  # the leading call was cancelled: its waiters make the call themselves
@@ -224,125 +194,15 @@ def _write_entry(path: pathlib.Path, text: str) -> None:
 _TMP_NAMES = itertools.count()
 
 
-class _EntryWriter:
-    """The background writer of one cache folder in this process, and its table of replies not
-    yet on disk (``get`` serves them; an entry leaves the table once its file is renamed into
-    place, so a lookup always finds it in one place or the other)."""
-
-    def __init__(self, directory: pathlib.Path):
-        self.directory = directory
-        self._made: set[pathlib.Path] = set()   # fan-out folders known to exist
-        self._reset_threading()
-        self._pending: dict[str, ChatResult] = {}
-        self._queue: collections.deque = collections.deque()   # (key, path, result) to write
-
-    def _reset_threading(self) -> None:
-        """Fresh lock and no thread (also in a forked child, whose parent's thread is gone:
-        the child writes what is still queued itself, the same content, on its next put/flush)."""
-        self._cond = threading.Condition()
-        self._thread = None
-        self._writing = 0          # entries taken off the queue whose write has not finished
-        self._error: BaseException | None = None
-
-    def get(self, key: str) -> ChatResult | None:
-        """The reply of ``key`` if it is still waiting to be written."""
-        with self._cond:
-            return self._pending.get(key)
-
-    def put(self, key: str, path: pathlib.Path, result: ChatResult) -> None:
-        """Serves ``result`` from memory from now on and queues its file."""
-        with self._cond:
-            self._pending[key] = result
-            self._queue.append((key, path, result))
-            self._start()
-            self._cond.notify_all()
-
-    def busy(self) -> bool:
-        """Whether entries are queued or being written."""
-        with self._cond:
-            return bool(self._queue or self._writing)
-
-    def flush(self) -> None:
-        """Waits until the queue is written; raises (and clears) the first write error."""
-        with self._cond:
-            if self._queue:
-                self._start()
-            while self._queue or self._writing:
-                self._cond.wait()
-            error, self._error = self._error, None
-        if error is not None:
-            raise OSError(f"response cache {self.directory}: an entry could not be written "
-                          f"({error})") from error
-
-    def _start(self) -> None:
-        """Starts the writer thread if it is not running (call with the lock held). A daemon:
-        it never keeps the process alive; ``flush`` at exit writes what is queued."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, daemon=True,
-                                            name=f"response-cache-writer:{self.directory}")
-            self._thread.start()
-
-    def _run(self) -> None:
-        cond = self._cond
-        while True:
-            with cond:
-                while not self._queue:
-                    cond.wait()
-                key, path, result = self._queue.popleft()
-                self._writing += 1
-            try:
-                self._store(path, result)
-            except Exception as err:  # kept in memory; flush / aclose raise it
-                with cond:
-                    self._error = self._error or err
-            else:
-                with cond:
-                    if self._pending.get(key) is result:
-                        del self._pending[key]
-            finally:
-                with cond:
-                    self._writing -= 1
-                    cond.notify_all()
-
-    def _store(self, path: pathlib.Path, result: ChatResult) -> None:
-        """Serialises and writes one entry, creating its fan-out folder the first time (again
-        if it was removed since)."""
-        text = json.dumps({"text": result.text, "reasoning": result.reasoning,
-                           "usage": dataclasses.asdict(result.usage), "model": result.model,
-                           "finish_reason": result.finish_reason,
-                           "constrained": result.constrained})
-        if path.parent not in self._made:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._made.add(path.parent)
-        try:
-            _write_entry(path, text)
-        except FileNotFoundError:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _write_entry(path, text)
-
-
-_WRITERS: dict[str, _EntryWriter] = {}
-_WRITERS_LOCK = threading.Lock()
-
-
-def _entry_writer(directory: pathlib.Path) -> _EntryWriter:
-    """The process's writer of ``directory`` (one per folder, keyed by absolute path)."""
-    key = os.path.abspath(directory)
-    with _WRITERS_LOCK:
-        if key not in _WRITERS:
-            _WRITERS[key] = _EntryWriter(pathlib.Path(key))
-            # at interpreter exit the folder's pending entries are written (each folder on its
-            # own: one that fails raises there without keeping the others from being written)
-            atexit.register(_WRITERS[key].flush)
-        return _WRITERS[key]
-
-
-def _after_fork_in_child() -> None:
-    """A forked child gets fresh locks (a parent's may be held at the fork) and no threads."""
-    global _WRITERS_LOCK
-    _WRITERS_LOCK = threading.Lock()
-    for writer in _WRITERS.values():
-        writer._reset_threading()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+def _store(path: pathlib.Path, result: ChatResult) -> None:
+    """Serialises and writes one entry, creating its fan-out folder the first time (again
+    if it was removed since)."""
+    text = json.dumps({"text": result.text, "reasoning": result.reasoning,
+                       "usage": dataclasses.asdict(result.usage), "model": result.model,
+                       "finish_reason": result.finish_reason,
+                       "constrained": result.constrained})
+    try:
+        _write_entry(path, text)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_entry(path, text)

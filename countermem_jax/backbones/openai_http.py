@@ -22,9 +22,7 @@ server at ~100 requests/s whatever the concurrency; aiohttp keeps ≥ 0.8 of ide
 import asyncio
 import collections
 import dataclasses
-import heapq
 import logging
-import itertools
 import json
 import threading
 import time
@@ -34,7 +32,7 @@ import aiohttp
 import tenacity
 
 from countermem_jax.backbones import tokens
-from countermem_jax.backbones.base import (REQUEST_PRIORITY, Backbone, ChatResult, Message,
+from countermem_jax.backbones.base import (Backbone, ChatResult, Message,
                                           SamplingParams, Usage)
 
 
@@ -65,24 +63,21 @@ class _Retryable(Exception):
 
 class _SharedLimit:
     """A counting semaphore shared by every event loop of the process (asyncio's own semaphore is
-    bound to one loop): a released slot goes to the waiter of lowest ``REQUEST_PRIORITY`` (the
-    oldest among equals), whatever loop it waits on."""
+    bound to one loop): a released slot goes to the oldest waiter, whatever loop it waits on."""
 
     def __init__(self, slots: int):
         self._lock = threading.Lock()
         self._free = slots
-        self._waiters: list[tuple[int, int, asyncio.Future]] = []  # heap: (priority, seq, fut)
-        self._arrivals = itertools.count()
+        self._waiters: collections.deque[asyncio.Future] = collections.deque()
 
     def _drop_cancelled(self) -> None:
-        """Pops cancelled waiters off the top of the heap (they are skipped, not removed, when
+        """Drops cancelled waiters off the front of the queue (they are skipped, not removed, when
         cancelled); called with the lock held."""
-        while self._waiters and self._waiters[0][2].cancelled():
-            heapq.heappop(self._waiters)
+        while self._waiters and self._waiters[0].cancelled():
+            self._waiters.popleft()
 
     async def __aenter__(self):
-        """Takes a slot, queueing behind earlier waiters of the same or a lower priority from
-        any loop.
+        """Takes a slot, queueing behind earlier waiters from any loop.
 
         A waiter cancelled just after its slot was granted passes the slot on, so cancelled
         requests never leak capacity.
@@ -94,7 +89,7 @@ class _SharedLimit:
                 self._free -= 1
                 return
             waiter = asyncio.get_running_loop().create_future()
-            heapq.heappush(self._waiters, (REQUEST_PRIORITY.get(), next(self._arrivals), waiter))
+            self._waiters.append(waiter)
         try:
             await waiter
         except asyncio.CancelledError:
@@ -111,7 +106,7 @@ class _SharedLimit:
         running = asyncio.get_running_loop()
         with self._lock:
             while self._waiters:
-                _, _, waiter = heapq.heappop(self._waiters)
+                waiter = self._waiters.popleft()
                 loop = waiter.get_loop()
                 if loop is running:  # this thread's loop: hand over now
                     if waiter.cancelled():

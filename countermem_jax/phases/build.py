@@ -5,7 +5,7 @@ grows; after a failure Modules I–II propose ≤ K local edits, check them from
 admit verified improvements as records. The store is saved atomically after every task with the
 processed task ids in its header, so a killed run resumes where it stopped. Up to
 ``construction.wave_size`` tasks run at once and commit in split order, with the store identical
-to the one-at-a-time run (``countermem_jax.construction_waves``). At the end the store is
+to the one-at-a-time run (``countermem_jax.construction_waves.InFlight``). At the end the store is
 frozen and its content hash written for the later phases. A baseline method (``cfg.method``)
 builds its own memory instead (``countermem_jax.baselines``), or skips a phase it has no use for.
 """
@@ -20,11 +20,10 @@ from countermem_jax.counterfactual import CounterfactualBuilder
 from countermem_jax.memory import load_frozen, load_store, save_store
 from countermem_jax.memory.reuse import suppressed
 from countermem_jax.memory.store import MemoryStore
-from countermem_jax.memory_use import CounterMemAugmentation, prejudge_conditions
+from countermem_jax.memory_use import CounterMemAugmentation
 from countermem_jax import phase_loop
 from countermem_jax.phases import context
 from countermem_jax.phases.workdir import Workdir
-from countermem_jax.prompting.failures import HeldParseFailures
 from countermem_jax.selector import policies
 from countermem_jax import workdir_guard
 
@@ -62,24 +61,15 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
     wd.log.write("phase_start", phase="construction", tasks=len(ctx.splits.build),
                  resumed=len(done))
 
-    async def run_task(task, view: waves.TaskView, events):
+    async def run_task(task, view: waves.TaskView, out: waves.RunOutput):
         """One construction task on its view of the store; what it writes (records, reuse
-        observations, parse failures) reaches the store and the logs only when it commits."""
-        failures = HeldParseFailures(ctx.parse_failures)  # released when the task commits
-        events.on_commit.append(failures.release)
-        agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, events, failures,
-                      checks=ctx.checks)
-        builder = CounterfactualBuilder(agent, view, construction_cfg, events)
+        observations, log events, parse failures, charges) is kept until it commits."""
+        agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, out.events,
+                      out.failures, checks=ctx.checks, ledger=out.ledger)
+        builder = CounterfactualBuilder(agent, view, construction_cfg, out.events)
         augmentation = _construction_augmentation(cfg, agent, view.index,
                                                   waves.TaskHooks(view, builder))
         return await agent.run(task, augmentation, phase="construction", run=RUN)
-
-    async def prejudge(task, conditions) -> None:
-        """The condition judge's calls a run of ``task`` would make for ``conditions``, made
-        ahead for the response cache (``memory_use.prejudge_conditions``)."""
-        agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, checks=ctx.checks)
-        await prejudge_conditions(MemoryCalls(agent), context.condition_checker(ctx.method),
-                                  task, RUN, conditions)
 
     solved = 0
     bar = tqdm.tqdm(total=len(todo), desc="build memory", unit="task", dynamic_ncols=True,
@@ -88,9 +78,11 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
     # this process's share of checked counterfactual candidates that entered the store
     seq_start, cf_checks = store.next_seq, 0
 
-    def commit(committed: MemoryStore, task, run_ctx) -> None:
-        """Called in split order once a task's run is final: the resume point advances."""
+    def commit(committed: MemoryStore, task, run_ctx, out: waves.RunOutput) -> None:
+        """Called in split order once a task's run is final: its output is logged and booked,
+        then the resume point advances."""
         nonlocal solved, cf_checks
+        out.commit(wd.log, ctx.parse_failures, ctx.ledger)  # durable before the store names it
         solved += run_ctx.solved
         done.add(task.task_id)
         committed.meta["processed_tasks"] = sorted(done)
@@ -108,14 +100,12 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
             "construction/truncations": replies["truncated"],
             "construction/tokens": ctx.ledger.total("construction").total})
     try:
-        return await waves.build_in_waves(
-            store, todo, run_task, wave_size=cfg.construction.wave_size,
+        return await waves.InFlight(
+            store, run_task, wave_size=cfg.construction.wave_size,
             make_index=functools.partial(context.retrieval_index, ctx.method,
                                         construction=True),
             make_checker=functools.partial(context.condition_checker, ctx.method), log=wd.log,
-            commit=commit, position=len(done),
-            # without a response cache a call made ahead would be made again by the run
-            prejudge=prejudge if ctx.backbone.answers_repeats else None)
+            commit=commit, position=len(done)).build(todo)
     finally:
         bar.close()
         writer.close()

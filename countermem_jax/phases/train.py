@@ -29,7 +29,7 @@ from countermem_jax.memory_use import CounterMemAugmentation
 from countermem_jax import phase_loop
 from countermem_jax.phases import context
 from countermem_jax.phases.workdir import PhaseError, Workdir
-from countermem_jax.runlog import HeldEvents
+from countermem_jax.runlog import EventBuffer
 from countermem_jax.selector import checkpoint, dqn, policies, training
 from countermem_jax.selector.transition import Transition
 from countermem_jax import workdir_guard
@@ -163,7 +163,7 @@ class SeedRun:
     async def _save_pending(self) -> None:
         """Validates the checkpoints reached since the last call, all at once (their validation
         episodes run concurrently), and saves them in order."""
-        # transitions are not fsynced one by one (runlog.UNSYNCED_EVENTS): make the ones these
+        # transitions are not fsynced one by one (``runlog``): make the ones these
         # checkpoints count durable before they are written
         self.wd.log.sync()
         done = set(self.ckpt.steps())
@@ -225,10 +225,10 @@ class SeedRun:
                 for t in rows:
                     self.learner.observe(t)
             if episode not in logged:  # one write per episode: a kill never leaves half of one
-                held = HeldEvents(self.wd.log)
+                events = EventBuffer()
                 for t in rows:
-                    held.write("transition", seed=self.seed, episode=episode, **t.to_json())
-                held.commit()
+                    events.write("transition", seed=self.seed, episode=episode, **t.to_json())
+                self.wd.log.write_all(events)
             self.episode = episode + 1
             self._write_curves(rows)
             bar.set_postfix(episode=episode, tokens=ledger.total("selector_training").total)

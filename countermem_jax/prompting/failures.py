@@ -52,29 +52,3 @@ class ParseFailureLog:
         rows["total"] = {o: sum(r[o] for r in rows.values()) for o in REPLY_OUTCOMES}
         return rows
 
-
-class HeldParseFailures:
-    """The parse failures of a unit of work that may still be discarded (a construction task run
-    speculatively in a wave): held back and passed to ``target`` by ``release`` when the work
-    commits, so a discarded run leaves nothing in the run's parse-failure log."""
-
-    def __init__(self, target: ParseFailureLog):
-        self.target = target
-        self.items: list[dict] = []
-        self.counted: list[tuple[str, str, int]] = []
-
-    def add(self, **item) -> None:
-        """Holds one failure until ``release``."""
-        self.items.append(item)
-
-    def count(self, template: str, outcome: str, n: int = 1) -> None:
-        """Holds one count until ``release``."""
-        self.counted.append((template, outcome, n))
-
-    def release(self) -> None:
-        """Passes the held failures and counts, in order, to the run's log."""
-        for item in self.items:
-            self.target.add(**item)
-        for counted in self.counted:
-            self.target.count(*counted)
-        self.items, self.counted = [], []

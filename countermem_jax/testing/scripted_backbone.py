@@ -61,7 +61,7 @@ class ScriptedBackbone(Backbone):
                 usage = Usage(tokens.count_messages(messages), tokens.count_tokens(text), 0,
                               "tokenizer")
                 result = ChatResult(text, "", usage, self.model_name)
-                self.ledger.record(charge, usage)
+                (charge.ledger or self.ledger).record(charge, usage)
                 return result
         raise LookupError(f"no scripted reply for template={charge.purpose!r} "
                           f"decision={charge.decision!r}: {messages[-1]['content'][:200]!r}")
