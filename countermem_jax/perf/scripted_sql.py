@@ -13,6 +13,7 @@ removing the mistake. Every reply is a function of the request alone, so any num
 in flight, in any order, get the replies one request at a time would get.
 """
 import hashlib
+import json
 import pathlib
 import re
 import sqlite3
@@ -67,14 +68,22 @@ def make_responder(config: dict):
 
     def reply(request: dict) -> str:
         text = request["messages"][-1]["content"]
+        # a request with an output constraint (a JSON schema) gets the same answer as JSON
+        as_json = "response_format" in request
         if text.startswith("You decide whether a stored correction applies"):
-            return _judge(text, databases)
+            verdict = _judge(text, databases)
+            return json.dumps({"verdict": verdict}) if as_json else verdict
         if "Propose up to" in text and "Failed action:" in text:
+            if as_json:
+                return json.dumps({"edits": [{"find": MISTAKE.strip(), "replace": ""}]})
             return f"EDIT 1\nFIND: {MISTAKE.strip()}\nREPLACE:\n"
         if "Original action (failed):" in text:
             database = _DATABASE.search(text).group(1)
-            return ("SITUATION: a row limit of zero was appended to a query whose answer has rows\n"
-                    f"CONDITION: the question is about the {database} database")
+            situation = "a row limit of zero was appended to a query whose answer has rows"
+            condition = f"the question is about the {database} database"
+            if as_json:
+                return json.dumps({"situation": situation, "condition": condition})
+            return f"SITUATION: {situation}\nCONDITION: {condition}"
         if "A stored correction from an earlier task" in text:
             draft = re.search(r"Your draft action:\n```\n(.*?)\n```", text, re.S).group(1)
             return _code_block(draft.replace(MISTAKE, ""))
