@@ -99,6 +99,18 @@ class Template:
     repair: str = "Your reply did not follow the required format ({error}). Reply again, " \
                   "following the format exactly and writing nothing else."
     parses_action: bool = False
+    # Completion tokens the reply needs (its format at the longest a task should need): a reply
+    # cut at the limit is unparseable or wrong, so each template asks for what its reply fits,
+    # never more than the run's own limit (``budget``).
+    max_tokens: int | None = None
+
+    def budget(self, params: SamplingParams, reasoning: bool = False) -> SamplingParams:
+        """``params`` with this template's token budget, capped by their ``max_tokens`` (the
+        config's limit). A reasoning backbone's thinking shares the completion budget, so there
+        the config's limit alone applies."""
+        if self.max_tokens is None or reasoning or params.max_tokens <= self.max_tokens:
+            return params
+        return dataclasses.replace(params, max_tokens=self.max_tokens)
 
     def messages(self, **fields) -> list[dict]:
         """The chat messages, each field truncated to its kind's limit."""
@@ -136,7 +148,7 @@ REVISE_WITH_RECORD = Template(
     "draft unchanged.\n{record}\n\n{instructions}\nWrite the (possibly unchanged) action inside one "
     "``` code block.",
     {"task": "state", "draft": "action", "record": "record", "instructions": "context"},
-    _action, parses_action=True)
+    _action, parses_action=True, max_tokens=1024)
 
 # Module I (§3.2, Eq. 1): up to K local edits of a failed action in a FIND / REPLACE grammar.
 # The parser drops any edit that rewrites most of the action; an unusable reply falls back to
@@ -150,7 +162,7 @@ GENERATE_LOCAL_ALTERNATIVES = Template(
     "EDIT 1\nFIND: <exact text copied from the action>\nREPLACE: <the new text>\n",
     {"task": "state", "action": "action", "feedback": "feedback"},
     lambda reply, action, k: parsers.parse_local_edits(reply, action, k),
-    fallback=lambda action, k: [])
+    fallback=lambda action, k: [], max_tokens=512)
 
 # Module II (§3.3): a verified contrast turned into the record's situation q and condition c.
 # The condition clause is the one Appendix D.8 quotes; "none" parses to the empty (universal)
@@ -167,7 +179,7 @@ DISTIL_RECORD = Template(
     "no such requirement exists.>\n{condition_hint}",
     {"task": "state", "original": "action", "improved": "action", "evidence": "feedback",
      "condition_hint": "context"},
-    lambda reply: parsers.parse_distilled(reply))
+    lambda reply: parsers.parse_distilled(reply), max_tokens=192)
 
 # Best-of-N control (Appendix D.5): an LLM judge, not the verifier, picks one of the N = 1 + K
 # candidates; two failed parses fall back to candidate 1, the memory-free draft.
@@ -176,7 +188,7 @@ BEST_OF_N_JUDGE = Template(
     "{task}\n\nCandidates:\n{candidates}\n\nWhich candidate is most likely correct? Answer with "
     "one line: CHOICE: <number>",
     {"task": "state", "candidates": "units"},
-    lambda reply, n: parsers.parse_choice(reply, n), fallback=lambda n: 1)
+    lambda reply, n: parsers.parse_choice(reply, n), fallback=lambda n: 1, max_tokens=64)
 
 # The Reflexion base agent (§4.1, beside ReAct): a verbal reflection after a failed attempt,
 # kept in the task's own context for its next attempt; it is not cross-task memory.
@@ -185,28 +197,30 @@ REFLEXION_REFLECT = Template(
     "{task}\n\nAttempt:\n```\n{action}\n```\nFeedback: {feedback}\n\nIn one or two sentences, say "
     "what went wrong and what to do differently. Answer as: REFLECTION: <text>",
     {"task": "state", "action": "action", "feedback": "feedback"},
-    lambda reply: parsers.parse_single_field("REFLECTION")(reply))
+    lambda reply: parsers.parse_single_field("REFLECTION")(reply), max_tokens=128)
 
 # ExpeL baseline (Appendix D.5): one transferable lesson per completed attempt.
 EXPEL_INSIGHT = Template(
     "EXPEL_INSIGHT", "You extract lessons from completed attempts.",
     "Completed attempt:\n{trajectory}\n\nExtract one transferable lesson for similar future tasks. "
     "Answer as: INSIGHT: <one sentence>",
-    {"trajectory": "trajectory"}, lambda reply: parsers.parse_single_field("INSIGHT")(reply))
+    {"trajectory": "trajectory"}, lambda reply: parsers.parse_single_field("INSIGHT")(reply),
+    max_tokens=96)
 
 # Generative Agents baseline: a generalized reflection over stored experiences.
 GENERATIVE_AGENTS_REFLECT = Template(
     "GENERATIVE_AGENTS_REFLECT", "You write generalized reflections on experiences.",
     "Experiences:\n{trajectory}\n\nWrite one generalized reflection for later retrieval. Answer as: "
     "REFLECTION: <text>",
-    {"trajectory": "trajectory"}, lambda reply: parsers.parse_single_field("REFLECTION")(reply))
+    {"trajectory": "trajectory"}, lambda reply: parsers.parse_single_field("REFLECTION")(reply),
+    max_tokens=128)
 
 # Voyager baseline: a solved attempt stored as a named procedure with its applicability text.
 VOYAGER_SKILL = Template(
     "VOYAGER_SKILL", "You store reusable procedures.",
     "Solved attempt:\n{trajectory}\n\nStore a reusable procedure. Answer with:\nNAME: <short name>\n"
     "APPLIES_WHEN: <when to use it>\nSTEPS:\n1. <step>\n2. <step>",
-    {"trajectory": "trajectory"}, lambda reply: parsers.parse_skill(reply))
+    {"trajectory": "trajectory"}, lambda reply: parsers.parse_skill(reply), max_tokens=384)
 
 # ReasoningBank baseline: a strategy item (title, description, content) from an attempt and
 # its self-judged verdict; it has no condition field, unlike a CounterMem record.
@@ -214,7 +228,7 @@ REASONINGBANK_EXTRACT = Template(
     "REASONINGBANK_EXTRACT", "You distill reasoning strategies from past attempts.",
     "Attempt ({verdict}):\n{trajectory}\n\nExtract a strategy. Answer with:\nTITLE: <title>\n"
     "DESCRIPTION: <one sentence>\nCONTENT: <the strategy>",
-    {"trajectory": "trajectory"}, lambda reply: parsers.parse_strategy_item(reply))
+    {"trajectory": "trajectory"}, lambda reply: parsers.parse_strategy_item(reply), max_tokens=384)
 
 # MaTTS control (6M-token comparison): several attempts at one task contrasted into one
 # strategy, without CounterMem's pairwise verification.
@@ -222,7 +236,7 @@ MATTS_SELF_CONTRAST = Template(
     "MATTS_SELF_CONTRAST", "You contrast several attempts at the same task to extract strategies.",
     "Attempts at one task:\n{trajectory}\n\nContrast them and extract strategy-level guidance. "
     "Answer with:\nTITLE: <title>\nDESCRIPTION: <one sentence>\nCONTENT: <the strategy>",
-    {"trajectory": "trajectory"}, lambda reply: parsers.parse_strategy_item(reply))
+    {"trajectory": "trajectory"}, lambda reply: parsers.parse_strategy_item(reply), max_tokens=384)
 
 # Verified-feedback control: ReasoningBank's extractor given checked step outcomes, keeping
 # ReasoningBank's record format.
@@ -230,7 +244,7 @@ REASONINGBANK_VERIFIED = Template(
     "REASONINGBANK_VERIFIED", "You distill reasoning strategies from checked attempts.",
     "Attempt with checked step outcomes:\n{trajectory}\n\nExtract a strategy. Answer with:\n"
     "TITLE: <title>\nDESCRIPTION: <one sentence>\nCONTENT: <the strategy>",
-    {"trajectory": "trajectory"}, lambda reply: parsers.parse_strategy_item(reply))
+    {"trajectory": "trajectory"}, lambda reply: parsers.parse_strategy_item(reply), max_tokens=384)
 
 # Transfer study (Appendix D.4): a similar-looking task on which the stored condition is false.
 # A generated task is kept only after the applicability check confirms the condition fails.
@@ -238,7 +252,8 @@ LOOK_ALIKE_TASK = Template(
     "LOOK_ALIKE_TASK", "You write test tasks.",
     "Original task:\n{task}\n\nStored condition: {condition}\n\nWrite a new task that looks very "
     "similar but for which the condition is FALSE. Answer as: TASK: <the new task>",
-    {"task": "state", "condition": "feedback"}, lambda reply: parsers.parse_look_alike(reply))
+    {"task": "state", "condition": "feedback"}, lambda reply: parsers.parse_look_alike(reply),
+    max_tokens=384)
 
 ALL = {t.name: t for t in (DRAFT_ACTION, REVISE_WITH_RECORD, GENERATE_LOCAL_ALTERNATIVES,
                            DISTIL_RECORD, BEST_OF_N_JUDGE, REFLEXION_REFLECT, EXPEL_INSIGHT,
@@ -271,6 +286,7 @@ async def call_template(backbone: Backbone, template: Template, fields: dict, *,
     # both key on it.
     charge = dataclasses.replace(charge, purpose=template.name)
     messages = template.messages(**fields)
+    params = template.budget(params, reasoning=bool(getattr(backbone, "reasoning_effort", None)))
     reply, error, spent = "", "", 0
     for attempt in (1, 2):
         result = await backbone.chat(messages, params, charge)
@@ -316,7 +332,7 @@ REVISE_WITH_MEMORY = Template(
     "follows. Use it only if it helps with this task; otherwise return the draft unchanged.\n"
     "{memory}\n\n{instructions}\nWrite the (possibly unchanged) action inside one ``` code block.",
     {"task": "state", "draft": "action", "memory": "units", "instructions": "context"},
-    _action, parses_action=True)
+    _action, parses_action=True, max_tokens=1024)
 
 # ExpeL's insight-list maintenance: AGREE / EDIT / REMOVE / ADD operations on a numbered list.
 EXPEL_UPDATE = Template(
@@ -328,7 +344,7 @@ EXPEL_UPDATE = Template(
     "REMOVE <n>: <existing insight n, which is wrong or redundant>\n"
     "ADD: <a new general insight>\nWrite NONE if nothing should change.",
     {"insights": "context", "experience": "trajectory"},
-    lambda reply, n: parsers.parse_insight_operations(reply, n))
+    lambda reply, n: parsers.parse_insight_operations(reply, n), max_tokens=384)
 
 # Generative Agents' importance score of a memory (1-10), one term of its retrieval score; an
 # unparsable reply counts as the middle value 5.
@@ -338,7 +354,7 @@ GENERATIVE_AGENTS_IMPORTANCE = Template(
     "solving future tasks, rate this memory.\nMemory: {memory}\nAnswer with one line: "
     "IMPORTANCE: <integer>",
     {"memory": "trajectory"}, lambda reply: parsers.parse_importance(reply),
-    fallback=lambda: 5)
+    fallback=lambda: 5, max_tokens=32)
 
 # ReasoningBank's self-judgement of an attempt: the model, not the checker, decides success or
 # failure; an unparsable reply counts as failure.
@@ -347,7 +363,7 @@ REASONINGBANK_JUDGE = Template(
     "Attempt:\n{trajectory}\n\nDid the final action accomplish the task? Answer with one line: "
     "VERDICT: success or VERDICT: failure",
     {"trajectory": "trajectory"}, lambda reply: parsers.parse_verdict(reply),
-    fallback=lambda: "failure")
+    fallback=lambda: "failure", max_tokens=32)
 
 # Doubled braces survive ``str.format`` as the literal JSON braces of the call syntax.
 _MEMORY_CALL_FORMAT = ('Write one call per line as\nCALL: {{"name": "<function>", "arguments": '
@@ -369,7 +385,7 @@ MEMGPT_MANAGE = Template(
     "Keep what will help on later tasks. " + _MEMORY_CALL_FORMAT,
     {"core": "context", "results": "context", "event": "trajectory"},
     lambda reply, allowed: parsers.parse_function_calls(reply, allowed),
-    fallback=lambda allowed: [])
+    fallback=lambda allowed: [], max_tokens=512)
 
 # MemGPT baseline at a decision: the agent may search its archival memory before revising.
 MEMGPT_RECALL = Template(
@@ -379,7 +395,7 @@ MEMGPT_RECALL = Template(
     "Function:\narchival_memory_search(query): search archival memory\n" + _MEMORY_CALL_FORMAT,
     {"core": "context", "task": "state", "draft": "action"},
     lambda reply, allowed: parsers.parse_function_calls(reply, allowed),
-    fallback=lambda allowed: [])
+    fallback=lambda allowed: [], max_tokens=256)
 
 ALL.update({t.name: t for t in (REVISE_WITH_MEMORY, EXPEL_UPDATE, GENERATIVE_AGENTS_IMPORTANCE,
                                 REASONINGBANK_JUDGE, MEMGPT_MANAGE, MEMGPT_RECALL)})
