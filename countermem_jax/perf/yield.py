@@ -41,6 +41,8 @@ _DRAFTS = flags.DEFINE_integer("draft_questions", 0, "Questions for the draft-pr
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of the question sample.")
 _CACHE = flags.DEFINE_string("cache_dir", "", "Response cache (default: inside the workdir).")
 _WORKDIR = flags.DEFINE_string("workdir", "", "Workdir (default: a new temporary folder).")
+_THREADS = flags.DEFINE_integer("threads", 0, "llama.cpp threads (0: all cores; 1 on a busy "
+                                "machine, where threads waiting on each other stall decoding).")
 
 
 class FinishCounter(Backbone):
@@ -189,6 +191,7 @@ def main(argv):
     manifest.write_text(json.dumps(sample_manifest(tasks, _N.value, _SEED.value)))
     cache = _CACHE.value or str(workdir / "response_cache")
     cfg = cpu_config(manifest, _MODEL.value, cache)
+    cfg.backbone.n_threads = _THREADS.value
     load = os.getloadavg()
     print(f"construction on {_N.value} Spider questions, model {cfg.backbone.cpu_model}, "
           f"load average {load[0]:.1f} / {load[1]:.1f} on {os.cpu_count()} cores")
