@@ -18,7 +18,10 @@ launch/requirements-cpu-model-1.5b.txt first; docs/cpu_models.md). Each template
 own token budget, capped by ``agent.max_tokens`` = 512.
 Measured (2026-11-25, 2 cores shared with other jobs, load average 7-11, 0.5B, greedy): first
 attempts on 40 seeded shipped Spider questions, the former DRAFT_ACTION 6/40, a plain zero-shot
-prompt 20/40; MEASURED_HERE
+prompt 20/40; on the first 20 of them the current DRAFT_ACTION 8, zero-shot 10. The yield
+benchmark (perf/yield.py --n=4 --threads=1): 9 counterfactual checks (model edits 0/7, rule
+edits 0/2 verified), 0 records, 0 unparseable replies, 2 of 3 edit replies stopped at their
+512-token budget, 2 model edits refused as not local, 7,288 tokens, 381 s.
 """
 from countermem_jax.config_defaults import spider_cpu_config
 
