@@ -10,7 +10,18 @@ one expanded failure and 4 counterfactual checks per task, a 30-decision selecto
 starts at 6, an update every decision, target sync every 10, checkpoints every 15 with 3
 validation tasks, one seed), 20 held-out tasks, two attempts per task. The evaluation prints a
 table of ReAct vs ReAct+CounterMem (score, tokens, calls and failures per solved task, retrieval
-coverage, harmful use, rescued/broken). About 15–20 minutes on 2 cores.
+coverage, harmful use, rescued/broken), then one evaluation task where a record changed the draft
+(or, with an empty store, why it is empty). About 15–20 minutes on 2 cores.
+
+The model: ``--config.backbone.cpu_model=qwen2.5-coder-1.5b`` picks the 1.5B (install
+launch/requirements-cpu-model-1.5b.txt first; docs/cpu_models.md). Each template asks for its
+own token budget, capped by ``agent.max_tokens`` = 512.
+Measured (2026-11-25, 2 cores shared with other jobs, load average 7-11, 0.5B, greedy): first
+attempts on 40 seeded shipped Spider questions, the former DRAFT_ACTION 6/40, a plain zero-shot
+prompt 20/40; on the first 20 of them the current DRAFT_ACTION 8, zero-shot 10. The yield
+benchmark (perf/yield.py --n=4 --threads=1): 9 counterfactual checks (model edits 0/7, rule
+edits 0/2 verified), 0 records, 0 unparseable replies, 2 of 3 edit replies stopped at their
+512-token budget, 2 model edits refused as not local, 7,288 tokens, 381 s.
 """
 from countermem_jax.config_defaults import spider_cpu_config
 

@@ -249,8 +249,11 @@ def spider_cpu_config(agent: str = "react") -> ml_collections.ConfigDict:
     c.data.db_ids = ("concert_singer", "pets_1", "singer", "poker_player", "museum_visit",
                      "employee_hire_evaluation", "tvshow", "course_teach")
     c.splits.update(n_build=20, n_train=16, n_validation=3, n_eval=20)
-    c.agent.update(kind=agent, max_attempts=2, max_tokens=160, token_budget=12_000)
-    c.backbone.update(kind="llama_cpp", n_ctx=4096, cache_dir="auto")
+    # max_tokens caps each template's own budget (prompts.Template.max_tokens): 160 cut off
+    # most of the model's edit replies mid-edit.
+    c.agent.update(kind=agent, max_attempts=2, max_tokens=512, token_budget=12_000)
+    c.backbone.update(kind="llama_cpp", n_ctx=4096, cache_dir="auto",
+                      cpu_model="qwen2.5-coder-0.5b")  # or "qwen2.5-coder-1.5b" (gguf.MODELS)
     # The 0.5B model cannot judge free-text conditions (it answers YES to everything), so those
     # are scoped to the source database, and construction only reuses clearly related records.
     c.construction.update(verification_budget=4, max_expanded_failures=1,

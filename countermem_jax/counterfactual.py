@@ -18,17 +18,23 @@ task's own actions are checked as usual in every mode:
                      verified one becomes the task's next action (``WithinTaskChecks``) and is
                      forgotten when the task ends.
 """
+import collections
 import dataclasses
 import datetime
+import difflib
+import logging
+import re
 
 from countermem_jax.agents import Augmentation
 from countermem_jax.prompting import parsers, prompts
 from countermem_jax.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
 from countermem_jax.memory.record import edit_text, make_record_id, normalize_condition
 from countermem_jax.retrieval import edit_conditions
-from countermem_jax.retrieval.conditions import RuleChecker
+from countermem_jax.retrieval.conditions import RuleChecker, never_holds
 from countermem_jax.retrieval.conditions import TaskContext as CondTask
 from evaluators.base import Outcome, State
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +64,79 @@ class ConstructionConfig:
 
 
 CORRECTION_MODES = ("verified", "unverified_advice", "within_task")
+
+# Words and single punctuation marks, the units a change is measured in (as in
+# ``parsers.is_local_edit``), and the clause keywords that give a query (or program) its shape.
+_TOKENS = re.compile(r"\w+|[^\w\s]")
+_CLAUSES = frozenset({"select", "from", "where", "join", "group", "order", "having", "limit",
+                      "union", "intersect", "except", "with"})
+
+
+def locality_problem(action: str, edited: str) -> str:
+    """Why ``edited`` is not one decision unit away from ``action`` ("" when it is), the
+    contract of Module I's generator (§3.2, Appendix D.8: one changed decision unit per
+    candidate, never a complete replacement submission).
+
+    Beyond ``parsers.is_local_edit`` (at most two changed regions, at most half the tokens
+    removed), which measures only what is removed: the changed regions may not span nearly the
+    whole action (a FIND that covers all of it, re-written), may insert at most half the action's
+    length (12 tokens always allowed: one join with its keys), and may not add more than one
+    clause or any nested query (an insertion that rewrites the query's shape)."""
+    if not parsers.is_local_edit(action, edited):
+        return "changes more than one part or removes most of the action"
+    a, b = _TOKENS.findall(action.lower()), _TOKENS.findall(edited.lower())
+    ops = [op for op in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
+           if op[0] != "equal"]
+    if len(a) >= 8 and ops[-1][2] - ops[0][1] >= 0.9 * len(a):
+        return "covers the whole action"
+    inserted = [t for _, _, _, j1, j2 in ops for t in b[j1:j2]]
+    removed = [t for _, i1, i2, _, _ in ops for t in a[i1:i2]]
+    if len(inserted) > max(12, len(a) // 2):
+        return "inserts more than one part"
+    added = collections.Counter(t for t in inserted if t in _CLAUSES)
+    added.subtract(t for t in removed if t in _CLAUSES)
+    if added["select"] > 0 or sum(n for n in added.values() if n > 0) > 1:
+        return "rewrites the query's shape"
+    return ""
+NEVER_HOLDS = "condition never holds"   # admission refused: the record could never be offered
 UNCHECKED = "not checked: unverified advice (CF without WM)"
+
+
+def tally(entries, parse_failures=()) -> dict:
+    """What construction's checks came to, from the run log's "counterfactual" entries and the
+    parse-failure items: per candidate source (the label each candidate carries: the model's
+    edits, each rule family) the checks and verified improvements, the admitted records,
+    records refused because their condition never holds, and the replies per template that
+    could not be parsed (a repaired reply counts once per failed attempt)."""
+    sources: dict[str, dict] = {}
+    verified = admitted = never = 0
+    for e in entries:
+        row = sources.setdefault(str(e.get("source", "?")), {"checks": 0, "verified": 0})
+        checked = e.get("checked", True)
+        row["checks"] += bool(checked)
+        # verified: the checker completed and the gain passed ε, i.e. distillation was reached
+        better = checked and "admitted" in e
+        row["verified"] += better
+        verified += better
+        admitted += bool(e.get("admitted"))
+        never += e.get("reason") == NEVER_HOLDS
+    unparseable = collections.Counter(f.get("template", "?") for f in parse_failures
+                                      if f.get("kind", "parse") == "parse")
+    not_local = sum(f.get("kind") == "not_local" for f in parse_failures)
+    return {"sources": dict(sorted(sources.items())),
+            "checks": sum(r["checks"] for r in sources.values()), "verified": verified,
+            "admitted": admitted, "never_holds": never, "unparseable": dict(unparseable),
+            "not_local": not_local}
+
+
+def empty_store_reason(t: dict) -> str:
+    """One line saying why construction admitted nothing, with the counts of ``tally``."""
+    per = ", ".join(f"{s} {r['verified']}/{r['checks']}" for s, r in t["sources"].items())
+    return (f"the store is empty: {t['verified']} of {t['checks']} counterfactual checks verified "
+            f"(verified/checks per source: {per or 'no checks'}), {t['never_holds']} refused "
+            f"for a condition that never holds, {sum(t['unparseable'].values())} replies "
+            f"unparseable ({', '.join(f'{k} {v}' for k, v in t['unparseable'].items()) or '-'}), "
+            f"{t['not_local']} model edits not local")
 
 
 def _check(o: Outcome) -> CheckOutcome:
@@ -89,7 +167,17 @@ class CounterfactualBuilder:
             "task": ctx.task.visible_text(), "action": action, "feedback": outcome.feedback,
             "k": self.cfg.k, "unit": ctx.task.decision_unit},
             parse_args={"action": action, "k": self.cfg.k})
-        llm_edits = list(parsed.value or [])
+        llm_edits = []
+        for edited in parsed.value or []:
+            problem = locality_problem(action, edited)
+            if problem:
+                # counted with the template's parse failures: the reply broke the edit contract
+                self.agent.failures.add(template=prompts.GENERATE_LOCAL_ALTERNATIVES.name,
+                                        decision=ctx.charge().decision, attempt=0,
+                                        error=f"edit not local: {problem}", reply=edited[:1000],
+                                        kind="not_local")
+                continue
+            llm_edits.append(edited)
         candidates = []
         for c in llm_edits + self.agent.domain.rule_edits(ctx.task, action):
             if c.strip() and c.strip() != action.strip() and c not in candidates:
@@ -201,6 +289,14 @@ class CounterfactualBuilder:
                 and RuleChecker().check(condition, CondTask("", "", {})) is None):
             situation = f"{situation} [stated condition: {condition}]"
             condition = self._derived_condition(ctx, original, improved)
+        if never_holds(condition):
+            # A distilled condition no task can satisfy falls back to the one derived from the
+            # edit; if that cannot hold either, the record could never be offered: not admitted.
+            condition = self._derived_condition(ctx, original, improved)
+        if never_holds(condition):
+            return {"admitted": False, "reason": NEVER_HOLDS, "score": None, "record_id": "",
+                    "condition": condition, "situation": situation, "evicted": [],
+                    "distil_fallback": fallback}
         record = MemoryRecord(
             record_id=make_record_id(ctx.task.task_id, situation, original, improved, condition),
             source_task_id=ctx.task.task_id, situation=situation, original_action=original,

@@ -24,4 +24,6 @@ python -m countermem_jax.build_memory --config="$CONFIG" --workdir="$WORKDIR"
 python -m countermem_jax.inspect_store --store="$WORKDIR/store_frozen.jsonl" --top=3
 python -m countermem_jax.train_selector --config="$CONFIG" --workdir="$WORKDIR"
 python -m countermem_jax.evaluate --config="$CONFIG" --workdir="$WORKDIR"
+# one evaluation task where a record changed the draft (rescued or broken), or why the store is empty
+python -m countermem_jax.inspect_store --workdir="$WORKDIR"
 echo "quickstart finished in $(( $(date +%s) - start )) s (after installation); workdir $WORKDIR"

@@ -92,7 +92,7 @@ def scripted_reply(messages: list[dict]) -> str | None:
         draft = re.search(r"Your draft action:\n```\n(.*?)\n```", user, re.S).group(1)
         return "```sql\n" + re.sub(r" > (\d+)", r" >= \1", draft) + "\n```"
     found = re.search(r"names of (\w+) whose (\w+) is (?:at least|strictly above) (\d+)", user)
-    if "Decision unit" in user and found:   # DRAFT_ACTION: always the strict comparison
+    if SQL.instructions in user and found:   # DRAFT_ACTION: always the strict comparison
         table, column, bound = found.groups()
         return f"```sql\nSELECT name FROM {table} WHERE {column} > {bound}\n```"
     return None

@@ -11,6 +11,7 @@ from countermem_jax.backbones.cache import CachedBackbone
 from countermem_jax.testing.openai_server import LocalOpenAIServer
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 from countermem_jax.config_defaults import base_config
+from countermem_jax.domains.sql import SQL
 from countermem_jax.perf import scripted_sql
 
 N_BUILD, N_EVAL = 4, 10
@@ -78,7 +79,8 @@ def test_base_and_countermem_drafts_in_flight_together_are_requested_once(tmp_pa
         bodies = [json.dumps(r["messages"], sort_keys=True) for r in srv.requests]
         peak = _stats(srv)["peak_in_flight"]
     assert len(bodies) == len(set(bodies))  # no request reached the server twice
-    first_drafts = [b for b in bodies if "Decision unit:" in b and "Attempt 1:" not in b]
+    first_drafts = [b for b in bodies if SQL.instructions in b and "Attempt 1:" not in b
+                    and "Your draft action" not in b]
     assert len(first_drafts) == N_EVAL
     # every CounterMem first draft joined the base run's identical call in flight
     assert cached.joined_in_flight >= N_EVAL and cached.hits >= N_EVAL

@@ -120,7 +120,7 @@ def test_record_text_cannot_break_out_of_its_block():
 
 
 def test_fields_are_truncated_before_rendering():
-    messages = prompts.DRAFT_ACTION.messages(task="q" * 10_000, unit="u", instructions="",
+    messages = prompts.DRAFT_ACTION.messages(task="q" * 10_000, instructions="",
                                             history="h" * 9_000)
     content = messages[1]["content"]
     assert content.count("q") <= 2500 and content.count("h") <= 3000

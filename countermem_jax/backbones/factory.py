@@ -1,7 +1,8 @@
 """Builds a backbone from a config (``config.backbone``), so binaries stay short.
 
     kind: "llama_cpp" (in-process CPU model) | "openai" (vLLM / llama.cpp server)
-    model_path: GGUF path for llama_cpp (default: the pinned Qwen2.5-Coder-0.5B chunks)
+    model_path: GGUF path for llama_cpp (default: the pinned model ``cpu_model`` names)
+    cpu_model: "qwen2.5-coder-0.5b" | "qwen2.5-coder-1.5b" (``backbones/gguf.py``)
     base_urls: comma-separated OpenAI-compatible base URLs, or a file with one URL per line
     model: the served model name (e.g. "openai/gpt-oss-120b")
     max_concurrency, timeout_s, max_attempts, reasoning_effort
@@ -44,7 +45,11 @@ def make_backbone(cfg, ledger: TokenLedger | None = None) -> Backbone:
     retry_budget = int(cfg.get("max_tokens_on_truncation") or 0)   # 0: twice the call's
     if kind == "llama_cpp":
         from countermem_jax.backbones.llama_cpp_backbone import LlamaCppBackbone
-        backbone = LlamaCppBackbone(cfg.get("model_path") or None, n_ctx=cfg.get("n_ctx", 4096),
+        model_path = cfg.get("model_path") or None
+        if model_path is None and cfg.get("cpu_model"):  # one of the pinned CPU models
+            from countermem_jax.backbones import gguf
+            model_path = gguf.default_model_path(cfg.cpu_model)
+        backbone = LlamaCppBackbone(model_path, n_ctx=cfg.get("n_ctx", 4096),
                                     n_threads=cfg.get("n_threads") or None, ledger=ledger,
                                     max_tokens_on_truncation=retry_budget)
     elif kind == "openai":

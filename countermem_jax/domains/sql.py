@@ -330,8 +330,7 @@ def question_features(question: str) -> dict:
 # of the LLM judge (``retrieval/conditions``, Module III's compatibility filter).
 SQL = Domain(
     "sql",
-    "Write one SQLite SELECT statement that answers the question, using only tables and columns "
-    "from the schema. Put it in a ```sql code block.",
+    "Write the SQLite query that answers the question.",
     "Prefer a condition written as a rule over the question's features, e.g. 'bound == inclusive', "
     "'bound == strict', 'distinct == true', 'aggregate == count', 'ordering == desc', "
     "'db_id == <name>', or 'question contains \"<phrase>\"'.",

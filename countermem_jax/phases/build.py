@@ -10,13 +10,14 @@ frozen and its content hash written for the later phases. A baseline method (``c
 builds its own memory instead (``countermem_jax.baselines``), or skips a phase it has no use for.
 """
 import functools
+import json
 
 import tqdm
 
 from countermem_jax import baselines, curves
 from countermem_jax import construction_waves as waves
 from countermem_jax.agents import Agent, MemoryCalls
-from countermem_jax.counterfactual import CounterfactualBuilder
+from countermem_jax.counterfactual import CounterfactualBuilder, empty_store_reason, tally
 from countermem_jax.memory import load_frozen, load_store, save_store
 from countermem_jax.memory.reuse import suppressed
 from countermem_jax.memory.store import MemoryStore
@@ -157,9 +158,15 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     summary = {"records": len(frozen), "hash": frozen.content_hash(), "suppressed": len(gated),
                "tasks": len(ctx.splits.build) if constructs else 0,
                "tokens": ctx.ledger.total("construction").total, "waves": wave_totals}
+    failures = ([json.loads(line) for line in wd.parse_failures.read_text().splitlines() if line]
+                if wd.parse_failures.exists() else [])
+    counts = tally(wd.log.events("counterfactual"), failures)
+    summary["never_holding_conditions"] = counts["never_holds"]
     wd.log.write("phase_end", phase="construction", ledger=ctx.ledger.summary(),
                  replies=ctx.parse_failures.summary(), **summary)
     print(f"built {len(frozen)} records from {summary['tasks']} construction tasks; frozen "
           f"store {wd.frozen} (hash {frozen.content_hash()[:16]}); {len(gated)} withheld by the "
           "low-utility gate during construction (offered again from selector training on)")
+    if constructs and not len(frozen):
+        print(empty_store_reason(counts))
     return summary

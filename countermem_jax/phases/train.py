@@ -68,6 +68,8 @@ def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     seeds = _seeds(cfg)
     wd = Workdir(workdir_path)
     frozen = wd.load_frozen_checked()  # what training needs is read before the backbone is made
+    if not len(frozen):
+        return _empty_store(cfg, wd, seeds)
     for seed in seeds:
         checkpoint.check_metrics_files(wd.seed_dir(seed))
     ctx = context.setup(cfg, wd, backbone, benchmark)
@@ -99,6 +101,28 @@ def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
                  replies=ctx.parse_failures.summary(), **summary)
     for seed, result in per_seed.items():
         _print_seed(wd, seed, result)
+    return summary
+
+
+def _empty_store(cfg, wd: Workdir, seeds) -> dict:
+    """Selector training over an empty store: no decision has a record to choose, so every
+    episode would only repeat the memory-free agent. Ends at once, before any model is loaded,
+    with each seed's initial parameters saved as its step-0 checkpoint (what evaluation
+    restores) and a validation return of 0 (no reuse, no cost)."""
+    print("train_selector: the frozen store is empty, so the selector has no record to choose "
+          "at any decision; training ends here (initial parameters saved as step 0)")
+    dcfg, per_seed = context.dqn_config(cfg), {}
+    for seed in seeds:
+        ckpt = checkpoint.SelectorCheckpointer(wd.seed_dir(seed), dcfg, seed)
+        if 0 not in ckpt.steps():
+            ckpt.save(0, training.OnlineLearner(dcfg, seed).state.params, 0.0)
+        per_seed[seed] = {"decisions": 0, "episodes": 0, "best_step": 0, "best_val_return": 0.0,
+                          "val_returns": {0: 0.0}}
+        ckpt.close()
+    wd.record_best_checkpoints({s: 0 for s in per_seed})
+    summary = {"seeds": {str(s): r for s, r in per_seed.items()}, "tokens": 0,
+               "empty_store": True}
+    wd.log.write("phase_end", phase="selector_training", **summary)
     return summary
 
 

@@ -104,6 +104,18 @@ class Template:
                   "following the format exactly and writing nothing else."
     parses_action: bool = False
     reply: constraints.ReplyFormat | None = None
+    # Completion tokens the reply needs (its format at the longest a task should need): a reply
+    # cut at the limit is unparseable or wrong, so each template asks for what its reply fits,
+    # never more than the run's own limit (``budget``).
+    max_tokens: int | None = None
+
+    def budget(self, params: SamplingParams, reasoning: bool = False) -> SamplingParams:
+        """``params`` with this template's token budget, capped by their ``max_tokens`` (the
+        config's limit). A reasoning backbone's thinking shares the completion budget, so there
+        the config's limit alone applies."""
+        if self.max_tokens is None or reasoning or params.max_tokens <= self.max_tokens:
+            return params
+        return dataclasses.replace(params, max_tokens=self.max_tokens)
 
     def messages(self, **fields) -> list[dict]:
         """The chat messages, each field truncated to its kind's limit."""
@@ -124,13 +136,15 @@ def _action(reply: str, domain) -> str:
 
 
 # Module III (§3.4): the memory-free draft of the next action. It is written before any record
-# is shown, so the selector and the reuse label (Eq. 6) can compare against it.
+# is shown, so the selector and the reuse label (Eq. 6) can compare against it. Plain on
+# purpose: a "Decision unit: join / predicate." line, a demand for "the action only" and a
+# second format instruction each cost first attempts (the 0.5B model on 40 seeded Spider
+# questions: 6 solved with them, 20 with a plain zero-shot prompt; ``perf/yield.py``).
 DRAFT_ACTION = Template(
-    "DRAFT_ACTION", _ACT_SYS,
-    "{task}\n\nDecision unit: {unit}.\n{instructions}\n{history}"
-    "Write your action inside one ``` code block.",
+    "DRAFT_ACTION", "You are a helpful assistant.",
+    "{task}\n\n{history}{instructions}",
     {"task": "state", "history": "trajectory", "instructions": "context"},
-    _action, parses_action=True)
+    _action, parses_action=True, max_tokens=1024)
 
 # Module III (§3.4): the draft revised with the one record the selector chose. Returning the
 # draft unchanged is allowed, and then the reuse counts as neutral (Appendix B.3).
@@ -141,7 +155,7 @@ REVISE_WITH_RECORD = Template(
     "draft unchanged.\n{record}\n\n{instructions}\nWrite the (possibly unchanged) action inside one "
     "``` code block.",
     {"task": "state", "draft": "action", "record": "record", "instructions": "context"},
-    _action, parses_action=True)
+    _action, parses_action=True, max_tokens=1024)
 
 # Module I (§3.2, Eq. 1): up to K local edits of a failed action in a FIND / REPLACE grammar.
 # The parser drops any edit that rewrites most of the action; an unusable reply falls back to
@@ -156,7 +170,7 @@ GENERATE_LOCAL_ALTERNATIVES = Template(
     "\n",
     {"task": "state", "action": "action", "feedback": "feedback"},
     lambda reply, action, k: parsers.parse_local_edits(reply, action, k),
-    fallback=lambda action, k: [], reply=constraints.LOCAL_EDITS)
+    fallback=lambda action, k: [], reply=constraints.LOCAL_EDITS, max_tokens=512)
 
 # Module II (§3.3): a verified contrast turned into the record's situation q and condition c.
 # The condition clause is the one Appendix D.8 quotes; "none" parses to the empty (universal)
@@ -173,7 +187,7 @@ DISTIL_RECORD = Template(
     'no such requirement exists.>"}}\n{condition_hint}',
     {"task": "state", "original": "action", "improved": "action", "evidence": "feedback",
      "condition_hint": "context"},
-    lambda reply: parsers.parse_distilled(reply), reply=constraints.DISTILLED)
+    lambda reply: parsers.parse_distilled(reply), reply=constraints.DISTILLED, max_tokens=192)
 
 # Best-of-N control (Appendix D.5): an LLM judge, not the verifier, picks one of the N = 1 + K
 # candidates; two failed parses fall back to candidate 1, the memory-free draft.
@@ -183,7 +197,7 @@ BEST_OF_N_JUDGE = Template(
     'one JSON object: {{"choice": <number>}}',
     {"task": "state", "candidates": "units"},
     lambda reply, n: parsers.parse_choice(reply, n), fallback=lambda n: 1,
-    reply=constraints.CHOICE)
+    reply=constraints.CHOICE, max_tokens=64)
 
 # The Reflexion base agent (§4.1, beside ReAct): a verbal reflection after a failed attempt,
 # kept in the task's own context for its next attempt; it is not cross-task memory.
@@ -193,7 +207,7 @@ REFLEXION_REFLECT = Template(
     "what went wrong and what to do differently. Answer as one JSON object: "
     '{{"reflection": "<text>"}}',
     {"task": "state", "action": "action", "feedback": "feedback"},
-    lambda reply: parsers.parse_single_field("REFLECTION")(reply), reply=constraints.REFLECTION)
+    lambda reply: parsers.parse_single_field("REFLECTION")(reply), reply=constraints.REFLECTION, max_tokens=128)
 
 # ExpeL baseline (Appendix D.5): one transferable lesson per completed attempt.
 EXPEL_INSIGHT = Template(
@@ -201,7 +215,7 @@ EXPEL_INSIGHT = Template(
     "Completed attempt:\n{trajectory}\n\nExtract one transferable lesson for similar future tasks. "
     'Answer as one JSON object: {{"insight": "<one sentence>"}}',
     {"trajectory": "trajectory"}, lambda reply: parsers.parse_single_field("INSIGHT")(reply),
-    reply=constraints.INSIGHT)
+    reply=constraints.INSIGHT, max_tokens=96)
 
 # Generative Agents baseline: a generalized reflection over stored experiences.
 GENERATIVE_AGENTS_REFLECT = Template(
@@ -209,14 +223,14 @@ GENERATIVE_AGENTS_REFLECT = Template(
     "Experiences:\n{trajectory}\n\nWrite one generalized reflection for later retrieval. Answer as "
     'one JSON object: {{"reflection": "<text>"}}',
     {"trajectory": "trajectory"}, lambda reply: parsers.parse_single_field("REFLECTION")(reply),
-    reply=constraints.REFLECTION)
+    reply=constraints.REFLECTION, max_tokens=128)
 
 # Voyager baseline: a solved attempt stored as a named procedure with its applicability text.
 VOYAGER_SKILL = Template(
     "VOYAGER_SKILL", "You store reusable procedures.",
     "Solved attempt:\n{trajectory}\n\nStore a reusable procedure. Answer with one JSON object:\n"
     '{{"name": "<short name>", "applies_when": "<when to use it>", "steps": ["<step>", "<step>"]}}',
-    {"trajectory": "trajectory"}, lambda reply: parsers.parse_skill(reply), reply=constraints.SKILL)
+    {"trajectory": "trajectory"}, lambda reply: parsers.parse_skill(reply), reply=constraints.SKILL, max_tokens=384)
 
 # The JSON object of a strategy item (ReasoningBank, MaTTS); braces doubled for ``str.format``.
 _STRATEGY_JSON = ('{{"title": "<title>", "description": "<one sentence>", '
@@ -229,7 +243,7 @@ REASONINGBANK_EXTRACT = Template(
     "Attempt ({verdict}):\n{trajectory}\n\nExtract a strategy. Answer with one JSON object:\n"
     + _STRATEGY_JSON,
     {"trajectory": "trajectory"}, lambda reply: parsers.parse_strategy_item(reply),
-    reply=constraints.STRATEGY)
+    reply=constraints.STRATEGY, max_tokens=384)
 
 # MaTTS control (6M-token comparison): several attempts at one task contrasted into one
 # strategy, without CounterMem's pairwise verification.
@@ -238,7 +252,7 @@ MATTS_SELF_CONTRAST = Template(
     "Attempts at one task:\n{trajectory}\n\nContrast them and extract strategy-level guidance. "
     "Answer with one JSON object:\n" + _STRATEGY_JSON,
     {"trajectory": "trajectory"}, lambda reply: parsers.parse_strategy_item(reply),
-    reply=constraints.STRATEGY)
+    reply=constraints.STRATEGY, max_tokens=384)
 
 # Verified-feedback control: ReasoningBank's extractor given checked step outcomes, keeping
 # ReasoningBank's record format.
@@ -247,7 +261,7 @@ REASONINGBANK_VERIFIED = Template(
     "Attempt with checked step outcomes:\n{trajectory}\n\nExtract a strategy. Answer with one "
     "JSON object:\n" + _STRATEGY_JSON,
     {"trajectory": "trajectory"}, lambda reply: parsers.parse_strategy_item(reply),
-    reply=constraints.STRATEGY)
+    reply=constraints.STRATEGY, max_tokens=384)
 
 # Transfer study (Appendix D.4): a similar-looking task on which the stored condition is false.
 # A generated task is kept only after the applicability check confirms the condition fails.
@@ -257,7 +271,7 @@ LOOK_ALIKE_TASK = Template(
     "similar but for which the condition is FALSE. Answer as one JSON object: "
     '{{"task": "<the new task>"}}',
     {"task": "state", "condition": "feedback"}, lambda reply: parsers.parse_look_alike(reply),
-    reply=constraints.TASK)
+    reply=constraints.TASK, max_tokens=384)
 
 ALL = {t.name: t for t in (DRAFT_ACTION, REVISE_WITH_RECORD, GENERATE_LOCAL_ALTERNATIVES,
                            DISTIL_RECORD, BEST_OF_N_JUDGE, REFLEXION_REFLECT, EXPEL_INSIGHT,
@@ -339,6 +353,7 @@ async def call_template(backbone: Backbone, template: Template, fields: dict, *,
     if constraint is not None:
         params = dataclasses.replace(params, constraint=constraint)
     messages = template.messages(**fields)
+    params = template.budget(params, reasoning=bool(getattr(backbone, "reasoning_effort", None)))
     reply, error, spent, calls = "", "", Usage(), 0
     for attempt in (1, 2):
         result, cost, made = await checked_chat(backbone, messages, params, charge, failures,
@@ -404,7 +419,7 @@ REVISE_WITH_MEMORY = Template(
     "follows. Use it only if it helps with this task; otherwise return the draft unchanged.\n"
     "{memory}\n\n{instructions}\nWrite the (possibly unchanged) action inside one ``` code block.",
     {"task": "state", "draft": "action", "memory": "units", "instructions": "context"},
-    _action, parses_action=True)
+    _action, parses_action=True, max_tokens=1024)
 
 # ExpeL's insight-list maintenance: AGREE / EDIT / REMOVE / ADD operations on a numbered list.
 EXPEL_UPDATE = Template(
@@ -417,7 +432,7 @@ EXPEL_UPDATE = Template(
     "insight. An empty list if nothing should change.",
     {"insights": "context", "experience": "trajectory"},
     lambda reply, n: parsers.parse_insight_operations(reply, n),
-    reply=constraints.INSIGHT_OPERATIONS)
+    reply=constraints.INSIGHT_OPERATIONS, max_tokens=384)
 
 # Generative Agents' importance score of a memory (1-10), one term of its retrieval score; an
 # unparsable reply counts as the middle value 5.
@@ -427,7 +442,7 @@ GENERATIVE_AGENTS_IMPORTANCE = Template(
     "solving future tasks, rate this memory.\nMemory: {memory}\nAnswer with one JSON object: "
     '{{"importance": <integer>}}',
     {"memory": "trajectory"}, lambda reply: parsers.parse_importance(reply),
-    fallback=lambda: 5, reply=constraints.IMPORTANCE)
+    fallback=lambda: 5, reply=constraints.IMPORTANCE, max_tokens=32)
 
 # ReasoningBank's self-judgement of an attempt: the model, not the checker, decides success or
 # failure; an unparsable reply counts as failure.
@@ -436,7 +451,7 @@ REASONINGBANK_JUDGE = Template(
     "Attempt:\n{trajectory}\n\nDid the final action accomplish the task? Answer with one JSON "
     'object: {{"verdict": "success"}} or {{"verdict": "failure"}}',
     {"trajectory": "trajectory"}, lambda reply: parsers.parse_verdict(reply),
-    fallback=lambda: "failure", reply=constraints.VERDICT)
+    fallback=lambda: "failure", reply=constraints.VERDICT, max_tokens=32)
 
 # Doubled braces survive ``str.format`` as the literal JSON braces of the call syntax.
 _MEMORY_CALL_FORMAT = ('Answer with one JSON object listing the calls (an empty list to call '
@@ -458,7 +473,7 @@ MEMGPT_MANAGE = Template(
     "Keep what will help on later tasks. " + _MEMORY_CALL_FORMAT,
     {"core": "context", "results": "context", "event": "trajectory"},
     lambda reply, allowed: parsers.parse_function_calls(reply, allowed),
-    fallback=lambda allowed: [], reply=constraints.FUNCTION_CALLS)
+    fallback=lambda allowed: [], reply=constraints.FUNCTION_CALLS, max_tokens=512)
 
 # MemGPT baseline at a decision: the agent may search its archival memory before revising.
 MEMGPT_RECALL = Template(
@@ -468,7 +483,7 @@ MEMGPT_RECALL = Template(
     "Function:\narchival_memory_search(query): search archival memory\n" + _MEMORY_CALL_FORMAT,
     {"core": "context", "task": "state", "draft": "action"},
     lambda reply, allowed: parsers.parse_function_calls(reply, allowed),
-    fallback=lambda allowed: [], reply=constraints.FUNCTION_CALLS)
+    fallback=lambda allowed: [], reply=constraints.FUNCTION_CALLS, max_tokens=256)
 
 ALL.update({t.name: t for t in (REVISE_WITH_MEMORY, EXPEL_UPDATE, GENERATIVE_AGENTS_IMPORTANCE,
                                 REASONINGBANK_JUDGE, MEMGPT_MANAGE, MEMGPT_RECALL)})

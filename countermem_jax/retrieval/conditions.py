@@ -64,6 +64,26 @@ _EDIT = re.compile(r"^edit\s+touches\s+(any\s+)?\[(.*)\]$", re.IGNORECASE)
 FALLBACK_POLICIES = ("derive", "exclude")
 
 
+def never_holds(condition: str) -> bool:
+    """Whether a condition in the rule grammar can hold for no task at all: a clause that asks
+    for one of an empty list (``edit touches any []``, ``feature in []``), or one feature
+    required equal to two different values. Such a record could never be offered, so admission
+    refuses it (paper §3.3: a condition must be checkable and able to hold)."""
+    required: dict[str, str] = {}
+    for clause in _CLAUSE_SPLIT.split((condition or "").strip()):
+        clause = clause.strip()
+        edit, member = _EDIT.match(clause), _IN.match(clause)
+        # ``edit touches []`` (all of nothing) always holds; "any of nothing" never does
+        listed = (edit.group(2) if edit and edit.group(1) else member.group(2) if member else None)
+        if listed is not None and not listed.replace(",", "").strip():
+            return True
+        if (m := _CMP.match(clause)) and m.group(2) in ("==", "="):
+            name, value = m.group(1).lower(), _norm(m.group(3))
+            if required.setdefault(name, value) != value:
+                return True
+    return False
+
+
 class RuleChecker:
     """Checks conditions written in the rule grammar above against task features.
 
