@@ -116,10 +116,10 @@ def request_of(cfg, name: str, reasoning_effort: str | None) -> tuple[list, Samp
         template.user) if f}
     constraint = (template.reply.constraint(**_PARSE_ARGS.get(name, {}))
                   if template.reply is not None else None)
-    budget = getattr(template, "max_tokens", 0) or cfg.agent.max_tokens
-    return template.messages(**fields), SamplingParams(
-        temperature=cfg.agent.temperature, max_tokens=budget, seed=cfg.agent.seed,
-        constraint=constraint)
+    # the budget the run would send: the template's own, except on a reasoning backbone
+    return template.messages(**fields), template.budget(SamplingParams(
+        temperature=cfg.agent.temperature, max_tokens=cfg.agent.max_tokens, seed=cfg.agent.seed,
+        constraint=constraint), reasoning=bool(reasoning_effort))
 
 
 async def _probe(backbone: Backbone, cfg, name: str) -> Row:

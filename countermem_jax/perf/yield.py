@@ -54,7 +54,7 @@ class FinishCounter(Backbone):
     def __init__(self, inner: Backbone):
         super().__init__(inner.ledger)
         self.inner = inner
-        self.model_name, self.answers_repeats = inner.model_name, inner.answers_repeats
+        self.model_name = inner.model_name
         self.reasoning_effort = inner.reasoning_effort
         self.calls, self.truncated = collections.Counter(), collections.Counter()
 

@@ -111,7 +111,7 @@ def _empty_store(cfg, wd: Workdir, seeds) -> dict:
     restores) and a validation return of 0 (no reuse, no cost)."""
     print("train_selector: the frozen store is empty, so the selector has no record to choose "
           "at any decision; training ends here (initial parameters saved as step 0)")
-    dcfg, per_seed = context.dqn_config(cfg), {}
+    dcfg, per_seed = context.method_config(cfg).dqn, {}
     for seed in seeds:
         ckpt = checkpoint.SelectorCheckpointer(wd.seed_dir(seed), dcfg, seed)
         if 0 not in ckpt.steps():
