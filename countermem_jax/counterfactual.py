@@ -90,8 +90,11 @@ class CounterfactualBuilder:
             "k": self.cfg.k, "unit": ctx.task.decision_unit},
             parse_args={"action": action, "k": self.cfg.k})
         llm_edits = list(parsed.value or [])
+        domain = self.agent.domain
+        rules = (domain.ranked_edits(ctx.task, action, outcome, tuple(llm_edits), self.cfg.k)
+                 if domain.ranked_edits else domain.rule_edits(ctx.task, action))
         candidates = []
-        for c in llm_edits + self.agent.domain.rule_edits(ctx.task, action):
+        for c in llm_edits + rules:
             if c.strip() and c.strip() != action.strip() and c not in candidates:
                 candidates.append(c)
         return candidates[: self.cfg.k], min(len(llm_edits), self.cfg.k)
@@ -138,7 +141,11 @@ class CounterfactualBuilder:
             delta = checked.utility - outcome.utility
             entry = {"candidate": alt, "source": "llm" if i < n_llm else "rule",
                      "utility": checked.utility, "completed": checked.completed, "delta": delta}
-            if checked.completed and delta > self.cfg.epsilon and self.cfg.corrections == "verified":
+            # A match with an empty reference result proves nothing (any empty answer matches).
+            if checked.details.get("reference_empty"):
+                entry["reference_empty"] = ctx.cf_reference_empty = True
+            elif (checked.completed and delta > self.cfg.epsilon
+                  and self.cfg.corrections == "verified"):
                 entry.update(await self._distil_and_admit(ctx, action, outcome, alt, checked))
             results.append(self._logged(ctx, action, entry))
         return results
