@@ -62,11 +62,10 @@ def measure(n: int, seed: int, workdir: str) -> dict:
     for task in tasks:
         draft = _draft(backbone, task, params)
         outcome = evaluator.evaluate(evaluator.reset(task), draft)
-        if outcome.success:
-            counts["solved"] += 1
-            continue
-        if outcome.details.get("reference_empty"):
-            counts["reference_empty"] += 1
+        if outcome.success or outcome.details.get("reference_empty"):
+            kind = "solved" if outcome.success else "reference_empty"
+            counts[kind] += 1
+            print(f"{task.task_id:42} {kind}", flush=True)
             continue
         counts["failed_drafts"] += 1
         counts["sql_error"] += "error" in outcome.details
