@@ -40,6 +40,7 @@ class TaskContext:
     expanded_failures: int = 0
     cf_checks: int = 0
     cf_tokens: int = 0        # Modules I–II LLM tokens (proposals, distillation), in tokens
+    cf_reference_empty: bool = False  # a check met an empty reference result (verifies nothing)
     reflections: list = dataclasses.field(default_factory=list)
     solved: bool = False
     last_utility: float | None = None
@@ -259,6 +260,7 @@ class Agent:
                               tokens=ctx.tokens, cached_tokens=ctx.cached_tokens,
                               llm_calls=ctx.llm_calls,
                               cf_checks=ctx.cf_checks, cf_tokens=ctx.cf_tokens,
+                              cf_reference_empty=ctx.cf_reference_empty,
                               decisions=ctx.decision + 1,
                               benchmark=task.benchmark, domain=task.domain, **(extra or {}))
         return ctx

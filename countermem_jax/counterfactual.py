@@ -157,11 +157,14 @@ class CounterfactualBuilder:
         self.agent, self.store, self.cfg, self.runlog = agent, store, cfg, runlog
         self.backbone_name = backbone_name or agent.backbone.model_name
 
-    async def alternatives(self, ctx, action: str, outcome: Outcome) -> tuple[list[str], int]:
-        """Module I (Eq. 1): A_cf = G(s_t, a_t, o_t; K). LLM edits first, rule edits fill the free slots.
+    async def alternatives(self, ctx, action: str,
+                           outcome: Outcome) -> tuple[list[str], list[str]]:
+        """Module I (Eq. 1): A_cf = G(s_t, a_t, o_t; K). LLM edits first, the domain's operators
+        fill the free slots.
 
-        Returns (candidates, n_from_llm): at most K distinct candidates differing from ``action``,
-        the first ``n_from_llm`` of them from the backbone (logged as their source).
+        Returns (candidates, sources): at most K distinct candidates differing from ``action``
+        and the label of each ("llm", "rule", or the operator family that made it), logged with
+        its check.
         """
         parsed = await self.agent.llm(ctx, prompts.GENERATE_LOCAL_ALTERNATIVES, {
             "task": ctx.task.visible_text(), "action": action, "feedback": outcome.feedback,
@@ -178,11 +181,16 @@ class CounterfactualBuilder:
                                         kind="not_local")
                 continue
             llm_edits.append(edited)
-        candidates = []
-        for c in llm_edits + self.agent.domain.rule_edits(ctx.task, action):
+        domain = self.agent.domain
+        operated = (domain.ranked_edits(ctx.task, action, outcome, tuple(llm_edits), self.cfg.k)
+                    if domain.ranked_edits else
+                    [(edit, "rule") for edit in domain.rule_edits(ctx.task, action)])
+        candidates, sources = [], []
+        for c, source in [(e, "llm") for e in llm_edits] + list(operated):
             if c.strip() and c.strip() != action.strip() and c not in candidates:
                 candidates.append(c)
-        return candidates[: self.cfg.k], min(len(llm_edits), self.cfg.k)
+                sources.append(source)
+        return candidates[: self.cfg.k], sources[: self.cfg.k]
 
     async def expand(self, ctx, state_before: State, action: str, outcome: Outcome) -> list[dict]:
         """Runs Modules I and II for one failed decision; returns one log entry per checked alternative.
@@ -212,11 +220,11 @@ class CounterfactualBuilder:
         Every check is a world-model call and, if it fails, a failed attempt (Appendix D.6), charged
         to the task's context like any other evaluation.
         """
-        candidates, n_llm = await self.alternatives(ctx, action, outcome)
+        candidates, sources = await self.alternatives(ctx, action, outcome)
         if self.cfg.corrections == "unverified_advice":
-            return await self._store_unverified(ctx, action, outcome, candidates[:1], n_llm)
+            return await self._store_unverified(ctx, action, outcome, candidates[:1], sources)
         results = []
-        for i, alt in enumerate(candidates):
+        for alt, source in zip(candidates, sources):
             if ctx.cf_checks >= self.cfg.verification_budget:
                 break
             checked = await self.agent.check(state_before, alt)
@@ -224,9 +232,13 @@ class CounterfactualBuilder:
             ctx.calls += checked.world_model_calls
             ctx.failures += checked.failed_attempt
             delta = checked.utility - outcome.utility
-            entry = {"candidate": alt, "source": "llm" if i < n_llm else "rule",
+            entry = {"candidate": alt, "source": source,
                      "utility": checked.utility, "completed": checked.completed, "delta": delta}
-            if checked.completed and delta > self.cfg.epsilon and self.cfg.corrections == "verified":
+            # A match with an empty reference result proves nothing (any empty answer matches).
+            if checked.details.get("reference_empty"):
+                entry["reference_empty"] = ctx.cf_reference_empty = True
+            elif (checked.completed and delta > self.cfg.epsilon
+                  and self.cfg.corrections == "verified"):
                 entry.update(await self._distil_and_admit(ctx, action, outcome, alt, checked))
             results.append(self._logged(ctx, action, entry))
         return results
@@ -239,14 +251,14 @@ class CounterfactualBuilder:
         return entry
 
     async def _store_unverified(self, ctx, action: str, outcome: Outcome, candidates: list[str],
-                                n_llm: int) -> list[dict]:
+                                sources: list[str]) -> list[dict]:
         """CF without WM: the proposal goes to the store without any check (no world-model call);
         its evidence keeps the failed action's real check and marks the improvement unchecked."""
         results = []
-        for alt in candidates:
+        for alt, source in zip(candidates, sources):
             unchecked = Outcome(utility=outcome.utility, success=False, completed=False,
                                 feedback=UNCHECKED, world_model_calls=0)
-            entry = {"candidate": alt, "source": "llm" if n_llm else "rule", "checked": False}
+            entry = {"candidate": alt, "source": source, "checked": False}
             entry.update(await self._distil_and_admit(ctx, action, outcome, alt, unchecked))
             results.append(self._logged(ctx, action, entry))
         return results

@@ -186,12 +186,14 @@ def mean_metrics(runs: list[dict]) -> dict:
 # (reported name, task_end field); None means "count the task ends themselves".
 _COST_KEYS = (("tasks", None), ("llm_calls", "llm_calls"), ("tokens", "tokens"),
               ("world_model_calls", "calls"), ("failed_attempts", "failures"),
-              ("counterfactual_checks", "cf_checks"), ("counterfactual_tokens", "cf_tokens"))
+              ("counterfactual_checks", "cf_checks"), ("counterfactual_tokens", "cf_tokens"),
+              ("reference_empty_tasks", "cf_reference_empty"))
 
 
 def cost(ends: list[dict]) -> dict:
     """Summed spending of task runs: LLM calls and tokens, world-model calls, failed attempts,
-    counterfactual checks and their tokens."""
+    counterfactual checks and their tokens, and the tasks whose checks met an empty reference
+    result (nothing verified on them)."""
     return {name: (len(ends) if key is None else sum(int(e.get(key) or 0) for e in ends))
             for name, key in _COST_KEYS}
 

@@ -43,3 +43,9 @@ def test_calibrate_reports_default_success_per_budget(benchdata):
     text = calibrate.format_rows(rows + smt)
     assert "satlib[uuf50-218]" in text and "smt_max_rlimit=2000" in text
     assert calibrate.result_line(rows, 1.0).startswith('result: {"rows": [')
+
+
+def test_calibrate_lists_spider_questions_with_an_empty_reference(benchdata):
+    empty, total = calibrate.empty_reference_tasks(benchdata / "spider")
+    assert "spider/concert_singer/14" in empty and "spider/concert_singer/0" not in empty
+    assert 0 < len(empty) < total

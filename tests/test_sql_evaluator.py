@@ -1,4 +1,5 @@
 """The SQL world model on the real Spider databases (paper §3.2, Appendix D.1)."""
+import dataclasses
 import hashlib
 import json
 import pathlib
@@ -196,3 +197,41 @@ def test_bird_loader_with_schema_only_databases(benchdata, tmp_path):
     assert all(evaluator.evaluate(evaluator.reset(t), t.reference.gold_sql).success for t in tasks)
     with pytest.raises(DataError, match="download the BIRD dev databases"):
         load_bird(bird / "mini_dev_sqlite.json", tmp_path / "nowhere")
+
+
+def test_spider_matches_results_up_to_a_permutation_of_columns():
+    gold = [(1, "a", 2.5), (2, "b", 3.5), (2, "b", 3.5)]
+    permuted = [(r[2], r[0], r[1]) for r in gold]
+    assert results_match(permuted, gold, "spider", ordered=False)
+    assert results_match(list(reversed(permuted)), gold, "spider", ordered=False)
+    assert results_match(permuted, gold, "spider", ordered=True)
+    assert not results_match(list(reversed(permuted)), gold, "spider", ordered=True)
+    assert not results_match(permuted[:2], gold, "spider", ordered=False)  # multiset, not set
+    # Rows mixed across columns are not a permutation of the columns.
+    assert not results_match([(1, "b"), (2, "a")], [(1, "a"), (2, "b")], "spider", False)
+    wide = [(i, i * 10, f"n{i}", i * 100, i % 2) for i in range(30)]
+    assert results_match([(r[3], r[2], r[4], r[0], r[1]) for r in wide], wide, "spider", False)
+
+
+def test_bird_keeps_its_set_comparison_with_columns_as_they_come():
+    gold = [(1, "a"), (2, "b")]
+    assert not results_match([("a", 1), ("b", 2)], gold, "bird", ordered=False)
+    assert results_match([(2, "b"), (1, "a"), (1, "a")], gold, "bird", ordered=False)
+
+
+def test_column_permuted_answer_passes_the_spider_checker(spider, evaluator):
+    task = next(t for t in spider.values() if t.environment == "concert_singer")
+    ref = dataclasses.replace(task.reference, gold_sql="SELECT name, country FROM singer")
+    task = dataclasses.replace(task, reference=ref)
+    assert evaluator.evaluate(evaluator.reset(task), "SELECT country, name FROM singer").success
+    bird = dataclasses.replace(task, reference=dataclasses.replace(ref, comparison="bird"))
+    assert not evaluator.evaluate(evaluator.reset(bird), "SELECT country, name FROM singer").success
+
+
+def test_an_empty_reference_result_is_marked_never_told(spider, evaluator):
+    task = spider["spider/concert_singer/14"]
+    outcome = evaluator.evaluate(evaluator.reset(task), "SELECT name FROM singer WHERE 0")
+    assert outcome.success and outcome.details["reference_empty"]
+    assert "empty" not in outcome.feedback.lower()
+    other = next(t for t in spider.values() if t.task_id == "spider/concert_singer/0")
+    assert "reference_empty" not in evaluator.evaluate(evaluator.reset(other), "SELECT 1").details

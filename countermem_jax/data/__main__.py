@@ -6,7 +6,8 @@
               the loaders' layout, print what to set (COUNTERMEM_DATA); toolchains and
               per-instance environments are printed as the exact commands to run instead
   verify      re-check the recorded sha256 of the files under --root (exit 1 on a mismatch)
-  calibrate   success of the trivial default action per solver setting and budget (headroom)
+  calibrate   success of the trivial default action per solver setting and budget (headroom);
+              the Spider questions whose reference result is empty
   checkouts   the git commands that create SWE-bench checkouts (printed, not run)
 """
 import json
@@ -117,11 +118,16 @@ def cmd_verify(root: pathlib.Path, names) -> int:
 
 
 def cmd_calibrate(root: pathlib.Path, names) -> int:
-    """``calibrate [satlib|smtlib]``: prints the headroom table and its ``result:`` line."""
+    """``calibrate [satlib|smtlib|spider]``: prints the headroom table, the Spider questions
+    whose reference result is empty, and the ``result:`` line."""
     from countermem_jax.data import calibrate
-    settings = tuple(names) or ("satlib", "smtlib")
+    settings = tuple(names) or ("satlib", "smtlib", "spider")
     rows, seconds = calibrate.calibrate(root, settings)
     print(calibrate.format_rows(rows))
+    if "spider" in settings:
+        empty, _ = calibrate.empty_reference_tasks(root / "spider")
+        print("spider questions with an empty reference result (they verify nothing): "
+              + (", ".join(empty) or "none"))
     print(calibrate.result_line(rows, seconds))
     return 0
 

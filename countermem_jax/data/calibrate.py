@@ -4,6 +4,8 @@ budget under which defaults fail on a sizeable fraction.
 
   satlib   default action ``solver: <s>`` for each listed solver, at each conflict budget.
   smtlib   default action ``solver: z3`` / ``solver: cvc5``, at each time limit (ms).
+  spider   the questions whose reference query returns no rows: they still score a task, but any
+           empty answer matches them, so Module II verifies no improvement on them (listed).
 Every figure is a real check through the setting's evaluator (no model involved). Other settings
 have no solver-free default action: the coding settings' unedited repository fails its
 FAIL_TO_PASS tests by construction (0%), and Lean / Dafny / Verus need their toolchains.
@@ -82,6 +84,21 @@ def calibrate_smtlib(root, solvers=SMT_SOLVERS, timeouts=SMT_TIMEOUTS_MS,
     return rows
 
 
+def empty_reference_tasks(root) -> tuple[list[str], int]:
+    """(ids of the Spider questions whose reference result is empty, number of questions)."""
+    from countermem_jax.domains import sql as sql_domain
+    tasks = sql_domain.spider_tasks({"data_dir": str(root)})
+    evaluator = sql_domain.sql_evaluator(10.0)({})
+    empty = [t.task_id for t in tasks if not evaluator.gold_result(t.reference)[0]]
+    return empty, len(tasks)
+
+
+def calibrate_spider(root) -> list[Row]:
+    """One row: the Spider questions whose reference result is empty ("solved" counts them)."""
+    empty, total = empty_reference_tasks(root)
+    return [Row("spider", "reference query", "empty result", len(empty), total)]
+
+
 def format_rows(rows: list[Row]) -> str:
     """Fixed-width text table of calibration rows (solved/total and percentage)."""
     lines = [f"{'setting':38} {'default action':20} {'budget':28} {'solved':>9} {'rate':>6}"]
@@ -91,7 +108,7 @@ def format_rows(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def calibrate(root, settings=("satlib", "smtlib")) -> tuple[list[Row], float]:
+def calibrate(root, settings=("satlib", "smtlib", "spider")) -> tuple[list[Row], float]:
     """Rows for the requested settings under ``root`` and the wall time they took."""
     start = time.perf_counter()
     rows = []
@@ -99,6 +116,8 @@ def calibrate(root, settings=("satlib", "smtlib")) -> tuple[list[Row], float]:
         rows += calibrate_satlib(root / "satlib")
     if "smtlib" in settings:
         rows += calibrate_smtlib(root / "smtlib")
+    if "spider" in settings:
+        rows += calibrate_spider(root / "spider")
     return rows, time.perf_counter() - start
 
 

@@ -28,6 +28,9 @@ class Domain:
     rule_edits: Callable   # (task, action) -> list[str]
     fences: tuple[str, ...] = ()
     extract: Callable | None = None   # (text) -> action
+    # (task, action, outcome, taken edits, k) -> up to k (edit, family) pairs ranked without the
+    # reference; where set, Module I fills its free slots from it instead of ``rule_edits``.
+    ranked_edits: Callable | None = None
 
     def parse_action(self, reply: str) -> str:
         """The action in a model reply (ParseError when there is none), Appendix D.8."""

@@ -5,13 +5,17 @@ authorizer that permits only reads, so no action — writes, DROP, ATTACH, PRAGM
 statements — can change a byte of the database. A progress handler stops any query at its
 deadline, SQLite's own length limits stop any single value past ``max_value_bytes`` (``zeroblob``,
 ``randomblob``, ``printf`` padding, ``group_concat``) and the fetch stops past ``max_rows`` rows or
-``max_result_bytes`` bytes, so a hostile query costs bounded time and memory. Comparison follows the official evaluators: Spider execution accuracy compares the
-multisets of rows, in order only when the gold query has a top-level ORDER BY; BIRD compares sets
-of rows. U is 0 or 1: no partial credit is invented. Feedback gives errors, the predicted row
+``max_result_bytes`` bytes, so a hostile query costs bounded time and memory. Comparison follows the official evaluators: Spider execution accuracy (test-suite-sql-eval's
+``result_eq``) compares the multisets of rows up to a permutation of the columns, in order only
+when the gold query has a top-level ORDER BY; BIRD compares sets of rows as they come. U is 0 or
+1: no partial credit is invented. An outcome on a task whose reference result is empty says so
+(``details["reference_empty"]``): such a task still scores, but an empty candidate matching it
+proves nothing, so Module II never verifies an improvement on it. Feedback gives errors, the predicted row
 count and a few predicted rows, never the gold rows.
 """
 import collections
 import dataclasses
+import itertools
 import re
 import sqlite3
 import threading
@@ -90,12 +94,53 @@ def gold_orders(gold_sql: str) -> bool:
         return False
 
 
+def _unordered_row(row: tuple) -> tuple:
+    return tuple(sorted(row, key=lambda v: str(v) + str(type(v))))
+
+
+def _column_permutations(gold_rows: list, pred_rows: list):
+    """The column orders worth trying (test-suite-sql-eval's ``get_constraint_permutation``,
+    with its 20 random rows replaced by the first 20 so a verdict never varies): all of them
+    up to three columns; beyond that, only those whose every mapped predicted column holds
+    values of its gold column."""
+    width = len(gold_rows[0])
+    if width <= 3:
+        return itertools.permutations(range(width))
+    gold_columns = [{row[i] for row in gold_rows} for i in range(width)]
+    sample = pred_rows[:20]
+    # allowed[j]: the predicted columns that may stand in gold column j
+    allowed = [[i for i in range(width) if all(row[i] in gold_columns[j] for row in sample)]
+               for j in range(width)]
+    return itertools.product(*allowed)
+
+
+def spider_result_eq(pred_rows: list, gold_rows: list, ordered: bool) -> bool:
+    """Spider's execution match: same rows up to a permutation of the columns, as multisets, or
+    as sequences when ``ordered`` (test-suite-sql-eval ``result_eq``)."""
+    if not pred_rows and not gold_rows:
+        return True
+    if len(pred_rows) != len(gold_rows) or len(pred_rows[0]) != len(gold_rows[0]):
+        return False
+    quick_pred = [_unordered_row(r) for r in pred_rows]
+    quick_gold = [_unordered_row(r) for r in gold_rows]
+    if (quick_pred != quick_gold) if ordered else (set(quick_pred) != set(quick_gold)):
+        return False
+    gold_counts = collections.Counter(gold_rows)
+    for perm in _column_permutations(gold_rows, pred_rows):
+        if len(set(perm)) != len(perm):
+            continue
+        permuted = [tuple(row[i] for i in perm) for row in pred_rows]
+        if permuted == gold_rows if ordered else collections.Counter(permuted) == gold_counts:
+            return True
+    return False
+
+
 def results_match(pred_rows: list, gold_rows: list, comparison: str, ordered: bool) -> bool:
+    """BIRD: the same set of rows, columns as they come (BIRD's ``set(pred) == set(gold)``);
+    Spider: ``spider_result_eq``."""
     if comparison == "bird":
         return set(pred_rows) == set(gold_rows)
-    if ordered:
-        return pred_rows == gold_rows
-    return collections.Counter(pred_rows) == collections.Counter(gold_rows)
+    return spider_result_eq(pred_rows, gold_rows, ordered)
 
 
 class SQLEvaluator(Evaluator):
@@ -177,11 +222,13 @@ class SQLEvaluator(Evaluator):
         if not sql:
             return Outcome(0.0, False, True, "Empty query: write one SQL SELECT statement.")
         gold, ordered = self.gold_result(ref)
+        # Never shown to the agent (feedback carries no trace of it): Module II reads it.
+        empty = {"reference_empty": True} if not gold else {}
         try:
             rows = self.run_query(ref.db_path, sql)
         except QueryError as err:
             return Outcome(0.0, False, True, f"SQL error: {truncate(str(err), 500)}",
-                           details={"error": str(err)})
+                           details={"error": str(err), **empty})
         ok = results_match(rows, gold, ref.comparison, ordered)
         width = len(rows[0]) if rows else 0
         preview = "; ".join(repr(tuple(r)) for r in rows[: self.feedback_rows])
@@ -193,4 +240,4 @@ class SQLEvaluator(Evaluator):
                         + ". It does not match the expected result"
                         + (" (row order matters for this question)." if ordered else "."))
         return Outcome(1.0 if ok else 0.0, ok, True, feedback,
-                       details={"rows": len(rows), "columns": width})
+                       details={"rows": len(rows), "columns": width, **empty})

@@ -1,0 +1,127 @@
+r"""How often Module I's SQL operators reach a fix of a real model's failed draft (paper §3.2).
+
+    python -m countermem_jax.perf.sql_operators --n=60 --workdir=/tmp/sqlops
+
+The CPU config's model (llama.cpp, its settings and reply limit, greedy) drafts each of ``n``
+Spider questions of the shipped databases (a seeded draw) with the project's DRAFT_ACTION
+template; replies are kept in a response cache under ``workdir``, so a rerun makes no model
+call. For every failed draft it generates the operators' candidates and checks each with the
+SQL checker: "exists" when some candidate passes, "hit" when one of the ranked top 4 (ranked
+without the reference) passes; both per operator family. Drafts whose reference result is
+empty are left out (nothing verifies on them) and counted. Prints a table and a last line
+``result: {json}`` (failed_drafts, fix_exists, fix_in_top4, top4_hit_rate, per family).
+"""
+import asyncio
+import collections
+import pathlib
+import random
+import time
+
+from absl import app, flags
+
+from countermem_jax.backbones.base import Charge, SamplingParams
+from countermem_jax.backbones.factory import make_backbone
+from countermem_jax.config_defaults import spider_cpu_config
+from countermem_jax.domains import sql as sql_domain
+from countermem_jax.domains import sql_operators
+from countermem_jax.perf.common import print_result
+from countermem_jax.prompting import prompts
+from countermem_jax.prompting.failures import ParseFailureLog
+
+_N = flags.DEFINE_integer("n", 60, "Spider questions drafted (a seeded draw).")
+_SEED = flags.DEFINE_integer("seed", 0, "Seed of the question draw.")
+_WORKDIR = flags.DEFINE_string("workdir", "/tmp/countermem_sql_operators",
+                               "Where the response cache goes.")
+
+
+def _draft(backbone, task, params) -> str:
+    """The agent's first action for ``task`` (as ``Agent.draft`` asks for it)."""
+    parsed = asyncio.run(prompts.call_template(
+        backbone, prompts.DRAFT_ACTION,
+        {"task": task.visible_text(), "unit": task.decision_unit,
+         "instructions": sql_domain.SQL.instructions, "history": ""},
+        charge=Charge("other", f"{task.task_id}#0"), params=params,
+        parse_args={"domain": sql_domain.SQL}, failures=ParseFailureLog()))
+    return parsed.value if parsed.ok else parsed.raw.strip()
+
+
+def measure(n: int, seed: int, workdir: str) -> dict:
+    """Drafts, checks and operator figures over ``n`` questions; prints a row per failure."""
+    from evaluators.sql.probe import Database
+    cfg = spider_cpu_config("react")
+    backbone_cfg = cfg.backbone.copy_and_resolve_references()
+    backbone_cfg.cache_dir = str(pathlib.Path(workdir) / "response_cache")
+    backbone = make_backbone(backbone_cfg)
+    params = SamplingParams(max_tokens=cfg.agent.max_tokens)
+    tasks = sql_domain.spider_tasks({})
+    tasks = random.Random(seed).sample(tasks, min(n, len(tasks)))
+    evaluator = sql_domain.sql_evaluator(10.0)({})
+    counts = collections.Counter()
+    exists, hits = collections.Counter(), collections.Counter()
+    start = time.perf_counter()
+    for task in tasks:
+        draft = _draft(backbone, task, params)
+        outcome = evaluator.evaluate(evaluator.reset(task), draft)
+        if outcome.success or outcome.details.get("reference_empty"):
+            kind = "solved" if outcome.success else "reference_empty"
+            counts[kind] += 1
+            print(f"{task.task_id:42} {kind}", flush=True)
+            continue
+        counts["failed_drafts"] += 1
+        counts["sql_error"] += "error" in outcome.details
+        db = Database(task.reference.db_path)
+        error = outcome.details.get("error") or outcome.feedback
+        made = sql_operators.generate(draft, db, task.prompt, error)
+        top = sql_operators.rank(draft, made, db, task.prompt, k=4)
+
+        def passes(sql):
+            return evaluator.evaluate(evaluator.reset(task), sql).success
+        fixing = {c.sql: c.family for c in made if passes(c.sql)}
+        top_fix = [c for c in top if c.sql in fixing]
+        counts["candidates"] += len(made)
+        if fixing:
+            counts["fix_exists"] += 1
+            for family in set(fixing.values()):
+                exists[family] += 1
+        if top_fix:
+            counts["fix_in_top4"] += 1
+            hits[top_fix[0].family] += 1
+        print(f"{task.task_id:42} {'error' if 'error' in outcome.details else 'wrong':5} "
+              f"candidates {len(made):3}  fix {'yes' if fixing else 'no ':3}  top-4 "
+              f"{top_fix[0].family if top_fix else '-'}", flush=True)
+    failed = counts["failed_drafts"]
+    result = {"questions": len(tasks), "solved_drafts": counts["solved"],
+              "failed_drafts": failed, "failed_with_sql_error": counts["sql_error"],
+              "reference_empty_left_out": counts["reference_empty"],
+              "fix_exists": counts["fix_exists"], "fix_in_top4": counts["fix_in_top4"],
+              "top4_hit_rate": round(counts["fix_in_top4"] / failed, 4) if failed else 0.0,
+              "top4_share_of_existing": (round(counts["fix_in_top4"] / counts["fix_exists"], 4)
+                                         if counts["fix_exists"] else 0.0),
+              "candidates_per_failure": round(counts["candidates"] / failed, 1) if failed else 0,
+              "exists_by_family": {f: exists[f] for f in sql_operators.FAMILIES},
+              "top4_by_family": {f: hits[f] for f in sql_operators.FAMILIES},
+              "max_tokens": cfg.agent.max_tokens, "seed": seed,
+              "seconds": round(time.perf_counter() - start, 1)}
+    return result
+
+
+def format_table(result: dict) -> str:
+    """Per family: failures a fix of that family exists for, and top-4 hits it made."""
+    lines = [f"{'family':16}{'fix exists':>12}{'top-4 hit':>12}"]
+    for f in sql_operators.FAMILIES:
+        lines.append(f"{f:16}{result['exists_by_family'][f]:>12}{result['top4_by_family'][f]:>12}")
+    lines.append(f"{'any':16}{result['fix_exists']:>12}{result['fix_in_top4']:>12}"
+                 f"   of {result['failed_drafts']} failed drafts "
+                 f"({result['solved_drafts']} of {result['questions']} drafts solved)")
+    return "\n".join(lines)
+
+
+def main(argv):
+    del argv
+    result = measure(_N.value, _SEED.value, _WORKDIR.value)
+    print(format_table(result))
+    print_result(result)
+
+
+if __name__ == "__main__":
+    app.run(main)
