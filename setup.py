@@ -31,7 +31,7 @@ _EXTRAS = {
     # GPU hosts only: CUDA jaxlib of the jax release this code is tested with, for `--jax_gpu`;
     # the binaries keep JAX on the CPU without it and never preallocate (jax_platform.py).
     "gpu": ["jax[cuda12]==0.10.2"],
-    # Curves of a run as TensorBoard event files (countermem_jax/curves.py).
+    # Curves of a run as TensorBoard event files (countermem_jax/runtime/curves.py).
     "curves": ["tensorboardX>=2.6"],
     "bench": ["torch>=2.2"],
     # nbclient/nbformat/ipykernel: the tests execute docs/analysis.ipynb top to bottom.

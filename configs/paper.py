@@ -42,7 +42,7 @@ Paper schedule (B = 200, K = 4, k = 3, 2,000 selector decisions, seeds 0-4; Appe
 `evaluate` prints ReAct vs ReAct+CounterMem with scores, tokens, calls and failures per solved
 task, coverage, harmful use and rescued/broken counts, each with its 95% interval.
 """
-from countermem_jax.config_defaults import paper_config
+from countermem_jax.protocol.config_defaults import paper_config
 
 
 def get_config(arg="spider,react,gptoss"):

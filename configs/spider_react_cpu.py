@@ -23,7 +23,7 @@ benchmark (perf/yield.py --n=4 --threads=1): 9 counterfactual checks (model edit
 edits 0/2 verified), 0 records, 0 unparseable replies, 2 of 3 edit replies stopped at their
 512-token budget, 2 model edits refused as not local, 7,288 tokens, 381 s.
 """
-from countermem_jax.config_defaults import spider_cpu_config
+from countermem_jax.protocol.config_defaults import spider_cpu_config
 
 
 def get_config():

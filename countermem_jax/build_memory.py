@@ -2,7 +2,7 @@
 
     python -m countermem_jax.build_memory --config=configs/spider_react_cpu.py --workdir=/tmp/cm
 """
-from countermem_jax import jax_platform
+from countermem_jax.runtime import jax_platform
 
 jax_platform.choose_platform()  # before JAX is imported: CPU unless --jax_gpu, no preallocation
 

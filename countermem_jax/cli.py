@@ -14,12 +14,13 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from countermem_jax import config_defaults, config_validation, workdir_guard
+from countermem_jax.protocol import config_defaults
+from countermem_jax.phases import config_validation, workdir_guard
 from countermem_jax.domains import DATA_ERRORS
 from countermem_jax.experiment import PhaseError
-from countermem_jax.memory.persistence import StoreFormatError
-from countermem_jax.selector.checkpoint import CheckpointIntegrityError, IncompatibleCheckpointError
-from countermem_jax.splits import SplitError
+from countermem_jax.method.memory.persistence import StoreFormatError
+from countermem_jax.method.selector.checkpoint import CheckpointIntegrityError, IncompatibleCheckpointError
+from countermem_jax.protocol.splits import SplitError
 
 # Errors caused by what the user gave (config, workdir, data); anything else is a bug and
 # keeps its traceback.

@@ -5,7 +5,7 @@
 One run per selector seed (``WORKDIR/eval/<run>/``), the base agent once; prints mean [95% CI]
 over seeds and the cost of building, and writes them to ``WORKDIR/metrics.json``.
 """
-from countermem_jax import jax_platform
+from countermem_jax.runtime import jax_platform
 
 jax_platform.choose_platform()  # before JAX is imported: CPU unless --jax_gpu, no preallocation
 

@@ -12,8 +12,9 @@ import sys
 
 from absl import app, flags
 
-from countermem_jax.memory import StoreFormatError, load_store
-from countermem_jax.memory.summary import record_at_work, summarize
+from countermem_jax.method.memory import StoreFormatError, load_store
+from countermem_jax.method.memory.summary import summarize
+from countermem_jax.protocol.record_at_work import record_at_work
 
 _STORE = flags.DEFINE_string("store", None, "Path of a store file (open or frozen).")
 _WORKDIR = flags.DEFINE_string("workdir", None, "A workdir: show a record used in evaluation.")

@@ -11,7 +11,7 @@ import sys
 from absl import app, flags
 from ml_collections import config_flags
 
-from countermem_jax import preflight_checks as preflight
+from countermem_jax.protocol import preflight_checks as preflight
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
                                           lock_config=False)

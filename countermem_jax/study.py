@@ -9,7 +9,7 @@ three phases and prints a table; a config with ``protocol`` (studies 5–9) runs
 from absl import flags
 from ml_collections import config_flags
 
-from countermem_jax import jax_platform
+from countermem_jax.runtime import jax_platform
 
 jax_platform.choose_platform()  # before JAX is imported: CPU unless --jax_gpu, no preallocation
 

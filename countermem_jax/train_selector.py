@@ -6,7 +6,7 @@
 Each seed in ``selector.seeds`` gets its own episodes, validation and best checkpoint in
 ``WORKDIR/selector/seed_<s>/`` (README, "Protocol").
 """
-from countermem_jax import jax_platform
+from countermem_jax.runtime import jax_platform
 
 jax_platform.choose_platform()  # before JAX is imported: CPU unless --jax_gpu, no preallocation
 

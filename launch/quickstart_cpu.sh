@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 WORKDIR="${1:-runs/spider_cpu}"
 CONFIG=configs/spider_react_cpu.py
-# The data folder the loaders read (countermem_jax/paths.py): $COUNTERMEM_DATA or ../shared/benchdata.
+# The data folder the loaders read (countermem_jax/runtime/paths.py): $COUNTERMEM_DATA or ../shared/benchdata.
 DATA="${COUNTERMEM_DATA:-$(cd .. && pwd)/shared/benchdata}"
 if [ ! -f "$DATA/spider/dev.json" ] || [ ! -d "$DATA/spider/database" ]; then
   echo "No Spider data at $DATA/spider. Get it (a pinned GitHub archive; recorded sha256s are verified) with:"

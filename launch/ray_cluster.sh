@@ -64,7 +64,7 @@ if [ -z "$REPLICAS" ]; then  # --no-serve: one replica per URL given
 fi
 SLOTS="${SLOTS:-$((REPLICAS * MAX_SEQS))}"
 export COUNTERMEM_LLM_URLS="$URLS"
-# the runs' JAX stays off the GPUs vLLM holds and never preallocates (countermem_jax/jax_platform.py)
+# the runs' JAX stays off the GPUs vLLM holds and never preallocates (countermem_jax/runtime/jax_platform.py)
 export JAX_PLATFORMS="${JAX_PLATFORMS:-cpu}" XLA_PYTHON_CLIENT_PREALLOCATE=false
 args=(start --block --resources "{\"llm_slots\": ${SLOTS}}")
 [ -n "$NUM_CPUS" ] && args+=(--num-cpus "$NUM_CPUS")

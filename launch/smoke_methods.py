@@ -31,7 +31,7 @@ def _load_config(path: str):
 def draw_manifest(tasks, sizes=SIZES) -> dict:
     """The smoke splits: D.2's seeded draw with a larger construction pool, cut to the sizes
     (construction loses the tasks that share a group with evaluation, so it is drawn larger)."""
-    from countermem_jax import splits as splits_lib
+    from countermem_jax.protocol import splits as splits_lib
     sp = splits_lib.make_splits(tasks, 4 * sizes["build"], sizes["train"], sizes["validation"],
                                 sizes["eval"])
     manifest = {name: [t.task_id for t in getattr(sp, name)][:n] for name, n in sizes.items()}

@@ -19,7 +19,7 @@ def record_factory():
 @pytest.fixture(scope="session")
 def benchdata():
     """The benchmark data folder, or a skip that says how to provide it."""
-    from countermem_jax.paths import data_root
+    from countermem_jax.runtime.paths import data_root
     root = data_root()
     if not root.exists():
         pytest.skip(f"benchmark data not found at {root}; set COUNTERMEM_DATA (see README 'Data')")

@@ -2,8 +2,8 @@
 import itertools
 import sqlite3
 
-from countermem_jax.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
-from countermem_jax.memory.record import make_record_id, normalize_condition
+from countermem_jax.method.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
+from countermem_jax.method.memory.record import make_record_id, normalize_condition
 
 
 def make_record(source_task_id="t1", situation="numeric threshold omits its boundary value",

@@ -8,7 +8,7 @@ import re
 import sqlite3
 
 from countermem_jax.testing.scripted_backbone import ScriptedBackbone
-from countermem_jax.config_defaults import base_config
+from countermem_jax.protocol.config_defaults import base_config
 from countermem_jax.domains import SQL
 from countermem_jax.studies.protocols import study_config  # noqa: F401  (tests import it here)
 from evaluators.base import Task

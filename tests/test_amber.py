@@ -94,7 +94,7 @@ def test_wrong_construction_fails_in_lean(tasks, lean):
 
 def test_registered_benchmark_reads_the_fixture(monkeypatch):
     from countermem_jax import domains
-    from countermem_jax.config_defaults import setting_config
+    from countermem_jax.protocol.config_defaults import setting_config
     cfg = setting_config("amber", "react").data
     cfg.data_dir = str(FIXTURE)
     assert len(domains.get("amber").tasks(cfg)) == 2

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from countermem_jax import workdir_guard
-from countermem_jax.memory import MemoryStore, save_store
+from countermem_jax.phases import workdir_guard
+from countermem_jax.method.memory import MemoryStore, save_store
 from countermem_jax.phases.workdir import Workdir
-from countermem_jax.selector import checkpoint, dqn
+from countermem_jax.method.selector import checkpoint, dqn
 from test_binaries import CPU_CONFIG, _one_line_error
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -11,16 +11,16 @@ import sys
 import pytest
 
 from countermem_jax import baselines
-from countermem_jax.agents import Agent, AgentConfig, TaskContext
-from countermem_jax.prompting import prompts
-from countermem_jax.prompting.failures import ParseFailureLog
+from countermem_jax.method.agents import Agent, AgentConfig, TaskContext
+from countermem_jax.method.prompting import prompts
+from countermem_jax.method.prompting.failures import ParseFailureLog
 from countermem_jax.testing.scripted_backbone import ScriptedBackbone
 from countermem_jax.baselines import expel, generative_agents, memgpt, voyager
 from countermem_jax.baselines.memory import (BaselineMemory, FrozenMemoryError, hash_path,
                                              load_frozen_memory)
-from countermem_jax.config_defaults import base_config
-from countermem_jax.memory import SnapshotHashMismatch
-from countermem_jax.runlog import RunLog
+from countermem_jax.protocol.config_defaults import base_config
+from countermem_jax.method.memory import SnapshotHashMismatch
+from countermem_jax.runtime.runlog import RunLog
 from evaluators.base import Outcome
 from test_pipeline import QUESTIONS, _revise, people_benchmark  # noqa: F401  (fixture)
 
@@ -370,7 +370,7 @@ def test_inspect_memory_prints_what_was_stored(tmp_path, people_benchmark):
 
 # ----------------------------------------------------------------------------- contracts
 def test_new_prompt_contracts():
-    from countermem_jax.prompting import parsers
+    from countermem_jax.method.prompting import parsers
     assert parsers.parse_insight_operations("**AGREE 2:** yes\nEDIT 1: better\nNONE", 2) == [
         ("AGREE", 1, "yes"), ("EDIT", 0, "better")]
     assert parsers.parse_insight_operations("NONE", 3) == []
@@ -425,7 +425,7 @@ def test_every_method_runs_through_the_three_phases(tmp_path, people_benchmark, 
     # the cost of building is every construction token the ledger saw (ExpeL's tail included)
     assert result["cost_of_building"]["construction"]["tokens"] == \
         builder_backbone.ledger.total("construction").total
-    from countermem_jax import workdir_guard
+    from countermem_jax.phases import workdir_guard
     other = _config(tmp_path)  # another method on this workdir is refused by its fingerprint
     other.method = "countermem"
     with pytest.raises(workdir_guard.WorkdirMismatch, match="method"):

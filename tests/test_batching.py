@@ -5,12 +5,12 @@ import asyncio
 import numpy as np
 import pytest
 
-from countermem_jax import text_embedding as embedding
-from countermem_jax.retrieval import batching
-from countermem_jax.retrieval.conditions import TaskContext
-from countermem_jax.retrieval.retrieve import RetrievalIndex
-from countermem_jax.selector import dqn, features
-from countermem_jax.selector.policies import AlwaysTop1, GreedyDQN
+from countermem_jax.method import text_embedding as embedding
+from countermem_jax.method.retrieval import batching
+from countermem_jax.method.retrieval.conditions import TaskContext
+from countermem_jax.method.retrieval.retrieve import RetrievalIndex
+from countermem_jax.method.selector import dqn, features
+from countermem_jax.method.selector.policies import AlwaysTop1, GreedyDQN
 from helpers import make_record
 
 WORDS = ["singer", "concert", "age", "stadium", "capacity", "country", "pets", "weight", "course",

@@ -8,7 +8,7 @@ import pytest
 
 from countermem_jax import domains
 from countermem_jax.domains import registry
-from countermem_jax.config_defaults import setting_config
+from countermem_jax.protocol.config_defaults import setting_config
 
 CONFIGS = pathlib.Path(__file__).parent.parent / "configs"
 

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from countermem_jax import workdir_guard
-from countermem_jax.memory import MemoryStore, save_store
+from countermem_jax.phases import workdir_guard
+from countermem_jax.method.memory import MemoryStore, save_store
 from helpers import make_record
 
 

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from countermem_jax.selector import checkpoint, dqn
+from countermem_jax.method.selector import checkpoint, dqn
 
 CFG = dqn.DQNConfig(total_decisions=1000, learning_starts=10, checkpoint_every=250)
 RETURNS = [(250, 0.1), (500, 0.7), (750, 0.2)]  # best = 500

@@ -7,18 +7,18 @@ import re
 
 import pytest
 
-from countermem_jax.agents import Agent, AgentConfig, MemoryCalls
-from countermem_jax.agents import TaskContext as AgentTaskContext
+from countermem_jax.method.agents import Agent, AgentConfig, MemoryCalls
+from countermem_jax.method.agents import TaskContext as AgentTaskContext
 from countermem_jax.backbones.base import Backbone, ChatResult, TokenLedger, Usage
 from countermem_jax.backbones.cache import CachedBackbone
 from countermem_jax.testing.openai_server import LocalOpenAIServer
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
-from countermem_jax.memory_use import CounterMemAugmentation
-from countermem_jax.retrieval.conditions import (CompositeChecker, JudgeSettings,
+from countermem_jax.method.memory_use import CounterMemAugmentation
+from countermem_jax.method.retrieval.conditions import (CompositeChecker, JudgeSettings,
                                                  LLMJudgeChecker, RuleChecker, TaskContext,
                                                  parse_verdict)
-from countermem_jax.retrieval.retrieve import RetrievalIndex
-from countermem_jax.selector import policies
+from countermem_jax.method.retrieval.retrieve import RetrievalIndex
+from countermem_jax.method.selector import policies
 from evaluators.base import State, Task
 from helpers import make_record
 
@@ -166,7 +166,7 @@ def test_parse_verdict(content, reasoning, expected):
 
 
 def test_run_metrics_sum_the_verdicts_of_every_decision():
-    from countermem_jax import metrics
+    from countermem_jax.protocol import metrics
     ends = [{"task_id": "a", "solved": True, "calls": 1, "failures": 0, "tokens": 90}]
     decisions = [{"memory": {"covered": True, "conditions": {
         "compatible": 1, "incompatible": 2, "undecided": 1, "judged_by_llm": 3, "judge_calls": 3,

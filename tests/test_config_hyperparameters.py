@@ -8,13 +8,13 @@ import pytest
 from absl import flags
 from ml_collections import config_flags
 
-from countermem_jax.counterfactual import ConstructionConfig
-from countermem_jax.memory import MemoryStore
-from countermem_jax.memory.store import StoreConfig
+from countermem_jax.method.counterfactual import ConstructionConfig
+from countermem_jax.method.memory import MemoryStore
+from countermem_jax.method.memory.store import StoreConfig
 from countermem_jax.phases import context
-from countermem_jax.retrieval.conditions import JudgeSettings, LLMJudgeChecker, RuleChecker
-from countermem_jax.selector import dqn, features
-from countermem_jax.selector.transition import Transition
+from countermem_jax.method.retrieval.conditions import JudgeSettings, LLMJudgeChecker, RuleChecker
+from countermem_jax.method.selector import dqn, features
+from countermem_jax.method.selector.transition import Transition
 from helpers import make_record
 from test_pipeline import people_benchmark  # noqa: F401 (fixture)
 
@@ -178,7 +178,7 @@ def test_the_dqn_table_flows_from_the_config_into_the_trained_selector(tmp_path,
     what its checkpoints record (the network restored for evaluation has its widths)."""
     from test_pipeline import _config, scripted
     from countermem_jax import experiment
-    from countermem_jax.selector import checkpoint
+    from countermem_jax.method.selector import checkpoint
     cfg = _config(tmp_path, selector="dqn")
     cfg.selector.seeds = (0,)
     cfg.selector.dqn.update(hidden=(8,), learning_rate=5e-4)

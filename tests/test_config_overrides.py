@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from countermem_jax.config_defaults import base_config
+from countermem_jax.protocol.config_defaults import base_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 _OVERRIDE = re.compile(r"--config\.([A-Za-z_][\w.]*\w)")

@@ -5,10 +5,11 @@ import re
 
 import pytest
 
-from countermem_jax import config_validation, experiment
+from countermem_jax.phases import config_validation
+from countermem_jax import experiment
 from countermem_jax.phases import context as phase_context
-from countermem_jax.config_defaults import base_config
-from countermem_jax.config_validation import ConfigError
+from countermem_jax.protocol.config_defaults import base_config
+from countermem_jax.phases.config_validation import ConfigError
 from test_pipeline import people_benchmark  # noqa: F401 (fixture)
 
 CONFIGS = sorted((pathlib.Path(__file__).parent.parent / "configs").glob("*.py"))

@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-from countermem_jax import config_defaults, config_validation, domains
+from countermem_jax.protocol import config_defaults
+from countermem_jax.phases import config_validation
+from countermem_jax import domains
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BENCHMARKS = sorted({**config_defaults.SETTINGS, **config_defaults.EXTRA_SETTINGS})

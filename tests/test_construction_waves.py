@@ -18,16 +18,18 @@ import uuid
 import helpers
 import pytest
 
-from countermem_jax import construction_waves as waves
-from countermem_jax import counterfactual, experiment, metrics
+from countermem_jax.phases import construction_waves as waves
+from countermem_jax.method import counterfactual
+from countermem_jax import experiment
+from countermem_jax.protocol import metrics
 from countermem_jax.testing.scripted_backbone import Rule, ScriptedBackbone
-from countermem_jax.config_defaults import base_config
+from countermem_jax.protocol.config_defaults import base_config
 from countermem_jax.backbones.base import Charge, TokenLedger, Usage
-from countermem_jax.memory import load_frozen, load_store
-from countermem_jax.memory import store as store_lib
-from countermem_jax.retrieval import conditions as cond_lib
-from countermem_jax.retrieval.retrieve import RetrievalIndex
-from countermem_jax.runlog import RunLog
+from countermem_jax.method.memory import load_frozen, load_store
+from countermem_jax.method.memory import store as store_lib
+from countermem_jax.method.retrieval import conditions as cond_lib
+from countermem_jax.method.retrieval.retrieve import RetrievalIndex
+from countermem_jax.runtime.runlog import RunLog
 
 KINDS = {  # question, gold operator, drafted operator
     "least": ("List the names of people aged at least {n}.", ">=", ">"),

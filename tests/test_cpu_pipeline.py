@@ -3,7 +3,7 @@ logged (runs when the cpu extra, the model packages and the Spider data are pres
 import pytest
 
 from countermem_jax import experiment
-from countermem_jax.runlog import RunLog
+from countermem_jax.runtime.runlog import RunLog
 
 pytest.importorskip("llama_cpp", reason="cpu extra (llama-cpp-python) not installed")
 

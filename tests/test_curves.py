@@ -5,9 +5,10 @@ import json
 
 import pytest
 
-from countermem_jax import curves, experiment
-from countermem_jax.memory import load_frozen
-from countermem_jax.runlog import RunLog
+from countermem_jax.runtime import curves
+from countermem_jax import experiment
+from countermem_jax.method.memory import load_frozen
+from countermem_jax.runtime.runlog import RunLog
 from test_pipeline import _config, people_benchmark, scripted  # noqa: F401  (fixture)
 
 

@@ -6,11 +6,11 @@ import json
 import urllib.request
 
 from countermem_jax import experiment
-from countermem_jax.agents import Agent
+from countermem_jax.method.agents import Agent
 from countermem_jax.backbones.cache import CachedBackbone
 from countermem_jax.testing.openai_server import LocalOpenAIServer
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
-from countermem_jax.config_defaults import base_config
+from countermem_jax.protocol.config_defaults import base_config
 from countermem_jax.domains.sql import SQL
 from countermem_jax.perf import scripted_sql
 
@@ -121,7 +121,7 @@ def test_gptoss_configs_keep_what_the_vllm_replicas_hold_in_flight_and_cpu_confi
     import pathlib
     import re
 
-    from countermem_jax import config_defaults
+    from countermem_jax.protocol import config_defaults
     script = (pathlib.Path(__file__).parents[1] / "launch" / "serve_vllm.sh").read_text()
     max_seqs = int(re.search(r"\bMAX_SEQS=(\d+)", script).group(1))
     assert config_defaults.VLLM_MAX_NUM_SEQS == max_seqs
@@ -146,7 +146,7 @@ def test_the_scripted_judge_accepts_a_condition_only_for_its_own_database(tmp_pa
     assert condition.endswith("CONDITION: the question is about the people database")
 
     def judge(task):
-        from countermem_jax.retrieval.conditions import LLMJudgeChecker
+        from countermem_jax.method.retrieval.conditions import LLMJudgeChecker
         prompt = LLMJudgeChecker.PROMPT.format(
             condition=condition.split("CONDITION: ")[1], task=task.prompt)
         return reply({"messages": [{"content": prompt}]})

@@ -1,27 +1,47 @@
-"""Import structure of the library (issue 13): no import cycle anywhere in ``countermem_jax/`` and
-``evaluators/``; ``countermem_jax/backbones`` talks to models only (never imports prompting,
-domains, memory, retrieval, selector or evaluators); the library never imports the test doubles
-of ``countermem_jax/testing`` (only tests, ``perf/`` and ``launch/`` may); a SQL task reaches
+"""Import structure of the library: the package root holds only binaries and faces; the layers
+below import only downwards; no import cycle anywhere in ``countermem_jax/`` and ``evaluators/``;
+``countermem_jax/backbones`` talks to models only (never imports prompting, domains, memory,
+retrieval, selector or evaluators); the library never imports the test doubles of
+``countermem_jax/testing`` (only tests, ``perf/`` and ``launch/`` may); a SQL task reaches
 ``evaluators/sql`` through one door, ``countermem_jax/domains/sql.py``; ``evaluators/`` never
 imports ``countermem_jax``.
 
 The graph is built from the source with ``ast`` (every ``import``/``from ... import`` statement,
 function-level ones included, relative ones resolved), so it sees imports that only run on some
 paths too. ``from a import b`` is an edge to the module ``a.b`` when b is a submodule, else to
-``a``. Cycles are looked for twice: between modules, and between packages (each module counted
-as its top-level package, e.g. ``countermem_jax.memory``), which is how ``memory`` <-> ``retrieval``
-looked before the embedding moved below both (``countermem_jax/text_embedding.py``)."""
+``a``. Cycles are looked for twice: between modules, and between packages (a module counts as its
+package under the root, e.g. ``countermem_jax.phases``, or under one of the three layer packages,
+e.g. ``countermem_jax.method.memory``)."""
 import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("countermem_jax", "evaluators")
-UPWARD_FROM_BACKBONES = ("countermem_jax.prompting", "countermem_jax.domains",
-                         "countermem_jax.memory", "countermem_jax.retrieval",
-                         "countermem_jax.selector", "evaluators")
+UPWARD_FROM_BACKBONES = ("countermem_jax.method.prompting", "countermem_jax.domains",
+                         "countermem_jax.method.memory", "countermem_jax.method.retrieval",
+                         "countermem_jax.method.selector", "evaluators")
 TEST_DOUBLES = "countermem_jax.testing"
 MAY_USE_TEST_DOUBLES = ("countermem_jax.testing", "countermem_jax.perf")   # perf: on purpose
 SQL_DOOR = "countermem_jax.domains.sql"
+
+# The layers, bottom to top: a module imports from its own layer or lower ones only. Each entry
+# names the packages (or root modules) of the layer under ``countermem_jax``.
+LAYERS = (
+    ("runtime",),                                      # generic machinery, knows no method
+    ("backbones", "testing"),                          # the models and their test doubles
+    ("method",),                                       # agents, Modules I-III
+    ("domains", "data"),                               # benchmarks and their world models
+    ("protocol",),                                     # splits, metrics, provenance, defaults
+    ("baselines",),                                    # the compared memories
+    ("phases",),                                       # Algorithm 1's three phases
+    ("experiment", "cli"),                             # faces of the library
+    ("studies", "sweep", "reporting", "perf"),         # drivers of many runs
+    ("build_memory", "train_selector", "evaluate", "inspect_store", "report", "study",
+     "preflight"),                                     # binaries
+)
+LAYER_PACKAGES = ("countermem_jax.method", "countermem_jax.runtime", "countermem_jax.protocol")
+BINARIES = LAYERS[-1]
+FACES = ("__init__",) + LAYERS[-3]
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -73,8 +93,11 @@ def _graph() -> dict[str, set[str]]:
 
 
 def _package_of(module: str) -> str:
-    """``countermem_jax.memory.store`` -> ``countermem_jax.memory``; top-level modules stay."""
-    return ".".join(module.split(".")[:2])
+    """``countermem_jax.phases.build`` -> ``countermem_jax.phases``; inside the layer packages one
+    level deeper (``countermem_jax.method.memory.store`` -> ``countermem_jax.method.memory``)."""
+    parts = module.split(".")
+    depth = 3 if len(parts) > 2 and ".".join(parts[:2]) in LAYER_PACKAGES else 2
+    return ".".join(parts[:depth])
 
 
 def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
@@ -125,8 +148,8 @@ def test_the_walker_resolves_imports_and_finds_cycles(tmp_path):
 def test_the_graph_sees_real_imports():
     graph = _graph()
     assert len(graph) > 50
-    assert "countermem_jax.selector.dqn" in graph["countermem_jax.selector.training"]
-    assert "countermem_jax.text_embedding" in graph["countermem_jax.retrieval.retrieve"]
+    assert "countermem_jax.method.selector.dqn" in graph["countermem_jax.method.selector.training"]
+    assert "countermem_jax.method.text_embedding" in graph["countermem_jax.method.retrieval.retrieve"]
     assert "evaluators.base" in graph["evaluators.sql.checker"]
 
 
@@ -190,13 +213,83 @@ def test_sql_tasks_reach_the_sql_evaluator_through_one_door():
 
 def test_the_layering_checks_catch_violations():
     """The checks above on a made-up graph that breaks each rule once."""
-    graph = {"countermem_jax.backbones.x": {"countermem_jax.prompting.prompts", "json"},
-             "countermem_jax.agents": {"countermem_jax.testing.scripted_backbone"},
+    graph = {"countermem_jax.backbones.x": {"countermem_jax.method.prompting.prompts", "json"},
+             "countermem_jax.method.agents": {"countermem_jax.testing.scripted_backbone"},
              "countermem_jax.perf.y": {"countermem_jax.testing.openai_server", "evaluators.sql"},
              "countermem_jax.operators": {"evaluators.sql.loaders"},
              SQL_DOOR: {"evaluators.sql"}}
     assert _backbone_upward_imports(graph) == [("countermem_jax.backbones.x",
-                                                "countermem_jax.prompting.prompts")]
-    assert _test_double_users(graph) == [("countermem_jax.agents",
+                                                "countermem_jax.method.prompting.prompts")]
+    assert _test_double_users(graph) == [("countermem_jax.method.agents",
                                           "countermem_jax.testing.scripted_backbone")]
     assert _sql_doors(graph) == [SQL_DOOR, "countermem_jax.operators"]
+
+
+def _layer_of(module: str) -> int | None:
+    """Index in ``LAYERS`` of a ``countermem_jax`` module (None for the root package itself and
+    for modules outside ``countermem_jax``)."""
+    parts = module.split(".")
+    if parts[0] != "countermem_jax" or len(parts) < 2:
+        return None
+    for rank, names in enumerate(LAYERS):
+        if parts[1] in names:
+            return rank
+    raise AssertionError(f"{module} belongs to no layer: add its package to LAYERS")
+
+
+def _upward_imports(graph) -> list[tuple[str, str]]:
+    """(module, target) where a module imports from a layer above its own."""
+    return sorted((m, t) for m, targets in graph.items() for t in targets
+                  if _layer_of(m) is not None and _layer_of(t) is not None
+                  and _layer_of(t) > _layer_of(m))
+
+
+def _root_strays(names) -> list[str]:
+    """Files and packages at the root of ``countermem_jax/`` that are no binary, face or layer."""
+    packages = {n for layer in LAYERS if layer not in (BINARIES, LAYERS[-3]) for n in layer}
+    allowed = set(BINARIES) | set(FACES) | packages
+    return sorted(n for n in names if n not in allowed)
+
+
+def _root_entries() -> list[str]:
+    root = ROOT / "countermem_jax"
+    return ([p.stem for p in root.glob("*.py")]
+            + [p.name for p in root.iterdir() if p.is_dir() and any(p.rglob("*.py"))])
+
+
+def test_package_root_holds_only_binaries_and_faces():
+    strays = _root_strays(_root_entries())
+    assert not strays, (f"modules at the root of countermem_jax/ that are no binary or face: "
+                        f"{strays}; move them into method/, runtime/, protocol/ or their package")
+
+
+def test_every_module_imports_only_its_layer_or_below():
+    upward = _upward_imports(_graph())
+    assert not upward, f"upward imports (module, target): {upward}"
+
+
+def test_the_three_layer_packages_hold_what_they_say():
+    modules = _modules()
+    for name in ("agents", "counterfactual", "memory_use", "memory.store", "retrieval.retrieve",
+                 "selector.dqn", "prompting.prompts"):
+        assert f"countermem_jax.method.{name}" in modules
+    for name in ("task_pool", "checker_pool", "phase_loop", "runlog"):
+        assert f"countermem_jax.runtime.{name}" in modules
+    for name in ("splits", "metrics", "intervals", "provenance"):
+        assert f"countermem_jax.protocol.{name}" in modules
+
+
+def test_the_layer_and_root_checks_catch_violations():
+    """A runtime module importing the method, the method importing the protocol, and a library
+    module at the root are each caught; a binary importing anything is not."""
+    graph = {"countermem_jax.runtime.runlog": {"countermem_jax.method.memory.store"},
+             "countermem_jax.method.agents": {"countermem_jax.protocol.metrics",
+                                              "countermem_jax.runtime.checker_pool"},
+             "countermem_jax.evaluate": {"countermem_jax.phases", "countermem_jax.cli"},
+             "countermem_jax.cli": {"countermem_jax.phases.config_validation"}}
+    assert _upward_imports(graph) == [
+        ("countermem_jax.method.agents", "countermem_jax.protocol.metrics"),
+        ("countermem_jax.runtime.runlog", "countermem_jax.method.memory.store")]
+    assert _root_strays(["evaluate", "cli", "method", "runlog", "__init__"]) == ["runlog"]
+    assert _package_of("countermem_jax.method.memory.store") == "countermem_jax.method.memory"
+    assert _package_of("countermem_jax.phases.build") == "countermem_jax.phases"

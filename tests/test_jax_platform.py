@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from countermem_jax import jax_platform
+from countermem_jax.runtime import jax_platform
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

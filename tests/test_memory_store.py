@@ -3,9 +3,9 @@ import dataclasses
 
 import pytest
 
-from countermem_jax.memory import FrozenStoreError, MemoryStore, reuse_label, update_reuse
-from countermem_jax.memory.record import normalize_condition
-from countermem_jax.memory.store import StoreConfig
+from countermem_jax.method.memory import FrozenStoreError, MemoryStore, reuse_label, update_reuse
+from countermem_jax.method.memory.record import normalize_condition
+from countermem_jax.method.memory.store import StoreConfig
 from helpers import make_record
 
 

@@ -9,7 +9,7 @@ import sqlglot
 
 from countermem_jax.domains import coding, sat, smt
 from countermem_jax.domains import sql as sql_domain
-from countermem_jax.prompting.parsers import is_local_edit
+from countermem_jax.method.prompting.parsers import is_local_edit
 from evaluators.sql import schema_columns
 
 

@@ -8,10 +8,10 @@ import textwrap
 
 import pytest
 
-from countermem_jax.memory import (FrozenStoreError, MemoryStore, SnapshotHashMismatch,
+from countermem_jax.method.memory import (FrozenStoreError, MemoryStore, SnapshotHashMismatch,
                                    StoreFormatError, load_frozen, load_store, locked_store,
                                    persistence, save_store)
-from countermem_jax.memory.store import FrozenStore, StoreConfig
+from countermem_jax.method.memory.store import FrozenStore, StoreConfig
 from helpers import make_record
 
 
@@ -39,7 +39,7 @@ def test_serialised_records_are_reused_and_the_file_and_hash_are_unchanged(tmp_p
     """Each record's JSON text is computed once per record object (a construction run in waves
     saves and hashes the whole store after every task); the file lines and the content hash
     are the ones the plain per-object serialisation gives, non-ASCII text included."""
-    from countermem_jax.memory.store import sha256_json
+    from countermem_jax.method.memory.store import sha256_json
     store = _store()
     store.propose(make_record(source_task_id="t-u", situation="café ✓ naïve",
                               original="SELECT 1", improved="SELECT 2"))
@@ -143,7 +143,7 @@ def test_process_killed_mid_write_leaves_previous_snapshot(tmp_path):
     script = textwrap.dedent(f"""
         import os, sys
         sys.path.insert(0, {os.path.dirname(__file__)!r})
-        from countermem_jax.memory import persistence
+        from countermem_jax.method.memory import persistence
         from test_persistence import _store
         real = persistence._write_lines
         def die(handle, lines):

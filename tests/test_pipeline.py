@@ -5,12 +5,13 @@ import re
 import helpers
 import pytest
 
-from countermem_jax import experiment, splits as splits_lib
+from countermem_jax import experiment
+from countermem_jax.protocol import splits as splits_lib
 from countermem_jax.testing.scripted_backbone import Rule, ScriptedBackbone
-from countermem_jax.config_defaults import base_config
-from countermem_jax.memory import load_frozen, load_store
-from countermem_jax.runlog import RunLog
-from countermem_jax.selector import checkpoint
+from countermem_jax.protocol.config_defaults import base_config
+from countermem_jax.method.memory import load_frozen, load_store
+from countermem_jax.runtime.runlog import RunLog
+from countermem_jax.method.selector import checkpoint
 from evaluators.base import Task
 
 QUESTIONS = {
@@ -219,7 +220,7 @@ def test_sql_split_follows_the_paper_seeds():
 
 def test_reflexion_writes_reflections_and_uses_them_in_later_attempts(people_benchmark):
     import asyncio
-    from countermem_jax.agents import Agent, AgentConfig, Augmentation
+    from countermem_jax.method.agents import Agent, AgentConfig, Augmentation
     tasks, evaluator, domain = people_benchmark
     fake = scripted()
     fake.rules.insert(0, Rule(

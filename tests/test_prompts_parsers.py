@@ -6,8 +6,8 @@ import pytest
 from countermem_jax.backbones.base import Charge
 from countermem_jax.domains import SMT_SOLVER, SQL
 from countermem_jax.domains.sql import extract_sql
-from countermem_jax.prompting import parsers, prompts
-from countermem_jax.prompting.failures import ParseFailureLog
+from countermem_jax.method.prompting import parsers, prompts
+from countermem_jax.method.prompting.failures import ParseFailureLog
 from countermem_jax.testing.scripted_backbone import ScriptedBackbone
 from helpers import make_record
 

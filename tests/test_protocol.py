@@ -8,13 +8,14 @@ import shutil
 import numpy as np
 import pytest
 
-from countermem_jax import experiment, intervals, metrics
-from countermem_jax.agents import Agent, AgentConfig, Augmentation
-from countermem_jax.analysis import load_selector
+from countermem_jax import experiment
+from countermem_jax.protocol import intervals, metrics
+from countermem_jax.method.agents import Agent, AgentConfig, Augmentation
+from countermem_jax.protocol.analysis import load_selector
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
 from countermem_jax.testing.scripted_backbone import Rule
-from countermem_jax.runlog import RunLog
-from countermem_jax.selector import checkpoint, dqn, training
+from countermem_jax.runtime.runlog import RunLog
+from countermem_jax.method.selector import checkpoint, dqn, training
 from test_pipeline import MANIFEST, _config, people_benchmark, scripted  # noqa: F401 (fixture)
 
 

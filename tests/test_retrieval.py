@@ -6,10 +6,10 @@ import sys
 import numpy as np
 import pytest
 
-from countermem_jax import text_embedding as embedding
-from countermem_jax.retrieval.conditions import (CompositeChecker, LLMJudgeChecker, RuleChecker,
+from countermem_jax.method import text_embedding as embedding
+from countermem_jax.method.retrieval.conditions import (CompositeChecker, LLMJudgeChecker, RuleChecker,
                                                  TaskContext, parse_yes_no)
-from countermem_jax.retrieval.retrieve import RetrievalIndex, topk_eligible
+from countermem_jax.method.retrieval.retrieve import RetrievalIndex, topk_eligible
 from helpers import make_record
 
 TEXTS = ["List singers aged at least 30", "SELECT name FROM singer WHERE age >= 30", "héllo wörld ✓"]
@@ -71,7 +71,7 @@ def test_an_index_scores_a_repeated_query_block_once(monkeypatch):
     """An index remembers the query blocks it scored: the same retrieval asked again (a
     construction run replayed, or run again) is not scored again and gives the same result; a
     different condition verdict is a different block."""
-    from countermem_jax.retrieval import retrieve
+    from countermem_jax.method.retrieval import retrieve
     calls = []
     scored = retrieve.topk_eligible
     monkeypatch.setattr(retrieve, "topk_eligible",
@@ -222,7 +222,7 @@ def test_unknown_policy():
 
 
 # ----------------------------------------------------------------- conditions from verified edits
-from countermem_jax.retrieval import edit_conditions  # noqa: E402
+from countermem_jax.method.retrieval import edit_conditions  # noqa: E402
 
 SWAP_BEFORE = ("SELECT T1.name FROM poker_player AS T1 JOIN people AS T2 "
                "ON T1.people_id = T2.people_id")

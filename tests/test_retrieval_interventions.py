@@ -1,8 +1,8 @@
 """Retrieval interventions of §6.2 (none / random / shuffled / matched) at the index level."""
 import pytest
 
-from countermem_jax.retrieval.conditions import TaskContext
-from countermem_jax.retrieval.retrieve import RetrievalIndex
+from countermem_jax.method.retrieval.conditions import TaskContext
+from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from helpers import make_record
 
 SITUATIONS = ["singers aged at least 30", "museum visits in 2009", "pets heavier than 10 kg",

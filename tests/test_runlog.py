@@ -10,14 +10,14 @@ import time
 
 import pytest
 
-from countermem_jax import runlog
-from countermem_jax.runlog import EventBuffer, RunLog
+from countermem_jax.runtime import runlog
+from countermem_jax.runtime.runlog import EventBuffer, RunLog
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _WRITER = textwrap.dedent("""
     import sys, time
-    from countermem_jax.runlog import RunLog
+    from countermem_jax.runtime.runlog import RunLog
     log = RunLog(sys.argv[1])
     for t in range(4):
         for d in range(5):
@@ -134,7 +134,7 @@ _EXITING_WRITER = textwrap.dedent("""
     os.fsync = fsync
     # registered before the log's exit barrier, so it runs after it (last-in first-out)
     atexit.register(lambda: print("durable", max(covered), os.path.getsize(path)))
-    from countermem_jax.runlog import RunLog
+    from countermem_jax.runtime.runlog import RunLog
     log = RunLog(path)
     log.write("phase_start", phase="evaluation")   # the log's first write registers its barrier
     atexit.register(release.set)   # runs before the barrier

@@ -7,11 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from countermem_jax.analysis import load_selector
-from countermem_jax.retrieval.retrieve import Candidate
-from countermem_jax.selector import checkpoint, dqn, features, policies, training
-from countermem_jax.selector.network import masked_argmax, param_count
-from countermem_jax.selector.transition import Transition
+from countermem_jax.protocol.analysis import load_selector
+from countermem_jax.method.retrieval.retrieve import Candidate
+from countermem_jax.method.selector import checkpoint, dqn, features, policies, training
+from countermem_jax.method.selector.network import masked_argmax, param_count
+from countermem_jax.method.selector.transition import Transition
 from helpers import make_record
 
 CFG = dqn.DQNConfig()

@@ -7,12 +7,12 @@ import jax
 import numpy as np
 import pytest
 
-from countermem_jax.agents import TaskContext
-from countermem_jax.memory_use import CounterMemAugmentation
-from countermem_jax.retrieval.retrieve import RetrievalIndex
-from countermem_jax.runlog import RunLog
-from countermem_jax.selector import dqn, features, policies, training
-from countermem_jax.selector.transition import Transition
+from countermem_jax.method.agents import TaskContext
+from countermem_jax.method.memory_use import CounterMemAugmentation
+from countermem_jax.method.retrieval.retrieve import RetrievalIndex
+from countermem_jax.runtime.runlog import RunLog
+from countermem_jax.method.selector import dqn, features, policies, training
+from countermem_jax.method.selector.transition import Transition
 from evaluators.base import Outcome, State, Task
 from helpers import make_record
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from countermem_jax import experiment
-from countermem_jax.analysis import load_selector
+from countermem_jax.protocol.analysis import load_selector
 from countermem_jax.backbones.base import Charge, SamplingParams
-from countermem_jax.runlog import RunLog
+from countermem_jax.runtime.runlog import RunLog
 # ScriptedBackbone as test_pipeline imports it (its module moves to countermem_jax.testing)
 from test_pipeline import ScriptedBackbone, _config, people_benchmark, scripted  # noqa: F401
 
@@ -136,7 +136,7 @@ def test_an_episodes_transitions_reach_the_log_in_one_write(tmp_path, people_ben
                                                            monkeypatch):
     """A kill between two lines of one episode would leave half an episode that resume counts
     as done: every episode's transitions are appended in one write."""
-    from countermem_jax import runlog
+    from countermem_jax.runtime import runlog
     writes = []
     append = runlog._Writer.append
 

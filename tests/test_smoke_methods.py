@@ -71,8 +71,9 @@ def test_summary_reports_a_method_without_metrics_and_fails(tmp_path, people_ben
 
 
 def test_smoke_manifest_keeps_the_splits_apart(tmp_path):
-    from countermem_jax import domains, splits
-    from countermem_jax.config_defaults import spider_cpu_config
+    from countermem_jax import domains
+    from countermem_jax.protocol import splits
+    from countermem_jax.protocol.config_defaults import spider_cpu_config
     try:
         tasks, _, _ = domains.load_benchmark(spider_cpu_config().data)
     except (FileNotFoundError, OSError) as e:

@@ -6,10 +6,11 @@ import sys
 
 import pytest
 
-from countermem_jax import experiment, splits as splits_lib
+from countermem_jax import experiment
+from countermem_jax.protocol import splits as splits_lib
 from countermem_jax.phases import context
 from countermem_jax.testing.scripted_backbone import ScriptedBackbone as FakeBackbone
-from countermem_jax.config_defaults import base_config
+from countermem_jax.protocol.config_defaults import base_config
 from evaluators import grouping
 from evaluators.base import Task
 from evaluators.coding.checker import RepoReference

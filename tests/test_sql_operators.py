@@ -7,11 +7,11 @@ import types
 
 import pytest
 
-from countermem_jax.agents import TaskContext
-from countermem_jax.counterfactual import ConstructionConfig, CounterfactualBuilder
+from countermem_jax.method.agents import TaskContext
+from countermem_jax.method.counterfactual import ConstructionConfig, CounterfactualBuilder
 from countermem_jax.domains import sql as sql_domain
 from countermem_jax.domains import sql_operators
-from countermem_jax.prompting.prompts import Parsed
+from countermem_jax.method.prompting.prompts import Parsed
 from evaluators.base import State, Task
 from evaluators.sql import SQLEvaluator
 from evaluators.sql.checker import SQLReference
@@ -166,6 +166,6 @@ def test_an_empty_reference_result_verifies_nothing_in_module_two(db):
 
 
 def test_tasks_meeting_an_empty_reference_are_counted_in_the_metrics():
-    from countermem_jax import metrics
+    from countermem_jax.protocol import metrics
     ends = [{"cf_reference_empty": True}, {"cf_reference_empty": False}, {}]
     assert metrics.cost(ends)["reference_empty_tasks"] == 1

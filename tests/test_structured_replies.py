@@ -12,15 +12,15 @@ import sys
 
 import pytest
 
-from countermem_jax.agents import Agent, AgentConfig, MemoryCalls
-from countermem_jax.agents import TaskContext as AgentTaskContext
-from countermem_jax import preflight_checks as preflight
+from countermem_jax.method.agents import Agent, AgentConfig, MemoryCalls
+from countermem_jax.method.agents import TaskContext as AgentTaskContext
+from countermem_jax.protocol import preflight_checks as preflight
 from countermem_jax.backbones.base import (Charge, OutputConstraint, SamplingParams,
                                           TokenLedger)
 from countermem_jax.backbones.cache import cache_key
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
-from countermem_jax.prompting import constraints, prompts
-from countermem_jax.prompting.failures import ParseFailureLog
+from countermem_jax.method.prompting import constraints, prompts
+from countermem_jax.method.prompting.failures import ParseFailureLog
 from countermem_jax.reporting import load, tables
 from countermem_jax.testing.openai_server import LocalOpenAIServer
 from evaluators.base import State, Task
@@ -154,7 +154,7 @@ def test_cached_prompt_tokens_reach_the_ledger_the_task_and_the_cost_table():
 
 
 def prompts_judge_settings():
-    from countermem_jax.retrieval.conditions import JudgeSettings
+    from countermem_jax.method.retrieval.conditions import JudgeSettings
     return JudgeSettings(max_tokens=64)
 
 
@@ -197,7 +197,7 @@ def test_preflight_says_go_or_no_go_against_the_loopback_server(tmp_path, server
 
 
 def test_preflight_library_rows_per_template_of_the_method():
-    from countermem_jax import config_defaults
+    from countermem_jax.protocol import config_defaults
     cfg = config_defaults.gptoss_config("spider")
     cfg.method = "memgpt"
     assert preflight.templates_of(cfg) == ["DRAFT_ACTION", "MEMGPT_MANAGE", "MEMGPT_RECALL",

@@ -7,9 +7,9 @@ import pathlib
 
 import pytest
 
-from countermem_jax.config_validation import ConfigError
-from countermem_jax.memory import load_frozen
-from countermem_jax.runlog import RunLog
+from countermem_jax.phases.config_validation import ConfigError
+from countermem_jax.method.memory import load_frozen
+from countermem_jax.runtime.runlog import RunLog
 from countermem_jax.studies import SCHEMA, runner
 from test_pipeline import MANIFEST, people_benchmark, scripted  # noqa: F401 (fixture)
 
@@ -184,7 +184,7 @@ def test_resumed_study_runs_nothing_again(tmp_path, people_benchmark):
 
 
 def test_draft_paired_harm_pairs_only_identical_histories():
-    from countermem_jax import metrics
+    from countermem_jax.protocol import metrics
 
     def decision(task, k, action, success, draft=None, record=None):
         return {"task_id": task, "decision": k, "action": action, "draft": draft or action,

@@ -56,7 +56,7 @@ def test_rescued_broken_per_method_against_its_own_base_run(tmp_path, bench):
                           "metrics.json").read_text())
     assert metrics["paired"]["0"]["rescued"] == cm["rescued"]
     # every phase records the code version it ran with (provenance.code_version)
-    from countermem_jax import provenance
+    from countermem_jax.protocol import provenance
     cell = tmp_path / "study" / "cells" / "spider" / "countermem"
     recorded = json.loads((cell / "fingerprint.json").read_text())
     assert metrics["code_version"] == provenance.code_version() == record["code_version"]
@@ -159,7 +159,7 @@ def test_budget_allocates_construction_and_solving_tokens(tmp_path, bench):
 
 
 def test_protocol_dispatch_refuses_bad_input_before_running(tmp_path, bench):
-    from countermem_jax import config_validation
+    from countermem_jax.phases import config_validation
     from countermem_jax.studies import protocols
     cfg = study_config("accumulatoin", small_config(), checkpoints=(0,))
     with pytest.raises(config_validation.ConfigError, match="'accumulatoin' is not one of"):

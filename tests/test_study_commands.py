@@ -10,9 +10,10 @@ import shlex
 
 import pytest
 
-from countermem_jax import paths
+from countermem_jax.runtime import paths
 
-from countermem_jax import config_validation, domains
+from countermem_jax.phases import config_validation
+from countermem_jax import domains
 from countermem_jax.phases import context
 from countermem_jax.studies import cells, grid, runner
 

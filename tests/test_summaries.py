@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from countermem_jax import summaries
-from countermem_jax.summaries import Estimate
+from countermem_jax.protocol import summaries
+from countermem_jax.protocol.summaries import Estimate
 
 # Table "Values in Figure fig:domain": score gain ReAct / Reflexion per benchmark.
 GAINS = {"minif2f": (31.5, 15.8), "proofnet": (24.2, 12.1), "amber": (27.4, 9.9),
@@ -57,7 +57,7 @@ def test_cli_reads_metrics_files(tmp_path):
             "countermem": {"solved": m, "tasks": 20},
             "paired": {"rescued": m - b, "broken": 0, "paired_tasks": 20}}))
         paths.append(str(path))
-    out = subprocess.run([sys.executable, "-m", "countermem_jax.summaries", *paths],
+    out = subprocess.run([sys.executable, "-m", "countermem_jax.protocol.summaries", *paths],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "Text-to-SQL" in out.stdout and " 40.00 ±" in out.stdout and " 10.00 ±" in out.stdout

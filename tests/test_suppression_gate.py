@@ -1,9 +1,9 @@
 """The low-utility suppression gate (Appendix D.2): during construction a record whose reuse
 utility fell below the threshold after enough uses is not offered; training and evaluation see
 it."""
-from countermem_jax.config_defaults import base_config
+from countermem_jax.protocol.config_defaults import base_config
 from countermem_jax.phases import context
-from countermem_jax.retrieval.conditions import CompositeChecker, TaskContext
+from countermem_jax.method.retrieval.conditions import CompositeChecker, TaskContext
 from helpers import make_record
 
 

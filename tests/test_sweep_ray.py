@@ -29,7 +29,7 @@ ray = pytest.importorskip("ray", reason="Ray is the optional `sweep` extra: "
 
 import sweep_fixture  # noqa: E402
 import sweep_helpers  # noqa: E402
-from countermem_jax.runlog import RunLog  # noqa: E402
+from countermem_jax.runtime.runlog import RunLog  # noqa: E402
 from countermem_jax.sweep import run_sweep  # noqa: E402
 
 SLOTS = {"head": 2, "worker": 3}

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from countermem_jax.checker_pool import CheckerPool
-from countermem_jax.task_pool import run_bounded
+from countermem_jax.runtime.checker_pool import CheckerPool
+from countermem_jax.runtime.task_pool import run_bounded
 from evaluators.worker import default_pool_size
 from test_pipeline import people_benchmark  # noqa: F401 (fixture)
 
@@ -104,7 +104,7 @@ class _SlowChecker:
 
 
 def test_agents_of_a_phase_check_on_its_bounded_pool(people_benchmark):
-    from countermem_jax.agents import Agent, AgentConfig, Augmentation
+    from countermem_jax.method.agents import Agent, AgentConfig, Augmentation
     from test_pipeline import scripted
     tasks, evaluator, domain = people_benchmark
     checker = _SlowChecker(evaluator)

@@ -9,9 +9,10 @@ import time
 
 import pytest
 
-from countermem_jax import config_validation, experiment, workdir_guard
-from countermem_jax.config_defaults import base_config
-from countermem_jax.memory import load_frozen
+from countermem_jax.phases import config_validation, workdir_guard
+from countermem_jax import experiment
+from countermem_jax.protocol.config_defaults import base_config
+from countermem_jax.method.memory import load_frozen
 from test_pipeline import _config, people_benchmark, scripted  # noqa: F401 (fixture)
 
 

@@ -9,11 +9,11 @@ import pytest
 import test_pipeline as tp
 
 from countermem_jax import experiment
-from countermem_jax.counterfactual import locality_problem
-from countermem_jax.memory import load_frozen
-from countermem_jax.prompting import prompts
-from countermem_jax.retrieval import conditions
-from countermem_jax.runlog import RunLog
+from countermem_jax.method.counterfactual import locality_problem
+from countermem_jax.method.memory import load_frozen
+from countermem_jax.method.prompting import prompts
+from countermem_jax.method.retrieval import conditions
+from countermem_jax.runtime.runlog import RunLog
 from countermem_jax.testing.scripted_backbone import Rule, ScriptedBackbone
 
 QUERY = "SELECT name FROM singer WHERE age > 18 ORDER BY age"
@@ -60,7 +60,7 @@ def never_holding(monkeypatch):
     fake.rules.insert(0, Rule("SITUATION: strict for inclusive\n"
                               "CONDITION: bound == strict AND bound == inclusive",
                               template="DISTIL_RECORD"))
-    from countermem_jax.retrieval import edit_conditions
+    from countermem_jax.method.retrieval import edit_conditions
     monkeypatch.setattr(edit_conditions, "derived_condition",
                         lambda *a: "environment == people AND edit touches any []")
     return fake
@@ -137,7 +137,7 @@ def test_the_1_5b_requirements_are_hash_pinned():
 
 
 def test_quickstart_shows_a_record_at_work(tmp_path, people_benchmark):
-    from countermem_jax.memory.summary import record_at_work
+    from countermem_jax.protocol.record_at_work import record_at_work
     cfg = tp._config(tmp_path)
     for phase in (experiment.build_memory, experiment.train_selector, experiment.evaluate):
         phase(cfg, tmp_path / "wd", backbone=tp.scripted(), benchmark=people_benchmark)
@@ -149,7 +149,7 @@ def test_quickstart_shows_a_record_at_work(tmp_path, people_benchmark):
 
 
 def test_empty_store_says_why_after_the_phases(tmp_path, people_benchmark, never_holding):
-    from countermem_jax.memory.summary import record_at_work
+    from countermem_jax.protocol.record_at_work import record_at_work
     experiment.build_memory(tp._config(tmp_path), tmp_path / "wd", backbone=never_holding,
                             benchmark=people_benchmark)
     text = record_at_work(tmp_path / "wd")

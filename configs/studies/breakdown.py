@@ -2,7 +2,7 @@ r"""Study 9, benchmark breakdown (paper Appendix D.7, Figure 6 / Table 7): on ea
 benchmarks, ReAct and Reflexion each against its own CounterMem version with gpt-oss-120b:
 score gain, call reduction and failure reduction per solved task; four-domain (equal domain
 weight) and 12-benchmark (equal benchmark weight) summaries. Each cell uses its paper
-setting's sizes (countermem_jax/config_defaults.py SETTINGS) and all five selector seeds.
+setting's sizes (countermem_jax/protocol/config_defaults.py SETTINGS) and all five selector seeds.
 
     launch/serve_vllm.sh --tp 2 --replicas 4 --urls-file vllm_urls.txt     # on the GPU host
     python -m countermem_jax.study --config=configs/studies/breakdown.py --workdir=runs/study_breakdown

@@ -14,7 +14,7 @@ N`), then the runs that failed and why, and the report (ROOT/report/report.md).
 Per-run configs: configs/paper.py:<benchmark>,<agent>,<backbone>.
 """
 from countermem_jax import baselines
-from countermem_jax.config_defaults import SETTINGS
+from countermem_jax.protocol.config_defaults import SETTINGS
 from countermem_jax.sweep.spec import default_sweep
 
 

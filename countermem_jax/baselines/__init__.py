@@ -21,7 +21,7 @@ import pathlib
 
 import tqdm
 
-from countermem_jax.agents import Augmentation
+from countermem_jax.method.agents import Augmentation
 from countermem_jax.baselines import config as config_lib
 from countermem_jax.baselines.best_of_n import BestOfNAugmentation
 from countermem_jax.baselines.expel import ExpelBuilder

@@ -14,8 +14,8 @@ import asyncio
 import dataclasses
 import logging
 
-from countermem_jax.agents import Augmentation, DecisionInfo
-from countermem_jax.prompting import prompts
+from countermem_jax.method.agents import Augmentation, DecisionInfo
+from countermem_jax.method.prompting import prompts
 
 log = logging.getLogger(__name__)
 

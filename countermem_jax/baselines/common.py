@@ -18,11 +18,11 @@ Adaptation to the common interface (the same for every row, so rows differ only 
 """
 import numpy as np
 
-from countermem_jax.agents import Augmentation, DecisionInfo
-from countermem_jax.prompting import prompts
-from countermem_jax.memory import reuse as reuse_lib
-from countermem_jax.memory_use import state_text
-from countermem_jax import text_embedding as embedding
+from countermem_jax.method.agents import Augmentation, DecisionInfo
+from countermem_jax.method.prompting import prompts
+from countermem_jax.method.memory import reuse as reuse_lib
+from countermem_jax.method.memory_use import state_text
+from countermem_jax.method import text_embedding as embedding
 
 
 def eligible(items, task_id: str) -> tuple[list, list[str]]:

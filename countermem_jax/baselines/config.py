@@ -8,7 +8,7 @@ original where it states one (cited below) and are our choice otherwise (said so
 method is stored in its memory file's header and hashed with it, so a memory is never used under
 different settings than it was built with.
 """
-from countermem_jax.config_defaults import baseline_defaults as default_config  # noqa: F401
+from countermem_jax.protocol.config_defaults import baseline_defaults as default_config  # noqa: F401
 
 
 def section(cfg, method: str) -> dict:

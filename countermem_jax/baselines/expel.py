@@ -24,7 +24,7 @@ An insight's ``source_task_ids`` are the tasks whose comparisons added, agreed w
 """
 import logging
 
-from countermem_jax.prompting import prompts
+from countermem_jax.method.prompting import prompts
 from countermem_jax.backbones.base import Charge
 from countermem_jax.baselines import common
 

@@ -22,7 +22,7 @@ would be a write at evaluation.
 """
 import numpy as np
 
-from countermem_jax.prompting import prompts
+from countermem_jax.method.prompting import prompts
 from countermem_jax.baselines import common
 
 

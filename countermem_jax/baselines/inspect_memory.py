@@ -14,7 +14,7 @@ import sys
 from absl import app, flags
 
 from countermem_jax.baselines import memory as memory_lib
-from countermem_jax.memory.persistence import StoreFormatError
+from countermem_jax.method.memory.persistence import StoreFormatError
 
 _METHOD = flags.DEFINE_string("method", None, "Method whose frozen memory to show (with --workdir).")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Experiment work directory.")

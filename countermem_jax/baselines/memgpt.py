@@ -24,7 +24,7 @@ and one page of results fit the 4,000-character memory field of ``REVISE_WITH_ME
 remembers the tasks whose calls wrote it (``source_task_ids``); a block written by the current task
 is withheld from it, like any other item.
 """
-from countermem_jax.prompting import prompts
+from countermem_jax.method.prompting import prompts
 from countermem_jax.baselines import common
 
 # The function-call surface: all four at construction, search only at use.

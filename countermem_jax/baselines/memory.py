@@ -20,9 +20,9 @@ import pathlib
 import types
 from typing import Any, Iterable
 
-from countermem_jax.memory.persistence import (SnapshotHashMismatch, StoreFormatError,
+from countermem_jax.method.memory.persistence import (SnapshotHashMismatch, StoreFormatError,
                                                read_jsonl, write_jsonl_atomic)
-from countermem_jax.memory.store import sha256_json
+from countermem_jax.method.memory.store import sha256_json
 
 FORMAT = "countermem-baseline-memory"
 VERSION = 1

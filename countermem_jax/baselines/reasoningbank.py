@@ -28,8 +28,8 @@ close the gap to CounterMem without its pairwise verification gate and its condi
 """
 import dataclasses
 
-from countermem_jax.agents import Agent
-from countermem_jax.prompting import prompts
+from countermem_jax.method.agents import Agent
+from countermem_jax.method.prompting import prompts
 from countermem_jax.baselines import common
 
 

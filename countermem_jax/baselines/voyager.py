@@ -12,7 +12,7 @@ Use. The ``top_k`` (5, Voyager's value) skills whose applicability description i
 the task's state (shared embedding φ; Voyager embeds the description too) are shown to
 ``REVISE_WITH_MEMORY``.
 """
-from countermem_jax.prompting import prompts
+from countermem_jax.method.prompting import prompts
 from countermem_jax.baselines import common
 
 

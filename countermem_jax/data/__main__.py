@@ -18,7 +18,7 @@ from absl import app, flags
 
 from countermem_jax.data import fetch as fetch_lib
 from countermem_jax.data import registry
-from countermem_jax.paths import data_root
+from countermem_jax.runtime.paths import data_root
 
 # Flags shared by the subcommands; each subcommand reads only those it needs.
 _ROOT = flags.DEFINE_string("root", None, "Data folder (default: $COUNTERMEM_DATA or "

@@ -22,7 +22,7 @@ import urllib.error
 import urllib.request
 
 from countermem_jax.data import registry
-from countermem_jax.file_hash import sha256_file
+from countermem_jax.runtime.file_hash import sha256_file
 
 # Written into every installed top-level folder: what was fetched, from where, how verified.
 RECEIPT = ".countermem_fetch.json"

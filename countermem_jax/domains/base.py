@@ -11,8 +11,8 @@ import dataclasses
 import pathlib
 from typing import Callable
 
-from countermem_jax.paths import data_root
-from countermem_jax.prompting import parsers
+from countermem_jax.runtime.paths import data_root
+from countermem_jax.method.prompting import parsers
 
 
 @dataclasses.dataclass(frozen=True)

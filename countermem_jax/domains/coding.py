@@ -10,7 +10,7 @@ import re
 
 from countermem_jax.domains.base import (Domain, data_dir, distinct_edits, require,
                                          require_setting)
-from countermem_jax.paths import data_root
+from countermem_jax.runtime.paths import data_root
 
 
 def python_edits(source: str, lines: list[int] | None = None, limit: int = 8) -> list[str]:

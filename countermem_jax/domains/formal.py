@@ -16,7 +16,7 @@ import dataclasses
 import re
 
 from countermem_jax.domains.base import Domain, data_dir, require
-from countermem_jax.paths import data_root
+from countermem_jax.runtime.paths import data_root
 
 CLOSING_TACTICS = ("simp", "linarith", "nlinarith", "omega", "norm_num", "positivity")
 # Whole tactic names only: ``nlinarith`` holds no ``linarith`` and ``simp_all`` no ``simp``.

@@ -32,7 +32,7 @@ from countermem_jax.domains.base import (Domain, data_dir, distinct_edits, requi
 from countermem_jax.domains import sql_operators as operators
 from countermem_jax.domains.sql_operators import (_column_swap_variants, _drop_join_variants,
                                                   _table_swap_variants, _variants)
-from countermem_jax.paths import data_root
+from countermem_jax.runtime.paths import data_root
 
 SQL_PARSE_LIMIT = 20_000  # characters; longer queries (e.g. huge IN-lists) get the regex edits
 SQL_EDIT_SECONDS = 2.0    # time bound on generating the AST edits of one query

@@ -13,7 +13,7 @@ import statistics
 from absl import app, flags
 
 from countermem_jax.perf.common import median_time, optional_module, print_result
-from countermem_jax.paths import data_root
+from countermem_jax.runtime.paths import data_root
 
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timing repeats per item (the median is kept).")
 _ITEMS = flags.DEFINE_integer("items", 40, "Items per checker.")

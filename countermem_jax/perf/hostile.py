@@ -25,7 +25,7 @@ from typing import Callable
 from absl import app, flags
 
 from countermem_jax.perf.common import print_result
-from countermem_jax.paths import data_root
+from countermem_jax.runtime.paths import data_root
 
 _ONLY = flags.DEFINE_string("only", "", "Run only the cases whose name contains this.")
 

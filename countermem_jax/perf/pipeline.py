@@ -45,14 +45,14 @@ import numpy as np
 from absl import app, flags, logging
 
 from countermem_jax import experiment
-from countermem_jax.agents import Agent
+from countermem_jax.method.agents import Agent
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
 from countermem_jax.backbones.cache import CachedBackbone
 from countermem_jax.testing.openai_server import server_process
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
-from countermem_jax.checker_pool import CheckerPool
-from countermem_jax.config_defaults import base_config
-from countermem_jax.memory import load_frozen
+from countermem_jax.runtime.checker_pool import CheckerPool
+from countermem_jax.protocol.config_defaults import base_config
+from countermem_jax.method.memory import load_frozen
 from countermem_jax.perf import scripted_sql
 from countermem_jax.perf.common import print_result
 from countermem_jax.phases.workdir import Workdir

@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 
 from countermem_jax.perf.common import best_time, print_result
-from countermem_jax import text_embedding as embedding
-from countermem_jax.retrieval.retrieve import topk_eligible
+from countermem_jax.method import text_embedding as embedding
+from countermem_jax.method.retrieval.retrieve import topk_eligible
 
 _SIZES = flags.DEFINE_list("sizes", ["200", "10000", "100000"], "Store sizes to time.")
 _BATCH = flags.DEFINE_integer("batch", 256, "Queries per batched retrieval call.")

@@ -6,7 +6,7 @@ import subprocess
 import tempfile
 
 from countermem_jax.perf.common import median_time
-from countermem_jax.paths import data_root
+from countermem_jax.runtime.paths import data_root
 
 
 def measure(repeats: int = 5, program: str = "gcd") -> dict:

@@ -99,7 +99,7 @@ def spider_tasks(n: int, data_dir: str = "", seed: int = 0):
     """``n`` Spider tasks (a seeded shuffle of the dev split, ``seed``) with the SQL checker and
     domain, or None without the data."""
     from countermem_jax import domains  # the package's loaders (data/fetch.py paths)
-    from countermem_jax.config_defaults import base_config
+    from countermem_jax.protocol.config_defaults import base_config
     cfg = base_config().data
     cfg.update(benchmark="spider", data_dir=data_dir)
     try:

@@ -14,7 +14,7 @@ import numpy as np
 from absl import app, flags
 
 from countermem_jax.perf.common import best_time, optional_module, print_result
-from countermem_jax.selector import dqn, features, training
+from countermem_jax.method.selector import dqn, features, training
 
 _DECISIONS = flags.DEFINE_integer("decisions", 2000, "Logged decisions to train on.")
 

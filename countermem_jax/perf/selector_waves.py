@@ -26,9 +26,10 @@ import ml_collections
 import numpy as np
 from absl import app, flags
 
-from countermem_jax import domains, experiment, intervals
+from countermem_jax import domains, experiment
+from countermem_jax.protocol import intervals
 from countermem_jax.backbones.base import Charge, SamplingParams
-from countermem_jax.config_defaults import spider_cpu_config
+from countermem_jax.protocol.config_defaults import spider_cpu_config
 from countermem_jax.perf.common import print_result
 
 from countermem_jax.testing.scripted_backbone import ScriptedBackbone

@@ -21,12 +21,12 @@ from absl import app, flags
 
 from countermem_jax.backbones.base import Charge, SamplingParams
 from countermem_jax.backbones.factory import make_backbone
-from countermem_jax.config_defaults import spider_cpu_config
+from countermem_jax.protocol.config_defaults import spider_cpu_config
 from countermem_jax.domains import sql as sql_domain
 from countermem_jax.domains import sql_operators
 from countermem_jax.perf.common import print_result
-from countermem_jax.prompting import prompts
-from countermem_jax.prompting.failures import ParseFailureLog
+from countermem_jax.method.prompting import prompts
+from countermem_jax.method.prompting.failures import ParseFailureLog
 
 _N = flags.DEFINE_integer("n", 60, "Spider questions drafted (a seeded draw).")
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of the question draw.")

@@ -29,11 +29,11 @@ from absl import app, flags
 
 from countermem_jax import experiment
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
-from countermem_jax.counterfactual import tally
-from countermem_jax.memory import load_frozen
+from countermem_jax.method.counterfactual import tally
+from countermem_jax.method.memory import load_frozen
 from countermem_jax.perf.common import print_result
-from countermem_jax.prompting import prompts
-from countermem_jax.runlog import RunLog
+from countermem_jax.method.prompting import prompts
+from countermem_jax.runtime.runlog import RunLog
 
 _N = flags.DEFINE_integer("n", 12, "Construction tasks (Spider dev questions).")
 _MODEL = flags.DEFINE_string("cpu_model", "", "CPU model (backbone.cpu_model); '' = config's.")
@@ -76,7 +76,7 @@ class FinishCounter(Backbone):
 
 def cpu_config(manifest: pathlib.Path, cpu_model: str = "", cache_dir: str = ""):
     """The CPU quickstart config on the tasks of ``manifest`` (all shipped Spider databases)."""
-    from countermem_jax.config_defaults import spider_cpu_config
+    from countermem_jax.protocol.config_defaults import spider_cpu_config
     cfg = spider_cpu_config("react")
     cfg.data.db_ids = ()
     cfg.splits.manifest = str(manifest)
@@ -199,7 +199,7 @@ def main(argv):
     drafts = {}
     if _DRAFTS.value:
         questions = random.Random(_SEED.value).sample(list(tasks), _DRAFTS.value)
-        from countermem_jax.agents import AgentConfig
+        from countermem_jax.method.agents import AgentConfig
         drafts = draft_accuracy(backbone, questions, evaluator, domain,
                                 AgentConfig(**cfg.agent.to_dict()))
         print(f"first attempts on {drafts['questions']} seeded questions: DRAFT_ACTION "

@@ -5,7 +5,7 @@ grows; after a failure Modules I–II propose ≤ K local edits, check them from
 admit verified improvements as records. The store is saved atomically after every task with the
 processed task ids in its header, so a killed run resumes where it stopped. Up to
 ``construction.wave_size`` tasks run at once and commit in split order, with the store identical
-to the one-at-a-time run (``countermem_jax.construction_waves.InFlight``). At the end the store is
+to the one-at-a-time run (``countermem_jax.phases.construction_waves.InFlight``). At the end the store is
 frozen and its content hash written for the later phases. A baseline method (``cfg.method``)
 builds its own memory instead (``countermem_jax.baselines``), or skips a phase it has no use for.
 """
@@ -14,19 +14,20 @@ import json
 
 import tqdm
 
-from countermem_jax import baselines, curves
-from countermem_jax import construction_waves as waves
-from countermem_jax.agents import Agent, MemoryCalls
-from countermem_jax.counterfactual import CounterfactualBuilder, empty_store_reason, tally
-from countermem_jax.memory import load_frozen, load_store, save_store
-from countermem_jax.memory.reuse import suppressed
-from countermem_jax.memory.store import MemoryStore
-from countermem_jax.memory_use import CounterMemAugmentation
-from countermem_jax import phase_loop
+from countermem_jax import baselines
+from countermem_jax.runtime import curves
+from countermem_jax.phases import construction_waves as waves
+from countermem_jax.method.agents import Agent, MemoryCalls
+from countermem_jax.method.counterfactual import CounterfactualBuilder, empty_store_reason, tally
+from countermem_jax.method.memory import load_frozen, load_store, save_store
+from countermem_jax.method.memory.reuse import suppressed
+from countermem_jax.method.memory.store import MemoryStore
+from countermem_jax.method.memory_use import CounterMemAugmentation
+from countermem_jax.runtime import phase_loop
 from countermem_jax.phases import context
 from countermem_jax.phases.workdir import Workdir
-from countermem_jax.selector import policies
-from countermem_jax import workdir_guard
+from countermem_jax.method.selector import policies
+from countermem_jax.phases import workdir_guard
 
 RUN = "build"  # the construction task runs' name (log events, ledger, the judge's verdict scope)
 

@@ -15,22 +15,23 @@ import pathlib
 
 import ml_collections
 
-from countermem_jax import config_validation, domains
-from countermem_jax import splits as splits_lib
-from countermem_jax.agents import AgentConfig
+from countermem_jax.phases import config_validation
+from countermem_jax import domains
+from countermem_jax.protocol import splits as splits_lib
+from countermem_jax.method.agents import AgentConfig
 from countermem_jax.backbones.base import TokenLedger
 from countermem_jax.backbones.factory import make_backbone
-from countermem_jax.checker_pool import CheckerPool
-from countermem_jax.counterfactual import ConstructionConfig
-from countermem_jax.memory import scoring
-from countermem_jax.memory.reuse import suppressed
-from countermem_jax.memory.store import StoreConfig
+from countermem_jax.runtime.checker_pool import CheckerPool
+from countermem_jax.method.counterfactual import ConstructionConfig
+from countermem_jax.method.memory import scoring
+from countermem_jax.method.memory.reuse import suppressed
+from countermem_jax.method.memory.store import StoreConfig
 from countermem_jax.phases.workdir import PhaseError, Workdir
-from countermem_jax.prompting.failures import ParseFailureLog
-from countermem_jax.retrieval.conditions import (CompositeChecker, JudgeSettings, LLMJudgeChecker,
+from countermem_jax.method.prompting.failures import ParseFailureLog
+from countermem_jax.method.retrieval.conditions import (CompositeChecker, JudgeSettings, LLMJudgeChecker,
                                                  RuleChecker)
-from countermem_jax.retrieval.retrieve import RetrievalIndex
-from countermem_jax.selector import dqn
+from countermem_jax.method.retrieval.retrieve import RetrievalIndex
+from countermem_jax.method.selector import dqn
 
 __all__ = ["MethodConfig", "PhaseContext", "PhaseError", "setup", "draw_splits", "method_config",
            "condition_checker", "retrieval_index"]

@@ -15,18 +15,20 @@ import json
 import numpy as np
 import tqdm
 
-from countermem_jax import baselines, curves, intervals, metrics, provenance, task_pool
-from countermem_jax.agents import Agent, Augmentation, MemoryCalls
-from countermem_jax.checker_pool import CheckerPool
-from countermem_jax.counterfactual import CounterfactualBuilder, WithinTaskChecks
-from countermem_jax.memory_use import CounterMemAugmentation
-from countermem_jax import phase_loop
+from countermem_jax import baselines
+from countermem_jax.runtime import curves, task_pool
+from countermem_jax.protocol import intervals, metrics, provenance
+from countermem_jax.method.agents import Agent, Augmentation, MemoryCalls
+from countermem_jax.runtime.checker_pool import CheckerPool
+from countermem_jax.method.counterfactual import CounterfactualBuilder, WithinTaskChecks
+from countermem_jax.method.memory_use import CounterMemAugmentation
+from countermem_jax.runtime import phase_loop
 from countermem_jax.phases import context
 from countermem_jax.phases.workdir import PhaseError, Workdir
-from countermem_jax.retrieval import batching
-from countermem_jax.runlog import RunLog
-from countermem_jax.selector import checkpoint, policies
-from countermem_jax import workdir_guard
+from countermem_jax.method.retrieval import batching
+from countermem_jax.runtime.runlog import RunLog
+from countermem_jax.method.selector import checkpoint, policies
+from countermem_jax.phases import workdir_guard
 
 # How a method's row is labelled in evaluate's table (paper Table 1 names).
 METHOD_LABELS = {"countermem": "CounterMem", "none": "None", "best_of_n": "Best-of-N",

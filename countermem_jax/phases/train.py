@@ -23,16 +23,18 @@ from typing import Callable
 import numpy as np
 import tqdm
 
-from countermem_jax import baselines, curves, metrics
-from countermem_jax.agents import Agent, MemoryCalls
-from countermem_jax.memory_use import CounterMemAugmentation
-from countermem_jax import phase_loop
+from countermem_jax import baselines
+from countermem_jax.runtime import curves
+from countermem_jax.protocol import metrics
+from countermem_jax.method.agents import Agent, MemoryCalls
+from countermem_jax.method.memory_use import CounterMemAugmentation
+from countermem_jax.runtime import phase_loop
 from countermem_jax.phases import context
 from countermem_jax.phases.workdir import PhaseError, Workdir
-from countermem_jax.runlog import EventBuffer
-from countermem_jax.selector import checkpoint, dqn, policies, training
-from countermem_jax.selector.transition import Transition
-from countermem_jax import workdir_guard
+from countermem_jax.runtime.runlog import EventBuffer
+from countermem_jax.method.selector import checkpoint, dqn, policies, training
+from countermem_jax.method.selector.transition import Transition
+from countermem_jax.phases import workdir_guard
 
 
 def _seeds(cfg) -> tuple:

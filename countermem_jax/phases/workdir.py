@@ -10,9 +10,9 @@ import hashlib
 import json
 import pathlib
 
-from countermem_jax.memory import load_frozen, save_store
-from countermem_jax.runlog import RunLog
-from countermem_jax.selector import checkpoint, dqn, policies
+from countermem_jax.method.memory import load_frozen, save_store
+from countermem_jax.runtime.runlog import RunLog
+from countermem_jax.method.selector import checkpoint, dqn, policies
 
 
 class PhaseError(RuntimeError):
@@ -51,7 +51,7 @@ class Workdir:
         self.cache = self.root / "llm_cache"
         self.parse_failures = self.root / "parse_failures.jsonl"
         self.eval_runs = self.root / "eval"
-        self.curves = self.root / "curves"   # TensorBoard event files (countermem_jax.curves)
+        self.curves = self.root / "curves"   # TensorBoard event files (countermem_jax.runtime.curves)
 
     def seed_dir(self, seed: int) -> pathlib.Path:
         """Selector seed ``seed``'s Orbax checkpoints and best.json."""

@@ -6,7 +6,7 @@ have been loaded and found comparable.
 import datetime
 import pathlib
 
-from countermem_jax import intervals, provenance
+from countermem_jax.protocol import intervals, provenance
 from countermem_jax.reporting import (backbone_summary, domain_studies, figures, load, stats,
                                       study_figures, studies, tables)
 from countermem_jax.reporting import learning

@@ -19,7 +19,7 @@ import pathlib
 
 import numpy as np
 
-from countermem_jax import intervals
+from countermem_jax.protocol import intervals
 from countermem_jax.reporting.load import AGENT_LABELS, ReportError
 
 SCHEMA = "countermem-study-domains/1"

@@ -2,7 +2,7 @@
 workdir and selector seed (paper Appendix C.2: the checkpoint kept for evaluation is the highest
 point of its seed's curve).
 
-Read from the run's curves (``WORKDIR/curves/selector/seed_<s>``, ``countermem_jax.curves``);
+Read from the run's curves (``WORKDIR/curves/selector/seed_<s>``, ``countermem_jax.runtime.curves``);
 a workdir trained before curves existed, or read without tensorboardX, gives the same points
 from each seed's ``best.json``. Written as ``learning_curve.csv`` and ``learning_curve.png``.
 """
@@ -14,7 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from countermem_jax import curves  # noqa: E402
+from countermem_jax.runtime import curves  # noqa: E402
 
 TAG = "validation/return"
 

@@ -20,7 +20,7 @@ import hashlib
 import json
 import pathlib
 
-from countermem_jax import splits as splits_lib
+from countermem_jax.protocol import splits as splits_lib
 from countermem_jax.experiment import METHOD_LABELS
 
 NOT_RECORDED = "not recorded"

@@ -1,6 +1,6 @@
 """Uncertainty of every reported number, and paired tests between methods.
 
-Scores use the protocol's own seeded two-level bootstrap (``countermem_jax.intervals``): a
+Scores use the protocol's own seeded two-level bootstrap (``countermem_jax.protocol.intervals``): a
 [runs × tasks] matrix, runs (selector seeds, pooled workdirs) drawn with replacement and one draw
 of the shared tasks per replicate; with a single run it is a plain bootstrap over tasks.
 
@@ -13,7 +13,7 @@ method's per-task outcome is its mean over its runs, and the per-task difference
 import numpy as np
 from scipy import stats as scipy_stats
 
-from countermem_jax import intervals
+from countermem_jax.protocol import intervals
 
 MIN_TASKS = 20  # a cell resting on fewer held-out tasks is marked
 

@@ -22,7 +22,7 @@ import pathlib
 
 import numpy as np
 
-from countermem_jax import intervals
+from countermem_jax.protocol import intervals
 from countermem_jax.domains import registry
 from countermem_jax.experiment import METHOD_LABELS
 from countermem_jax.reporting import stats

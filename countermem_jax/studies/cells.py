@@ -34,9 +34,10 @@ import shutil
 
 import ml_collections
 
-from countermem_jax import (config_defaults, config_validation, domains, experiment, provenance,
-                            workdir_guard)
-from countermem_jax import splits as splits_lib
+from countermem_jax.protocol import config_defaults, provenance
+from countermem_jax.phases import config_validation, workdir_guard
+from countermem_jax import domains, experiment
+from countermem_jax.protocol import splits as splits_lib
 from countermem_jax.backbones.base import TokenLedger
 from countermem_jax.backbones.factory import make_backbone
 

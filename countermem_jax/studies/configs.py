@@ -10,7 +10,7 @@ A study config file takes an optional argument after a colon, the base run confi
 """
 import ml_collections
 
-from countermem_jax import config_defaults
+from countermem_jax.protocol import config_defaults
 
 
 def base_run_config(arg: str | None = None) -> ml_collections.ConfigDict:

@@ -6,7 +6,7 @@ A row of ``study.json`` carries such an estimate as ``"estimate": {"mean", "ci95
 """
 import numpy as np
 
-from countermem_jax import intervals
+from countermem_jax.protocol import intervals
 
 _ALPHA = (1.0 - intervals.CONFIDENCE) / 2
 

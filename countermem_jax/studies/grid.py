@@ -26,7 +26,8 @@ import pathlib
 
 import ml_collections
 
-from countermem_jax import config_validation, provenance
+from countermem_jax.phases import config_validation
+from countermem_jax.protocol import provenance
 from countermem_jax.domains import MissingData, registry
 from countermem_jax.studies import cells, runner
 

@@ -12,7 +12,8 @@ import importlib
 
 import ml_collections
 
-from countermem_jax import config_defaults, config_validation
+from countermem_jax.protocol import config_defaults
+from countermem_jax.phases import config_validation
 
 STUDIES = {name: f"countermem_jax.studies.{name}"
            for name in ("accumulation", "transfer", "rescued", "budget", "breakdown")}

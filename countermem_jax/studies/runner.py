@@ -27,10 +27,11 @@ import shutil
 import ml_collections
 import numpy as np
 
-from countermem_jax import (config_validation, experiment, intervals, metrics, provenance,
-                            workdir_guard)
-from countermem_jax.memory import load_frozen
-from countermem_jax.runlog import RunLog
+from countermem_jax.phases import config_validation, workdir_guard
+from countermem_jax import experiment
+from countermem_jax.protocol import intervals, metrics, provenance
+from countermem_jax.method.memory import load_frozen
+from countermem_jax.runtime.runlog import RunLog
 from countermem_jax.reporting.studies import value_at
 from countermem_jax.studies import SCHEMA
 

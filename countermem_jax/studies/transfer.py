@@ -32,15 +32,15 @@ import json
 import numpy as np
 
 from countermem_jax import baselines
-from countermem_jax.agents import Agent, AgentConfig, Augmentation, MemoryCalls
-from countermem_jax.prompting import prompts
-from countermem_jax.prompting.failures import ParseFailureLog
+from countermem_jax.method.agents import Agent, AgentConfig, Augmentation, MemoryCalls
+from countermem_jax.method.prompting import prompts
+from countermem_jax.method.prompting.failures import ParseFailureLog
 from countermem_jax.backbones.base import Charge
 from countermem_jax.experiment import METHOD_LABELS, Workdir
-from countermem_jax.memory_use import CounterMemAugmentation
+from countermem_jax.method.memory_use import CounterMemAugmentation
 from countermem_jax.phases import context
-from countermem_jax.retrieval.conditions import RuleChecker, TaskContext
-from countermem_jax.selector import policies
+from countermem_jax.method.retrieval.conditions import RuleChecker, TaskContext
+from countermem_jax.method.selector import policies
 from countermem_jax.studies import cells
 
 TITLE = "Reusing memory under four changes to the task"

@@ -16,7 +16,7 @@ import importlib
 import json
 import pathlib
 
-from countermem_jax import config_validation, workdir_guard
+from countermem_jax.phases import config_validation, workdir_guard
 from countermem_jax.sweep import execute, graph, schedule
 from countermem_jax.sweep.spec import SweepError
 

@@ -14,11 +14,12 @@ import sys
 from absl import app, flags
 from ml_collections import config_flags
 
-from countermem_jax import jax_platform
+from countermem_jax.runtime import jax_platform
 
 jax_platform.choose_platform()  # before JAX is imported: CPU unless --jax_gpu, no preallocation
 
-from countermem_jax import cli, config_validation  # noqa: E402
+from countermem_jax import cli  # noqa: E402
+from countermem_jax.phases import config_validation
 from countermem_jax.sweep import SweepError, run_sweep  # noqa: E402
 
 SWEEP = config_flags.DEFINE_config_file("sweep", None, "Sweep config file (configs/sweeps/).",

@@ -24,7 +24,8 @@ import json
 import pathlib
 import re
 
-from countermem_jax import baselines, workdir_guard
+from countermem_jax import baselines
+from countermem_jax.phases import workdir_guard
 from countermem_jax.sweep import spec as spec_lib
 
 

@@ -13,7 +13,7 @@ errors (a backbone that stopped answering); the retried run resumes from its log
 (a bad config, a workdir made with another config) fail the run at once, with the reason in the
 sweep's report.
 """
-from countermem_jax import jax_platform
+from countermem_jax.runtime import jax_platform
 from countermem_jax.sweep import execute
 from countermem_jax.sweep.schedule import one_line
 from countermem_jax.sweep.spec import SweepError
@@ -34,7 +34,7 @@ def import_ray():
 
 def _run_remote(run, urls_env, imports):
     # a worker of a node started without launch/ray_cluster.sh: JAX still stays off the GPUs
-    # vLLM holds (countermem_jax/jax_platform.py)
+    # vLLM holds (countermem_jax/runtime/jax_platform.py)
     jax_platform.choose_platform([])
     return execute.execute(run, urls_env, imports)
 

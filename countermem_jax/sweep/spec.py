@@ -19,7 +19,9 @@ import pathlib
 
 import ml_collections
 
-from countermem_jax import baselines, config_defaults, config_validation, workdir_guard
+from countermem_jax import baselines
+from countermem_jax.protocol import config_defaults
+from countermem_jax.phases import config_validation, workdir_guard
 
 
 class SweepError(ValueError):

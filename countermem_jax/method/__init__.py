@@ -1,0 +1,14 @@
+"""The method of the paper: the agents and CounterMem's three modules.
+
+  agents.py          ReAct and Reflexion over a backbone and a world-model checker (§4.1)
+  counterfactual.py  Module I, counterfactual drafts checked by the world model (§3.2)
+  memory_use.py      Module III, retrieval and the selector at decision time (§3.4)
+  condition_text.py  the normal form of a record's condition text (§3.3)
+  text_embedding.py  the hashed text embedding shared by memory, retrieval and selector
+  memory/            Module II, the store: records, admission, retention, persistence (§3.3, App. B)
+  retrieval/         candidate retrieval and condition checks (§3.4, App. B.2)
+  selector/          the DQN selector: features, network, training, checkpoints (§3.4, App. C)
+  prompting/         the prompts and their parsers (App. E)
+
+Imports only runtime/, backbones/ and itself: never the protocol, domains, phases or binaries.
+"""

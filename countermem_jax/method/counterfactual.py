@@ -1,0 +1,371 @@
+"""Modules I and II: propose local alternatives to a failed action, check them from the same
+state, and store the verified improvements (paper §3.2–3.3, Appendix B.1, B.4).
+
+Triggered after a failed decision during construction, for at most two failed decisions per task
+and while the task's construction verification budget lasts. The backbone proposes local edits
+first (GENERATE_LOCAL_ALTERNATIVES); rule operators fill the free slots up to K = 4. Every check
+runs from the state *before* the failed action, counts as a world-model call (and as a failed
+attempt if it fails), and a candidate with a completed check and Δ > ε_adm is distilled
+(DISTIL_RECORD) and offered to the store's admission rules.
+
+``ConstructionConfig.corrections`` selects the component ablation of §6.1 (Appendix D.5); the
+task's own actions are checked as usual in every mode:
+  verified           the method: check the alternatives, store the verified improvements;
+  unverified_advice  "CF without WM": no check before storage; the first proposed alternative of
+                     an expanded failure is distilled and stored as untested advice (its evidence
+                     says the improved action was never checked);
+  within_task        "WM without CF": the alternatives are checked, nothing is stored; the best
+                     verified one becomes the task's next action (``WithinTaskChecks``) and is
+                     forgotten when the task ends.
+"""
+import collections
+import dataclasses
+import datetime
+import difflib
+import logging
+import re
+
+from countermem_jax.method.agents import Augmentation
+from countermem_jax.method.prompting import parsers, prompts
+from countermem_jax.method.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
+from countermem_jax.method.memory.record import edit_text, make_record_id, normalize_condition
+from countermem_jax.method.retrieval import edit_conditions
+from countermem_jax.method.retrieval.conditions import RuleChecker, never_holds
+from countermem_jax.method.retrieval.conditions import TaskContext as CondTask
+from evaluators.base import Outcome, State
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstructionConfig:
+    """Budgets and thresholds of Modules I–II during memory construction (Appendix B.4).
+
+    ``k`` is K, the most alternatives proposed for one failed action; ``max_expanded_failures``
+    caps how many failed decisions of one task are expanded (the paper's two);
+    ``verification_budget`` is the construction checking allowance per task, kept apart from the
+    agent's ordinary solving budget but counted in interaction totals; ``epsilon`` is ε_adm, the
+    raw-gain floor a checked alternative must exceed before it is distilled at all.
+    """
+    k: int = 4
+    max_expanded_failures: int = 2
+    verification_budget: int = 8     # counterfactual checks per task
+    epsilon: float = 0.05
+    # For backbones too weak to judge free-text conditions: a condition outside the rule grammar
+    # is replaced by the condition derived from the verified edit (as for a failed distillation)
+    # and its text moves into the situation.
+    scope_free_text_conditions: bool = False
+    corrections: str = "verified"    # | "unverified_advice" | "within_task" (§6.1 ablation)
+
+    def __post_init__(self):
+        if self.corrections not in CORRECTION_MODES:
+            raise ValueError(f"unknown construction.corrections {self.corrections!r}; expected "
+                             f"one of {CORRECTION_MODES}")
+
+
+CORRECTION_MODES = ("verified", "unverified_advice", "within_task")
+
+# Words and single punctuation marks, the units a change is measured in (as in
+# ``parsers.is_local_edit``), and the clause keywords that give a query (or program) its shape.
+_TOKENS = re.compile(r"\w+|[^\w\s]")
+_CLAUSES = frozenset({"select", "from", "where", "join", "group", "order", "having", "limit",
+                      "union", "intersect", "except", "with"})
+
+
+def locality_problem(action: str, edited: str) -> str:
+    """Why ``edited`` is not one decision unit away from ``action`` ("" when it is), the
+    contract of Module I's generator (§3.2, Appendix D.8: one changed decision unit per
+    candidate, never a complete replacement submission).
+
+    Beyond ``parsers.is_local_edit`` (at most two changed regions, at most half the tokens
+    removed), which measures only what is removed: the changed regions may not span nearly the
+    whole action (a FIND that covers all of it, re-written), may insert at most half the action's
+    length (12 tokens always allowed: one join with its keys), and may not add more than one
+    clause or any nested query (an insertion that rewrites the query's shape)."""
+    if not parsers.is_local_edit(action, edited):
+        return "changes more than one part or removes most of the action"
+    a, b = _TOKENS.findall(action.lower()), _TOKENS.findall(edited.lower())
+    ops = [op for op in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
+           if op[0] != "equal"]
+    if len(a) >= 8 and ops[-1][2] - ops[0][1] >= 0.9 * len(a):
+        return "covers the whole action"
+    inserted = [t for _, _, _, j1, j2 in ops for t in b[j1:j2]]
+    removed = [t for _, i1, i2, _, _ in ops for t in a[i1:i2]]
+    if len(inserted) > max(12, len(a) // 2):
+        return "inserts more than one part"
+    added = collections.Counter(t for t in inserted if t in _CLAUSES)
+    added.subtract(t for t in removed if t in _CLAUSES)
+    if added["select"] > 0 or sum(n for n in added.values() if n > 0) > 1:
+        return "rewrites the query's shape"
+    return ""
+NEVER_HOLDS = "condition never holds"   # admission refused: the record could never be offered
+UNCHECKED = "not checked: unverified advice (CF without WM)"
+
+
+def tally(entries, parse_failures=()) -> dict:
+    """What construction's checks came to, from the run log's "counterfactual" entries and the
+    parse-failure items: per candidate source (the label each candidate carries: the model's
+    edits, each rule family) the checks and verified improvements, the admitted records,
+    records refused because their condition never holds, and the replies per template that
+    could not be parsed (a repaired reply counts once per failed attempt)."""
+    sources: dict[str, dict] = {}
+    verified = admitted = never = 0
+    for e in entries:
+        row = sources.setdefault(str(e.get("source", "?")), {"checks": 0, "verified": 0})
+        checked = e.get("checked", True)
+        row["checks"] += bool(checked)
+        # verified: the checker completed and the gain passed ε, i.e. distillation was reached
+        better = checked and "admitted" in e
+        row["verified"] += better
+        verified += better
+        admitted += bool(e.get("admitted"))
+        never += e.get("reason") == NEVER_HOLDS
+    unparseable = collections.Counter(f.get("template", "?") for f in parse_failures
+                                      if f.get("kind", "parse") == "parse")
+    not_local = sum(f.get("kind") == "not_local" for f in parse_failures)
+    return {"sources": dict(sorted(sources.items())),
+            "checks": sum(r["checks"] for r in sources.values()), "verified": verified,
+            "admitted": admitted, "never_holds": never, "unparseable": dict(unparseable),
+            "not_local": not_local}
+
+
+def empty_store_reason(t: dict) -> str:
+    """One line saying why construction admitted nothing, with the counts of ``tally``."""
+    per = ", ".join(f"{s} {r['verified']}/{r['checks']}" for s, r in t["sources"].items())
+    return (f"the store is empty: {t['verified']} of {t['checks']} counterfactual checks verified "
+            f"(verified/checks per source: {per or 'no checks'}), {t['never_holds']} refused "
+            f"for a condition that never holds, {sum(t['unparseable'].values())} replies "
+            f"unparseable ({', '.join(f'{k} {v}' for k, v in t['unparseable'].items()) or '-'}), "
+            f"{t['not_local']} model edits not local")
+
+
+def _check(o: Outcome) -> CheckOutcome:
+    """A world-model ``Outcome`` as stored evidence, its feedback clipped like a prompt field."""
+    return CheckOutcome(o.utility, o.success, o.completed, prompts.clip(o.feedback, "feedback"))
+
+
+class CounterfactualBuilder:
+    """Expands failed decisions of a construction task into checked, distilled, admitted records.
+
+    ``agent`` supplies the backbone calls (``agent.llm``), the domain's rule edits and the
+    evaluator H; ``store`` is the open ``MemoryStore`` that admission writes into; ``runlog``,
+    when given, receives one "counterfactual" event per checked alternative, so every admission
+    decision can be audited afterwards. Used only in the construction phase: selector training
+    and evaluation never create records (§4.2).
+    """
+    def __init__(self, agent, store, cfg: ConstructionConfig, runlog=None, backbone_name: str = ""):
+        self.agent, self.store, self.cfg, self.runlog = agent, store, cfg, runlog
+        self.backbone_name = backbone_name or agent.backbone.model_name
+
+    async def alternatives(self, ctx, action: str,
+                           outcome: Outcome) -> tuple[list[str], list[str]]:
+        """Module I (Eq. 1): A_cf = G(s_t, a_t, o_t; K). LLM edits first, the domain's operators
+        fill the free slots.
+
+        Returns (candidates, sources): at most K distinct candidates differing from ``action``
+        and the label of each ("llm", "rule", or the operator family that made it), logged with
+        its check.
+        """
+        parsed = await self.agent.llm(ctx, prompts.GENERATE_LOCAL_ALTERNATIVES, {
+            "task": ctx.task.visible_text(), "action": action, "feedback": outcome.feedback,
+            "k": self.cfg.k, "unit": ctx.task.decision_unit},
+            parse_args={"action": action, "k": self.cfg.k})
+        llm_edits = []
+        for edited in parsed.value or []:
+            problem = locality_problem(action, edited)
+            if problem:
+                # counted with the template's parse failures: the reply broke the edit contract
+                self.agent.failures.add(template=prompts.GENERATE_LOCAL_ALTERNATIVES.name,
+                                        decision=ctx.charge().decision, attempt=0,
+                                        error=f"edit not local: {problem}", reply=edited[:1000],
+                                        kind="not_local")
+                continue
+            llm_edits.append(edited)
+        domain = self.agent.domain
+        operated = (domain.ranked_edits(ctx.task, action, outcome, tuple(llm_edits), self.cfg.k)
+                    if domain.ranked_edits else
+                    [(edit, "rule") for edit in domain.rule_edits(ctx.task, action)])
+        candidates, sources = [], []
+        for c, source in [(e, "llm") for e in llm_edits] + list(operated):
+            if c.strip() and c.strip() != action.strip() and c not in candidates:
+                candidates.append(c)
+                sources.append(source)
+        return candidates[: self.cfg.k], sources[: self.cfg.k]
+
+    async def expand(self, ctx, state_before: State, action: str, outcome: Outcome) -> list[dict]:
+        """Runs Modules I and II for one failed decision; returns one log entry per checked alternative.
+
+        ``state_before`` is the state s_t the failed ``action`` was taken from: every alternative is
+        evaluated from it, so Δ (Eq. 2) compares the two actions from the same start. Returns []
+        without any call when this task already expanded its share of failures or spent its
+        verification budget. Tokens spent here are also booked to ``ctx.cf_tokens``.
+        """
+        if ctx.expanded_failures >= self.cfg.max_expanded_failures:
+            return []
+        if ctx.cf_checks >= self.cfg.verification_budget:
+            return []
+        ctx.expanded_failures += 1
+        tokens_before = ctx.tokens
+        try:
+            return await self._check_alternatives(ctx, state_before, action, outcome)
+        finally:
+            # Construction cost (Appendix B.4): the checks are in ctx.calls / ctx.failures, the
+            # proposal and distillation tokens in ctx.tokens and, separately, in ctx.cf_tokens.
+            ctx.cf_tokens += ctx.tokens - tokens_before
+
+    async def _check_alternatives(self, ctx, state_before: State, action: str,
+                                  outcome: Outcome) -> list[dict]:
+        """Module II: evaluates each alternative from ``state_before`` and distils those with Δ > ε.
+
+        Every check is a world-model call and, if it fails, a failed attempt (Appendix D.6), charged
+        to the task's context like any other evaluation.
+        """
+        candidates, sources = await self.alternatives(ctx, action, outcome)
+        if self.cfg.corrections == "unverified_advice":
+            return await self._store_unverified(ctx, action, outcome, candidates[:1], sources)
+        results = []
+        for alt, source in zip(candidates, sources):
+            if ctx.cf_checks >= self.cfg.verification_budget:
+                break
+            checked = await self.agent.check(state_before, alt)
+            ctx.cf_checks += 1
+            ctx.calls += checked.world_model_calls
+            ctx.failures += checked.failed_attempt
+            delta = checked.utility - outcome.utility
+            entry = {"candidate": alt, "source": source,
+                     "utility": checked.utility, "completed": checked.completed, "delta": delta}
+            # A match with an empty reference result proves nothing (any empty answer matches).
+            if checked.details.get("reference_empty"):
+                entry["reference_empty"] = ctx.cf_reference_empty = True
+            elif (checked.completed and delta > self.cfg.epsilon
+                  and self.cfg.corrections == "verified"):
+                entry.update(await self._distil_and_admit(ctx, action, outcome, alt, checked))
+            results.append(self._logged(ctx, action, entry))
+        return results
+
+    def _logged(self, ctx, action: str, entry: dict) -> dict:
+        if self.runlog:
+            self.runlog.write("counterfactual", run=ctx.run, phase=ctx.phase,
+                              task_id=ctx.task.task_id, decision=ctx.decision, original=action,
+                              **entry)
+        return entry
+
+    async def _store_unverified(self, ctx, action: str, outcome: Outcome, candidates: list[str],
+                                sources: list[str]) -> list[dict]:
+        """CF without WM: the proposal goes to the store without any check (no world-model call);
+        its evidence keeps the failed action's real check and marks the improvement unchecked."""
+        results = []
+        for alt, source in zip(candidates, sources):
+            unchecked = Outcome(utility=outcome.utility, success=False, completed=False,
+                                feedback=UNCHECKED, world_model_calls=0)
+            entry = {"candidate": alt, "source": source, "checked": False}
+            entry.update(await self._distil_and_admit(ctx, action, outcome, alt, unchecked))
+            results.append(self._logged(ctx, action, entry))
+        return results
+
+    @staticmethod
+    def _derived_condition(ctx, original: str, improved: str) -> str:
+        """The condition derived from the checked edit itself (``edit_conditions``)."""
+        return edit_conditions.derived_condition(ctx.task.domain, original, improved,
+                                                 ctx.task.environment)
+
+    async def _distil_and_admit(self, ctx, original: str, o: Outcome, improved: str,
+                                o2: Outcome) -> dict:
+        """Distils a verified contrast into a record m = (q, a-, a+, e, c, u) and proposes it to the store.
+
+        The backbone writes q and c (DISTIL_RECORD, Appendix D.8); u starts at 0. Returns the
+        admission outcome for the construction log: admitted or not and why, S_adm, the record id,
+        condition and situation, the ids evicted, and whether the distillation fell back.
+        """
+        parsed = await self.agent.llm(ctx, prompts.DISTIL_RECORD, {
+            "task": ctx.task.visible_text(), "original": original, "improved": improved,
+            "evidence": f"original scored {o.utility:.2f} ({o.feedback}); " + (
+                f"improved scored {o2.utility:.2f} ({o2.feedback})" if o2.completed
+                else "the improved action was not checked"),
+            "condition_hint": self.agent.domain.condition_hint})
+        if parsed.ok:
+            distilled, fallback = parsed.value, False
+        else:
+            # A verified correction is not thrown away because a small model broke the format
+            # twice: the edit itself becomes the situation, and the condition is derived from what
+            # the edit changed (edit_conditions.py; retrieval's memory.fallback_condition decides
+            # whether it is checked or the record kept out). Logged as a fallback.
+            distilled = parsers.DistilledRecord(
+                f"the failed action needed this edit: {edit_text(original, improved)}",
+                self._derived_condition(ctx, original, improved))
+            fallback = True
+        # q carries the source request too, so that retrieval can match later requests to it.
+        situation = f"{distilled.situation} (source request: {ctx.task.prompt[:300]})"
+        condition = normalize_condition(distilled.condition)
+        if (self.cfg.scope_free_text_conditions and condition and ctx.task.environment
+                and RuleChecker().check(condition, CondTask("", "", {})) is None):
+            situation = f"{situation} [stated condition: {condition}]"
+            condition = self._derived_condition(ctx, original, improved)
+        if never_holds(condition):
+            # A distilled condition no task can satisfy falls back to the one derived from the
+            # edit; if that cannot hold either, the record could never be offered: not admitted.
+            condition = self._derived_condition(ctx, original, improved)
+        if never_holds(condition):
+            return {"admitted": False, "reason": NEVER_HOLDS, "score": None, "record_id": "",
+                    "condition": condition, "situation": situation, "evicted": [],
+                    "distil_fallback": fallback}
+        record = MemoryRecord(
+            record_id=make_record_id(ctx.task.task_id, situation, original, improved, condition),
+            source_task_id=ctx.task.task_id, situation=situation, original_action=original,
+            improved_action=improved, evidence=Evidence(_check(o), _check(o2)),
+            condition=condition,
+            provenance=Provenance(domain=ctx.task.domain, benchmark=ctx.task.benchmark,
+                                  backbone_model=self.backbone_name,
+                                  evaluator=self.agent.evaluator.name,
+                                  evaluator_version=self.agent.evaluator.version,
+                                  created_at=datetime.datetime.now(datetime.timezone.utc)
+                                  .isoformat(timespec="seconds"),
+                                  snapshot_id=self.store.snapshot_id))
+        decision, evicted = (self.store.propose(record) if self.cfg.corrections == "verified"
+                             else self.store.insert_unverified(record))
+        return {"admitted": decision.admitted, "reason": decision.reason,
+                "score": decision.score, "record_id": record.record_id, "condition": condition,
+                "situation": situation, "evicted": evicted, "distil_fallback": fallback}
+
+
+class WithinTaskChecks(Augmentation):
+    """"WM without CF" (§6.1): after a failed action, Modules I–II check alternatives from the
+    same state (world-model calls of this task), nothing is stored, and the best verified
+    alternative (largest Δ > ε) replaces the next draft of the same task; it is forgotten when the
+    task ends, so no later task can use it. Wraps an evaluation run's augmentation (during
+    construction the builder checks the same alternatives and stores nothing)."""
+
+    def __init__(self, inner: Augmentation, builder: CounterfactualBuilder):
+        if builder.cfg.corrections != "within_task":
+            raise ValueError("WithinTaskChecks needs construction.corrections = 'within_task'")
+        self.inner, self.builder = inner, builder
+        self.name = inner.name
+        self._next: dict[str, str] = {}
+
+    async def decide(self, ctx, draft: str):
+        """The inner augmentation's decision, its action replaced by this task's pending
+        verified alternative if there is one (used once)."""
+        info = await self.inner.decide(ctx, draft)
+        corrected = self._next.pop(ctx.task.task_id, None)
+        if corrected is not None:
+            info.action = corrected
+            info.log["within_task_correction"] = True
+        return info
+
+    async def observe(self, ctx, draft, info, outcome, previous_utility) -> dict:
+        """The inner augmentation's observation, unchanged."""
+        return await self.inner.observe(ctx, draft, info, outcome, previous_utility)
+
+    async def after_failure(self, ctx, state_before, action, outcome) -> None:
+        """Checks alternatives to the failed action from ``state_before`` (Modules I-II) and
+        keeps the best one with Δ > ε (Eq. 2) for this task's next decision; nothing is stored."""
+        await self.inner.after_failure(ctx, state_before, action, outcome)
+        checked = await self.builder.expand(ctx, state_before, action, outcome)
+        better = [e for e in checked if e["completed"] and e["delta"] > self.builder.cfg.epsilon]
+        if better:
+            self._next[ctx.task.task_id] = max(better, key=lambda e: e["delta"])["candidate"]
+
+    async def end_task(self, ctx) -> None:
+        """Forgets the task's pending alternative, so no later task can use it."""
+        self._next.pop(ctx.task.task_id, None)
+        await self.inner.end_task(ctx)

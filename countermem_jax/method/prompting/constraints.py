@@ -1,0 +1,208 @@
+"""Output constraints of the structured replies (paper Appendix D.8's output contracts).
+
+Each template whose reply is structured has a ``ReplyFormat``: the JSON schema its reply must
+meet (a function of the call's parse arguments, e.g. at most K edits, a choice in 1..N), sent to
+the backend as an ``OutputConstraint`` and enforced while decoding where the backend can; and how
+a schema-valid object reads as the template's text contract, so the one parser of each template
+applies the same rules (locality of an edit, one checkable condition) whatever the backend did.
+
+After decoding every reply is validated again (``read_reply``): servers are known to ignore a
+constraint, e.g. vLLM while a reasoning parser is on. A constrained reply that breaks its schema
+is a violation (``ParseError``: counted per template and handled as any parse failure); an
+unconstrained one (a backend without support) is read as JSON when it is schema-valid JSON and
+as the text contract otherwise, as before constraints existed.
+"""
+import dataclasses
+import json
+import re
+from typing import Callable
+
+import jsonschema
+
+from countermem_jax.backbones.base import OutputConstraint
+from countermem_jax.method.prompting import parsers
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplyFormat:
+    """A structured reply: ``schema(**parse_args)`` its JSON schema, ``to_text(obj)`` the object
+    written in the template's text contract, ``refused(obj, **parse_args)`` how many of its
+    parts break a rule the schema cannot state (counted, then dropped by the parser)."""
+    name: str
+    schema: Callable[..., dict]
+    to_text: Callable[[dict], str]
+    refused: Callable[..., int] | None = None
+
+    def constraint(self, **parse_args) -> OutputConstraint:
+        """The call's output constraint."""
+        return OutputConstraint.from_schema(self.name, self.schema(**parse_args))
+
+
+def _object(properties: dict, required=None) -> dict:
+    """A closed JSON object schema (every property required unless told): the form both
+    vLLM's strict ``json_schema`` and hosted APIs accept."""
+    return {"type": "object", "properties": properties,
+            "required": list(required if required is not None else properties),
+            "additionalProperties": False}
+
+
+_TEXT = {"type": "string", "minLength": 1}
+
+
+def _fields(*names: str) -> ReplyFormat:
+    """A reply of named text fields, read as ``NAME: value`` lines."""
+    keys = [n.lower() for n in names]
+    return ReplyFormat("_".join(keys), lambda **_: _object({k: _TEXT for k in keys}),
+                       lambda obj: "\n".join(f"{k.upper()}: {obj.get(k, '')}" for k in keys))
+
+
+def _edits_text(obj: dict) -> str:
+    return "\n".join(f"EDIT {i}\nFIND: {e.get('find', '')}\nREPLACE: {e.get('replace', '')}"
+                     for i, e in enumerate(obj.get("edits") or [], 1))
+
+
+def _edits_refused(obj: dict, action: str, k: int) -> int:
+    """Edits whose FIND text is not in the action: the edit grammar's contract (§3.2)."""
+    del k
+    return sum(parsers._locate(str(e.get("find", "")), action) is None
+               for e in obj.get("edits") or [] if isinstance(e, dict))
+
+
+# Module I (§3.2): up to K local edits, each FIND copied from the action.
+LOCAL_EDITS = ReplyFormat(
+    "local_edits",
+    lambda action, k: _object({"edits": {
+        "type": "array", "minItems": 1, "maxItems": k,
+        "items": _object({"find": _TEXT, "replace": {"type": "string"}})}}),
+    _edits_text, _edits_refused)
+
+# Module II (§3.3): the record's situation and condition ("none" = universal).
+DISTILLED = ReplyFormat(
+    "distilled_record", lambda **_: _object({"situation": _TEXT, "condition": _TEXT}),
+    lambda obj: f"SITUATION: {obj.get('situation', '')}\nCONDITION: {obj.get('condition', '')}")
+
+# Best-of-N (Appendix D.5): the number of one of the N candidates.
+CHOICE = ReplyFormat(
+    "choice", lambda n: _object({"choice": {"type": "integer", "minimum": 1, "maximum": n}}),
+    lambda obj: f"CHOICE: {obj.get('choice', '')}")
+
+
+def _steps_text(obj: dict) -> str:
+    steps = "\n".join(f"{i}. {s}" for i, s in enumerate(obj.get("steps") or [], 1))
+    return (f"NAME: {obj.get('name', '')}\nAPPLIES_WHEN: {obj.get('applies_when', '')}\n"
+            f"STEPS:\n{steps}")
+
+
+SKILL = ReplyFormat(
+    "skill", lambda **_: _object({"name": _TEXT, "applies_when": _TEXT, "steps": {
+        "type": "array", "minItems": 1, "items": _TEXT}}), _steps_text)
+
+STRATEGY = _fields("TITLE", "DESCRIPTION", "CONTENT")
+REFLECTION = _fields("REFLECTION")
+INSIGHT = _fields("INSIGHT")
+TASK = _fields("TASK")
+
+IMPORTANCE = ReplyFormat(
+    "importance", lambda **_: _object({"importance": {"type": "integer", "minimum": 1,
+                                                      "maximum": 10}}),
+    lambda obj: f"IMPORTANCE: {obj.get('importance', '')}")
+
+VERDICT = ReplyFormat(
+    "verdict", lambda **_: _object({"verdict": {"enum": ["success", "failure"]}}),
+    lambda obj: f"VERDICT: {obj.get('verdict', '')}")
+
+
+def _operations_text(obj: dict) -> str:
+    lines = []
+    for op in obj.get("operations") or []:
+        name, number, text = str(op.get("op", "")), op.get("number"), op.get("text", "")
+        lines.append(f"{name}: {text}" if name == "ADD" else f"{name} {number}: {text}")
+    return "\n".join(lines) or "NONE"
+
+
+# ExpeL's list maintenance: ``number`` is the insight's (0 for ADD); no operation = NONE.
+INSIGHT_OPERATIONS = ReplyFormat(
+    "insight_operations",
+    lambda n: _object({"operations": {"type": "array", "items": _object({
+        "op": {"enum": list(parsers.INSIGHT_OPERATIONS)},
+        "number": {"type": "integer", "minimum": 0, "maximum": n}, "text": {"type": "string"}})}}),
+    _operations_text)
+
+
+def _calls_text(obj: dict) -> str:
+    calls = [f"CALL: {json.dumps(c, ensure_ascii=False)}" for c in obj.get("calls") or []]
+    return "\n".join(calls + ["DONE"])
+
+
+# MemGPT's memory functions: calls to the allowed functions with string arguments.
+FUNCTION_CALLS = ReplyFormat(
+    "function_calls",
+    lambda allowed: _object({"calls": {"type": "array", "items": _object({
+        "name": {"enum": list(allowed)},
+        "arguments": {"type": "object", "additionalProperties": {"type": "string"}}})}}),
+    _calls_text)
+
+# The condition judge (§3.4): whether the stored condition holds for the new task.
+JUDGE_VERDICT = OutputConstraint.from_schema(
+    "condition_verdict", _object({"verdict": {"enum": ["YES", "NO"]}}))
+
+
+def json_object(reply: str) -> dict | None:
+    """The JSON object a reply holds (whole, in a code fence, or the outermost braces of the
+    text), or None."""
+    text = (reply or "").strip()
+    fence = re.match(r"^```\w*\s*\n?(.*?)\n?```$", text, re.S)
+    if fence:
+        text = fence.group(1).strip()
+    for candidate in (text, text[text.find("{"): text.rfind("}") + 1]):
+        try:
+            obj = json.loads(candidate)
+        except (json.JSONDecodeError, ValueError):
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
+
+
+def violation(constraint: OutputConstraint, reply: str) -> str:
+    """Why ``reply`` breaks ``constraint`` (a JSON schema), or "" when it meets it."""
+    obj = json_object(reply)
+    if obj is None:
+        return "the reply is not one JSON object"
+    try:
+        jsonschema.validate(obj, constraint.schema)
+    except jsonschema.ValidationError as err:
+        where = "/".join(str(p) for p in err.absolute_path)
+        return f"{where + ': ' if where else ''}{err.message[:160]}"
+    return ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Read:
+    """A reply as its template's parser reads it: ``text`` in the text contract, the schema
+    ``violation`` ("" when none) and how many parts were ``refused``."""
+    text: str
+    violation: str = ""
+    refused: int = 0
+
+
+def read_reply(fmt: ReplyFormat, reply: str, constraint: OutputConstraint, constrained: bool,
+               parse_args: dict) -> Read:
+    """Validates ``reply`` against ``constraint`` and returns it in the text contract.
+
+    A constrained reply that breaks the schema is a violation; an unconstrained one is read as
+    JSON when it holds a schema-valid object and left as written otherwise (today's parsing).
+    """
+    broken = violation(constraint, reply)
+    if broken:
+        return Read(reply, broken if constrained else "")
+    obj = json_object(reply)
+    refused = fmt.refused(obj, **parse_args) if fmt.refused else 0
+    return Read(fmt.to_text(obj), "", refused)
+
+
+def verdict_of(reply: str) -> bool | None:
+    """The condition judge's verdict in a JSON reply ({"verdict": "YES" | "NO"}), or None."""
+    obj = json_object(reply)
+    value = str(obj.get("verdict", "")).upper() if obj else ""
+    return {"YES": True, "NO": False}.get(value)

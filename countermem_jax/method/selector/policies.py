@@ -1,0 +1,158 @@
+"""Selectors behind one interface: the online learner, the trained DQN and three fixed rules.
+
+Module III (paper §3.4) asks its selector two things: ``select(obs, mask) -> Choice`` at each
+decision, and ``observe(transition)`` once the decision's transition is closed (its reward and
+next observation known). The online learner (``training.OnlineLearner``) learns there; the
+frozen ones (``GreedyDQN``, the fixed rules, and ``EpisodeExplorer``, an episode's ε-greedy
+behaviour policy in a training wave) ignore it.
+
+The fixed rules make the comparison the paper could not (its limitation: DQN's benefit was never
+isolated against a fixed selector): ``always_skip``, ``always_top1`` and ``relevance_threshold``.
+"""
+import dataclasses
+import functools
+from typing import Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from countermem_jax.runtime import row_blocks
+from countermem_jax.method.selector import dqn, features
+from countermem_jax.method.selector.network import masked_argmax
+from countermem_jax.method.selector.transition import Transition
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """A selector's decision and, for the DQN, the Q-values it chose from."""
+    action: int                     # 0 = skip, j = use retrieved slot j
+    q_values: np.ndarray | None     # None for rules without a value estimate
+
+
+class Selector(Protocol):
+    """What Module III asks of a selector (module docstring); ``name`` goes into the logs."""
+    name: str
+
+    def select(self, obs: np.ndarray, mask: np.ndarray) -> Choice:
+        """Skip (0) or a retrieved slot whose ``mask`` entry is True."""
+
+    def observe(self, transition: Transition) -> None:
+        """The decision's closed transition (reward and next observation known)."""
+
+
+class Frozen:
+    """A selector that does not learn: ``observe`` does nothing."""
+
+    def observe(self, transition: Transition) -> None:
+        """Nothing to learn."""
+        return None
+
+
+class AlwaysSkip(Frozen):
+    """Never uses memory: the base agent's behaviour inside Module III."""
+    name = "always_skip"
+
+    def select(self, obs, mask) -> Choice:
+        """Skip."""
+        return Choice(0, None)
+
+
+class AlwaysTop1(Frozen):
+    """Always uses the highest-ranked record when there is one (construction's default)."""
+    name = "always_top1"
+
+    def select(self, obs, mask) -> Choice:
+        """Slot 1 when it holds a record, else skip."""
+        return Choice(1 if mask[1] else 0, None)
+
+
+class RelevanceThreshold(Frozen):
+    """Use the top record when its relevance to the state reaches a threshold, else skip."""
+
+    def __init__(self, threshold: float = 0.5):
+        self.threshold = threshold
+        self.name = f"relevance_threshold@{threshold:g}"
+
+    def select(self, obs, mask) -> Choice:
+        """Slot 1 when it holds a record relevant enough, else skip."""
+        ok = mask[1] and features.relevance_of_slots(obs)[0] >= self.threshold
+        return Choice(1 if ok else 0, None)
+
+
+class GreedyDQN(Frozen):
+    """The frozen, trained selector: argmax of Q over valid actions; parameters never change.
+    Observations are scored in blocks of exactly ``OBS_ROWS`` rows (``row_blocks``), so that a
+    decision's Q-values are the same bit for bit whether it is scored alone or together with the
+    other decisions in flight (``retrieval/batching.py``)."""
+    name = "dqn"
+    OBS_ROWS = 16
+
+    def __init__(self, cfg: dqn.DQNConfig, params):
+        self.cfg = cfg
+        self.params = jax.device_get(params)
+        self._q = _forward_pass(cfg)
+
+    def q_values(self, obs: np.ndarray) -> np.ndarray:
+        """Q(z, ·) for one observation [98] or a batch [N, 98]."""
+        obs = np.asarray(obs, np.float32)
+        single = obs.ndim == 1
+        (q,) = row_blocks.in_blocks(lambda rows: self._q(self.params, rows), self.OBS_ROWS,
+                                    [obs[None] if single else obs], [0.0])
+        return q[0] if single else q
+
+    def select(self, obs, mask) -> Choice:
+        """The valid action of highest Q."""
+        q = self.q_values(obs)
+        return Choice(int(masked_argmax(q, np.asarray(mask))), q)
+
+
+class EpisodeExplorer(Frozen):
+    """One training episode's ε-greedy behaviour policy in a selector-training wave (README,
+    "Selector training in waves"): the parameters and ε of the learner at the wave's start, and
+    an exploration key per decision derived from (seed, episode, decision index), so that which
+    key a decision uses depends neither on the wave size nor on how the wave's episodes
+    interleave. The learner itself learns from the wave's transitions after the wave."""
+    name = "dqn-training"
+
+    def __init__(self, cfg: dqn.DQNConfig, params, epsilon: float, seed: int, episode: int):
+        self.cfg, self.params, self.epsilon = cfg, params, jnp.float32(epsilon)
+        self.key = exploration_key(seed, episode)
+        self.decision = 0
+
+    def select(self, obs, mask) -> Choice:
+        """ε-greedy with the key of this episode's next decision."""
+        key = jax.random.fold_in(self.key, self.decision)
+        self.decision += 1
+        action, q = dqn.explore_with_key(self.cfg, self.params, jnp.asarray(obs, jnp.float32),
+                                         jnp.asarray(mask, bool), key, self.epsilon)
+        return Choice(int(action), np.asarray(q))
+
+
+def exploration_key(seed: int, episode: int) -> jax.Array:
+    """The root of episode ``episode``'s exploration keys for selector seed ``seed`` (a stream
+    apart from the one that initialises the parameters and samples the updates)."""
+    return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), _EXPLORE_STREAM),
+                              episode)
+
+
+_EXPLORE_STREAM = 0x6578706C  # "expl"
+
+
+@functools.lru_cache(maxsize=None)
+def _forward_pass(cfg: dqn.DQNConfig):
+    """One jitted Q-network per config, shared by every selector with it (compiled once, not
+    once per seed or validated checkpoint)."""
+    return jax.jit(lambda params, obs: dqn.network(cfg).apply(params, obs))
+
+
+def make_fixed(name: str, threshold: float = 0.5) -> Selector:
+    """The fixed selector named by a config (``construction.reuse_policy``, ``eval.selector``)."""
+    if name == "always_skip":
+        return AlwaysSkip()
+    if name == "always_top1":
+        return AlwaysTop1()
+    if name == "relevance_threshold":
+        return RelevanceThreshold(threshold)
+    raise ValueError(f"unknown fixed selector {name!r}; expected always_skip, always_top1 or "
+                     "relevance_threshold")

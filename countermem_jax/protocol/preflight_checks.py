@@ -1,0 +1,220 @@
+"""Preflight: do the servers a config names answer every template of its method as the run needs?
+
+Before a multi-hour build on a GPU host (paper §4.1's served gpt-oss-120b), one request per
+template of the config's method (Appendix D.8), each with its output constraint and the
+configured token budget, checks that reasoning and content arrive apart, that the constraint
+was honoured and that no reply was cut off; then requests per second are measured at the
+configured concurrency. ``run`` returns the rows and the verdict; ``render`` prints them;
+``countermem_jax/preflight.py`` is the binary.
+"""
+import asyncio
+import dataclasses
+import string
+import time
+
+from countermem_jax.backbones import factory
+from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
+from countermem_jax.method.prompting import constraints, prompts
+from countermem_jax.method.retrieval import conditions
+
+# The templates each method calls besides the base agent's draft (and Reflexion's reflection).
+_MEMORY = ["REVISE_WITH_MEMORY"]
+METHOD_TEMPLATES = {
+    "none": [],
+    "countermem": ["GENERATE_LOCAL_ALTERNATIVES", "DISTIL_RECORD", "REVISE_WITH_RECORD",
+                   "CONDITION_JUDGE"],
+    "best_of_n": ["GENERATE_LOCAL_ALTERNATIVES", "BEST_OF_N_JUDGE"],
+    "expel": ["EXPEL_UPDATE"] + _MEMORY,
+    "generative_agents": ["GENERATIVE_AGENTS_REFLECT", "GENERATIVE_AGENTS_IMPORTANCE"] + _MEMORY,
+    "voyager": ["VOYAGER_SKILL"] + _MEMORY,
+    "memgpt": ["MEMGPT_MANAGE", "MEMGPT_RECALL"] + _MEMORY,
+    "reasoningbank": ["REASONINGBANK_EXTRACT", "REASONINGBANK_JUDGE"] + _MEMORY,
+    "reasoningbank_matts": ["MATTS_SELF_CONTRAST", "REASONINGBANK_JUDGE"] + _MEMORY,
+    "reasoningbank_verified": ["REASONINGBANK_VERIFIED"] + _MEMORY,
+}
+
+# A small text-to-SQL decision: every template's fields are filled from it.
+_ACTION = "SELECT name FROM people WHERE age > 30"
+_SAMPLE = {"task": "List the names of people aged at least 30 (table people: name, age).",
+           "action": _ACTION, "draft": _ACTION, "original": _ACTION,
+           "improved": "SELECT name FROM people WHERE age >= 30", "unit": "predicate", "k": 2,
+           "feedback": "wrong result: 3 rows expected, 2 returned", "n": 2,
+           "candidates": f"1. {_ACTION}\n2. SELECT name FROM people WHERE age >= 30"}
+_PARSE_ARGS = {"GENERATE_LOCAL_ALTERNATIVES": {"action": _ACTION, "k": 2},
+               "BEST_OF_N_JUDGE": {"n": 2}, "EXPEL_UPDATE": {"n": 1},
+               "MEMGPT_MANAGE": {"allowed": ("core_memory_append", "archival_memory_insert")},
+               "MEMGPT_RECALL": {"allowed": ("archival_memory_search",)}}
+# Markers of a reasoning trace left in the content (no reasoning parser on the server).
+_TRACE_MARKERS = ("<|channel|>", "<|start|>", "<think>", "assistantfinal")
+
+
+@dataclasses.dataclass
+class Row:
+    """One template's request: what came back and which checks failed (``problems``)."""
+    template: str
+    constraint: str
+    max_tokens: int
+    finish: str = ""
+    reasoning: str = ""        # "apart" | "none" | "mixed"
+    honoured: str = "n/a"      # "yes" | "no" | "n/a"
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    problems: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Report:
+    """The rows, the throughput measurement and the verdict."""
+    rows: list
+    concurrency: int
+    duration_s: float
+    completed: int
+    errors: list
+
+    @property
+    def requests_per_s(self) -> float:
+        return self.completed / self.duration_s if self.duration_s else 0.0
+
+    @property
+    def problems(self) -> list[str]:
+        out = [f"{r.template}: {p}" for r in self.rows for p in r.problems]
+        if not self.completed:
+            out.append("throughput: no request completed")
+        out += [f"throughput: {e}" for e in self.errors[:3]]
+        return out
+
+    @property
+    def go(self) -> bool:
+        return not self.problems
+
+
+def templates_of(cfg) -> list[str]:
+    """The templates a run of ``cfg`` calls (its agent's and its method's)."""
+    names = ["DRAFT_ACTION"] + (["REFLEXION_REFLECT"] if cfg.agent.kind == "reflexion" else [])
+    extra = METHOD_TEMPLATES.get(cfg.method)
+    if extra is None:
+        raise ValueError(f"unknown method {cfg.method!r}; expected one of "
+                         f"{', '.join(METHOD_TEMPLATES)}")
+    if "CONDITION_JUDGE" in extra and not cfg.memory.get("use_conditions", True):
+        extra = [t for t in extra if t != "CONDITION_JUDGE"]
+    return names + extra
+
+
+def request_of(cfg, name: str, reasoning_effort: str | None) -> tuple[list, SamplingParams]:
+    """The messages and sampling of one template's request, at the configured budget."""
+    if name == "CONDITION_JUDGE":
+        judge = cfg.memory.judge
+        prompt = conditions.LLMJudgeChecker.PROMPT.format(
+            condition="the question asks for an inclusive bound", task=_SAMPLE["task"])
+        effort = (judge.get("reasoning_effort") or None) if reasoning_effort else None
+        return [{"role": "user", "content": prompt}], SamplingParams(
+            temperature=judge.temperature, max_tokens=judge.max_tokens, seed=cfg.agent.seed,
+            reasoning_effort=effort, constraint=conditions.JUDGE_CONSTRAINT)
+    template = prompts.ALL[name]
+    fields = {f: _SAMPLE.get(f, "(none)") for _, f, _, _ in string.Formatter().parse(
+        template.user) if f}
+    constraint = (template.reply.constraint(**_PARSE_ARGS.get(name, {}))
+                  if template.reply is not None else None)
+    # the budget the run would send: the template's own, except on a reasoning backbone
+    return template.messages(**fields), template.budget(SamplingParams(
+        temperature=cfg.agent.temperature, max_tokens=cfg.agent.max_tokens, seed=cfg.agent.seed,
+        constraint=constraint), reasoning=bool(reasoning_effort))
+
+
+async def _probe(backbone: Backbone, cfg, name: str) -> Row:
+    messages, params = request_of(cfg, name, backbone.reasoning_effort)
+    row = Row(name, params.constraint.name if params.constraint else "-", params.max_tokens)
+    try:
+        result = await backbone.chat(messages, params, Charge(purpose=name))
+    except Exception as err:  # a failed request is a row that says why, not a traceback
+        row.problems.append(f"request failed: {str(err)[:160]}")
+        return row
+    row.finish = result.finish_reason or "?"
+    row.prompt_tokens, row.cached_tokens = result.usage.prompt_tokens, result.usage.cached_tokens
+    row.completion_tokens = result.usage.completion_tokens
+    if result.finish_reason == "length":
+        row.problems.append(f"cut off at max_tokens={params.max_tokens} (finish_reason length)")
+    mixed = any(m in result.text for m in _TRACE_MARKERS)
+    row.reasoning = "mixed" if mixed else ("apart" if result.reasoning else "none")
+    if mixed:
+        row.problems.append("reasoning arrived inside the content (no reasoning parser?)")
+    elif backbone.reasoning_effort and not result.reasoning:
+        row.problems.append("a reasoning model returned no reasoning field")
+    if params.constraint is not None:
+        broken = constraints.violation(params.constraint, result.text)
+        row.honoured = "no" if broken else "yes"
+        if broken and result.finish_reason != "length":
+            row.problems.append(f"constraint ignored ({broken})" if result.constrained else
+                                f"constraint not sent, reply breaks it ({broken})")
+    return row
+
+
+async def _throughput(backbone: Backbone, cfg, concurrency: int, duration_s: float):
+    """Requests completed in ``duration_s`` with ``concurrency`` in flight (the draft's)."""
+    messages, params = request_of(cfg, "DRAFT_ACTION", backbone.reasoning_effort)
+    deadline = time.monotonic() + duration_s
+    done, errors = 0, []
+
+    async def worker(i: int):
+        nonlocal done
+        n = 0
+        while time.monotonic() < deadline:
+            # distinct seeds: no response cache or batch deduplication answers a repeat
+            seeded = dataclasses.replace(params, seed=(params.seed or 0) + 1 + i + n * concurrency)
+            n += 1
+            try:
+                await backbone.chat(messages, seeded, Charge(purpose="PREFLIGHT_THROUGHPUT"))
+                done += 1
+            except Exception as err:
+                errors.append(str(err)[:160])
+                return
+    start = time.monotonic()
+    await asyncio.gather(*[worker(i) for i in range(concurrency)])
+    return done, time.monotonic() - start, errors
+
+
+async def run_async(cfg, duration_s: float = 60.0, concurrency: int | None = None) -> Report:
+    """Probes every template of ``cfg``'s method, then measures throughput for ``duration_s``."""
+    names = templates_of(cfg)
+    bcfg = cfg.backbone.copy_and_resolve_references()
+    bcfg.cache_dir = ""   # the servers are being tested, not the response cache
+    # bounded so that a dead or stuck server still ends the preflight within five minutes:
+    # probes (two attempts of at most 60 s), then the measurement and its last requests
+    bcfg.timeout_s = min(float(bcfg.get("timeout_s", 60.0)), 60.0)
+    bcfg.max_attempts = min(int(bcfg.get("max_attempts", 2)), 2)
+    backbone = factory.make_backbone(bcfg)
+    try:
+        rows = list(await asyncio.gather(*[_probe(backbone, cfg, n) for n in names]))
+        concurrency = concurrency or int(cfg.backbone.get("max_concurrency", 1) or 1)
+        done, elapsed, errors = await _throughput(backbone, cfg, concurrency, duration_s)
+    finally:
+        await backbone.aclose()
+    return Report(rows, concurrency, elapsed, done, errors)
+
+
+def run(cfg, duration_s: float = 60.0, concurrency: int | None = None) -> Report:
+    """``run_async`` from synchronous code."""
+    return asyncio.run(run_async(cfg, duration_s, concurrency))
+
+
+_COLUMNS = ("template", "constraint", "max_tokens", "finish", "reasoning", "honoured", "prompt",
+            "cached", "completion", "check")
+
+
+def render(report: Report) -> str:
+    """One table (a row per template) and the verdict, as the binary prints them."""
+    rows = [(r.template, r.constraint, str(r.max_tokens), r.finish, r.reasoning, r.honoured,
+             str(r.prompt_tokens), str(r.cached_tokens), str(r.completion_tokens),
+             "ok" if not r.problems else "FAIL") for r in report.rows]
+    widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(_COLUMNS)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    out = [line(_COLUMNS), line(["-" * w for w in widths])] + [line(r) for r in rows]
+    out.append(f"throughput: {report.requests_per_s:.1f} requests/s at concurrency "
+               f"{report.concurrency} ({report.completed} in {report.duration_s:.1f} s)")
+    if report.go:
+        out.append("verdict: GO")
+    else:
+        out.append("verdict: NO-GO")
+        out += [f"  - {p}" for p in report.problems]
+    return "\n".join(out)
