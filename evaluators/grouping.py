@@ -1,4 +1,4 @@
-"""Group keys: tasks that share a normalized reference belong to one group (issue 12 §5).
+"""Group keys: tasks that share a normalized reference belong to one group.
 
 Spider's dev set pairs most questions with a paraphrase that has the same gold query; if the two
 landed in different splits, an evaluation question could retrieve its twin's verified record,

@@ -1,4 +1,4 @@
-"""Helpers of ``launch/smoke_methods_cpu.sh`` (issue 15's evidence: a CPU-model smoke run of every
+"""Helpers of ``launch/smoke_methods_cpu.sh`` (a CPU-model smoke run of every
 method through the three binaries on three Spider questions, every LLM call logged).
 
     python launch/smoke_methods.py manifest FILE [--config=...]   the tiny splits manifest

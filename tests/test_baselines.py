@@ -1,4 +1,4 @@
-"""Baseline mechanisms (issue 15) end to end with the scripted backbone, the real SQL checker and
+"""Baseline mechanisms end to end with the scripted backbone, the real SQL checker and
 the real Agent, through the library entry points; plus each mechanism's storage and retrieval
 rules, same-task exclusion, freezing and token accounting."""
 import asyncio

@@ -1,5 +1,5 @@
 """Decisions in flight share retrieval and selector forward passes, with the one-at-a-time result
-(issue 14; retrieval/batching.py, row_blocks.py)."""
+(retrieval/batching.py, row_blocks.py)."""
 import asyncio
 
 import numpy as np

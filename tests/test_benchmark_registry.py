@@ -1,4 +1,4 @@
-"""The benchmark registry (issue 17): the twelve settings of Appendix D.1 with their decision
+"""The benchmark registry: the twelve settings of Appendix D.1 with their decision
 units, configs for both agents on both backbones, tasks that load where the data is present."""
 import importlib.util
 import os

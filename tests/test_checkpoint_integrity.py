@@ -1,4 +1,4 @@
-"""Selector checkpoints carry a content hash that every restore verifies (issue 11 §4)."""
+"""Selector checkpoints carry a content hash that every restore verifies."""
 import json
 import shutil
 

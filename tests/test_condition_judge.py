@@ -1,4 +1,4 @@
-"""The free-text condition judge on a reasoning model (issue 12 §4): its own sampling settings,
+"""The free-text condition judge on a reasoning model: its own sampling settings,
 robust YES/NO parsing, undecided verdicts counted and decided by policy, calls made without
 blocking the event loop and charged to the deciding decision. Against a real loopback
 OpenAI-compatible server that answers like gpt-oss (a reasoning field, short or empty content)."""

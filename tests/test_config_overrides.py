@@ -1,4 +1,4 @@
-"""Config overrides (issue 13): the phase binaries lock the config, so an override naming a field
+"""Config overrides: the phase binaries lock the config, so an override naming a field
 that does not exist fails in one line instead of silently adding the field; and every override
 the README, launch scripts, configs and tests use names a field that ``base_config`` declares."""
 import pathlib

@@ -1,4 +1,4 @@
-"""Documentation checks for ``countermem_jax`` (issue 13, "Comments where they help").
+"""Documentation checks for ``countermem_jax``.
 
 Two properties are enforced:
 

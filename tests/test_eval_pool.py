@@ -1,5 +1,5 @@
 """Evaluation over a real loopback HTTP server: all runs in one pool, shared drafts computed once
-(issue 14; phases/evaluate.py, backbones/cache.py single flight, perf/scripted_sql.py)."""
+(phases/evaluate.py, backbones/cache.py single flight, perf/scripted_sql.py)."""
 import asyncio
 import contextlib
 import json

@@ -1,4 +1,4 @@
-"""Rule edit operators for Lean, Dafny and Verus (Module I, issue 17): one decision unit changed
+"""Rule edit operators for Lean, Dafny and Verus (Module I): one decision unit changed
 per variant, reachable through each registered benchmark's domain."""
 import types
 

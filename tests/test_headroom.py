@@ -1,4 +1,4 @@
-"""Headroom calibration (issue 17): budgets are enforced for every solver, the deterministic SMT
+"""Headroom calibration: budgets are enforced for every solver, the deterministic SMT
 work cap is honoured, and `calibrate` reports the default action's success per budget."""
 import dataclasses
 

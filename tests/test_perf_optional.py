@@ -1,4 +1,4 @@
-"""The speed scripts run without optional extras (issue 13): a comparison that needs PyTorch is
+"""The speed scripts run without optional extras: a comparison that needs PyTorch is
 skipped with a note naming the extra, and the script's other figures are still produced."""
 import sys
 

@@ -1,4 +1,4 @@
-"""The phases' event loop (countermem_jax/runtime/phase_loop.py, issue 14): long-lived objects frozen out
+"""The phases' event loop (countermem_jax/runtime/phase_loop.py): long-lived objects frozen out
 of garbage collection while the loop runs, everything handed back after, nesting safe."""
 import asyncio
 import gc

@@ -1,4 +1,4 @@
-"""Protocol integrity (issue 12 §1–3): real selector seeds, per-seed evaluation with intervals,
+"""Protocol integrity: real selector seeds, per-seed evaluation with intervals,
 and cost accounting, end to end with the scripted backbone and the real SQL checker."""
 import asyncio
 import json

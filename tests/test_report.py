@@ -1,4 +1,4 @@
-"""The report binary (issue 16, "Report"): CIs that cover a known mean, paired tests with exact
+"""The report binary: CIs that cover a known mean, paired tests with exact
 p-values, refusal of runs that cannot be compared, a figure and CSV per kind of data, and the
 binary on two real workdirs (CounterMem and ExpeL) made with the scripted backbone."""
 import csv

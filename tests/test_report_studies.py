@@ -1,4 +1,4 @@
-"""The report on study directories (issue 16): CIs over runs and units cover a known mean, a
+"""The report on study directories: CIs over runs and units cover a known mean, a
 study of another split or code version is refused naming both, and every one of the eleven
 studies (both study.json schemas) gets its figure, CSV and report.md section."""
 import csv

@@ -1,4 +1,4 @@
-"""One transition type and one learning schedule (issue 13), and Module III behind its inputs."""
+"""One transition type and one learning schedule, and Module III behind its inputs."""
 import asyncio
 import dataclasses
 import types

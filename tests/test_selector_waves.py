@@ -1,4 +1,4 @@
-"""Selector training in waves (issue 14): W episodes act concurrently with the parameters of the
+"""Selector training in waves: W episodes act concurrently with the parameters of the
 wave's start; the result depends on W only, never on the event loop's interleaving, and a kill
 mid-wave resumes to the uninterrupted result."""
 import json

@@ -1,4 +1,4 @@
-"""The smoke run of every method (launch/smoke_methods_cpu.sh, issue 15): its splits manifest,
+"""The smoke run of every method (launch/smoke_methods_cpu.sh): its splits manifest,
 its summary, and the accounting it checks — every LLM call any phase of any method makes is
 booked on a task run, so the task ends' tokens and calls equal the ledgers' totals that the
 phases record in their ``phase_end`` events. Scripted backbone, real SQL checker."""

@@ -1,4 +1,4 @@
-"""Splits that cannot leak a twin's answer, drawn as Appendix D.2 says (issue 12 §5)."""
+"""Splits that cannot leak a twin's answer, drawn as Appendix D.2 says."""
 import json
 import random
 import subprocess

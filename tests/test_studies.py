@@ -1,4 +1,4 @@
-"""Every study of issue 16 that studies-a owns, end to end with the scripted backbone and the real
+"""Studies 1–4, 10 and 11 end to end with the scripted backbone and the real
 SQL checker (tests/test_pipeline.py's people benchmark), each asserting what would fail if its
 variant were ignored."""
 import importlib.util

@@ -1,4 +1,4 @@
-"""Studies 5–9 (issue 16) end to end with the scripted backbone and the real SQL checker at
+"""Studies 5–9 end to end with the scripted backbone and the real SQL checker at
 small sizes: each writes a study.json whose rows the report can read."""
 import json
 

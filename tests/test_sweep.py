@@ -1,4 +1,4 @@
-"""The sweep without Ray (issue 18): the graph of ``--dry_run``, the serial ``--local`` run with
+"""The sweep without Ray: the graph of ``--dry_run``, the serial ``--local`` run with
 its skipping of finished runs, failures and what they block, and the line a missing Ray prints."""
 import json
 import os

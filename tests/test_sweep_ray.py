@@ -1,4 +1,4 @@
-"""The sweep on a real two-node Ray cluster on loopback (issue 18).
+"""The sweep on a real two-node Ray cluster on loopback.
 
 A head node advertising 2 LLM slots and a worker node advertising 3, each pointed (through
 ``COUNTERMEM_LLM_URLS`` in its own environment) at its own scripted OpenAI-format server, run a

@@ -1,4 +1,4 @@
-"""A workdir holds one config's results and one writer per phase (issue 11 §4)."""
+"""A workdir holds one config's results and one writer per phase."""
 import json
 import os
 import socket

@@ -1,4 +1,4 @@
-"""Baseline rows of the paper's comparisons on the common agent interface (issue 15; §4.1, D.5).
+"""Baseline rows of the paper's comparisons on the common agent interface (§4.1, D.5).
 
 ``METHODS`` maps each ``method`` config value to what it needs and how it is built and used:
 

@@ -1,5 +1,5 @@
 """What every baseline mechanism shares: retrieval helpers, the use-time augmentation and the
-construction-time builder on the agents' common interface (issue 15; paper §4.1, App. D.5).
+construction-time builder on the agents' common interface (paper §4.1, App. D.5).
 
 Adaptation to the common interface (the same for every row, so rows differ only in mechanism):
   * The agent drafts without memory (``DRAFT_ACTION``) exactly as in the "None" row; at the

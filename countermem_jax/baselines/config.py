@@ -1,7 +1,7 @@
 """Settings of the baseline mechanisms: defaults (kept with all other defaults in
 ``config_defaults.baseline_defaults``) and the per-method section a memory is built with.
 
-Hyper-parameters of the baseline mechanisms (issue 15; paper §4.1, Appendix D.5).
+Hyper-parameters of the baseline mechanisms (paper §4.1, Appendix D.5).
 
 The paper fixes only Best-of-N's N = 1 + K = 5 (Appendix D.5); the other values follow each
 original where it states one (cited below) and are our choice otherwise (said so). The section of a

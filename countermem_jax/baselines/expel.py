@@ -1,4 +1,4 @@
-"""ExpeL baseline (Zhao et al. 2024, "ExpeL: LLM Agents Are Experiential Learners"; issue 15).
+"""ExpeL baseline (Zhao et al. 2024, "ExpeL: LLM Agents Are Experiential Learners").
 
 Construction. The agent gathers experience on the construction split *without* insights (as in
 ExpeL, whose gathering phase runs the base agent). Each solved task's trajectory is kept as a

@@ -1,4 +1,4 @@
-"""Generative Agents baseline (Park et al. 2023, "Generative Agents"; issue 15).
+"""Generative Agents baseline (Park et al. 2023, "Generative Agents").
 
 Memory stream. Every evaluated attempt of a construction task becomes an ``observation`` (the task,
 the action and the feedback the agent saw), with an importance from 1 to 10 scored by the backbone

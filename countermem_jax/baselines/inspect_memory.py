@@ -1,4 +1,4 @@
-"""Prints what a baseline mechanism stored (issue 15), like ``inspect_store`` for CounterMem.
+"""Prints what a baseline mechanism stored, like ``inspect_store`` for CounterMem.
 
     python -m countermem_jax.baselines.inspect_memory WORKDIR/baselines/expel_frozen.jsonl
     python -m countermem_jax.baselines.inspect_memory --method=voyager --workdir=WORKDIR [--top=20]

@@ -1,4 +1,4 @@
-"""MemGPT baseline (Packer et al. 2023, "MemGPT: Towards LLMs as Operating Systems"; issue 15).
+"""MemGPT baseline (Packer et al. 2023, "MemGPT: Towards LLMs as Operating Systems").
 
 Memory. A bounded in-context *core memory* of two blocks — ``persona`` (what the agent knows about
 its own way of working) and ``task`` (what it knows about the tasks it meets; MemGPT's "human"

@@ -1,4 +1,4 @@
-"""A baseline mechanism's memory: items, builder state, file format, freezing (issue 15).
+"""A baseline mechanism's memory: items, builder state, file format, freezing.
 
 Every memory-based baseline (ExpeL, Generative Agents, Voyager, MemGPT, ReasoningBank and its
 variants) keeps its memory as a list of JSON items plus a small builder state (counters such as

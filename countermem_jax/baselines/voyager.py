@@ -1,4 +1,4 @@
-"""Voyager baseline (Wang et al. 2023, "Voyager"; issue 15): a library of verified skills.
+"""Voyager baseline (Wang et al. 2023, "Voyager"): a library of verified skills.
 
 Construction. When a construction task ends in an action the checker confirmed (completed and
 successful), the backbone describes it as a skill (``VOYAGER_SKILL``: a name, when it applies, and

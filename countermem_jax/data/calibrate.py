@@ -1,4 +1,4 @@
-"""Headroom calibration (issue 17): memory can only help where the base agent fails, so each
+"""Headroom calibration: memory can only help where the base agent fails, so each
 setting reports how often the *trivial default action* succeeds, and for the solver settings the
 budget under which defaults fail on a sizeable fraction.
 

@@ -45,7 +45,7 @@ def sql_edits(sql: str, schema: Mapping[str, tuple[str, ...]] | None = None, lim
     the ``question``, the schema-linking edits. Never raises on a query SQLite accepts:
     queries sqlglot cannot parse, nests too deeply for (RecursionError), or that are longer than
     SQL_PARSE_LIMIT get the boundary edits found by a regular expression instead, and AST edits
-    stop after SQL_EDIT_SECONDS (issue #11)."""
+    stop after SQL_EDIT_SECONDS."""
     if len(sql) <= SQL_PARSE_LIMIT:
         try:
             return _ast_edits(sql, schema, limit, question, time.monotonic() + SQL_EDIT_SECONDS)

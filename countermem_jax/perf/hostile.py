@@ -1,4 +1,4 @@
-"""Hostile actions against every checker (issue #11): each case is an action a shortcut-seeking
+"""Hostile actions against every checker: each case is an action a shortcut-seeking
 model could send (repository tests, SQL, SAT and SMT encodings, SQL rule edit operators); it
 must not be scored a success, must stop within its time bound and the host's
 memory bound, must leave the original repository or database byte-identical and leave no process.

@@ -1,5 +1,5 @@
 """The three phases at 1 and at 64 tasks in flight against a slow OpenAI-compatible server
-(issue 14: keep a vLLM server busy in every phase, without changing any result).
+(keep a vLLM server busy in every phase, without changing any result).
 
     python -m countermem_jax.perf.pipeline [--latency_ms=100] [--concurrency=64] [--scale=1]
 

@@ -2,7 +2,7 @@
 
     python -m countermem_jax.perf.retrieval [--sizes=200,10000,100000] [--batch=256]
 
-Goals (issue #2): ≥ 20,000 embedded 1,000-character texts/s on one core; at 100,000 records the
+Goals: ≥ 20,000 embedded 1,000-character texts/s on one core; at 100,000 records the
 batched jitted retrieval no slower per query than NumPy matmul + argpartition; single-query latency
 at 200 records under 100 µs after warm-up.
 """

@@ -3,7 +3,7 @@
     python -m countermem_jax.perf.selector [--decisions=2000]
 
 Prints compile time, update steps/s, and the wall time of a full training (one seed, and five
-seeds vmapped) for both. Goals (issue #3): five vmapped seeds ≤ 2× one seed; the JAX update ≥ 2×
+seeds vmapped) for both. Goals: five vmapped seeds ≤ 2× one seed; the JAX update ≥ 2×
 faster than the PyTorch update. The PyTorch comparison needs the ``bench`` extra (torch); without
 it the JAX figures are still printed, with a note saying how to enable the comparison.
 """

@@ -21,7 +21,7 @@ def base_config() -> ml_collections.ConfigDict:
         benchmark="spider", split="dev", db_ids=(), data_dir="", bird_json="", bird_db_root="",
         check_timeout_s=10.0, generated_per_family=10, swebench_json="", swebench_checkouts="",
         lean_split="test", lean_project="", dafny_legacy=False))
-    # Fields of the registered benchmarks (loaders in countermem_jax/domains/<family>.py, issue 17).
+    # Fields of the registered benchmarks (loaders in countermem_jax/domains/<family>.py).
     c.data.update(dict(bugsinpy_root="", bugsinpy_checkouts="", vericoding_sources=(),
                        sat_families=(), max_conflicts=200_000, smt_logics=(),
                        smt_max_timeout_ms=10_000, smt_max_rlimit=0))
@@ -265,7 +265,7 @@ def spider_cpu_config(agent: str = "react") -> ml_collections.ConfigDict:
 
 
 def baseline_defaults() -> ml_collections.ConfigDict:
-    """Settings of the baseline rows (``countermem_jax.baselines``; issue 15). The paper fixes only
+    """Settings of the baseline rows (``countermem_jax.baselines``). The paper fixes only
     Best-of-N's N = 1 + K = 5 (Appendix D.5); the rest follow each original where it states a
     value and are our choice otherwise, as said here."""
     return ml_collections.ConfigDict(dict(

@@ -1,4 +1,4 @@
-"""The code version a result was made with (issue 16: a run directory carries its provenance).
+"""The code version a result was made with (a run directory carries its provenance).
 
 ``code_version()`` is ``git describe --always --dirty`` of the checkout this package is imported
 from, or, outside a git checkout (an installed wheel), ``countermem-jax <version>`` from the

@@ -1,4 +1,4 @@
-"""Turns evaluated workdirs into the paper's main table, figures and ``report.md`` (issue 16).
+"""Turns evaluated workdirs into the paper's main table, figures and ``report.md``.
 
   load      one workdir -> its evaluated arms (per-task outcomes per run) and its provenance;
             refuses runs that cannot be compared (``ReportError``)

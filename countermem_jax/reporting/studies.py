@@ -1,5 +1,5 @@
 """Study directories (``DIR/study.json``) in the report: the numbers behind each study's figure
-with 95% CIs and paired tests, and one PNG per study in the paper's panel layout (issue 16).
+with 95% CIs and paired tests, and one PNG per study in the paper's panel layout.
 
 Two schemas are read (``countermem_jax.studies``):
   countermem-study/1       variant studies (components, retrieval interventions, condition

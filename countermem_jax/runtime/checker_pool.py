@@ -1,6 +1,6 @@
 """A bounded pool of threads for checker calls made from async code (paper §3.2: every action
-and counterfactual is checked by the world model; issue 14: checkers on an executor sized for
-the machine).
+and counterfactual is checked by the world model; checkers run on an executor sized
+for the machine).
 
 Agents await ``CheckerPool.run(evaluator.evaluate, state, action)``; at most ``size`` checks run
 at once, the rest wait their turn, so that 64 decisions in flight cannot start 64 SQLite queries or

@@ -1,4 +1,4 @@
-"""The event loop a phase's tasks in flight run on (issue 14: the framework's own overhead).
+"""The event loop a phase's tasks in flight run on (the framework's own overhead).
 
 ``run(coro)`` is ``asyncio.run`` with Python's cyclic garbage collector kept off the objects
 that were alive when the loop started: the tasks, the store, the retrieval index, JAX's and the

@@ -1,4 +1,4 @@
-"""One bounded pool of tasks in flight for a whole phase (issue 14: keep a vLLM server busy).
+"""One bounded pool of tasks in flight for a whole phase (keep a vLLM server busy).
 
 ``run_bounded`` starts the jobs in the order given, keeps at most ``limit`` of them in flight and
 starts the next one as soon as any finishes, so that the evaluation runs (base, each method, each

@@ -1,4 +1,4 @@
-"""Sweeps: the paper's grid as one command, spread over hosts with Ray, resumable (issue 18).
+"""Sweeps: the paper's grid as one command, spread over hosts with Ray, resumable.
 
     python -m countermem_jax.sweep --sweep=configs/sweeps/<name>.py [--dry_run | --local]
 

@@ -1,4 +1,4 @@
-"""The sweep as a dependency graph of phase runs (issue 18; the phases of Algorithm 1).
+"""The sweep as a dependency graph of phase runs (the phases of Algorithm 1).
 
 Per workdir: ``build_memory`` (CounterMem's store, or a baseline's memory; none for methods
 without one) -> ``train_selector`` once per selector seed -> ``evaluate`` once per seed; the

@@ -1,4 +1,4 @@
-"""From a sweep config to the per-run configs of its grid (issue 18).
+"""From a sweep config to the per-run configs of its grid.
 
 A sweep config (``configs/sweeps/<name>.py``, an ``ml_collections`` config file) names the axes —
 ``benchmarks``, ``agents``, ``backbones``, ``methods``, ``seeds`` and study ``variants`` — and how

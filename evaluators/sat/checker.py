@@ -50,7 +50,7 @@ class _SolverEvaluator(Evaluator):
 class SATEncodingEvaluator(_SolverEvaluator):
     name = "pysat-encoding"
     version = "1"
-    max_var = 1_000_000   # largest variable an encoding action may use (issue #11)
+    max_var = 1_000_000   # largest variable an encoding action may use
 
     def _check(self, task: Task, action: str) -> Outcome:
         ref: EncodingReference = task.reference

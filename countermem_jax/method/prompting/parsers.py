@@ -228,7 +228,7 @@ def parse_look_alike(text: str) -> str:
     return require_fields(text, ("TASK",))["TASK"]
 
 
-# ----------------------------------------------------------------------------- baselines (issue 15)
+# ----------------------------------------------------------------------------- baselines
 INSIGHT_OPERATIONS = ("ADD", "AGREE", "EDIT", "REMOVE")
 
 

@@ -397,7 +397,7 @@ async def call_template(backbone: Backbone, template: Template, fields: dict, *,
     return Parsed(False, None, reply, calls, error, tokens=spent.total, cached_tokens=spent.cached_tokens)
 
 
-# ----------------------------------------------------------------------------- baselines (issue 15)
+# ----------------------------------------------------------------------------- baselines
 # The baselines' memory shown the way CounterMem shows its record: fenced data, not instructions.
 _MEMORY_OPEN, _MEMORY_CLOSE = "<<<MEMORY>>>", "<<<END MEMORY>>>"
 

@@ -1,5 +1,4 @@
-"""Retrievals and selector forward passes of the decisions in flight, scored together
-(issue 14).
+"""Retrievals and selector forward passes of the decisions in flight, scored together.
 
 A lone jitted query pays the dispatch (≈ 100 µs) for microseconds of arithmetic; B = 200 queries
 in one call cost ≈ 4 µs each. ``MicroBatcher`` collects what the decisions in flight submit during

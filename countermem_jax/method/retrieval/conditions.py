@@ -309,7 +309,7 @@ class CompositeChecker:
         """Has the LLM judge decide, with ``ask``, the conditions the checkers before it cannot;
         returns the verdict counts over ``conditions`` (distinct, non-empty) for this task.
 
-        The judge's calls for the distinct conditions are in flight together (issue 14), started
+        The judge's calls for the distinct conditions are in flight together, started
         in condition order; their verdicts are taken in condition order, so the counts and the
         verdicts the judge caches are those of judging one condition after another. What ``ask`` charges
         (the decision's ledger entry, task-run tokens and calls) is a sum, the same whatever

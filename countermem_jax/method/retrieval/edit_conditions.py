@@ -3,7 +3,7 @@
 A record whose distillation failed (or whose free-text condition a weak backbone cannot judge) has
 no applicability condition of its own. Scoping it to its source environment
 (``environment == <db>``) offers it on every question about that database, which is how such
-records broke tasks they had nothing to do with (issue 12 §4). Instead, the condition is derived
+records broke tasks they had nothing to do with. Instead, the condition is derived
 from what the checked edit itself changed:
 
   SQL      the tables, columns and string literals inside the parts of the query that

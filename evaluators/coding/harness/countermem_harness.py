@@ -1,5 +1,5 @@
-"""pytest plugin that carries the repository-test verdict to the host (issue #11, README
-"Coding sandbox"). It lives outside the repository, is mounted read-only at /harness inside the
+"""pytest plugin that carries the repository-test verdict to the host
+(docs/world_models.md). It lives outside the repository, is mounted read-only at /harness inside the
 sandbox and is loaded with ``-p countermem_harness`` before any conftest or tested module.
 
 At import it takes the inherited verdict pipe (``COUNTERMEM_VERDICT_FD``, then marked
