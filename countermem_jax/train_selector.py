@@ -4,7 +4,7 @@
         --config.selector.seeds='(0,1)'
 
 Each seed in ``selector.seeds`` gets its own episodes, validation and best checkpoint in
-``WORKDIR/selector/seed_<s>/`` (README, "Protocol").
+``WORKDIR/selector/seed_<s>/`` (docs/protocol.md).
 """
 from countermem_jax.runtime import jax_platform
 

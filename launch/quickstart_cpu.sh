@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The CPU quickstart: install, then build memory, train the selector and evaluate ReAct with and
-# without CounterMem on held-out Spider questions with the local Qwen2.5-Coder-0.5B model.
+# The CPU quickstart: set up (system packages, the package, the CPU model), then build memory,
+# train the selector and evaluate ReAct with and without CounterMem on held-out Spider questions
+# with the local Qwen2.5-Coder-0.5B model.
 #
 #   bash launch/quickstart_cpu.sh [WORKDIR]      (default runs/spider_cpu)
 #
@@ -17,6 +18,7 @@ if [ ! -f "$DATA/spider/dev.json" ] || [ ! -d "$DATA/spider/database" ]; then
   echo "then run this script again (with COUNTERMEM_DATA=$DATA if you chose another folder)."
   exit 1
 fi
+bash launch/system_packages.sh
 bash launch/install.sh
 export JAX_PLATFORMS=cpu
 start=$(date +%s)

@@ -22,5 +22,5 @@ def benchdata():
     from countermem_jax.runtime.paths import data_root
     root = data_root()
     if not root.exists():
-        pytest.skip(f"benchmark data not found at {root}; set COUNTERMEM_DATA (see README 'Data')")
+        pytest.skip(f"benchmark data not found at {root}; set COUNTERMEM_DATA (see docs/data.md)")
     return root

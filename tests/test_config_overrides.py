@@ -15,9 +15,10 @@ _OVERRIDE = re.compile(r"--config\.([A-Za-z_][\w.]*\w)")
 
 
 def _documented_overrides() -> dict[str, str]:
-    """Override path -> one file using it, over README, .ci, launch/, configs/, tests/ and the
+    """Override path -> one file using it, over README, docs/, .ci, launch/, configs/, tests/ and the
     library (docstrings print commands too); a quoted refusal ("has no field") is no use."""
-    files = [ROOT / "README.md", *sorted((ROOT / ".ci").rglob("*")),
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+             *sorted((ROOT / ".ci").rglob("*")),
              *sorted((ROOT / "launch").rglob("*")), *sorted((ROOT / "configs").glob("*.py")),
              *sorted((ROOT / "tests").glob("*.py")),
              *sorted((ROOT / "countermem_jax").rglob("*.py"))]

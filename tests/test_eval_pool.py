@@ -116,8 +116,7 @@ def test_eval_concurrency_counts_tasks_each_with_all_its_runs(tmp_path, monkeypa
 
 
 def test_gptoss_configs_keep_what_the_vllm_replicas_hold_in_flight_and_cpu_configs_one():
-    """replicas × max-num-seqs of launch/serve_vllm.sh as the configs start it (README "Sizing
-    concurrency"); llama.cpp runs in-process, one call at a time."""
+    """replicas × max-num-seqs of launch/serve_vllm.sh as the configs start it (docs/concurrency.md); llama.cpp runs in-process, one call at a time."""
     import pathlib
     import re
 

@@ -8,7 +8,7 @@ setting's sizes (countermem_jax/protocol/config_defaults.py SETTINGS) and all fi
     python -m countermem_jax.study --config=configs/studies/breakdown.py --workdir=runs/study_breakdown
     python -m countermem_jax.report runs/study_breakdown --out runs/report_breakdown
 
-Needs every benchmark's data and checker (README "The twelve settings");
+Needs every benchmark's data and checker (docs/benchmarks.md);
 --config.protocol.benchmarks='("spider","bird","smtlib","satlib")' runs the ones a CPU machine can
 check, and the summaries then name what is missing.
 

@@ -1,5 +1,5 @@
 """The paper's main grid (Table 1): 12 benchmarks x 2 agents x 2 backbones x every method x 5
-selector seeds, one command on a Ray cluster of GPU hosts (README "Sweeps on Ray").
+selector seeds, one command on a Ray cluster of GPU hosts (docs/sweeps.md).
 
     python -m countermem_jax.sweep --sweep=configs/sweeps/paper_grid.py --dry_run
     python -m countermem_jax.sweep --sweep=configs/sweeps/paper_grid.py \

@@ -25,8 +25,8 @@ def best_time(fn: Callable[[], object], repeats: int = 5, number: int = 1) -> fl
 
 
 def print_result(result: dict) -> None:
-    """Prints the machine-readable last line ``result: {json}`` (sorted keys) that tools and the
-    README's measurements read.
+    """Prints the machine-readable last line ``result: {json}`` (sorted keys) that tools and
+    docs/speed.md read.
     """
     print("result: " + json.dumps(result, sort_keys=True))
 

@@ -431,7 +431,7 @@ def main(argv):
                 artefacts[(phase, level)] = read(target)
                 print(f"  {phase} at {level}: {runs[(phase, level)]}", flush=True)
             if level != 1:  # a wave's episodes act with its start's parameters: W changes the
-                # selector (README, "Selector training in waves"), but a W must reproduce itself
+                # selector (docs/concurrency.md), but a W must reproduce itself
                 _run_phase(experiment.train_selector, cfg, root / f"c{level}_again", url, bench)
                 repeated[level] = (_checkpoints(root / f"c{level}_again")[0]
                                    == artefacts[("selector_training", level)][0])

@@ -3,8 +3,8 @@ r"""What selector training in waves changes: best validation return and wall tim
     python -m countermem_jax.perf.selector_waves            # about 5 minutes on 2 CPU cores
 
 Builds one store on Spider (the CPU quickstart's eight databases) with a scripted backbone, then
-trains the selector seeds from it once per wave size W (``selector.wave_size``, README "Selector
-training in waves") and prints, per W, each seed's best mean validation return, their mean and
+trains the selector seeds from it once per wave size W (``selector.wave_size``,
+docs/concurrency.md) and prints, per W, each seed's best mean validation return, their mean and
 95% bootstrap interval, and the training wall time with every LLM call answered after
 ``--latency_s`` (a stand-in for a served model; the checker is the real SQLite one). A larger W
 acts with a staler policy inside each wave; this measures what that costs in return.

@@ -6,8 +6,7 @@ and exploration key, ε-greedy episodes on the training split, greedy validation
 every checkpoint, and the checkpoint with the highest mean validation return kept as best. The
 best checkpoints' file fingerprints are recorded for evaluation to verify.
 
-Training runs in waves of ``selector.wave_size`` (W) episodes (README, "Selector training in
-waves"). W = 1 is the sequential online learner: it acts with the parameters as they are at each
+Training runs in waves of ``selector.wave_size`` (W) episodes (docs/concurrency.md). W = 1 is the sequential online learner: it acts with the parameters as they are at each
 decision and learns as each decision closes. For W > 1 the wave's episodes run concurrently, each
 acting ε-greedily with the parameters and ε of the wave's start and exploration keys derived from
 (seed, episode, decision index) (``policies.EpisodeExplorer``); their transitions then enter the

@@ -20,5 +20,5 @@ def require_data(*parts: str) -> pathlib.Path:
     if not path.exists():
         raise FileNotFoundError(
             f"benchmark data not found: {path} (set COUNTERMEM_DATA to the folder that holds "
-            f"{parts[0]!r}; see README 'Data')")
+            f"{parts[0]!r}; see docs/data.md)")
     return path

@@ -244,7 +244,7 @@ def load_swebench(instances_json: str | pathlib.Path, checkouts: str | pathlib.P
             features={"repo": inst.get("repo", ""), "version": str(inst.get("version", ""))}))
     if missing and not tasks:
         raise DataError(f"no SWE-bench checkout found under {checkouts} (expected one folder per "
-                        f"instance id, e.g. {missing[0]}); see README 'Coding data'")
+                        f"instance id, e.g. {missing[0]}); see docs/data.md")
     return _keep_collectable(tasks, check_tests)
 
 

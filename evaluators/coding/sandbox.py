@@ -1,5 +1,5 @@
 """Running untrusted code: bubblewrap, one unprivileged uid per concurrent slot, rlimits, size-
-limited tmpfs, capped output and a wall-clock deadline (threat model: README "Coding sandbox").
+limited tmpfs, capped output and a wall-clock deadline (threat model: docs/world_models.md).
 
 The command runs
   * from a minimal, explicit environment (``PATH`` only reaches bubblewrap, whose init keeps it

@@ -19,7 +19,7 @@ Layout read here (``$COUNTERMEM_DATA/amber/amber.jsonl``), one task per line:
 The stored index of public code holds no copy of AMBER's release, so this layout follows the
 construction-verification pattern the paper describes (its §3: "Construction: an explicit function
 definition ... Verification: a theorem proves that the constructed term satisfies the target
-property"); README "Data" says so.
+property"); docs/data.md says so.
 
 ``AmberEvaluator`` enforces the workflow before running Lean: the answer must keep every theorem
 statement and every construction signature exactly (whitespace aside), give every construction an

@@ -49,7 +49,7 @@ class FileReference:
     status: str          # declared "sat" / "unsat"
     max_timeout_ms: int = 10_000
     # Deterministic work cap (z3 ``rlimit``, cvc5 ``rlimit-per``), 0 = none: unlike a time limit
-    # it gives the same verdict on any machine and under any load (README "Headroom").
+    # it gives the same verdict on any machine and under any load (docs/data.md, "Headroom").
     max_rlimit: int = 0
 
 

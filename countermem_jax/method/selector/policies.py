@@ -108,8 +108,8 @@ class GreedyDQN(Frozen):
 
 
 class EpisodeExplorer(Frozen):
-    """One training episode's ε-greedy behaviour policy in a selector-training wave (README,
-    "Selector training in waves"): the parameters and ε of the learner at the wave's start, and
+    """One training episode's ε-greedy behaviour policy in a selector-training wave
+    (docs/concurrency.md): the parameters and ε of the learner at the wave's start, and
     an exploration key per decision derived from (seed, episode, decision index), so that which
     key a decision uses depends neither on the wave size nor on how the wave's episodes
     interleave. The learner itself learns from the wave's transitions after the wave."""
