@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The smoke run of every method: every method (countermem_jax.baselines.METHODS) through the three phase
+# Smoke run of every method (countermem_jax.baselines.METHODS) through the three phase
 # binaries on Spider with the CPU model (Qwen2.5-Coder-0.5B, llama.cpp in-process), on 3
 # construction and 3 evaluation questions (CounterMem also 2 selector-training questions and 1
 # validation question, with a 6-decision selector schedule). Not a measurement: a check that
