@@ -1,6 +1,6 @@
 r"""Preflight: checks, in under five minutes, that the servers a config names can run it.
 
-    python -m countermem_jax.preflight --config=configs/spider_react_gptoss.py
+    python -m countermem_jax.preflight --config=configs/paper.py:spider,react,gptoss
 
 One request per template of the config's method, with its output constraint and token budget,
 then requests per second at the configured concurrency for 60 s (``--duration_s``). Prints one

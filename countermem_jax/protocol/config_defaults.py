@@ -40,6 +40,7 @@ def base_config() -> ml_collections.ConfigDict:
         kind="llama_cpp", model_path="", n_ctx=4096, n_threads=0, base_urls="", model="",
         max_concurrency=64, timeout_s=600.0, max_attempts=6, reasoning_effort="", cache_dir=""))
     c.backbone.api_key_env = ""   # hosted APIs: the environment variable holding the key
+    c.backbone.cpu_model = ""     # llama_cpp without model_path: a pinned CPU model (gguf.MODELS)
     # Structured replies: output constraints sent to the server; a reply cut off at its token
     # limit is asked once more with this budget (0: twice the call's own; docs/structured_replies.md)
     c.backbone.constraints = True
