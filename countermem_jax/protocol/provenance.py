@@ -18,7 +18,7 @@ UNKNOWN = "unknown"
 @functools.lru_cache(maxsize=1)
 def code_version() -> str:
     """The version of the code running now (computed once per process)."""
-    root = pathlib.Path(__file__).resolve().parents[1]
+    root = pathlib.Path(__file__).resolve().parents[2]
     if (root / ".git").exists():
         try:
             out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=root,

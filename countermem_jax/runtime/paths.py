@@ -3,7 +3,7 @@ import os
 import pathlib
 
 # The checkout root (this file is countermem_jax/runtime/paths.py); data sits beside it, not inside.
-_REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+_REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def data_root() -> pathlib.Path:
