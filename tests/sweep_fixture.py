@@ -79,15 +79,21 @@ for _name in TABLES:   # the registry is a dict checked at import; extras join i
         "predicate", _tasks(_name), sql_evaluator(10.0), SQL, "", "everything", extra=True))
 
 
-def scripted_reply(messages: list[dict]) -> str | None:
-    """The scripted backbone: the reply to each prompt template, from the prompt's text."""
+def scripted_reply(messages: list[dict], as_json: bool = False) -> str | None:
+    """The scripted backbone: the reply to each prompt template, from the prompt's text; a
+    request with an output constraint (``as_json``) gets the structured replies as JSON."""
     user = messages[-1]["content"]
     if "Propose up to" in user:   # GENERATE_LOCAL_ALTERNATIVES
         column, bound = re.search(r"(\w+) > (\d+)", user).groups()
+        if as_json:
+            return json.dumps({"edits": [{"find": f"{column} > {bound}",
+                                          "replace": f"{column} >= {bound}"}]})
         return f"EDIT 1\nFIND: {column} > {bound}\nREPLACE: {column} >= {bound}"
-    if "Write exactly two lines" in user:   # DISTIL_RECORD
-        return ("SITUATION: an inclusive 'at least' threshold was written as a strict "
-                "comparison\nCONDITION: bound == inclusive")
+    if "Original action (failed):" in user:   # DISTIL_RECORD
+        situation = "an inclusive 'at least' threshold was written as a strict comparison"
+        if as_json:
+            return json.dumps({"situation": situation, "condition": "bound == inclusive"})
+        return f"SITUATION: {situation}\nCONDITION: bound == inclusive"
     if "Your draft action:" in user:   # REVISE_WITH_RECORD
         draft = re.search(r"Your draft action:\n```\n(.*?)\n```", user, re.S).group(1)
         return "```sql\n" + re.sub(r" > (\d+)", r" >= \1", draft) + "\n```"
@@ -114,7 +120,7 @@ class ScriptedServer(LocalOpenAIServer):
         last = request["messages"][-1]["content"]
         time.sleep(sum(s for text, s in self.slow.items() if text in last))
         out = super().reply(request)
-        text = scripted_reply(request["messages"])
+        text = scripted_reply(request["messages"], "response_format" in request)
         if text is None:
             self.unscripted.append(request["messages"][-1]["content"][:300])
             text = "no scripted reply"

@@ -1,7 +1,6 @@
 """§6 over Table 1's four domains and both agents in one command (``studies.grid``), Fig. 4 from
 the study directory (``reporting.domain_studies``): the scripted backbone and the real SQL
 checker stand in for every benchmark; one domain's checker is made absent."""
-import importlib.util
 import functools
 import json
 import os
@@ -14,28 +13,16 @@ from countermem_jax import report
 from countermem_jax.reporting import domain_studies
 from countermem_jax.studies import grid
 from evaluators.formal.tools import ToolMissing
-from test_pipeline import MANIFEST, people_benchmark, scripted  # noqa: F401 (fixture)
+from test_pipeline import people_benchmark, scripted  # noqa: F401 (fixture)
+from test_studies import _study
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BENCHMARKS = ("minif2f", "swebench", "spider", "satlib")   # one per domain, Math first
 
 
 def _config(name, tmp_path):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "configs" / "studies" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    study = module.get_config("four_domains,cpu")
-    (tmp_path / "manifest.json").write_text(json.dumps(MANIFEST))
-    c = study.base
-    c.splits.manifest = str(tmp_path / "manifest.json")
-    c.backbone.cache_dir = ""
-    c.agent.max_attempts = 2
-    c.memory.top_k = 1
-    c.selector.update(total_decisions=4, learning_starts=1, train_every=1, target_sync_every=2,
-                      checkpoint_every=2, batch_size=2, seeds=(0,))
-    c.construction.update(scope_free_text_conditions=False, reuse_policy="always_skip",
-                          verification_budget=4)
-    c.eval.selector = "always_top1"
+    """The study's four-domain CPU config at test size, one benchmark per domain."""
+    study = _study(name, tmp_path, arg="four_domains,cpu")
     study.grid.benchmarks = BENCHMARKS
     return study
 

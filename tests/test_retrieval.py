@@ -16,7 +16,7 @@ TEXTS = ["List singers aged at least 30", "SELECT name FROM singer WHERE age >= 
 
 
 def test_embedding_is_deterministic_across_processes():
-    code = ("import sys, numpy as np; from countermem_jax import text_embedding as embedding; "
+    code = ("import sys, numpy as np; from countermem_jax.method import text_embedding as embedding; "
             f"sys.stdout.buffer.write(embedding.embed_texts({TEXTS!r}).tobytes())")
     outputs = [subprocess.run([sys.executable, "-c", code], capture_output=True, check=True,
                               env={"PYTHONHASHSEED": str(seed), "PATH": "/usr/bin:/bin"}).stdout

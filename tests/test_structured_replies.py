@@ -171,7 +171,7 @@ def test_the_constraint_is_part_of_the_cache_key():
 def _config_file(tmp_path, url: str) -> str:
     path = tmp_path / "loopback.py"
     path.write_text(
-        "from countermem_jax import config_defaults\n\n"
+        "from countermem_jax.protocol import config_defaults\n\n"
         "def get_config():\n"
         "    c = config_defaults.gptoss_config('spider')\n"
         f"    c.backbone.update(base_urls={url!r}, max_concurrency=4)\n"
@@ -235,7 +235,7 @@ def test_llama_cpp_constrained_edit_reply_meets_its_schema():
 
 def test_preflight_refuses_an_unknown_method_in_one_line(tmp_path):
     path = tmp_path / "bad.py"
-    path.write_text("from countermem_jax import config_defaults\n\ndef get_config():\n"
+    path.write_text("from countermem_jax.protocol import config_defaults\n\ndef get_config():\n"
                     "    c = config_defaults.gptoss_config('spider')\n"
                     "    c.method = 'bogus'\n    return c\n")
     proc = subprocess.run([sys.executable, "-m", "countermem_jax.preflight", f"--config={path}"],

@@ -16,11 +16,11 @@ from test_pipeline import MANIFEST, people_benchmark, scripted  # noqa: F401 (fi
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def _study(name, tmp_path, selector="always_top1", **base):
+def _study(name, tmp_path, selector="always_top1", arg="cpu", **base):
     spec = importlib.util.spec_from_file_location(name, ROOT / "configs" / "studies" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    study = module.get_config("cpu")
+    study = module.get_config(arg)
     (tmp_path / "manifest.json").write_text(json.dumps(MANIFEST))
     c = study.base
     c.splits.manifest = str(tmp_path / "manifest.json")
