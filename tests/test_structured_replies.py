@@ -242,3 +242,14 @@ def test_preflight_refuses_an_unknown_method_in_one_line(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("preflight: unknown method 'bogus'")
+
+
+def test_the_edit_schema_bounds_each_string_by_the_action():
+    """A decoder held to the schema cannot loop inside one string until the token budget ends:
+    FIND is at most the action (it is copied from it), REPLACE at most that plus a margin."""
+    action = "SELECT name FROM people WHERE age > 30"
+    c = constraints.LOCAL_EDITS.constraint(action=action, k=4)
+    ok = json.dumps({"edits": [{"find": "age > 30", "replace": "age >= 30"}]})
+    runaway = json.dumps({"edits": [{"find": "age > 30",
+                                     "replace": "age >= 30" + " OR age >= 30" * 20}]})
+    assert constraints.violation(c, ok) == "" and constraints.violation(c, runaway)

@@ -68,17 +68,29 @@ def _edits_refused(obj: dict, action: str, k: int) -> int:
                for e in obj.get("edits") or [] if isinstance(e, dict))
 
 
-# Module I (§3.2): up to K local edits, each FIND copied from the action.
-LOCAL_EDITS = ReplyFormat(
-    "local_edits",
-    lambda action, k: _object({"edits": {
-        "type": "array", "minItems": 1, "maxItems": k,
-        "items": _object({"find": _TEXT, "replace": {"type": "string"}})}}),
-    _edits_text, _edits_refused)
+# Characters a local edit's REPLACE may add beyond the action's length (one clause or column).
+REPLACE_MARGIN = 120
 
-# Module II (§3.3): the record's situation and condition ("none" = universal).
+
+def _edits_schema(action: str, k: int) -> dict:
+    """Up to ``k`` edits whose FIND is at most the action's length (it is copied from it) and
+    whose REPLACE changes one unit, so at most that plus a margin: a decoder held to the schema
+    cannot spend the reply's budget on one runaway string (small models loop inside a string)."""
+    longest = max(len(action), 1)
+    return _object({"edits": {
+        "type": "array", "minItems": 1, "maxItems": k,
+        "items": _object({"find": {"type": "string", "minLength": 1, "maxLength": longest},
+                          "replace": {"type": "string", "maxLength": longest + REPLACE_MARGIN}})}})
+
+
+# Module I (§3.2): up to K local edits, each FIND copied from the action.
+LOCAL_EDITS = ReplyFormat("local_edits", _edits_schema, _edits_text, _edits_refused)
+
+# Module II (§3.3): the record's situation and condition ("none" = universal), short texts
+# (bounded, as the edit strings are).
+_SHORT_TEXT = {"type": "string", "minLength": 1, "maxLength": 400}
 DISTILLED = ReplyFormat(
-    "distilled_record", lambda **_: _object({"situation": _TEXT, "condition": _TEXT}),
+    "distilled_record", lambda **_: _object({"situation": _SHORT_TEXT, "condition": _SHORT_TEXT}),
     lambda obj: f"SITUATION: {obj.get('situation', '')}\nCONDITION: {obj.get('condition', '')}")
 
 # Best-of-N (Appendix D.5): the number of one of the N candidates.
