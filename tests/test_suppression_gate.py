@@ -22,10 +22,10 @@ def _records():
 def test_gate_withholds_low_utility_records_during_construction_only():
     cfg = base_config()
     harmful, young = _records()
-    build = context.retrieval_index(cfg, [harmful, young], CompositeChecker(), construction=True)
+    build = context.retrieval_index(context.method_config(cfg), [harmful, young], CompositeChecker(), construction=True)
     assert _offered(build) == {young.record_id}   # one harmful use is not enough evidence
     for kwargs in ({}, {"evaluation": True}):    # selector training, evaluation: gate inactive
-        index = context.retrieval_index(cfg, [harmful, young], CompositeChecker(), **kwargs)
+        index = context.retrieval_index(context.method_config(cfg), [harmful, young], CompositeChecker(), **kwargs)
         assert _offered(index) == {harmful.record_id, young.record_id}
 
 
@@ -33,8 +33,8 @@ def test_gate_follows_its_config_fields():
     cfg = base_config()
     harmful, young = _records()
     cfg.memory.suppress_after_uses = 1
-    index = context.retrieval_index(cfg, [harmful, young], CompositeChecker(), construction=True)
+    index = context.retrieval_index(context.method_config(cfg), [harmful, young], CompositeChecker(), construction=True)
     assert _offered(index) == set()
     cfg.memory.suppress_after_uses = 0   # off
-    index = context.retrieval_index(cfg, [harmful, young], CompositeChecker(), construction=True)
+    index = context.retrieval_index(context.method_config(cfg), [harmful, young], CompositeChecker(), construction=True)
     assert _offered(index) == {harmful.record_id, young.record_id}

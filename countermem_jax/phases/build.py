@@ -151,11 +151,12 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     wd.write_frozen(frozen)
     # The gate's effect on the store (Appendix D.2): records construction stopped offering;
     # they stay in the frozen store, which training and evaluation read without the gate.
-    gated = [r.record_id for r in frozen.records if suppressed(
-        r, cfg.memory.suppress_below, cfg.memory.suppress_after_uses)]
+    gate = ctx.method.retrieval
+    gated = [r.record_id for r in frozen.records
+             if suppressed(r, gate.suppress_below, gate.suppress_after_uses)]
     wd.log.write("suppression_gate", phase="construction", suppressed=len(gated),
-                 record_ids=gated, below=cfg.memory.suppress_below,
-                 after_uses=cfg.memory.suppress_after_uses)
+                 record_ids=gated, below=gate.suppress_below,
+                 after_uses=gate.suppress_after_uses)
     summary = {"records": len(frozen), "hash": frozen.content_hash(), "suppressed": len(gated),
                "tasks": len(ctx.splits.build) if constructs else 0,
                "tokens": ctx.ledger.total("construction").total, "waves": wave_totals}

@@ -154,28 +154,10 @@ def method_config(cfg) -> MethodConfig:
         unknown_condition=m.unknown_condition)
 
 
-def _sections(method) -> MethodConfig:
-    """``method``, or the sections of a config passed instead (callers written before
-    ``PhaseContext.method``; to be removed once none is left)."""
-    return method if isinstance(method, MethodConfig) else method_config(method)
-
-
-def store_config(cfg) -> StoreConfig:
-    """Alias kept for callers written before ``PhaseContext.method``: ``ctx.method.store``."""
-    return method_config(cfg).store
-
-
-def construction_config(cfg) -> ConstructionConfig:
-    """Alias kept for callers written before ``PhaseContext.method``:
-    ``ctx.method.construction``."""
-    return method_config(cfg).construction
-
-
 def condition_checker(method: MethodConfig) -> CompositeChecker:
     """Rule conditions first; free-text conditions judged by the backbone with the judge's own
     sampling settings, asynchronously by the deciding decision (``memory_use``), charged to it
     (paper §3.4, Appendix C.1)."""
-    method = _sections(method)
     return CompositeChecker([RuleChecker(method.fallback_condition), LLMJudgeChecker(method.judge)],
                             method.unknown_condition)
 
@@ -187,7 +169,7 @@ def retrieval_index(method: MethodConfig, records, checker, evaluation: bool = F
     same store (``eval.retrieval_intervention`` and its seed, §6.2; ``eval.remove_conditions``,
     Appendix E.3). During ``construction`` the low-utility suppression gate leaves out the
     records it withholds (Appendix D.2; inactive in training and evaluation)."""
-    r = _sections(method).retrieval
+    r = method.retrieval
     if construction:
         records = [rec for rec in records
                    if not suppressed(rec, r.suppress_below, r.suppress_after_uses)]

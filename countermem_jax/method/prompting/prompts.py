@@ -371,8 +371,8 @@ async def call_template(backbone: Backbone, template: Template, fields: dict, *,
                     raise parsers.ParseError(f"the reply breaks its output format "
                                              f"({read.violation})")
                 text = read.text
-            return Parsed(True, template.parse(text, **parse_args), reply, calls, tokens=spent.total, cached_tokens=spent.cached_tokens,
-                          truncated=cut)
+            return Parsed(True, template.parse(text, **parse_args), reply, calls,
+                          tokens=spent.total, cached_tokens=spent.cached_tokens, truncated=cut)
         except parsers.ParseError as err:
             error = str(err)
             if cut:
@@ -381,7 +381,8 @@ async def call_template(backbone: Backbone, template: Template, fields: dict, *,
                             else "no value")
                 value = template.fallback(**parse_args) if template.fallback else None
                 return Parsed(False, value, reply, calls, "reply cut off at its token limit",
-                              used_fallback=template.fallback is not None, tokens=spent.total, cached_tokens=spent.cached_tokens,
+                              used_fallback=template.fallback is not None,
+                              tokens=spent.total, cached_tokens=spent.cached_tokens,
                               truncated=True)
             failures.add(template=template.name, decision=charge.decision, attempt=attempt,
                          error=error, reply=reply[:1000])
