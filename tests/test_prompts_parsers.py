@@ -120,10 +120,11 @@ def test_record_text_cannot_break_out_of_its_block():
 
 
 def test_fields_are_truncated_before_rendering():
-    messages = prompts.DRAFT_ACTION.messages(task="q" * 10_000, instructions="",
-                                            history="h" * 9_000)
-    content = messages[1]["content"]
-    assert content.count("q") <= 2500 and content.count("h") <= 3000
+    messages = prompts.DRAFT_ACTION.messages(context="c" * 10_000, question="q" * 5_000,
+                                            instructions="", history="h" * 9_000)
+    content = messages[-1]["content"]
+    assert content.count("c") <= 2500 and content.count("h") <= 3000
+    assert content.count("q") <= 1000  # a long schema never pushes the question out
     long_record = make_record(situation="s" * 5000)
     assert len(prompts.render_record(long_record)) <= 1200
 

@@ -41,7 +41,7 @@ class BestOfNAugmentation(Augmentation):
         params = dataclasses.replace(self.agent.params, temperature=self.temperature,
                                      seed=(self.agent.params.seed or 0) + 1000 * (ctx.decision + 1) + i)
         parsed = await self.agent.llm(ctx, prompts.DRAFT_ACTION, {
-            "task": ctx.task.visible_text(), "unit": ctx.task.decision_unit,
+            "context": ctx.task.context, "question": ctx.task.prompt,
             "instructions": self.agent.domain.instructions,
             "history": self.agent._history(ctx)},
             params=params)

@@ -114,27 +114,32 @@ def _rule_edits_of(action: str, schema: tuple | None, question: str) -> tuple[st
     return tuple(sql_edits(action, None if schema is None else dict(schema), question=question))
 
 
-def ranked_edits(task, action: str, outcome, taken=(), k: int = 4) -> list[tuple[str, str]]:
-    """Module I's SQL operators for a failed ``action`` (``sql_operators``): at most ``k``
-    (edit, family) pairs, ranked on the task's database without its reference. Only the
-    database path is read from the task's reference; the question and the checker's error
-    message come with it."""
+def ranked_edits(task, action: str, outcome, proposed=(), k: int = 4) -> list[tuple[str, str]]:
+    """Module I's candidates for a failed ``action`` (``sql_operators``): at most ``k`` (edit,
+    source) pairs, the model's ``proposed`` edits that run and change the draft's result first
+    ("llm"), then the operators' families, screened and ranked on the task's database without its
+    reference. Only the database path is read from the task's reference; the question and the
+    checker's error message come with it. Without a database the model's edits go unscreened,
+    followed by the rule edits."""
     db_path = getattr(task.reference, "db_path", None)
+    unscreened = [(edit, "llm") for edit in proposed]
     if not db_path or len(action) > SQL_PARSE_LIMIT:
-        return [(edit, "rules") for edit in rule_edits(task, action)[:k]]
+        return (unscreened + [(edit, "rules") for edit in rule_edits(task, action)])[:k]
     error = (outcome.details or {}).get("error") or outcome.feedback
-    return list(_ranked_edits_of(action, str(db_path), task.prompt, error, tuple(taken), k))
+    ranked = _ranked_edits_of(action, str(db_path), task.prompt, error, tuple(proposed), k)
+    return list(ranked) if ranked is not None else unscreened[:k]
 
 
 @functools.lru_cache(maxsize=4096)
-def _ranked_edits_of(action, db_path, question, error, taken, k) -> tuple[tuple[str, str], ...]:
-    """Cached per failure: a task re-run in a construction wave expands the same failure again."""
+def _ranked_edits_of(action, db_path, question, error, proposed, k):
+    """Cached per failure: a task re-run in a construction wave expands the same failure again.
+    None when the database cannot be read or sqlglot cannot handle the query."""
     from evaluators.sql.probe import Database
     try:
         return tuple((c.sql, c.family) for c in operators.ranked_edits(
-            action, db=Database(db_path), question=question, error=error, taken=taken, k=k))
+            action, db=Database(db_path), question=question, error=error, proposed=proposed, k=k))
     except (sqlite3.Error, RecursionError, sqlglot.errors.SqlglotError):
-        return ()  # an unreadable database or a query sqlglot cannot handle: no operator edits
+        return None
 
 
 def extract_sql(text: str) -> str:

@@ -1,8 +1,9 @@
 """Module I's SQL edit operators, ranked without the reference (paper §3.2, Appendix B.4).
 
 Five families, each edit changing one decision unit of the failed query (sqlglot ASTs):
-  error_repair    the SQLite error names what to fix: ``no such column`` -> the nearest column of
-                  the tables the query reads; ``ambiguous column name`` -> the column qualified
+  error_repair    the SQLite error names what to fix: ``no such column`` -> a column of a read
+                  table named like the missing one, or the missing column itself in a table one
+                  foreign key away, joined in; ``ambiguous column name`` -> the column qualified
                   with a table that has it; ``no such table`` -> the nearest table
   schema_linking  one column reference replaced by another column of its table; a single-table
                   query moved to another table that has every column it uses
@@ -13,12 +14,13 @@ Five families, each edit changing one decision unit of the failed query (sqlglot
   rules           the generic one-change edits: comparison boundary, DISTINCT, COUNT(DISTINCT),
                   ORDER BY direction, LIMIT, aggregate swaps, GROUP BY
 
-Ranking uses the question and the database, never the reference: every candidate runs on the
-task's database (read-only, time-limited: ``evaluators.sql.probe.Database``, handed in by the SQL
-domain, the one door to ``evaluators/sql``); those that fail or return
-the draft's result (or that of an edit already taken) are dropped, one is kept per distinct
-result, and the rest are ordered by how many of the question's words the names, values and
-keywords the edit introduces share; ties go to the edit introducing fewer words the question does
+Ranking uses the question and the database, never the reference: every edit, the model's own
+included, runs on the task's database (read-only, time-limited: ``evaluators.sql.probe.Database``,
+handed in by the SQL domain, the one door to ``evaluators/sql``); those that fail or return the
+draft's result (or that of an edit kept before) are dropped, so one is kept per distinct result.
+The model's edits keep their slots first; the operators' fill the rest, ordered by how many of the
+question's words the names, values and keywords the edit introduces share (a schema-linking edit
+that introduces none is dropped); ties go to the edit introducing fewer words the question does
 not use, then to a non-empty result, then to family order, then to generation order. The entry
 point takes the action, the database, the question and the error message: no task, so no
 reference query, reaches it.
@@ -33,6 +35,10 @@ from sqlglot import exp
 
 FAMILIES = ("error_repair", "schema_linking", "value_linking", "join", "rules")
 PER_FAMILY = 40   # candidates generated (and executed) per family at most
+# Families whose only evidence is the question's wording: a candidate of theirs that introduces
+# none of the question's words is not offered (on failed drafts of the shipped Spider databases,
+# 28 such schema-linking candidates verified 1 time).
+QUESTION_LED = frozenset({"schema_linking"})
 
 # Keywords an edit may introduce, and question words that ask for them.
 _KEYWORD_WORDS = {
@@ -308,15 +314,21 @@ def _error_repair(q: _Query, error: str, words: set):
         targets = [i for i, c in enumerate(q.tree.find_all(exp.Column))
                    if c.name.lower() == name.lower()
                    and (not qual or c.table.lower() == qual.lower())]
-        options = sorted(((-_similar(name, c) - 0.1 * bool(_words(c) & words),
-                           alias, c) for alias, table in sorted(q.aliases.items())
-                          if table in q.schema.columns for c in q.schema.columns[table]))
+        # A column of a read table named like the missing one (a wrong qualifier, a misspelling);
+        # a column with an unrelated name is a guess the error does not support.
+        options = sorted((-_similar(name, c) - 0.1 * bool(_words(c) & words), alias, c)
+                         for alias, table in sorted(q.aliases.items())
+                         if table in q.schema.columns for c in q.schema.columns[table]
+                         if _similar(name, c) >= 0.6 or _words(c) & _words(name))
         for _, alias, column in options[:4]:
             copy = q.tree.copy()
             nodes = list(copy.find_all(exp.Column))
             for i in targets:
                 _set_column(nodes[i], column, q.spelled[alias] if q.multi() or qual else None)
             yield copy
+        # The column itself, in a table one foreign key away: joined in.
+        if targets and isinstance(q.tree, exp.Select):
+            yield from _join_owner(q, targets[0], name)
     m = re.search(r"ambiguous column name: ([\w.]+)", error)
     if m:
         name = m.group(1).rpartition(".")[2]
@@ -401,6 +413,22 @@ def _move_predicate(node, column: str, alias: str | None, value: str) -> None:
     node.replace(exp.EQ(this=exp.column(column, table=alias), expression=exp.Literal.string(value)))
 
 
+def _join_owner(q: _Query, i: int, name: str):
+    """The i-th column reference moved to a table one foreign key away from a read table that
+    has a column ``name``, with that table joined in on the key."""
+    for table in q.read:
+        for other, (t, c, o, oc) in q.schema.neighbours(table):
+            if other in q.aliases.values() or not q.has(other, name):
+                continue
+            on = exp.EQ(this=exp.column(c, table=q.alias_of(table)),
+                        expression=exp.column(oc, table=o))
+
+            def change(node, copy, other=other, on=on):
+                node.set("table", exp.to_identifier(other))
+                copy.join(exp.to_table(other), on=on, copy=False)
+            yield q.edit(exp.Column, i, change)
+
+
 def _join(q: _Query, db):
     tree = q.tree
     # A column no read table has: the neighbour along a foreign key that has it, joined in.
@@ -408,17 +436,7 @@ def _join(q: _Query, db):
         for i, col in enumerate(tree.find_all(exp.Column)):
             if any(q.has(t, col.name) for t in q.read) and q.table_of(col) is not None:
                 continue
-            for table in q.read:
-                for other, (t, c, o, oc) in q.schema.neighbours(table):
-                    if other in q.aliases.values() or not q.has(other, col.name):
-                        continue
-                    alias = q.alias_of(table)
-                    on = exp.EQ(this=exp.column(c, table=alias), expression=exp.column(oc, table=o))
-
-                    def change(node, copy, other=other, on=on):
-                        node.set("table", exp.to_identifier(other))
-                        copy.join(exp.to_table(other), on=on, copy=False)
-                    yield q.edit(exp.Column, i, change)
+            yield from _join_owner(q, i, col.name)
     # A join's ON replaced by the foreign key between the two tables.
     for i, join in enumerate(tree.find_all(exp.Join)):
         if not isinstance(join.this, exp.Table):
@@ -523,15 +541,28 @@ def _orders(sql: str) -> bool:
 
 
 def rank(action: str, candidates: list[Candidate], db, question: str,
-         taken=(), k: int = 4) -> list[Candidate]:
-    """The best ``k`` candidates: run each, drop failures and repeated results (the draft's, the
-    taken edits', each other's), order by question overlap (ties: fewer words the question does
-    not use, non-empty result, family, generation order)."""
+         proposed=(), k: int = 4) -> list[Candidate]:
+    """The best ``k`` edits: the model's ``proposed`` edits first (family "llm", in their order),
+    then the operators' ``candidates`` by question overlap (ties: fewer words the question does not
+    use, non-empty result, family, generation order). Every edit runs on ``db`` first; one that
+    fails, or returns the draft's result or that of an edit kept before it, is dropped (the
+    reference is never consulted: a query that cannot run, or that answers exactly as the failed
+    draft did, cannot score better than it)."""
     seen = set()
-    for sql in (action, *taken):
+    rows = db.execute(action)
+    if rows is not None:
+        seen.add(_result_key(rows, _orders(action)))
+    out = []
+
+    def keep(cand: Candidate, key) -> None:
+        if key not in seen and len(out) < k:
+            seen.add(key)
+            out.append(cand)
+
+    for sql in proposed:
         rows = db.execute(sql)
         if rows is not None:
-            seen.add(_result_key(rows, _orders(sql)))
+            keep(Candidate(sql, "llm"), _result_key(rows, _orders(sql)))
     wanted = _words(question)
     scored = []
     for n, cand in enumerate(candidates):
@@ -540,19 +571,18 @@ def rank(action: str, candidates: list[Candidate], db, question: str,
             continue
         introduced = introduced_words(action, cand.sql)
         score = len(introduced & wanted)
+        if cand.family in QUESTION_LED and not score:
+            continue  # another column or table the question never names: a guess
         order = (-score, len(introduced - wanted), not rows, FAMILIES.index(cand.family), n)
         scored.append((order, _result_key(rows, _orders(cand.sql)),
                        dataclasses.replace(cand, score=score)))
-    out = []
     for _, key, cand in sorted(scored, key=lambda s: s[0]):
-        if key not in seen:
-            seen.add(key)
-            out.append(cand)
-    return out[:k]
+        keep(cand, key)
+    return out
 
 
-def ranked_edits(action: str, *, db, question: str, error: str = "", taken=(),
+def ranked_edits(action: str, *, db, question: str, error: str = "", proposed=(),
                  k: int = 4) -> list[Candidate]:
     """Module I's operator candidates for a failed ``action``: generated, run on ``db`` (the
     task's database, ``evaluators.sql.probe.Database``) and ranked."""
-    return rank(action, generate(action, db, question, error), db, question, taken, k)
+    return rank(action, generate(action, db, question, error), db, question, proposed, k)

@@ -208,7 +208,7 @@ class Agent:
         feedback and, for Reflexion, its reflections. An unparsable reply is used raw, so the
         checker (not the parser) decides whether it fails."""
         parsed = await self.llm(ctx, prompts.DRAFT_ACTION, {
-            "task": ctx.task.visible_text(), "unit": ctx.task.decision_unit,
+            "context": ctx.task.context, "question": ctx.task.prompt,
             "instructions": self.domain.instructions, "history": self._history(ctx)})
         return parsed.value if parsed.ok else (parsed.raw.strip() or "")
 

@@ -111,9 +111,11 @@ def tally(entries, parse_failures=()) -> dict:
     sources: dict[str, dict] = {}
     verified = admitted = never = 0
     for e in entries:
-        row = sources.setdefault(str(e.get("source", "?")), {"checks": 0, "verified": 0})
+        row = sources.setdefault(str(e.get("source", "?")),
+                                 {"checks": 0, "verified": 0, "screened": 0})
         checked = e.get("checked", True)
         row["checks"] += bool(checked)
+        row["screened"] += bool(e.get("screened"))
         # verified: the checker completed and the gain passed ε, i.e. distillation was reached
         better = checked and "admitted" in e
         row["verified"] += better
@@ -136,7 +138,8 @@ def empty_store_reason(t: dict) -> str:
             f"(verified/checks per source: {per or 'no checks'}), {t['never_holds']} refused "
             f"for a condition that never holds, {sum(t['unparseable'].values())} replies "
             f"unparseable ({', '.join(f'{k} {v}' for k, v in t['unparseable'].items()) or '-'}), "
-            f"{t['not_local']} model edits not local")
+            f"{t['not_local']} model edits not local, "
+            f"{sum(r['screened'] for r in t['sources'].values())} screened out before a check")
 
 
 def _check(o: Outcome) -> CheckOutcome:
@@ -149,7 +152,8 @@ class CounterfactualBuilder:
 
     ``agent`` supplies the backbone calls (``agent.llm``), the domain's rule edits and the
     evaluator H; ``store`` is the open ``MemoryStore`` that admission writes into; ``runlog``,
-    when given, receives one "counterfactual" event per checked alternative, so every admission
+    when given, receives one "counterfactual" event per checked alternative (and per model edit
+    screened out before its check), so every admission
     decision can be audited afterwards. Used only in the construction phase: selector training
     and evaluation never create records (§4.2).
     """
@@ -158,13 +162,13 @@ class CounterfactualBuilder:
         self.backbone_name = backbone_name or agent.backbone.model_name
 
     async def alternatives(self, ctx, action: str,
-                           outcome: Outcome) -> tuple[list[str], list[str]]:
+                           outcome: Outcome) -> tuple[list[str], list[str], list[str]]:
         """Module I (Eq. 1): A_cf = G(s_t, a_t, o_t; K). LLM edits first, the domain's operators
         fill the free slots.
 
-        Returns (candidates, sources): at most K distinct candidates differing from ``action``
-        and the label of each ("llm", "rule", or the operator family that made it), logged with
-        its check.
+        Returns (candidates, sources, screened): at most K distinct candidates differing from
+        ``action``, the label of each ("llm", "rule", or the operator family that made it),
+        logged with its check, and the model's edits the domain screened out before any check.
         """
         parsed = await self.agent.llm(ctx, prompts.GENERATE_LOCAL_ALTERNATIVES, {
             "task": ctx.task.visible_text(), "action": action, "feedback": outcome.feedback,
@@ -182,15 +186,19 @@ class CounterfactualBuilder:
                 continue
             llm_edits.append(edited)
         domain = self.agent.domain
-        operated = (domain.ranked_edits(ctx.task, action, outcome, tuple(llm_edits), self.cfg.k)
-                    if domain.ranked_edits else
-                    [(edit, "rule") for edit in domain.rule_edits(ctx.task, action)])
+        chosen = (domain.ranked_edits(ctx.task, action, outcome, tuple(llm_edits), self.cfg.k)
+                  if domain.ranked_edits else
+                  [(e, "llm") for e in llm_edits] +
+                  [(edit, "rule") for edit in domain.rule_edits(ctx.task, action)])
         candidates, sources = [], []
-        for c, source in [(e, "llm") for e in llm_edits] + list(operated):
+        for c, source in chosen:
             if c.strip() and c.strip() != action.strip() and c not in candidates:
                 candidates.append(c)
                 sources.append(source)
-        return candidates[: self.cfg.k], sources[: self.cfg.k]
+        # the model's edits the domain screened out on the task's own environment (an edit that
+        # cannot run, or answers as the draft did) never reach the checker; each is logged
+        screened = [e for e in llm_edits if e not in candidates]
+        return candidates[: self.cfg.k], sources[: self.cfg.k], screened
 
     async def expand(self, ctx, state_before: State, action: str, outcome: Outcome) -> list[dict]:
         """Runs Modules I and II for one failed decision; returns one log entry per checked alternative.
@@ -220,7 +228,10 @@ class CounterfactualBuilder:
         Every check is a world-model call and, if it fails, a failed attempt (Appendix D.6), charged
         to the task's context like any other evaluation.
         """
-        candidates, sources = await self.alternatives(ctx, action, outcome)
+        candidates, sources, screened = await self.alternatives(ctx, action, outcome)
+        for alt in screened:
+            self._logged(ctx, action, {"candidate": alt, "source": "llm", "checked": False,
+                                       "screened": True})
         if self.cfg.corrections == "unverified_advice":
             return await self._store_unverified(ctx, action, outcome, candidates[:1], sources)
         results = []

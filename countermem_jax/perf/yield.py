@@ -145,7 +145,8 @@ def draft_accuracy(backbone: Backbone, tasks, evaluator, domain, agent_cfg) -> d
     solved, truncated = collections.Counter(), collections.Counter()
     for task in tasks:
         draft = prompts.DRAFT_ACTION.messages(
-            task=task.visible_text(), instructions=domain.instructions, history="")
+            context=task.context, question=task.prompt, instructions=domain.instructions,
+            history="")
         for name, messages, p in (
                 ("draft", draft, params),
                 ("zero_shot", zero_shot_messages(task), params)):
@@ -164,9 +165,9 @@ def draft_accuracy(backbone: Backbone, tasks, evaluator, domain, agent_cfg) -> d
 
 def print_table(r: dict) -> None:
     """The per-source and per-template figures, readable."""
-    print(f"{'source':<28}{'checks':>8}{'verified':>10}")
+    print(f"{'source':<28}{'checks':>8}{'verified':>10}{'screened':>10}")
     for source, row in r["sources"].items():
-        print(f"{source:<28}{row['checks']:>8}{row['verified']:>10}")
+        print(f"{source:<28}{row['checks']:>8}{row['verified']:>10}{row['screened']:>10}")
     print(f"{'all':<28}{r['checks']:>8}{r['verified']:>10}   share {r['verified_share']:.3f}")
     print(f"{'template':<28}{'calls':>8}{'unparseable':>13}{'truncated':>11}")
     for name, calls in r["calls_per_template"].items():

@@ -36,6 +36,8 @@ METHOD_TEMPLATES = {
 # A small text-to-SQL decision: every template's fields are filled from it.
 _ACTION = "SELECT name FROM people WHERE age > 30"
 _SAMPLE = {"task": "List the names of people aged at least 30 (table people: name, age).",
+           "context": "Table people: name, age.",
+           "question": "List the names of people aged at least 30.",
            "action": _ACTION, "draft": _ACTION, "original": _ACTION,
            "improved": "SELECT name FROM people WHERE age >= 30", "unit": "predicate", "k": 2,
            "feedback": "wrong result: 3 rows expected, 2 returned", "n": 2,

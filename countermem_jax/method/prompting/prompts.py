@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 # Characters per field kind (Appendix D.8): bounds what one prompt can cost in tokens whatever
 # the task, trajectory or record holds.
-LIMITS = {"state": 2500, "action": 2000, "feedback": 800, "units": 4000, "context": 3000,
+LIMITS = {"state": 2500, "question": 1000, "action": 2000, "feedback": 800, "units": 4000, "context": 3000,
           "record": 1200, "trajectory": 3000}
 
 
@@ -121,8 +121,8 @@ class Template:
         """The chat messages, each field truncated to its kind's limit."""
         rendered = {k: clip(str(v), self.kinds[k]) if k in self.kinds else v
                     for k, v in fields.items()}
-        return [{"role": "system", "content": self.system},
-                {"role": "user", "content": self.user.format(**rendered)}]
+        system = [{"role": "system", "content": self.system}] if self.system else []
+        return system + [{"role": "user", "content": self.user.format(**rendered).lstrip()}]
 
 
 # The system message of every template whose reply is an action (draft or revision), so the
@@ -137,13 +137,16 @@ def _action(reply: str, domain) -> str:
 
 # Module III (§3.4): the memory-free draft of the next action. It is written before any record
 # is shown, so the selector and the reuse label (Eq. 6) can compare against it. Plain on
-# purpose: a "Decision unit: join / predicate." line, a demand for "the action only" and a
-# second format instruction each cost first attempts (the 0.5B model on 40 seeded Spider
-# questions: 6 solved with them, 20 with a plain zero-shot prompt; ``perf/yield.py``).
+# purpose: the plain zero-shot prompt (no system message, the task's context, then its question,
+# then the domain's one instruction). A "Decision unit: join / predicate." line, a demand for
+# "the action only", a second format instruction, a system message and the question placed
+# before the schema each cost first attempts (the 0.5B model on seeded Spider questions: 6 of 40
+# solved with the first three, 20 with the zero-shot prompt; ``perf/yield.py``).
 DRAFT_ACTION = Template(
-    "DRAFT_ACTION", "You are a helpful assistant.",
-    "{task}\n\n{history}{instructions}",
-    {"task": "state", "history": "trajectory", "instructions": "context"},
+    "DRAFT_ACTION", "",
+    "{context}\n\nQuestion: {question}\n\n{history}{instructions}",
+    {"context": "state", "question": "question", "history": "trajectory",
+     "instructions": "context"},
     _action, parses_action=True, max_tokens=1024)
 
 # Module III (§3.4): the draft revised with the one record the selector chose. Returning the
