@@ -3,6 +3,7 @@ import json
 import pathlib
 
 import sweep_fixture
+from countermem_jax.method.memory import load_frozen
 
 FIXTURE = pathlib.Path(sweep_fixture.__file__)
 SWEEP_FILE = '''"""Test sweep: {benchmarks} x {methods} x seeds {seeds}."""
@@ -67,13 +68,11 @@ def results(root: pathlib.Path) -> dict:
                 if e.get("event") == "transition":
                     transitions.append((e["seed"], e["episode"], e["task_id"], e["action"],
                                         round(e["reward"], 6)))
-        store = wd / "store_frozen.jsonl"   # its records; the hash covers creation times
+        store = wd / "store_frozen.jsonl"   # build hash: the content hash covers creation times
         out[str(wd.relative_to(root))] = {
             "score": m["aggregate"]["score"] if "aggregate" in m else None,
             "base": m["base"]["score"], "countermem": m["countermem"].get("score"),
             "paired": m["paired"], "seeds": m["seeds"], "ends": ends,
             "transitions": sorted(transitions),
-            "store": sorted((r["record_id"], r["uses"], r["helpful_uses"], r["reuse_utility"])
-                            for r in map(json.loads, store.read_text().splitlines()[1:]))
-            if store.exists() else None}
+            "store": load_frozen(store).build_hash() if store.exists() else None}
     return out

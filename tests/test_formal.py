@@ -58,6 +58,16 @@ def test_legacy_dafny_rejects_missing_and_broken_invariants(benchdata):
 
 
 @needs_dafny
+def test_dafny_feedback_names_no_temporary_directory(benchdata):
+    hints_removed = (benchdata / HR / "Clover_linear_search1_no_hints.dfy").read_text()
+    evaluator = DafnyEvaluator(legacy=True, timeout_s=120)
+    task = _task(ProgramReference(hints_removed, "whole", "dafny"))
+    feedback = evaluator.evaluate(evaluator.reset(task), hints_removed).feedback
+    # the same on every host and run: it goes into prompts and a record's evidence
+    assert "task.dfy(" in feedback and "countermem-verify" not in feedback, feedback
+
+
+@needs_dafny
 def test_dafny_refuses_weakened_specifications(benchdata):
     truth = (benchdata / GT / "Clover_linear_search1.dfy").read_text()
     hints_removed = (benchdata / HR / "Clover_linear_search1_no_hints.dfy").read_text()

@@ -37,7 +37,7 @@ LAYERS = (
     ("experiment", "cli"),                             # faces of the library
     ("studies", "sweep", "reporting", "perf"),         # drivers of many runs
     ("build_memory", "train_selector", "evaluate", "inspect_store", "report", "study",
-     "preflight"),                                     # binaries
+     "study_cost", "preflight"),                       # binaries
 )
 LAYER_PACKAGES = ("countermem_jax.method", "countermem_jax.runtime", "countermem_jax.protocol")
 BINARIES = LAYERS[-1]

@@ -174,3 +174,24 @@ def test_content_hash_tracks_content():
     h1 = store.freeze().content_hash()
     store.observe_reuse(store.records[0].record_id, 1)
     assert store.freeze().content_hash() != h1
+
+
+def _built(created_at: str, **record) -> MemoryStore:
+    """A store of one record built by its own run: its own random store id and record time."""
+    store = MemoryStore()
+    rec = make_record(**record)
+    store.propose(dataclasses.replace(rec, provenance=dataclasses.replace(
+        rec.provenance, created_at=created_at, snapshot_id=store.snapshot_id)))
+    return store
+
+
+def test_build_hash_ignores_only_the_runs_identity():
+    a, b = _built("2026-11-22T00:00:00Z").freeze(), _built("2026-11-23T09:30:00Z").freeze()
+    assert a.snapshot_id != b.snapshot_id and a.content_hash() != b.content_hash()
+    assert a.build_hash() == b.build_hash()
+    # anything the build decided still changes it: another correction, another reuse count
+    assert _built("2026-11-22T00:00:00Z", improved="SELECT name FROM people WHERE age >= 19") \
+        .build_hash() != a.build_hash()
+    used = _built("2026-11-22T00:00:00Z")
+    used.observe_reuse(used.records[0].record_id, 1)
+    assert used.build_hash() != a.build_hash()

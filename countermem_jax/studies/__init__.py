@@ -38,7 +38,10 @@ Finished phases are skipped, so a killed study resumes.
        "workdir": "DIR/<variant>",
        "shared_from": {"build": "<variant>"|null, "selector": "<variant>"|null,
                        "base_run": "<variant>"|null},   # null = made in this variant's own dir
-       "store": {"hash": "<sha256>", "records": 12, "capacity": 200, "retention": "utility",
+       "store": {"hash": "<sha256>",            # store_frozen.sha256 (integrity, per build)
+                 "build_hash": "<sha256>",      # without creation times and the store's random
+                                                # id: equal for equal builds on any host
+                 "records": 12, "capacity": 200, "retention": "utility",
                  "evictions": 0},           # evictions > 0: the capacity bound (retention study)
        "selector": "dqn" | "always_skip" | "always_top1" | "relevance_threshold",
        "seeds": ["0", ...] | ["fixed"],         # one evaluation run per selector seed

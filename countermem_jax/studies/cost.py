@@ -1,46 +1,123 @@
-"""Upper bounds on the LLM requests a variant study makes, from its config alone (no model, no
-data): what docs/studies.md quotes as the paper-size cost on a GPU host.
+"""Upper bounds on the LLM calls a study makes, from its config alone (no model, no data): what
+docs/studies.md quotes as the paper-size cost on a GPU host. This module bounds one run config's
+phases and the variant and four-domain studies; ``protocol_cost`` the protocol studies.
+
+The unit is one call of a prompt template or of the condition judge, as the phases count them;
+a call whose reply is cut off is asked once more, and a template's broken reply gets one repair
+round, so one call can make up to four requests (``prompts.call_template``).
 
 Per task attempt the agent makes at most one draft, one revision with a record (or memory
 block) and ``memory.top_k`` condition judgements; Reflexion adds a reflection after each failed
-attempt but the last. Construction adds, per expanded failed decision
-(``construction.max_expanded_failures`` per task), one call for the K alternatives and one
-distillation. Selector training runs ``selector.total_decisions`` decisions per seed, each at
-most one attempt's calls. Evaluation runs every held-out task once for the base agent (a draft
-and, for Reflexion, a reflection per attempt) and once per evaluated seed. What variants share
-(build, selector, base run; ``runner.ShareKeys``) is counted once, as the runner makes it once.
+attempt but the last. Construction expands at most ``construction.max_expanded_failures`` failed
+decisions per task (one call for the K alternatives each) and distils each verified alternative
+(at most K per expansion and ``construction.verification_budget`` per task, one check each).
+Selector training runs ``selector.total_decisions`` decisions per seed, plus what the last
+episodes run past it (an episode started before the end finishes: up to ``max_attempts - 1``
+more decisions per episode of the last wave), and a validation episode per validation task at
+every checkpoint and at the end (Appendix C.2). Evaluation runs every held-out task once for the
+base agent (a draft and, for Reflexion, a reflection per attempt) and once per evaluated seed.
+The ReasoningBank baselines (Appendix D.5, E.2) revise with one memory block per attempt (no
+condition judgement) and learn after every construction run: a self-judgement and an extraction
+(plain), one extraction (verified feedback), or ``matts_k`` rollouts each self-judged and one
+contrast (MaTTS). What variants share (build, selector, base run; ``runner.ShareKeys``) is
+counted once, as the runner makes it once.
 """
 from countermem_jax.studies import runner
 
+PHASES = ("build", "selector", "base_run", "memory_runs")
+# Calls after each construction run, besides the run itself (baselines/reasoningbank.py).
+_LEARN = {"reasoningbank": 2, "reasoningbank_verified": 1}
+
+
+def _method(cfg) -> str:
+    return cfg.get("method", "countermem")
+
 
 def _attempt(cfg) -> int:
-    """Requests of one attempt with memory: draft, revision, condition judgements."""
-    return 2 + cfg.memory.top_k
+    """Calls of one attempt with memory: draft, revision, condition judgements (CounterMem) or
+    draft and one revision with the retrieved block (a baseline)."""
+    return 2 + cfg.memory.top_k if _method(cfg) == "countermem" else 2
 
 
 def _reflections(cfg) -> int:
     return cfg.agent.max_attempts - 1 if cfg.agent.kind == "reflexion" else 0
 
 
+def _expansions(cfg) -> int:
+    """Failed decisions of one task that construction expands (at most one per attempt)."""
+    return min(cfg.construction.max_expanded_failures, cfg.agent.max_attempts)
+
+
+def distillations(cfg) -> int:
+    """DISTIL_RECORD calls of one construction task, hence its most new records: one per
+    verified alternative (verified mode), one per expansion (unverified advice), none
+    (within-task checks)."""
+    c = cfg.construction
+    if c.corrections == "verified":
+        return min(_expansions(cfg) * c.k, c.verification_budget)
+    return _expansions(cfg) if c.corrections == "unverified_advice" else 0
+
+
+def task_requests(cfg) -> dict:
+    """Upper bounds per task of ``cfg``'s method: a construction task (its run and what is
+    learnt from it), a base-agent task and a task of one memory run."""
+    attempts, method = cfg.agent.max_attempts, _method(cfg)
+    run = attempts * _attempt(cfg) + _reflections(cfg)
+    base = attempts + _reflections(cfg)
+    if method == "none":
+        return {"build": 0, "base": base, "memory": 0}
+    if method == "countermem":
+        build = run + _expansions(cfg) + distillations(cfg)
+        memory = run
+        if cfg.construction.corrections == "within_task":   # nothing built; K checked per failure
+            build, memory = 0, run + _expansions(cfg)
+    elif method == "reasoningbank_matts":
+        from countermem_jax.baselines import config as baseline_config
+        k = int(baseline_config.section(cfg, method)["matts_k"])
+        build, memory = k * (run + 1) + 1, run
+    elif method in _LEARN:
+        build, memory = run + _LEARN[method], run
+    else:
+        raise ValueError(f"no request bound for method {method!r}; bounded: none, countermem, "
+                         f"reasoningbank, reasoningbank_matts, reasoningbank_verified")
+    return {"build": build, "base": base, "memory": memory}
+
+
+def memory_run_count(cfg) -> int:
+    """Memory runs ``evaluate`` makes: one per evaluated DQN seed, else one (none: zero)."""
+    method = _method(cfg)
+    if method == "none":
+        return 0
+    if method == "countermem" and cfg.eval.selector == "dqn":
+        return len(cfg.eval.seeds or cfg.selector.seeds)
+    return 1
+
+
+def selector_requests(cfg) -> int:
+    """Upper bound of selector training over all seeds (0 without a trained selector)."""
+    if _method(cfg) != "countermem" or cfg.eval.selector != "dqn":
+        return 0
+    s, attempts = cfg.selector, cfg.agent.max_attempts
+    last_wave = min(int(s.get("wave_size", 1)), s.total_decisions)
+    decisions = s.total_decisions + last_wave * (attempts - 1)
+    validations = decisions // s.checkpoint_every + 1
+    per_decision = _attempt(cfg) + (cfg.agent.kind == "reflexion")
+    per_seed = (decisions * per_decision
+                + validations * cfg.splits.n_validation * task_requests(cfg)["memory"])
+    return len(s.seeds) * per_seed
+
+
 def phase_requests(cfg) -> dict:
     """Upper bounds per phase for one run config: build, selector, base run, memory runs."""
-    attempts = cfg.agent.max_attempts
-    build = cfg.splits.n_build * (attempts * _attempt(cfg) + _reflections(cfg)
-                                  + 2 * cfg.construction.max_expanded_failures)
-    seeds = len(cfg.eval.seeds or cfg.selector.seeds) if cfg.eval.selector == "dqn" else 1
-    selector = (cfg.selector.total_decisions * len(cfg.selector.seeds) * _attempt(cfg)
-                if cfg.eval.selector == "dqn" else 0)
-    base = cfg.splits.n_eval * (attempts + _reflections(cfg))
-    memory = cfg.splits.n_eval * seeds * (attempts * _attempt(cfg) + _reflections(cfg))
-    if cfg.construction.corrections == "within_task":   # nothing built; K checked per failure
-        build = 0
-        memory += cfg.splits.n_eval * seeds * cfg.construction.max_expanded_failures
-    return {"build": build, "selector": selector, "base_run": base, "memory_runs": memory}
+    per = task_requests(cfg)
+    return {"build": cfg.splits.n_build * per["build"], "selector": selector_requests(cfg),
+            "base_run": cfg.splits.n_eval * per["base"],
+            "memory_runs": cfg.splits.n_eval * memory_run_count(cfg) * per["memory"]}
 
 
 def study_requests(study) -> dict:
     """Upper bounds summed over a variant study's variants, shared phases counted once."""
-    seen, total = set(), {"build": 0, "selector": 0, "base_run": 0, "memory_runs": 0}
+    seen, total = set(), dict.fromkeys(PHASES, 0)
     for cfg in runner.variant_configs(study).values():
         keys, phases = runner.ShareKeys.of(cfg), phase_requests(cfg)
         for phase, key in (("build", keys.build), ("selector", keys.selector),

@@ -334,10 +334,12 @@ def look_alike_tasks(with_conditions: _VariantRuns, without: _VariantRuns) -> se
 
 
 def _store_info(wd: pathlib.Path, cfg) -> dict:
-    """Hash, record count, capacity and evictions of the variant's frozen store (evictions > 0:
-    the capacity bound during construction)."""
+    """Hashes, record count, capacity and evictions of the variant's frozen store (evictions > 0:
+    the capacity bound during construction; ``build_hash`` is equal for two runs that built the
+    same records, wherever they ran)."""
     frozen = load_frozen(wd / "store_frozen.jsonl")
-    return {"hash": frozen.content_hash(), "records": len(frozen),
+    return {"hash": frozen.content_hash(), "build_hash": frozen.build_hash(),
+            "records": len(frozen),
             "capacity": cfg.memory.capacity, "retention": cfg.memory.retention,
             "evictions": frozen.evictions}
 

@@ -132,7 +132,10 @@ class _VerifierEvaluator(Evaluator):
         with tempfile.TemporaryDirectory(prefix="countermem-verify-") as d:
             path = pathlib.Path(d) / f"task{self.suffix}"
             path.write_text(program, encoding="utf-8")
-            run = tools.run_tool([*self.command, str(path)], d, self.timeout_s)
+            # The file by its name in the working directory: the verifier's messages then name
+            # no temporary directory, so feedback (prompts, a record's evidence) is the same on
+            # every host and run.
+            run = tools.run_tool([*self.command, path.name], d, self.timeout_s)
         if run.timed_out:
             return Outcome(0.0, False, False, f"{self.name} ran past {self.timeout_s:.0f}s.",
                            reason="timeout")

@@ -83,6 +83,25 @@ def content_hash(config: StoreConfig, records: Sequence[MemoryRecord]) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+# Provenance fields that name the build run itself (its wall-clock time and random store id),
+# not what it decided: two builds that admitted the same records differ only in these.
+RUN_IDENTITY = ("created_at", "snapshot_id")
+
+
+def build_hash(config: StoreConfig, records: Sequence[MemoryRecord]) -> str:
+    """sha256 over the canonical JSON of the config and the records in order, each record's
+    ``RUN_IDENTITY`` left out of its provenance: equal for two builds that made the same
+    decisions wherever and whenever they ran (a local and a Ray run of one study), where
+    ``content_hash``, the integrity hash every phase checks, differs between any two builds."""
+    rows = []
+    for r in records:
+        row = r.to_json()
+        row["provenance"] = {k: v for k, v in row["provenance"].items()
+                             if k not in RUN_IDENTITY}
+        rows.append(row)
+    return sha256_json({"config": config.to_json(), "records": rows})
+
+
 class _StoreView:
     """Read access shared by the mutable and the frozen store.
 
@@ -116,6 +135,10 @@ class _StoreView:
     def content_hash(self) -> str:
         """sha256 of the config and the records in order (see ``content_hash``)."""
         return content_hash(self.config, self._records)
+
+    def build_hash(self) -> str:
+        """sha256 of the config and the records without their run identity (``build_hash``)."""
+        return build_hash(self.config, self._records)
 
 
 class MemoryStore(_StoreView):
