@@ -34,11 +34,6 @@ IndexBuilder = Callable[[Sequence, cond_lib.CompositeChecker], RetrievalIndex]
 WINDOW = 8
 
 
-def _observed(results) -> tuple:
-    """What a decision sees of its retrieval results (logged, rendered, fed to the selector)."""
-    return tuple((r.candidates, r.excluded_same_task, r.excluded_condition) for r in results)
-
-
 class _RecordingIndex(RetrievalIndex):
     """``inner``'s index (arrays shared) with the run's own condition checker, recording each
     retrieval and its answer in ``reads``."""
@@ -51,8 +46,9 @@ class _RecordingIndex(RetrievalIndex):
     def retrieve_embedded(self, tasks, query_embeddings):
         """``RetrievalIndex.retrieve_embedded``, its query and answer recorded as a read."""
         results = super().retrieve_embedded(tasks, query_embeddings)
+        seen = tuple((r.candidates, r.excluded_same_task, r.excluded_condition) for r in results)
         self._reads.append(("retrieve", (tuple(tasks), np.array(query_embeddings, copy=True)),
-                            _observed(results)))
+                            seen))  # what a decision sees: logged, rendered, fed to the selector
         return results
 
 
@@ -65,14 +61,10 @@ class TaskView:
     def __init__(self, committed: MemoryStore, task_id: str, make_index: IndexBuilder,
                  checker: cond_lib.CompositeChecker):
         self.store = committed.copy()
+        self.snapshot_id = committed.snapshot_id  # in the provenance of the records admitted
         self.task_id, self.make_index, self.checker = task_id, make_index, checker
         self.reads: list[tuple] = []
         self._version, self._index, self._index_version = 0, None, -1
-
-    @property
-    def snapshot_id(self) -> str:
-        """The committed store's snapshot id (in the provenance of the records admitted)."""
-        return self.store.snapshot_id
 
     def _current_index(self) -> _RecordingIndex:
         if self._index_version != self._version:  # rebuilt only after a change
