@@ -91,16 +91,10 @@ class _SharedLimit:
         self._release()
 
     def _release(self) -> None:
-        """Hands the slot to the first live waiter (on its own loop), or frees it."""
-        running = asyncio.get_running_loop()
+        """Hands the slot to the first waiter (woken on its own loop), or frees it."""
         with self._lock:
             while self._waiters:
                 waiter = self._waiters.popleft()
-                if waiter.get_loop() is running:  # this thread's loop: hand over now
-                    if not waiter.cancelled():
-                        waiter.set_result(None)
-                        return
-                    continue
                 try:
                     waiter.get_loop().call_soon_threadsafe(self._grant, waiter)
                     return

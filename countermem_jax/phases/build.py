@@ -136,7 +136,7 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     if wd.frozen.exists():
         return _already_frozen(wd)
     store = resumed if resumed is not None else MemoryStore(ctx.method.store)
-    constructs = cfg.construction.corrections != "within_task"
+    constructs = ctx.method.construction.corrections != "within_task"
     wave_totals = {}
     if constructs:
         store, wave_totals = phase_loop.run(_construct(cfg, wd, ctx, store))

@@ -170,9 +170,6 @@ class _Run:
         return self.replayed[2]
 
 
-RunTask = Callable[[object, TaskView, RunOutput], Awaitable[object]]
-
-
 class InFlight:
     """Runs construction tasks W at a time on private views and commits them in split order.
 
@@ -181,7 +178,7 @@ class InFlight:
     (resume). One ``construction_wave`` event per W commits counts the re-runs and what the
     discarded runs spent; ``build`` returns the final store and the totals."""
 
-    def __init__(self, store: MemoryStore, run_task: RunTask, *, wave_size: int,
+    def __init__(self, store: MemoryStore, run_task: Callable[..., Awaitable], *, wave_size: int,
                  make_index: IndexBuilder, make_checker: Callable[[], cond_lib.CompositeChecker],
                  log: RunLog, commit: Callable, position: int = 0):
         self.store, self.position, self.wave_size = store, position, wave_size

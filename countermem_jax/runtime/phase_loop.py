@@ -1,11 +1,7 @@
-"""The event loop a phase's tasks in flight run on, with less garbage-collector work.
-
-``run(coro)`` is ``asyncio.run`` with the objects alive at its start (tasks, store, index, JAX's
-state) frozen out of cyclic collection (``gc.freeze``) and a higher young-generation threshold
-until the outermost ``run`` returns: many tasks in flight allocate many short-lived objects, and
-each full collection walked the long-lived ones too (measured in docs/speed.md: about 0.55 s of
-a 5 s evaluation phase at 64 in flight, 0.27 s frozen). Objects made in the loop are collected.
-"""
+"""The event loop a phase's tasks in flight run on: ``asyncio.run`` with the objects alive at
+its start (tasks, store, index, JAX's state) frozen out of cyclic garbage collection and fewer
+young collections, since many tasks in flight allocate many short-lived objects (docs/speed.md).
+Objects made in the loop are collected as before."""
 import asyncio
 import contextlib
 import gc
