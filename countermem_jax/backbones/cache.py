@@ -85,7 +85,8 @@ class CachedBackbone(Backbone):
                 self.joined_in_flight += 1
                 return _as_hit(result)
         call = asyncio.ensure_future(self._lead(key, messages, params, shared))
-        call.add_done_callback(_retrieve_outcome)
+        # the waiters got its exception (its leader may be gone): asyncio must not warn of it
+        call.add_done_callback(lambda done: done.cancelled() or done.exception())
         return await asyncio.shield(call)  # cancelling the leader leaves the call running
 
     async def _lead(self, key, messages, params, shared: concurrent.futures.Future):
@@ -165,12 +166,6 @@ class CachedBackbone(Backbone):
 
 _CANCELLED = object()  # the leading call was cancelled: its waiters make the call themselves
 RECENT_REPLIES = 16384  # replies kept in memory per CachedBackbone (a few KB each)
-
-
-def _retrieve_outcome(call: asyncio.Future) -> None:
-    """Marks a call's exception as retrieved (its leader may be gone; the waiters got it)."""
-    if not call.cancelled():
-        call.exception()
 
 
 def _as_hit(result: ChatResult) -> ChatResult:

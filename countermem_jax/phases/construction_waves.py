@@ -1,15 +1,12 @@
 """Construction in flight: W construction tasks at once, committed in split order, the store
 identical to the sequential run (paper §3.2–3.3, Algorithm 1 phase 1; docs/concurrency.md).
 
-Each run works on a private ``TaskView`` of the committed store that records every read in
-order: what the condition judge is shown (``memory_use.judged_conditions``), each retrieval,
-each Module II decision with its evictions, each reuse observation. A run commits, in split
-order, when replaying its reads against the committed store gives the same answers: the
-sequential run would then have seen, and so done, the same (backbone and checkers are
-deterministic in what a task sees). After every commit the runs next in line (``WINDOW``) are
-checked likewise; a stale one is discarded and run again on the committed store. A run that
-raised with fresh reads ends the phase, as it would have at W = 1. What a run writes stays in
-its ``RunOutput`` until it commits, so the log, resume and costs never see a discarded run.
+Each run works on a private ``TaskView`` that records every read (condition judge input,
+retrievals, Module II decisions, reuse observations). A run commits, in split order, when its
+reads replay with the same answers on the committed store: the sequential run would have done
+the same. Runs next in line (``WINDOW``) are checked after every commit; a stale one runs again.
+What a run writes stays in its ``RunOutput`` until it commits, so log, resume and costs never
+see a discarded run.
 """
 import asyncio
 import collections
@@ -64,13 +61,12 @@ class TaskView:
         self.snapshot_id = committed.snapshot_id  # in the provenance of the records admitted
         self.task_id, self.make_index, self.checker = task_id, make_index, checker
         self.reads: list[tuple] = []
-        self._version, self._index, self._index_version = 0, None, -1
+        self._index = None  # built on first use after each change of the view
 
     def _current_index(self) -> _RecordingIndex:
-        if self._index_version != self._version:  # rebuilt only after a change
+        if self._index is None:
             self._index = _RecordingIndex(self.make_index(self.store.records, self.checker),
                                           self.checker, self.reads)
-            self._index_version = self._version
         return self._index
 
     def index(self) -> RetrievalIndex:
@@ -82,7 +78,7 @@ class TaskView:
 
     def _admit(self, kind: str, record):
         decision, evicted = getattr(self.store, kind)(record)
-        self._version += 1
+        self._index = None
         self.reads.append((kind, record, (decision, tuple(evicted))))
         return decision, evicted
 
@@ -98,7 +94,8 @@ class TaskView:
         """A reuse observation on this view; whether the record was there is a read."""
         found = record_id in self.store
         self.reads.append(("reuse", (record_id, label), found))
-        self._version += found
+        if found:  # the record's statistic u changes its retrieval score (Eq. 8)
+            self._index = None
         return self.store.observe_reuse(record_id, label)  # KeyError, as the store, if gone
 
 
@@ -171,12 +168,10 @@ class _Run:
 
 
 class InFlight:
-    """Runs construction tasks W at a time on private views and commits them in split order.
-
-    ``run_task(task, view, out)`` runs one task; ``commit(store, task, ctx, out)`` persists the
-    committed store and ``out`` after each task; ``position`` counts the tasks already processed
-    (resume). One ``construction_wave`` event per W commits counts the re-runs and what the
-    discarded runs spent; ``build`` returns the final store and the totals."""
+    """Runs construction tasks W at a time on private views and commits them in split order:
+    ``run_task(task, view, out)`` runs one, ``commit(store, task, ctx, out)`` persists each;
+    ``position``: tasks already processed (resume). One ``construction_wave`` event per W
+    commits counts the re-runs and what they spent; ``build`` returns the store and totals."""
 
     def __init__(self, store: MemoryStore, run_task: Callable[..., Awaitable], *, wave_size: int,
                  make_index: IndexBuilder, make_checker: Callable[[], cond_lib.CompositeChecker],
@@ -253,7 +248,8 @@ class InFlight:
         return self.store, self.totals
 
     async def _commit_head(self, in_flight: collections.deque) -> None:
-        """Waits for the run next to commit and commits it, re-run first if it is stale."""
+        """Commits the run next in line once it is done, re-run first if it is stale (a run
+        that raised with fresh reads raises here, as it would have at W = 1)."""
         await asyncio.wait([in_flight[0].future])
         if in_flight[0].replay_on(self.store) is None:
             in_flight[0] = self._rerun(in_flight[0])

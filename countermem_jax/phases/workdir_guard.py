@@ -1,10 +1,9 @@
 """One writer per phase on a workdir, and the config checked before it writes (all phases).
 
-``enter_phase`` validates the config, holds ``WORKDIR/.locks/<phase>.lock`` (``filelock``) while
-the phase runs and checks and records the config's fingerprint (``config_fingerprint``). A second
-process starting the same phase on the workdir is refused at once with the holder's pid and host,
-so two builds never interleave their read-modify-write of ``store.jsonl``; the kernel drops the
-lock when its process dies, so a killed phase never leaves a stale lock.
+``enter_phase`` validates the config, holds ``WORKDIR/.locks/<phase>.lock`` while the phase runs
+(a second process is refused at once, naming the holder, so two builds never interleave their
+writes of ``store.jsonl``; the kernel drops a killed holder's lock) and checks and records the
+config's fingerprint (``config_fingerprint``).
 """
 import contextlib
 import functools

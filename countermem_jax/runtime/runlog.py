@@ -1,11 +1,10 @@
 """The run log: one JSON line per event (decisions, counterfactual checks, task ends), appended
 as it happens; the source of every reported figure, and what a killed run resumes from.
 
-One writer per file in a process (lines never interleave) hands each event to the OS as it is
-logged, so a killed *process* loses nothing. ``sync`` fsyncs where a file saved next must never
-be ahead of the log (``write_all`` before a construction commit saves the store; the selector's
-checkpoints) and at interpreter exit; a machine crash loses at most task ends that resuming
-redoes. A process that ends with ``os._exit`` must ``sync`` first.
+One writer per file and process hands each event to the OS at once: a killed process loses
+nothing. ``sync`` fsyncs where a file saved next must not be ahead of the log (``write_all``
+before a construction commit saves the store, selector checkpoints) and at interpreter exit
+(``os._exit`` callers sync first); a machine crash loses only task ends that resuming redoes.
 """
 import atexit
 import json
@@ -17,12 +16,10 @@ import numpy as np
 
 
 def _default(obj):
-    """JSON for numpy arrays and scalars, sets and tuples; anything else fails at the write."""
-    if isinstance(obj, np.ndarray):
+    """JSON for numpy arrays and numbers, and sets; anything else fails at the write."""
+    if isinstance(obj, (np.ndarray, np.floating, np.integer)):
         return obj.tolist()
-    if isinstance(obj, (np.floating, np.integer)):
-        return obj.item()
-    if isinstance(obj, (set, frozenset, tuple)):
+    if isinstance(obj, (set, frozenset)):  # tuples are JSON arrays already
         return list(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
