@@ -15,7 +15,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from countermem_jax.protocol import config_defaults
-from countermem_jax.phases import config_validation, workdir_guard
+from countermem_jax.phases import config_fingerprint, config_validation, workdir_guard
 from countermem_jax.domains import DATA_ERRORS
 from countermem_jax.experiment import PhaseError
 from countermem_jax.method.memory.persistence import StoreFormatError
@@ -24,7 +24,7 @@ from countermem_jax.protocol.splits import SplitError
 
 # Errors caused by what the user gave (config, workdir, data); anything else is a bug and
 # keeps its traceback.
-USER_ERRORS = (config_validation.ConfigError, workdir_guard.WorkdirMismatch,
+USER_ERRORS = (config_validation.ConfigError, config_fingerprint.WorkdirMismatch,
                workdir_guard.WorkdirBusy, SplitError, PhaseError, StoreFormatError,
                CheckpointIntegrityError, IncompatibleCheckpointError, FileNotFoundError,
                *DATA_ERRORS)
@@ -38,8 +38,8 @@ def check_workdir(path: str) -> None:
         if folder.exists():
             if not folder.is_dir():
                 what = "is a file" if folder == target else f"lies under the file {folder}"
-                raise workdir_guard.WorkdirMismatch(f"--workdir={path} {what}, not a directory; "
-                                                    "give a directory")
+                raise config_fingerprint.WorkdirMismatch(
+                    f"--workdir={path} {what}, not a directory; give a directory")
             return
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from countermem_jax.phases import workdir_guard
+from countermem_jax.phases import config_fingerprint
 from countermem_jax.method.memory import MemoryStore, save_store
 from countermem_jax.phases.workdir import Workdir
 from countermem_jax.method.selector import checkpoint, dqn
@@ -39,13 +39,13 @@ def _workdir_made_by(tmp_path, *phases):
     root = tmp_path / "wd"
     root.mkdir()
     for phase in phases:
-        assert workdir_guard.PhaseGuard(_config(), root, phase).record()
+        assert config_fingerprint.PhaseGuard(_config(), root, phase).record()
     return root
 
 
 def _files(root):
     return {p: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and ".locks" not in
-            p.parts and p.name != workdir_guard.FINGERPRINT_FILE}
+            p.parts and p.name != config_fingerprint.FINGERPRINT_FILE}
 
 
 def test_train_selector_without_a_store_refuses_before_the_model(tmp_path, benchdata):
@@ -59,7 +59,7 @@ def test_unknown_db_ids_are_named_and_the_fingerprint_taken_back(tmp_path, bench
     _one_line_error(out, "data.db_ids: no question of")
     assert "uses the database(s) no_such_db" in out.stderr
     # the corrected config must not be refused as "another config"
-    assert not (wd / workdir_guard.FINGERPRINT_FILE).exists()
+    assert not (wd / config_fingerprint.FINGERPRINT_FILE).exists()
 
 
 @pytest.mark.parametrize("below", [False, True])

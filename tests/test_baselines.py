@@ -425,8 +425,8 @@ def test_every_method_runs_through_the_three_phases(tmp_path, people_benchmark, 
     # the cost of building is every construction token the ledger saw (ExpeL's tail included)
     assert result["cost_of_building"]["construction"]["tokens"] == \
         builder_backbone.ledger.total("construction").total
-    from countermem_jax.phases import workdir_guard
+    from countermem_jax.phases import config_fingerprint
     other = _config(tmp_path)  # another method on this workdir is refused by its fingerprint
     other.method = "countermem"
-    with pytest.raises(workdir_guard.WorkdirMismatch, match="method"):
+    with pytest.raises(config_fingerprint.WorkdirMismatch, match="method"):
         experiment.evaluate(other, wd, backbone=scripted(), benchmark=people_benchmark)

@@ -50,6 +50,7 @@ DOCUMENTED_MODULES = (
     "method/text_embedding.py",
     "method/condition_text.py",
     "phases/workdir_guard.py",
+    "phases/config_fingerprint.py",
     "baselines/__init__.py",
     "baselines/common.py",
     "baselines/memory.py",

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from countermem_jax.phases import config_validation, workdir_guard
+from countermem_jax.phases import config_fingerprint, config_validation, workdir_guard
 from countermem_jax import experiment
 from countermem_jax.protocol.config_defaults import base_config
 from countermem_jax.method.memory import load_frozen
@@ -19,7 +19,7 @@ from test_pipeline import _config, people_benchmark, scripted  # noqa: F401 (fix
 # ----------------------------------------------------------------------------- fingerprint
 def test_fingerprint_covers_result_fields_and_leaves_out_evaluation_choices():
     cfg = base_config()
-    build = workdir_guard.fingerprint_fields(cfg, "build_memory")
+    build = config_fingerprint.fingerprint_fields(cfg, "build_memory")
     for field in ("data.benchmark", "splits.n_build", "splits.n_eval", "agent.kind",
                   "agent.token_budget", "agent.max_attempts", "agent.temperature", "backbone.kind",
                   "backbone.model", "backbone.model_path", "backbone.reasoning_effort",
@@ -30,7 +30,7 @@ def test_fingerprint_covers_result_fields_and_leaves_out_evaluation_choices():
                   "backbone.max_concurrency", "backbone.cache_dir", "data.data_dir",
                   "splits.manifest", "selector.total_decisions"):
         assert field not in build, field
-    train = workdir_guard.fingerprint_fields(cfg, "train_selector")
+    train = config_fingerprint.fingerprint_fields(cfg, "train_selector")
     groups = ("dqn", "reward")
     assert set(train) == ({f"selector.{k}" for k in cfg.selector if k not in ("seeds", *groups)}
                           | {f"selector.{g}.{k}" for g in groups for k in cfg.selector[g]})
@@ -40,11 +40,11 @@ def test_a_new_field_is_fingerprinted_unless_listed_as_evaluation_only(monkeypat
     cfg = base_config()
     cfg.method = "countermem"
     cfg.eval.report_format = "table"
-    fields = workdir_guard.fingerprint_fields(cfg, "build_memory")
+    fields = config_fingerprint.fingerprint_fields(cfg, "build_memory")
     assert fields["method"] == "countermem" and "eval.report_format" not in fields
-    monkeypatch.setattr(workdir_guard, "NOT_FINGERPRINTED",
-                        workdir_guard.NOT_FINGERPRINTED + ("method",))
-    assert "method" not in workdir_guard.fingerprint_fields(cfg, "build_memory")
+    monkeypatch.setattr(config_fingerprint, "NOT_FINGERPRINTED",
+                        config_fingerprint.NOT_FINGERPRINTED + ("method",))
+    assert "method" not in config_fingerprint.fingerprint_fields(cfg, "build_memory")
 
 
 def test_a_workdir_made_before_a_field_existed_matches_its_old_behaviour(tmp_path,
@@ -61,7 +61,7 @@ def test_a_workdir_made_before_a_field_existed_matches_its_old_behaviour(tmp_pat
     experiment.evaluate(cfg, wd, backbone=scripted(), benchmark=people_benchmark)
     other = _config(tmp_path)
     other.construction.corrections = "unverified_advice"
-    with pytest.raises(workdir_guard.WorkdirMismatch, match="construction.corrections: "
+    with pytest.raises(config_fingerprint.WorkdirMismatch, match="construction.corrections: "
                        "'verified' -> 'unverified_advice'"):
         experiment.evaluate(other, wd, backbone=scripted(), benchmark=people_benchmark)
 
@@ -78,7 +78,7 @@ def test_reflexion_config_on_a_react_workdir_is_refused_naming_the_fields(tmp_pa
     other.agent.kind = "reflexion"
     other.agent.token_budget = 9999
     for phase in (experiment.evaluate, experiment.build_memory, experiment.train_selector):
-        with pytest.raises(workdir_guard.WorkdirMismatch) as err:
+        with pytest.raises(config_fingerprint.WorkdirMismatch) as err:
             phase(other, wd, backbone=scripted(), benchmark=people_benchmark)
         message = str(err.value)
         assert "agent.kind: 'react' -> 'reflexion'" in message
@@ -106,11 +106,11 @@ def test_other_backbone_budget_or_selector_schedule_is_refused(tmp_path):
         changed = base_config()
         section, key = field.split(".")
         changed[section][key] = value
-        with pytest.raises(workdir_guard.WorkdirMismatch, match=f"{field}: "):
+        with pytest.raises(config_fingerprint.WorkdirMismatch, match=f"{field}: "):
             _enter(changed, tmp_path, "evaluate")
     trained = base_config()
     trained.selector.total_decisions = 10
-    with pytest.raises(workdir_guard.WorkdirMismatch, match="selector.total_decisions: 2000 -> 10"):
+    with pytest.raises(config_fingerprint.WorkdirMismatch, match="selector.total_decisions: 2000 -> 10"):
         _enter(trained, tmp_path, "evaluate")  # the DQN selector is evaluated
     trained.eval.selector = "always_top1"
     _enter(trained, tmp_path, "evaluate")  # a fixed selector does not use the trained one
@@ -132,13 +132,13 @@ def test_refused_split_sizes_take_the_fingerprint_back(tmp_path):
 
 def test_workdir_with_results_but_no_fingerprint_is_refused(tmp_path):
     (tmp_path / "store.jsonl").write_text("")
-    with pytest.raises(workdir_guard.WorkdirMismatch, match="no fingerprint.json"):
+    with pytest.raises(config_fingerprint.WorkdirMismatch, match="no fingerprint.json"):
         _enter(base_config(), tmp_path, "build_memory")
 
 
 def test_unreadable_fingerprint_names_the_file(tmp_path):
     (tmp_path / "fingerprint.json").write_text("{broken")
-    with pytest.raises(workdir_guard.WorkdirMismatch, match=f"{tmp_path / 'fingerprint.json'}: "
+    with pytest.raises(config_fingerprint.WorkdirMismatch, match=f"{tmp_path / 'fingerprint.json'}: "
                                                              "unreadable"):
         _enter(base_config(), tmp_path, "build_memory")
 

@@ -5,13 +5,11 @@ file and renamed, so concurrent runs sharing a cache never see a partial entry (
 the same key write the same content; the last rename wins). A cached result keeps the usage of
 the original call, so token totals of a re-run match the first run; the ledger counts it as cached.
 
-Single-flight: a request identical to one already in flight (in any thread or event loop of the
-process) waits for that call instead of making its own, and gets its reply as a cache hit, exactly
-as it would had it come after: the base and CounterMem runs of an evaluation task share their
-first draft. A failed call raises in every waiter and is not cached. The call runs as its own
-asyncio task, shielded from its leader: a leader cancelled while its call is under way (a
-construction run discarded as stale) leaves the call to finish for the waiters and the cache;
-only a call cancelled itself (its event loop closing) makes the waiters retry.
+Single-flight: a request identical to one in flight (any thread or loop of the process) waits
+for that call and gets its reply as a cache hit, as it would had it come after: the base and
+CounterMem runs of an evaluation task share their first draft. A failed call raises in every
+waiter. The call is shielded from its leader, so a cancelled leader (a stale construction run)
+leaves it to finish for the waiters and the cache; only a cancelled call makes them retry.
 
 Recent replies (up to ``RECENT_REPLIES``) are kept in memory, so a repeated request costs no
 file-system call; and a fan-out folder is listed once, the first time a key in it is looked up,
@@ -69,11 +67,9 @@ class CachedBackbone(Backbone):
         return self.directory / key[:2] / f"{key}.json"
 
     async def _chat(self, messages, params):
-        """Single-flight front of ``_lookup_or_call``: one call per key in flight, waiters share its reply.
-
-        The leader publishes its outcome through a ``concurrent.futures.Future`` (usable from any
-        event loop or thread); ``_CANCELLED`` tells waiters to try again themselves.
-        """
+        """Single-flight front of ``_lookup_or_call``: one call per key in flight, its outcome
+        shared through a ``concurrent.futures.Future`` (any loop or thread); ``_CANCELLED``
+        tells the waiters to try again themselves."""
         key = cache_key(self.model_name, messages, params)
         while True:
             with self._lock:
@@ -89,7 +85,8 @@ class CachedBackbone(Backbone):
                 self.joined_in_flight += 1
                 return _as_hit(result)
         call = asyncio.ensure_future(self._lead(key, messages, params, shared))
-        call.add_done_callback(_retrieve_outcome)
+        # the waiters got its exception (its leader may be gone): asyncio must not warn of it
+        call.add_done_callback(lambda done: done.cancelled() or done.exception())
         return await asyncio.shield(call)  # cancelling the leader leaves the call running
 
     async def _lead(self, key, messages, params, shared: concurrent.futures.Future):
@@ -169,13 +166,6 @@ class CachedBackbone(Backbone):
 
 _CANCELLED = object()  # the leading call was cancelled: its waiters make the call themselves
 RECENT_REPLIES = 16384  # replies kept in memory per CachedBackbone (a few KB each)
-
-
-def _retrieve_outcome(call: asyncio.Future) -> None:
-    """Marks a leader's call's exception as retrieved (its leader may be gone; the waiters got
-    it through the shared future), so asyncio does not report it as never retrieved."""
-    if not call.cancelled():
-        call.exception()
 
 
 def _as_hit(result: ChatResult) -> ChatResult:

@@ -62,29 +62,18 @@ class _Retryable(Exception):
 
 
 class _SharedLimit:
-    """A counting semaphore shared by every event loop of the process (asyncio's own semaphore is
-    bound to one loop): a released slot goes to the oldest waiter, whatever loop it waits on."""
+    """A first-come-first-served counting semaphore shared by every event loop of the process
+    (asyncio's is bound to one loop); a cancelled waiter never keeps a slot."""
 
     def __init__(self, slots: int):
-        self._lock = threading.Lock()
-        self._free = slots
+        self._lock, self._free = threading.Lock(), slots
         self._waiters: collections.deque[asyncio.Future] = collections.deque()
 
-    def _drop_cancelled(self) -> None:
-        """Drops cancelled waiters off the front of the queue (they are skipped, not removed, when
-        cancelled); called with the lock held."""
-        while self._waiters and self._waiters[0].cancelled():
-            self._waiters.popleft()
-
     async def __aenter__(self):
-        """Takes a slot, queueing behind earlier waiters from any loop.
-
-        A waiter cancelled just after its slot was granted passes the slot on, so cancelled
-        requests never leak capacity.
-        """
+        """Takes a slot, queueing behind earlier waiters from any loop."""
         with self._lock:
-            self._drop_cancelled()
-            # A free slot is taken directly only when nobody is queued.
+            while self._waiters and self._waiters[0].cancelled():
+                self._waiters.popleft()  # cancelled waiters are skipped, not removed, at once
             if self._free > 0 and not self._waiters:
                 self._free -= 1
                 return
@@ -102,26 +91,19 @@ class _SharedLimit:
         self._release()
 
     def _release(self) -> None:
-        """Called on a running loop: hands the slot to the first waiter, or frees it."""
-        running = asyncio.get_running_loop()
+        """Hands the slot to the first waiter (woken on its own loop), or frees it."""
         with self._lock:
             while self._waiters:
                 waiter = self._waiters.popleft()
-                loop = waiter.get_loop()
-                if loop is running:  # this thread's loop: hand over now
-                    if waiter.cancelled():
-                        continue
-                    waiter.set_result(None)
-                    return
                 try:
-                    loop.call_soon_threadsafe(self._grant, waiter)
+                    waiter.get_loop().call_soon_threadsafe(self._grant, waiter)
                     return
                 except RuntimeError:  # its loop is closed: nobody waits there any more
                     continue
             self._free += 1
 
     def _grant(self, waiter: asyncio.Future) -> None:
-        """Runs on the waiter's own loop: wakes it, or passes the slot on if it was cancelled."""
+        """On the waiter's own loop: wakes it, or passes the slot on if it was cancelled."""
         if waiter.cancelled():
             self._release()
         else:

@@ -200,6 +200,14 @@ class CounterfactualBuilder:
         screened = [e for e in llm_edits if e not in candidates]
         return candidates[: self.cfg.k], sources[: self.cfg.k], screened
 
+    def observe_reuse(self, record_id: str, label: int):
+        """u <- (1-ρ)u + ρy for a record a decision used (Eq. 8), in the store admitted into."""
+        return self.store.observe_reuse(record_id, label)
+
+    async def after_failure(self, ctx, state_before: State, action: str, outcome: Outcome):
+        """Modules I–II on a failed action: the construction hooks of ``memory_use``."""
+        await self.expand(ctx, state_before, action, outcome)
+
     async def expand(self, ctx, state_before: State, action: str, outcome: Outcome) -> list[dict]:
         """Runs Modules I and II for one failed decision; returns one log entry per checked alternative.
 

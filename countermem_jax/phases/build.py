@@ -35,7 +35,7 @@ RUN = "build"  # the construction task runs' name (log events, ledger, the judge
 def _construction_augmentation(cfg, agent: Agent, index_source, hooks):
     """Module III of one construction task run: the fixed construction policy over the index
     source (the task's view of the store), reuse observations and Modules I–II (after failures)
-    through the construction hooks (``construction_waves.TaskHooks``)."""
+    through the construction hooks (the run's ``CounterfactualBuilder``)."""
     return CounterMemAugmentation(
         MemoryCalls(agent), index_source=index_source, hooks=hooks,
         selector=policies.make_fixed(cfg.construction.reuse_policy,
@@ -69,8 +69,7 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
         agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, out.events,
                       out.failures, checks=ctx.checks, ledger=out.ledger)
         builder = CounterfactualBuilder(agent, view, construction_cfg, out.events)
-        augmentation = _construction_augmentation(cfg, agent, view.index,
-                                                  waves.TaskHooks(view, builder))
+        augmentation = _construction_augmentation(cfg, agent, view.index, hooks=builder)
         return await agent.run(task, augmentation, phase="construction", run=RUN)
 
     solved = 0
@@ -137,7 +136,7 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     if wd.frozen.exists():
         return _already_frozen(wd)
     store = resumed if resumed is not None else MemoryStore(ctx.method.store)
-    constructs = cfg.construction.corrections != "within_task"
+    constructs = ctx.method.construction.corrections != "within_task"
     wave_totals = {}
     if constructs:
         store, wave_totals = phase_loop.run(_construct(cfg, wd, ctx, store))

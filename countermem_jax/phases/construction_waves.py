@@ -1,29 +1,12 @@
 """Construction in flight: W construction tasks at once, committed in split order, the store
-identical to the sequential run (paper §3.2–3.3, Algorithm 1 phase 1).
+identical to the sequential run (paper §3.2–3.3, Algorithm 1 phase 1; docs/concurrency.md).
 
-Construction is order-dependent: a task retrieves the records earlier tasks admitted, its reuse
-observations update their statistic u (Eq. 8), and Modules I–II admit its records under rules
-that look at the whole store. ``InFlight`` runs up to ``construction.wave_size`` = W tasks at
-once, each on a private ``TaskView`` of the committed store, which records every read in order:
-
-  index     per decision, what the condition judge is shown (``memory_use.judged_conditions``)
-            and whether the store is empty;
-  retrieve  the retrieval result (candidates, scores, exclusions);
-  propose   Module II's decision for a candidate and the records evicted for it (likewise
-            ``insert_unverified``, the §6.1 "CF without WM" ablation);
-  reuse     a reuse observation, and whether its record was still there.
-
-Tasks commit in split order. To commit, a run's reads are replayed against the committed store;
-if every answer agrees, the sequential run would have seen exactly what this run saw, so it
-would have run the same way (backbone and checkers are deterministic in what a task sees), and
-the replay's store is the committed store after the task. After every commit the runs next to
-commit (``WINDOW``) are checked the same way on the reads made so far; a stale one is discarded
-and run again on the committed store. A run that raised with stale reads is re-run likewise;
-with fresh reads the sequential run would have raised too, and the error ends the phase.
-
-What a run writes (log events, parse failures, LLM charges) goes to its ``RunOutput`` and
-reaches the log, the failure log and the ledger only when it commits, so resume, metrics and
-costs never see a discarded run.
+Each run works on a private ``TaskView`` that records every read (condition judge input,
+retrievals, Module II decisions, reuse observations). A run commits, in split order, when its
+reads replay with the same answers on the committed store: the sequential run would have done
+the same. Runs next in line (``WINDOW``) are checked after every commit; a stale one runs again.
+What a run writes stays in its ``RunOutput`` until it commits, so log, resume and costs never
+see a discarded run.
 """
 import asyncio
 import collections
@@ -43,20 +26,14 @@ from countermem_jax.runtime.runlog import EventBuffer, RunLog
 # (records, checker) -> the retrieval index over them (phases: ``context.retrieval_index``)
 IndexBuilder = Callable[[Sequence, cond_lib.CompositeChecker], RetrievalIndex]
 
-# Runs next to commit that are checked after each commit; runs further back are checked when
-# they come this close (checked earlier, they would mostly be made stale again). Changes when
-# work is done, never what is committed.
+# Runs next to commit that are checked after each commit (further back, most would be made
+# stale again). Changes how much work is redone, never what is committed.
 WINDOW = 8
 
 
-def _observed(results) -> tuple:
-    """What a decision sees of its retrieval results (logged, rendered, fed to the selector)."""
-    return tuple((r.candidates, r.excluded_same_task, r.excluded_condition) for r in results)
-
-
 class _RecordingIndex(RetrievalIndex):
-    """An index over the same records as ``inner`` (arrays shared) with the run's own condition
-    checker, recording each retrieval and its answer in ``reads``."""
+    """``inner``'s index (arrays shared) with the run's own condition checker, recording each
+    retrieval and its answer in ``reads``."""
 
     def __init__(self, inner: RetrievalIndex, checker: cond_lib.CompositeChecker, reads: list):
         self.__dict__.update(inner.__dict__)
@@ -66,33 +43,30 @@ class _RecordingIndex(RetrievalIndex):
     def retrieve_embedded(self, tasks, query_embeddings):
         """``RetrievalIndex.retrieve_embedded``, its query and answer recorded as a read."""
         results = super().retrieve_embedded(tasks, query_embeddings)
+        seen = tuple((r.candidates, r.excluded_same_task, r.excluded_condition) for r in results)
         self._reads.append(("retrieve", (tuple(tasks), np.array(query_embeddings, copy=True)),
-                            _observed(results)))
+                            seen))  # what a decision sees: logged, rendered, fed to the selector
         return results
 
 
 class TaskView:
-    """One run's private view of the store: a copy of the committed store with only this run's
-    admissions and reuse observations applied, and what the run read (``reads``: (kind,
-    argument, answer) in order). It is the run's index source and the store it proposes to."""
+    """One run's private view: a copy of the committed store with only this run's admissions
+    and reuse observations, and what the run read (``reads``: (kind, argument, answer) in
+    order). It is the run's index source and the store its ``CounterfactualBuilder`` (the run's
+    construction hooks) admits into and updates reuse statistics in."""
 
     def __init__(self, committed: MemoryStore, task_id: str, make_index: IndexBuilder,
                  checker: cond_lib.CompositeChecker):
         self.store = committed.copy()
+        self.snapshot_id = committed.snapshot_id  # in the provenance of the records admitted
         self.task_id, self.make_index, self.checker = task_id, make_index, checker
         self.reads: list[tuple] = []
-        self._version, self._index, self._index_version = 0, None, -1
-
-    @property
-    def snapshot_id(self) -> str:
-        """The committed store's snapshot id (in the provenance of the records admitted)."""
-        return self.store.snapshot_id
+        self._index = None  # built on first use after each change of the view
 
     def _current_index(self) -> _RecordingIndex:
-        if self._index_version != self._version:  # rebuilt only after a change
+        if self._index is None:
             self._index = _RecordingIndex(self.make_index(self.store.records, self.checker),
                                           self.checker, self.reads)
-            self._index_version = self._version
         return self._index
 
     def index(self) -> RetrievalIndex:
@@ -104,7 +78,7 @@ class TaskView:
 
     def _admit(self, kind: str, record):
         decision, evicted = getattr(self.store, kind)(record)
-        self._version += 1
+        self._index = None
         self.reads.append((kind, record, (decision, tuple(evicted))))
         return decision, evicted
 
@@ -120,7 +94,8 @@ class TaskView:
         """A reuse observation on this view; whether the record was there is a read."""
         found = record_id in self.store
         self.reads.append(("reuse", (record_id, label), found))
-        self._version += found
+        if found:  # the record's statistic u changes its retrieval score (Eq. 8)
+            self._index = None
         return self.store.observe_reuse(record_id, label)  # KeyError, as the store, if gone
 
 
@@ -145,24 +120,8 @@ def replay(committed: MemoryStore, view: TaskView) -> MemoryStore | None:
     return twin.store
 
 
-class TaskHooks:
-    """The construction hooks of one run: reuse observations and Modules I–II (``builder``,
-    proposing to the run's view) after a failure."""
-
-    def __init__(self, view: TaskView, builder):
-        self.view, self.builder = view, builder
-
-    def observe_reuse(self, record_id: str, label: int):
-        """u <- (1-ρ)u + ρy for the record used, on the run's view."""
-        return self.view.observe_reuse(record_id, label)
-
-    async def after_failure(self, ctx, state_before, action, outcome) -> None:
-        """Modules I–II on the failed action (at most ``max_expanded_failures`` per task)."""
-        await self.builder.expand(ctx, state_before, action, outcome)
-
-
 class _Charges(TokenLedger):
-    """A run's ledger: its calls, kept in order to be booked in the phase's ledger on commit."""
+    """A run's ledger, its calls kept in order to be booked in the phase's ledger on commit."""
 
     def __init__(self):
         super().__init__()
@@ -181,7 +140,7 @@ class RunOutput:
         self.events, self.failures, self.ledger = EventBuffer(), ParseFailureLog(), _Charges()
 
     def commit(self, log: RunLog, failures: ParseFailureLog, ledger: TokenLedger) -> None:
-        """Appends the events to ``log`` (one write), the failures and charges in order."""
+        """Appends the events to ``log`` (one durable write), the failures and charges in order."""
         log.write_all(self.events)
         for item in self.failures.items:
             failures.add(**item)
@@ -195,38 +154,28 @@ class RunOutput:
 @dataclasses.dataclass
 class _Run:
     task: object
-    position: int  # in the split
     view: TaskView
     out: RunOutput
     future: asyncio.Task
     replayed: tuple = (None, -1, None)  # (store, reads replayed, store after) of the last replay
 
     def replay_on(self, store: MemoryStore) -> MemoryStore | None:
-        """``replay(store, view)`` on the reads so far, remembered until it reads more or is
-        replayed onto another store (compared by identity)."""
+        """``replay(store, view)``, remembered until the run reads more or the store changes."""
         reads = len(self.view.reads)
         if self.replayed[0] is not store or self.replayed[1] != reads:
             self.replayed = (store, reads, replay(store, self.view) if reads else store)
         return self.replayed[2]
 
 
-RunTask = Callable[[object, TaskView, RunOutput], Awaitable[object]]
-
-
 class InFlight:
-    """Runs construction tasks W at a time on private views and commits them in split order.
+    """Runs construction tasks W at a time on private views and commits them in split order:
+    ``run_task(task, view, out)`` runs one, ``commit(store, task, ctx, out)`` persists each;
+    ``position``: tasks already processed (resume). One ``construction_wave`` event per W
+    commits counts the re-runs and what they spent; ``build`` returns the store and totals."""
 
-    ``run_task(task, view, out)`` runs one task on ``view``, writing to ``out``;
-    ``commit(store, task, ctx, out)`` persists the committed store and ``out`` after each task.
-    ``position``: tasks of the split already processed (resume). ``build(tasks)`` returns the
-    final store and the totals; one ``construction_wave`` event per W tasks counts the re-runs
-    and what the discarded runs spent."""
-
-    def __init__(self, store: MemoryStore, run_task: RunTask, *, wave_size: int,
+    def __init__(self, store: MemoryStore, run_task: Callable[..., Awaitable], *, wave_size: int,
                  make_index: IndexBuilder, make_checker: Callable[[], cond_lib.CompositeChecker],
                  log: RunLog, commit: Callable, position: int = 0):
-        if wave_size < 1:
-            raise ValueError(f"construction.wave_size must be >= 1, got {wave_size}")
         self.store, self.position, self.wave_size = store, position, wave_size
         self._run_task, self._make_index, self._make_checker = run_task, make_index, make_checker
         self._log, self._commit = log, commit
@@ -249,11 +198,10 @@ class InFlight:
             self._indexes[key] = self._make_index(records, checker)
         return self._indexes[key]
 
-    def _launch(self, task, position: int) -> _Run:
+    def _launch(self, task) -> _Run:
         view = TaskView(self.store, task.task_id, self._index, self._make_checker())
         out = RunOutput()
-        return _Run(task, position, view, out,
-                    asyncio.create_task(self._run_task(task, view, out)))
+        return _Run(task, view, out, asyncio.create_task(self._run_task(task, view, out)))
 
     def _rerun(self, stale: _Run) -> _Run:
         """Discards ``stale`` (counted in the wave) and runs its task on the committed store."""
@@ -262,15 +210,15 @@ class InFlight:
         self._wave["reruns"].append(stale.task.task_id)
         self._wave["discarded_llm_calls"] += sum(stale.out.ledger.calls.values())
         self._wave["discarded_tokens"] += stale.out.ledger.total().total
-        return self._launch(stale.task, stale.position)
+        return self._launch(stale.task)
 
     def _close_wave(self) -> None:
         wave = self._wave
         if wave["tasks"]:
             self._log.write("construction_wave", phase="construction",
                             wave_size=self.wave_size, **wave)
-            self.totals["tasks"] += len(wave["tasks"])
-            self.totals["reruns"] += len(wave["reruns"])
+            for key in ("tasks", "reruns"):
+                self.totals[key] += len(wave[key])
             for key in ("discarded_llm_calls", "discarded_tokens"):
                 self.totals[key] += wave[key]
         self._wave = self._new_wave()
@@ -284,7 +232,7 @@ class InFlight:
                     task = next(pending, None)
                     if task is None:
                         break
-                    in_flight.append(self._launch(task, self.position + len(in_flight)))
+                    in_flight.append(self._launch(task))
                 if not in_flight:
                     break
                 for i in range(min(WINDOW, len(in_flight))):
@@ -300,7 +248,8 @@ class InFlight:
         return self.store, self.totals
 
     async def _commit_head(self, in_flight: collections.deque) -> None:
-        """Waits for the run next to commit and commits it, re-run first if it is stale."""
+        """Commits the run next in line once it is done, re-run first if it is stale (a run
+        that raised with fresh reads raises here, as it would have at W = 1)."""
         await asyncio.wait([in_flight[0].future])
         if in_flight[0].replay_on(self.store) is None:
             in_flight[0] = self._rerun(in_flight[0])

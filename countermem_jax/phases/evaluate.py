@@ -90,7 +90,7 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
             render_condition=(ctx.method.retrieval.render_condition
                               and not ctx.method.retrieval.remove_conditions))
         # The §6.1 ablation "WM without CF" checks corrections within the task at test time too.
-        if cfg.construction.corrections == "within_task":  # §6.1 "WM without CF"
+        if ctx.method.construction.corrections == "within_task":  # §6.1 "WM without CF"
             augmentation = WithinTaskChecks(augmentation, CounterfactualBuilder(
                 agent, None, ctx.method.construction, agent.runlog))
         runs.append(EvalRun(name, seed, agent, augmentation))

@@ -1,6 +1,6 @@
 """Reads evaluated workdirs (the three phases' files, nothing else) into comparable arms.
 
-A workdir after ``evaluate`` holds ``splits.json``, ``fingerprint.json`` (workdir_guard),
+A workdir after ``evaluate`` holds ``splits.json``, ``fingerprint.json`` (config_fingerprint),
 the frozen store and its hash (``store_frozen.sha256``, or ``baselines/<method>_frozen.jsonl``
 for a baseline), ``selector/fingerprints.json`` (DQN seeds), ``metrics.json`` (or
 ``metrics_<selector>.json`` for a fixed selector) naming the method, agent, benchmark and runs,

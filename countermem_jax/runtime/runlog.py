@@ -1,15 +1,10 @@
-"""The decision log: one JSON line per event, appended and flushed as it happens.
+"""The run log: one JSON line per event (decisions, counterfactual checks, task ends), appended
+as it happens; the source of every reported figure, and what a killed run resumes from.
 
-Every decision (task, phase, draft, retrieved records and exclusions, selector choice and
-Q-values, revised action, outcome, costs), every counterfactual check and every task end is
-written. A killed run reads its log back to skip finished tasks.
-
-Durability: one writer per file in a process (every ``RunLog`` of a path shares it, so lines never
-interleave) keeps the file open and hands each event to the OS as it is logged, so a killed
-*process* loses nothing. ``sync`` fsyncs: it is called where a file saved next must never be
-ahead of the log (``write_all``, which a construction commit uses before saving the store; the
-selector's checkpoints), and at interpreter exit. What a crash of the *machine* loses beyond
-that is task ends resuming redoes. A process that ends with ``os._exit`` must ``sync`` first.
+One writer per file and process hands each event to the OS at once: a killed process loses
+nothing. ``sync`` fsyncs where a file saved next must not be ahead of the log (``write_all``
+before a construction commit saves the store, selector checkpoints) and at interpreter exit
+(``os._exit`` callers sync first); a machine crash loses only task ends that resuming redoes.
 """
 import atexit
 import json
@@ -21,16 +16,10 @@ import numpy as np
 
 
 def _default(obj):
-    """JSON fallback for values the events carry: numpy arrays and scalars, sets and tuples.
-
-    Anything else is a ``TypeError``: an event that cannot be written faithfully should fail
-    loudly at the write, not turn into a string nobody can read back.
-    """
-    if isinstance(obj, np.ndarray):
+    """JSON for numpy arrays and numbers, and sets; anything else fails at the write."""
+    if isinstance(obj, (np.ndarray, np.floating, np.integer)):
         return obj.tolist()
-    if isinstance(obj, (np.floating, np.integer)):
-        return obj.item()
-    if isinstance(obj, (set, frozenset, tuple)):
+    if isinstance(obj, (set, frozenset)):  # tuples are JSON arrays already
         return list(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
@@ -43,16 +32,13 @@ class _Writer:
     """The one appender of a log file in this process; reopens the file if it was replaced."""
 
     def __init__(self, path: pathlib.Path):
-        self.path = path
-        self.lock = threading.Lock()
-        self._file = None
-        self._identity = None
-        self._dirty = False
+        self.path, self.lock = path, threading.Lock()
+        self._file, self._identity, self._dirty = None, None, False
         self._error: BaseException | None = None   # an fsync that failed: raised from then on
 
     def _open(self):
-        """The open handle, reopened when the path now names a different file (or none): a log
-        rotated or deleted under a running process must not swallow its lines."""
+        """The open handle, reopened when the path names another file (or none): a log rotated
+        or deleted under a running process must not swallow its lines."""
         try:
             stat = os.stat(self.path)
             current = (stat.st_dev, stat.st_ino)
@@ -133,20 +119,14 @@ os.register_at_fork(after_in_child=_forget_writers_in_child)
 
 
 class RunLog:
-    """Append-only JSON Lines log of one workdir's events; cheap to create, safe to share.
-
-    Several ``RunLog`` objects on the same path (phases, concurrent tasks in threads) append
-    through one writer, so lines never interleave. Reading skips a last line cut by a crash.
-    The log is the single source of every reported figure (``metrics``), and resuming a run
-    reads it to skip tasks already finished.
-    """
+    """Append-only JSON Lines log of one workdir's events; cheap to create, safe to share (every
+    ``RunLog`` of a path appends through one writer). Reading skips a line cut by a crash."""
     def __init__(self, path: str | os.PathLike):
         self.path = pathlib.Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, event: str, **fields) -> None:
-        """Appends ``{"event": event, **fields}`` as one line, flushed to the OS before it
-        returns (fsynced by the next ``sync``)."""
+        """Appends ``{"event": event, **fields}`` as one line, handed to the OS at once."""
         _writer(self.path).append(_line(event, fields))
 
     def write_all(self, events: "EventBuffer") -> None:
@@ -155,14 +135,11 @@ class RunLog:
             _writer(self.path).append("".join(events.lines), sync=True)
 
     def sync(self) -> None:
-        """Returns once every event written so far is durable (e.g. before saving a checkpoint
-        that counts the ``transition`` events just written)."""
+        """Returns once every event written so far is durable (fsynced)."""
         _writer(self.path).sync()
 
     def events(self, event: str | None = None) -> list[dict]:
-        """All events in file order, or only those named ``event``; [] when the log does not exist
-        yet.
-        """
+        """All events in file order, or only those named ``event``; [] before the log exists."""
         if not self.path.exists():
             return []
         out = []
@@ -182,9 +159,8 @@ class RunLog:
 
     def completed_decisions(self, run: str) -> list[dict]:
         """Decisions of the tasks of ``run`` that finished, from their last (complete) attempt:
-        decisions left by a run killed mid-task, and redone after resuming, are not counted twice."""
-        pending: dict[str, list[dict]] = {}
-        done: dict[str, list[dict]] = {}
+        decisions of a run killed mid-task, redone after resuming, are not counted twice."""
+        pending, done = {}, {}
         for e in self.events():
             if e.get("run") != run or e.get("event") not in ("decision", "task_end"):
                 continue
@@ -200,9 +176,8 @@ class RunLog:
 
 
 class EventBuffer:
-    """Events kept in memory and appended to a log in one write (``RunLog.write_all``): a
-    construction run until it commits, a selector-training episode. Serialised as written, so
-    later changes to the objects logged do not leak in."""
+    """Events kept in memory, serialised as written, and appended to a log in one write
+    (``RunLog.write_all``): a construction run until it commits, a selector-training episode."""
 
     def __init__(self):
         self.lines: list[str] = []

@@ -1,10 +1,8 @@
-"""One bounded pool of tasks in flight for a whole phase (keep a vLLM server busy).
+"""One bounded pool of tasks in flight for a whole phase (keeps a vLLM server busy).
 
-``run_bounded`` starts the jobs in the order given, keeps at most ``limit`` of them in flight and
-starts the next one as soon as any finishes, so that the evaluation runs (base, each method, each
-seed) share one pool instead of running one after the other. Each job is its own asyncio task (its
-own context variables). The first failure cancels the jobs in flight and is raised; a job's
-results never depend on the others', so the outcome is that of the jobs run one at a time.
+``run_bounded`` starts the jobs in order, keeps at most ``limit`` in flight, and starts the next
+as soon as one finishes, so the evaluation runs (base, each method, each seed) share one pool.
+The first failure cancels the jobs in flight and is raised; no job's result depends on another's.
 """
 import asyncio
 from typing import Awaitable, Callable, Sequence, TypeVar

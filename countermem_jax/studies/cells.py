@@ -35,7 +35,7 @@ import shutil
 import ml_collections
 
 from countermem_jax.protocol import config_defaults, provenance
-from countermem_jax.phases import config_validation, workdir_guard
+from countermem_jax.phases import config_fingerprint, config_validation
 from countermem_jax import domains, experiment
 from countermem_jax.protocol import splits as splits_lib
 from countermem_jax.backbones.base import TokenLedger
@@ -191,7 +191,7 @@ def share_memory(source: pathlib.Path, target: pathlib.Path, *, store: bool = Tr
     """Gives ``target`` the trained selector of ``source`` (its checkpoints and train_selector's
     fingerprint, unchanged) and, with ``store``, also its frozen memory, so ``evaluate`` on
     ``target`` reads exactly those artefacts (verified by their recorded hashes)."""
-    workdir_guard.copy_fingerprint(source, target, "train_selector",
+    config_fingerprint.copy_fingerprint(source, target, "train_selector",
                                    *(("build_memory",) if store else ()))
     names = ["selector"] + (["store_frozen.jsonl", "store_frozen.sha256", "baselines"]
                             if store else [])

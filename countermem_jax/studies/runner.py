@@ -4,7 +4,7 @@ The study config and the ``study.json`` schema are described in ``countermem_jax
 variant, in the order the config lists them:
 
   build_memory    skipped when the variant's frozen store exists; when an earlier variant has the
-                  same build_memory fingerprint (``workdir_guard``), its build is copied instead
+                  same build_memory fingerprint (``config_fingerprint``), its build is copied
                   (store, splits, the build's fingerprint entry and construction log events);
   train_selector  only for ``eval.selector == "dqn"``; skipped when trained; copied from an earlier
                   variant with the same build and train_selector fingerprints (selector directory,
@@ -27,7 +27,7 @@ import shutil
 import ml_collections
 import numpy as np
 
-from countermem_jax.phases import config_validation, workdir_guard
+from countermem_jax.phases import config_fingerprint, config_validation
 from countermem_jax import experiment
 from countermem_jax.protocol import intervals, metrics, provenance
 from countermem_jax.method.memory import load_frozen
@@ -100,8 +100,8 @@ class ShareKeys:
         """The keys of one variant config: its build_memory fingerprint fields, those plus its
         train_selector fields (a selector depends on its memory), and the build fields of the
         base-run sections only."""
-        build = workdir_guard.fingerprint_fields(cfg, "build_memory")
-        train = workdir_guard.fingerprint_fields(cfg, "train_selector")
+        build = config_fingerprint.fingerprint_fields(cfg, "build_memory")
+        train = config_fingerprint.fingerprint_fields(cfg, "train_selector")
         base = {k: v for k, v in build.items() if k.split(".")[0] in _BASE_RUN_SECTIONS}
         return ShareKeys(_digest(build), _digest([build, train]), _digest(base))
 
@@ -127,7 +127,7 @@ def copy_build(src: pathlib.Path, dst: pathlib.Path) -> None:
     for name in _BUILD_FILES:
         if (src / name).exists():
             shutil.copy2(src / name, dst / name)
-    workdir_guard.copy_fingerprint(src, dst, "build_memory")
+    config_fingerprint.copy_fingerprint(src, dst, "build_memory")
     _copy_log_events(src, dst, "construction")
 
 
@@ -135,7 +135,7 @@ def copy_selector(src: pathlib.Path, dst: pathlib.Path) -> None:
     """Makes ``dst`` hold ``src``'s trained selector (Module III, Appendix C.3): checkpoints,
     the phase's fingerprint entry and its selector-training log events."""
     shutil.copytree(src / "selector", dst / "selector", dirs_exist_ok=True)
-    workdir_guard.copy_fingerprint(src, dst, "train_selector")
+    config_fingerprint.copy_fingerprint(src, dst, "train_selector")
     _copy_log_events(src, dst, "selector_training")
 
 

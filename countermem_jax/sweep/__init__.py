@@ -16,7 +16,7 @@ import importlib
 import json
 import pathlib
 
-from countermem_jax.phases import config_validation, workdir_guard
+from countermem_jax.phases import config_fingerprint, config_validation
 from countermem_jax.sweep import execute, graph, schedule
 from countermem_jax.sweep.spec import SweepError
 
@@ -28,9 +28,9 @@ def _precheck(run) -> str | None:
     config), before anything of the sweep runs; None when it may."""
     try:
         config_validation.validate(run.config)
-        guard = workdir_guard.PhaseGuard(run.config, pathlib.Path(run.workdir), run.phase)
-        guard.check(workdir_guard.checked_phases(run.config, run.phase))
-    except (config_validation.ConfigError, workdir_guard.WorkdirMismatch) as err:
+        guard = config_fingerprint.PhaseGuard(run.config, pathlib.Path(run.workdir), run.phase)
+        guard.check(config_fingerprint.checked_phases(run.config, run.phase))
+    except (config_validation.ConfigError, config_fingerprint.WorkdirMismatch) as err:
         return schedule.one_line(err)
     return None
 

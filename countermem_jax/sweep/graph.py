@@ -7,9 +7,9 @@ finished (no LLM call) and writes ``metrics.json`` with the mean and CI over see
 selector (``eval.selector`` != "dqn") or a baseline is evaluated once.
 
 Runs that share a store share its build: a workdir is keyed by the fingerprint of the fields that
-define its results (``workdir_guard.fingerprint_fields``: build_memory's fields, plus the selector
-section for methods that train one), so two cells of the grid that differ only in what is not
-fingerprinted (evaluation settings, how the backbone is reached, seeds) land in one workdir and
+define its results (``config_fingerprint.fingerprint_fields``: build_memory's fields, plus the
+selector section for methods that train one), so two cells of the grid that differ only in what is
+not fingerprinted (evaluation settings, how the backbone is reached, seeds) land in one workdir and
 one build. The phase runs of one workdir are chained in the graph (``lane`` edges): runs of one
 phase hold the same phase lock, and every phase appends to the workdir's ``log.jsonl``, which
 must have one writer at a time (appends from two hosts to a shared file system can interleave).
@@ -25,7 +25,7 @@ import pathlib
 import re
 
 from countermem_jax import baselines
-from countermem_jax.phases import workdir_guard
+from countermem_jax.phases import config_fingerprint
 from countermem_jax.sweep import spec as spec_lib
 
 
@@ -50,9 +50,9 @@ class PhaseRun:
 
 def store_key(cfg) -> str:
     """What defines a workdir's results: build fields, plus the selector's if it trains one."""
-    fields = workdir_guard.fingerprint_fields(cfg, "build_memory")
+    fields = config_fingerprint.fingerprint_fields(cfg, "build_memory")
     if baselines.needs_selector(cfg.method):
-        fields.update(workdir_guard.fingerprint_fields(cfg, "train_selector"))
+        fields.update(config_fingerprint.fingerprint_fields(cfg, "train_selector"))
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 
 

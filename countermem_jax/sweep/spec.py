@@ -21,7 +21,7 @@ import ml_collections
 
 from countermem_jax import baselines
 from countermem_jax.protocol import config_defaults
-from countermem_jax.phases import config_validation, workdir_guard
+from countermem_jax.phases import config_fingerprint, config_validation
 
 
 class SweepError(ValueError):
@@ -134,8 +134,8 @@ def slots_for(sweep, cfg, phase: str) -> int:
     run config's value is what the run reserves."""
     section, name = CONCURRENCY[phase]
     own = max(1, int(cfg[section][name] or 1))
-    defining = {**workdir_guard.fingerprint_fields(cfg, "build_memory"),
-                **workdir_guard.fingerprint_fields(cfg, "train_selector")}
+    defining = {**config_fingerprint.fingerprint_fields(cfg, "build_memory"),
+                **config_fingerprint.fingerprint_fields(cfg, "train_selector")}
     if f"{section}.{name}" in defining:
         return own
     given = int((sweep.get("llm_slots") or {}).get(phase, 0) or 0)

@@ -1,0 +1,229 @@
+"""Config fingerprints: one config per workdir (provenance of every result file).
+
+A workdir's results are defined by its config, so the first phase that writes results records the
+config's *fingerprint* in ``WORKDIR/fingerprint.json`` and every later phase compares its own
+config against it before it loads anything (``workdir_guard.enter_phase``). A mismatch is refused
+with one line naming every differing field (dotted path, recorded value, new value): a Reflexion
+config on a ReAct workdir, another backbone or other budgets can no longer reuse results under a
+wrong label or overwrite ``metrics.json``.
+
+What is fingerprinted, per phase:
+
+  build_memory    every config field except the ``selector`` section and ``NOT_FINGERPRINTED``:
+                  data/benchmark (name, split, databases, check timeouts, generated tasks), split
+                  sizes and environment separation, agent (kind, attempts, token budget, sampling),
+                  backbone identity and sampling (kind, model, model_path, n_ctx,
+                  reasoning_effort), memory/store settings (capacity, retention, seed, top_k,
+                  reuse weight, conditions), construction (K, expanded failures, verification
+                  budget, ε, reuse policy, scoping) and any top-level field (e.g. a ``method``).
+  train_selector  the ``selector`` section (schedule, batch, offline retraining) except
+                  ``NOT_FINGERPRINTED``; checked together with build_memory's.
+  evaluate        records nothing; checks build_memory's fingerprint, and train_selector's when
+                  the DQN selector is evaluated.
+
+``NOT_FINGERPRINTED`` lists what does not change a result or gets its own evaluation run: the whole
+``eval`` section (which selector / seed is evaluated, thresholds of fixed selectors, concurrency),
+where files live (data paths, the splits manifest's path; the split *contents* are checked through
+``splits.json``), how the backbone is reached (URLs, concurrency, timeouts, retries, threads,
+response cache), which selector seeds are trained (each seed has its own directory) and how many
+construction tasks are in flight (the store is the same for every ``construction.wave_size``). A
+new field is fingerprinted by default; an evaluation-only or operational field is one entry there.
+"""
+import datetime
+import hashlib
+import json
+import os
+import pathlib
+from typing import Iterator
+
+import filelock
+
+from countermem_jax.phases import config_validation
+from countermem_jax.protocol import provenance
+
+FINGERPRINT_FILE = "fingerprint.json"
+LOCK_DIR = ".locks"
+# Sections fingerprinted by a later phase than build_memory.
+PHASE_SECTIONS = {"train_selector": ("selector",)}
+NOT_FINGERPRINTED = (
+    "eval",
+    "data.data_dir", "data.bird_json", "data.bird_db_root", "data.swebench_json",
+    "data.swebench_checkouts", "data.lean_project", "splits.manifest",
+    "backbone.base_urls", "backbone.max_concurrency", "backbone.timeout_s",
+    "backbone.max_attempts", "backbone.n_threads", "backbone.cache_dir",
+    "selector.seeds", "construction.wave_size",
+)
+# Fields added after workdirs were already made with the behaviour they now make explicit: a
+# recorded fingerprint without the field was made with this value (the method as it was), so
+# the workdir still matches when the config keeps it, and only another value is a difference.
+ADDED_FIELDS = {
+    "construction.corrections": "verified",   # §6.1 component ablation (studies)
+    "selector.wave_size": 1,                  # selector training in waves
+    "backbone.cpu_model": "",                 # the pinned CPU models (gguf.MODELS)
+    # the paper's values, once fixed in the code, now config fields (Appendix B.4, Table 3)
+    **{f"memory.admission.{k}": v for k, v in dict(
+        w_delta=1.0, w_reuse=0.5, w_repeat=0.7, w_conflict=1.0, threshold=0.1).items()},
+    **{f"memory.retention_weights.{k}": v for k, v in dict(
+        alpha=1.0, beta=1.0, omega=0.5, eta=0.7).items()},
+    "memory.reuse_rho": 0.3,
+    **{f"selector.dqn.{k}": v for k, v in dict(
+        hidden=[64, 64], learning_rate=1e-3, adam_eps=1e-8, gamma=0.95, replay_capacity=10_000,
+        epsilon_start=0.30, epsilon_end=0.05, exploration_fraction=1.0).items()},
+    **{f"selector.reward.{k}": v for k, v in dict(
+        call_penalty=0.15, failure_penalty=0.25, token_penalty=0.02, token_scale=1e4).items()},
+}
+# What a workdir made before fingerprints existed holds; such a workdir cannot be checked.
+_RESULT_FILES = ("store.jsonl", "store_frozen.jsonl", "selector", "metrics.json", "log.jsonl")
+
+
+class WorkdirMismatch(ValueError):
+    """The config differs from the one the workdir's results were made with.
+
+    The message lists every differing field as ``path: recorded -> now``.
+    """
+
+
+def _leaves(tree: dict, prefix: str = "") -> Iterator[tuple[str, object]]:
+    """(dotted path, value) of every leaf of a nested dict, in sorted order."""
+    for key in sorted(tree):
+        value, path = tree[key], prefix + key
+        if isinstance(value, dict):
+            yield from _leaves(value, path + ".")
+        else:
+            yield path, value
+
+
+def _excluded(path: str) -> bool:
+    """True when ``path`` is, or lies under, an entry of ``NOT_FINGERPRINTED``."""
+    return any(path == skip or path.startswith(skip + ".") for skip in NOT_FINGERPRINTED)
+
+
+def fingerprint_fields(cfg, phase: str) -> dict:
+    """The fingerprinted fields of ``cfg`` for ``phase`` as {dotted path: JSON value}."""
+    later = {s for sections in PHASE_SECTIONS.values() for s in sections}
+    own = PHASE_SECTIONS.get(phase)
+    fields = {}
+    for path, value in _leaves(cfg.to_dict()):
+        section = path.split(".")[0]
+        wanted = section in own if own else section not in later
+        if wanted and not _excluded(path):
+            fields[path] = json.loads(json.dumps(value, default=str))  # tuples -> lists
+    return fields
+
+
+def _digest(fields: dict) -> str:
+    """sha256 of the canonical JSON of a fingerprint's fields."""
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+def _differences(recorded: dict, current: dict) -> list[str]:
+    """``path: recorded -> current`` for every field that differs, absent fields included (a
+    field of ``ADDED_FIELDS`` absent from the record reads as the value it stands for)."""
+    absent = "<absent>"
+    recorded = {**{path: value for path, value in ADDED_FIELDS.items() if path in current},
+                **recorded}
+    return [f"{path}: {recorded.get(path, absent)!r} -> {current.get(path, absent)!r}"
+            for path in sorted(set(recorded) | set(current))
+            if recorded.get(path, absent) != current.get(path, absent)]
+
+
+class PhaseGuard:
+    """The running phase's hold on its workdir: checked fingerprints and the phase lock.
+
+    ``fingerprint.json`` maps each phase that wrote results to {"sha256", "fields",
+    "recorded_at"}; the guard reads, checks and (once per phase) records it.
+    """
+
+    def __init__(self, cfg, root: pathlib.Path, phase: str):
+        self.cfg, self.root, self.phase = cfg, root, phase
+        self.path = root / FINGERPRINT_FILE
+
+    def _read(self) -> dict:
+        """The recorded fingerprints ({} when none yet); a corrupt file is a ``WorkdirMismatch``."""
+        try:
+            recorded = json.loads(self.path.read_text())
+            if not isinstance(recorded, dict) or not all(
+                    isinstance(v, dict) and isinstance(v.get("fields"), dict)
+                    for v in recorded.values()):
+                raise ValueError("expected {phase: {\"fields\": {...}}}")
+            return recorded
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as err:
+            raise WorkdirMismatch(f"{self.path}: unreadable fingerprint ({err}); the workdir's "
+                                  "config cannot be checked, use a new --workdir") from None
+
+    def check(self, sections: tuple[str, ...]) -> None:
+        """Refuses the config if it differs from a recorded fingerprint of ``sections``."""
+        recorded = self._read()
+        # Results without any fingerprint cannot be attributed to a config: refuse instead of guessing.
+        if not recorded and any((self.root / name).exists() for name in _RESULT_FILES):
+            raise WorkdirMismatch(f"workdir {self.root} holds results but no {FINGERPRINT_FILE} "
+                                  "(made before config fingerprints); its config cannot be "
+                                  "checked, use a new --workdir")
+        for section in sections:
+            if section in recorded:
+                diff = _differences(recorded[section]["fields"],
+                                    fingerprint_fields(self.cfg, section))
+                if diff:
+                    raise WorkdirMismatch(
+                        f"workdir {self.root} was made by {section} with another config; "
+                        f"differing fields (recorded -> now): {'; '.join(diff)}; use a new "
+                        "--workdir or the config it was made with")
+
+    def record(self) -> bool:
+        """Records this phase's fingerprint once (later runs only check it); True if it did."""
+        with self._file_lock():
+            recorded = self._read()
+            if self.phase in recorded:
+                return False
+            fields = fingerprint_fields(self.cfg, self.phase)
+            recorded[self.phase] = {"sha256": _digest(fields), "fields": fields,
+                                    "recorded_at": now_utc(),
+                                    "code_version": provenance.code_version()}
+            self._write(recorded)
+            return True
+
+    def forget(self) -> None:
+        """Takes back this phase's fingerprint (its config was refused before any result)."""
+        with self._file_lock():
+            recorded = self._read()
+            recorded.pop(self.phase, None)
+            if recorded:
+                self._write(recorded)
+            else:
+                self.path.unlink(missing_ok=True)
+
+    def _file_lock(self) -> filelock.FileLock:
+        """The lock serialising read-modify-write of ``fingerprint.json``."""
+        return filelock.FileLock(str(self.root / LOCK_DIR / "fingerprint.lock"), timeout=60)
+
+    def _write(self, recorded: dict) -> None:
+        """Atomic replace of ``fingerprint.json`` (temporary file, then rename)."""
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(recorded, indent=1, sort_keys=True))
+        os.replace(tmp, self.path)
+
+
+def copy_fingerprint(source, target, *phases: str) -> None:
+    """Copies the recorded fingerprint entries of ``phases`` from workdir ``source`` into
+    ``target``'s, so that ``target`` counts those phases as run with that config (a study cell
+    that shares another cell's store or selector); entries ``source`` lacks are skipped."""
+    recorded = json.loads((pathlib.Path(source) / FINGERPRINT_FILE).read_text())
+    path = pathlib.Path(target) / FINGERPRINT_FILE
+    mine = json.loads(path.read_text()) if path.exists() else {}
+    mine.update({phase: recorded[phase] for phase in phases if phase in recorded})
+    path.write_text(json.dumps(mine, indent=1, sort_keys=True))
+
+
+def now_utc() -> str:
+    """Current UTC time, ISO-8601 to the second."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def checked_phases(cfg, phase: str) -> tuple[str, ...]:
+    """Whose fingerprints ``phase`` must match: build_memory's always, train_selector's when
+    training or when the trained (DQN) selector is evaluated."""
+    uses_selector = phase == "train_selector" or (
+        phase == "evaluate" and config_validation.lookup(cfg, "eval.selector") == "dqn")
+    return ("build_memory", "train_selector") if uses_selector else ("build_memory",)
