@@ -452,3 +452,16 @@ def test_runs_beyond_the_window_are_checked_once_they_enter_it(tmp_path, monkeyp
     assert _content_of(store) == _content_of(sequential)
     t5_starts = [i for i, e in enumerate(order) if e == ("start", "t5")]
     assert t5_starts[1] > order.index(("commit", "t3"))
+
+
+def test_a_committed_run_counts_each_parse_failure_once(tmp_path):
+    from countermem_jax.method.prompting.failures import ParseFailureLog
+    from countermem_jax.runtime.runlog import RunLog
+    out = waves.RunOutput()
+    out.failures.count("GENERATE_LOCAL_ALTERNATIVES", "calls", 2)
+    out.failures.add(template="GENERATE_LOCAL_ALTERNATIVES", decision="t#0", attempt=1,
+                     error="no usable edit", reply="{}")
+    phase = ParseFailureLog()
+    out.commit(RunLog(tmp_path / "log.jsonl"), phase, TokenLedger())
+    row = phase.summary()["GENERATE_LOCAL_ALTERNATIVES"]
+    assert row["parse_failures"] == 1 and row["calls"] == 2 and len(phase.items) == 1

@@ -146,7 +146,8 @@ class RunOutput:
             failures.add(**item)
         for template, outcomes in self.failures.counts.items():
             for outcome, n in outcomes.items():
-                failures.count(template, outcome, n)
+                if outcome != "parse_failures":   # ``add`` above counted each failure once
+                    failures.count(template, outcome, n)
         for args, kwargs in self.ledger.booked:
             ledger.record(*args, **kwargs)
 
