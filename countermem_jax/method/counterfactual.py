@@ -3,10 +3,13 @@ state, and store the verified improvements (paper §3.2–3.3, Appendix B.1, B.4
 
 Triggered after a failed decision during construction, for at most two failed decisions per task
 and while the task's construction verification budget lasts. The backbone proposes local edits
-first (GENERATE_LOCAL_ALTERNATIVES); rule operators fill the free slots up to K = 4. Every check
-runs from the state *before* the failed action, counts as a world-model call (and as a failed
-attempt if it fails), and a candidate with a completed check and Δ > ε_adm is distilled
-(DISTIL_RECORD) and offered to the store's admission rules.
+first (GENERATE_LOCAL_ALTERNATIVES); rule operators fill the free slots up to K = 4. A domain
+with ranked operators (SQL) screens every candidate, the model's included, on the task's own
+environment without the reference: one that cannot run or answers as the failed action did is
+dropped before it costs a check (logged as screened). Every check runs from the state *before*
+the failed action, counts as a world-model call (and as a failed attempt if it fails), and a
+candidate with a completed check and Δ > ε_adm is distilled (DISTIL_RECORD) and offered to the
+store's admission rules.
 
 ``ConstructionConfig.corrections`` selects the component ablation of §6.1 (Appendix D.5); the
 task's own actions are checked as usual in every mode:
