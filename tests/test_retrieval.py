@@ -236,7 +236,18 @@ def test_sql_edit_condition_names_what_the_edit_touched():
     drop = edit_conditions.derived_condition(
         "sql", "SELECT count(*) FROM singer AS T1 JOIN concert AS T2 ON T1.singer_id = T2.singer_id "
         "WHERE T1.country = 'France'", "SELECT count(*) FROM singer WHERE country = 'France'", "cs")
-    assert drop == "environment == cs AND edit touches [singer_id] AND edit touches any [concert, singer]"
+    # a dropped join touches its tables; its keys follow from the schema and are not required
+    assert drop == "environment == cs AND edit touches any [concert, singer]"
+    # a join completed for a column of another table: the column, and either table
+    assert edit_conditions.derived_condition(
+        "sql", "SELECT Name FROM poker_player ORDER BY Earnings",
+        "SELECT people.Name FROM poker_player JOIN people ON poker_player.people_id = "
+        "people.people_id ORDER BY Earnings", "poker_player") == \
+        "environment == poker_player AND edit touches [name] AND edit touches any [people, poker_player]"
+    # a column renamed: the name the fix introduces, not the mistaken one
+    assert edit_conditions.derived_condition(
+        "sql", "SELECT director FROM cartoon", "SELECT directed_by FROM cartoon", "tv") == \
+        "environment == tv AND edit touches [directed_by]"
     assert edit_conditions.derived_condition("sql", "SELECT 1", "SELECT 2", "") == \
         "edit touches any []"  # nothing nameable: never holds
     assert edit_conditions.derived_condition("python", "if x < n:", "if x <= n:", "") == \

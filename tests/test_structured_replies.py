@@ -26,10 +26,11 @@ from countermem_jax.testing.openai_server import LocalOpenAIServer
 from evaluators.base import State, Task
 
 ACTION = "SELECT name FROM people WHERE age > 30"
-EDIT_FIELDS = {"task": "List people aged at least 30.", "action": ACTION, "feedback": "wrong rows",
-               "k": 2, "unit": "predicate"}
-DISTIL_FIELDS = {"task": "t", "original": ACTION, "improved": ACTION.replace(">", ">="),
-                 "evidence": "0.0 -> 1.0", "condition_hint": ""}
+EDIT_FIELDS = {"context": "Table people: name, age.", "question": "List people aged at least 30.",
+               "action": ACTION, "feedback": "wrong rows", "k": 2, "unit": "predicate"}
+DISTIL_FIELDS = {"context": "c", "question": "t", "original": ACTION,
+                 "improved": ACTION.replace(">", ">="), "evidence": "0.0 -> 1.0",
+                 "condition_hint": ""}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -75,6 +76,43 @@ def test_an_edit_whose_find_is_not_in_the_action_is_refused_and_counted():
                        {"action": ACTION, "k": 2})
     assert parsed.value == ["SELECT name FROM people WHERE age >= 30"]
     assert failures.summary()["GENERATE_LOCAL_ALTERNATIVES"]["refused_edits"] == 1
+
+
+def test_the_edit_constraint_offers_only_units_of_the_action():
+    """FIND is held to the action's units while decoding; a reply is read against the looser
+    schema, so one FIND outside them is refused edit by edit (as above), not the whole reply."""
+    from countermem_jax.method.prompting import parsers
+    action = "SELECT T1.name, T1.age FROM people AS T1 WHERE T1.age > 30 ORDER BY T1.age DESC"
+    units = parsers.edit_units(action)
+    assert units and all(u in action and u != action for u in units)
+    assert {"T1.age > 30", "T1.age DESC", "FROM people AS T1", "T1.name"} <= set(units)
+    with LocalOpenAIServer(gpt_oss_style=True, responder=_edit_reply) as srv:
+        _call(_client(srv), prompts.GENERATE_LOCAL_ALTERNATIVES, EDIT_FIELDS, ParseFailureLog(),
+              {"action": ACTION, "k": 2})
+        sent = srv.requests[-1]["response_format"]["json_schema"]["schema"]
+    find = sent["properties"]["edits"]["items"]["properties"]["find"]
+    assert find["enum"] == parsers.edit_units(ACTION) and "age > 30" in find["enum"]
+    loose = constraints.LOCAL_EDITS.reading(action=ACTION, k=2).schema
+    assert "enum" not in loose["properties"]["edits"]["items"]["properties"]["find"]
+
+
+def test_a_well_formed_reply_without_a_usable_edit_is_counted_apart_from_unparseable():
+    from countermem_jax.method.counterfactual import tally
+    noop = json.dumps({"edits": [{"find": "age > 30", "replace": "age > 30"}]})
+    failures = ParseFailureLog()
+    with LocalOpenAIServer(gpt_oss_style=True, responder=lambda r: noop) as srv:
+        parsed = _call(_client(srv), prompts.GENERATE_LOCAL_ALTERNATIVES, EDIT_FIELDS, failures,
+                       {"action": ACTION, "k": 2})
+    assert parsed.used_fallback and parsed.value == []
+    assert [f["kind"] for f in failures.items] == ["content", "content"]
+    counted = tally([], failures.items)
+    assert counted["unparseable"] == {}
+    assert counted["no_usable_content"] == {"GENERATE_LOCAL_ALTERNATIVES": 2}
+    broken = ParseFailureLog()
+    with LocalOpenAIServer(gpt_oss_style=True, responder=lambda r: "FIND: nothing") as srv:
+        _call(_client(srv), prompts.GENERATE_LOCAL_ALTERNATIVES, EDIT_FIELDS, broken,
+              {"action": ACTION, "k": 2})
+    assert tally([], broken.items)["unparseable"] == {"GENERATE_LOCAL_ALTERNATIVES": 2}
 
 
 def test_a_server_that_ignores_the_constraint_is_counted_and_survived():

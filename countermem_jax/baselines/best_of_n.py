@@ -41,8 +41,7 @@ class BestOfNAugmentation(Augmentation):
         params = dataclasses.replace(self.agent.params, temperature=self.temperature,
                                      seed=(self.agent.params.seed or 0) + 1000 * (ctx.decision + 1) + i)
         parsed = await self.agent.llm(ctx, prompts.DRAFT_ACTION, {
-            "context": ctx.task.context, "question": ctx.task.prompt,
-            "instructions": self.agent.domain.instructions,
+            **prompts.task_fields(ctx.task), "instructions": self.agent.domain.instructions,
             "history": self.agent._history(ctx)},
             params=params)
         return parsed.value if parsed.ok else (parsed.raw.strip() or "")

@@ -112,7 +112,7 @@ class MemoryAugmentation(Augmentation):
         info = DecisionInfo(draft, None, log)
         if entries:
             parsed = await self.agent.llm(ctx, prompts.REVISE_WITH_MEMORY, {
-                "task": ctx.task.visible_text(), "draft": draft,
+                **prompts.task_fields(ctx.task), "draft": draft,
                 "memory": prompts.render_memory_block(self.kind, entries),
                 "instructions": self.agent.domain.instructions})
             info.action = parsed.value if parsed.ok else draft

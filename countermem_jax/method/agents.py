@@ -112,7 +112,7 @@ class MemoryCalls:
                                  record_text: str) -> prompts.Parsed:
         """REVISE_WITH_RECORD with the domain's action instructions and parser."""
         return await self._agent.llm(ctx, prompts.REVISE_WITH_RECORD, {
-            "task": ctx.task.visible_text(), "draft": draft, "record": record_text,
+            **prompts.task_fields(ctx.task), "draft": draft, "record": record_text,
             "instructions": self._agent.domain.instructions})
 
     def judge_params(self, settings) -> SamplingParams:
@@ -208,8 +208,7 @@ class Agent:
         feedback and, for Reflexion, its reflections. An unparsable reply is used raw, so the
         checker (not the parser) decides whether it fails."""
         parsed = await self.llm(ctx, prompts.DRAFT_ACTION, {
-            "context": ctx.task.context, "question": ctx.task.prompt,
-            "instructions": self.domain.instructions, "history": self._history(ctx)})
+            **prompts.task_fields(ctx.task), "instructions": self.domain.instructions, "history": self._history(ctx)})
         return parsed.value if parsed.ok else (parsed.raw.strip() or "")
 
     async def run(self, task: Task, augmentation: Augmentation, *, phase: str, run: str,
@@ -239,7 +238,7 @@ class Agent:
                 # Written after this decision's failure and charged to it (ledger, task-run
                 # tokens and the decision's token cost in the selector's reward).
                 parsed = await self.llm(ctx, prompts.REFLEXION_REFLECT, {
-                    "task": task.visible_text(), "action": info.action,
+                    **prompts.task_fields(task), "action": info.action,
                     "feedback": outcome.feedback})
                 if parsed.ok:
                     ctx.reflections.append(parsed.value)

@@ -3,10 +3,13 @@ state, and store the verified improvements (paper §3.2–3.3, Appendix B.1, B.4
 
 Triggered after a failed decision during construction, for at most two failed decisions per task
 and while the task's construction verification budget lasts. The backbone proposes local edits
-first (GENERATE_LOCAL_ALTERNATIVES); rule operators fill the free slots up to K = 4. Every check
-runs from the state *before* the failed action, counts as a world-model call (and as a failed
-attempt if it fails), and a candidate with a completed check and Δ > ε_adm is distilled
-(DISTIL_RECORD) and offered to the store's admission rules.
+first (GENERATE_LOCAL_ALTERNATIVES); rule operators fill the free slots up to K = 4. A domain
+with ranked operators (SQL) screens every candidate, the model's included, on the task's own
+environment without the reference: one that cannot run or answers as the failed action did is
+dropped before it costs a check (logged as screened). Every check runs from the state *before*
+the failed action, counts as a world-model call (and as a failed attempt if it fails), and a
+candidate with a completed check and Δ > ε_adm is distilled (DISTIL_RECORD) and offered to the
+store's admission rules.
 
 ``ConstructionConfig.corrections`` selects the component ablation of §6.1 (Appendix D.5); the
 task's own actions are checked as usual in every mode:
@@ -107,7 +110,8 @@ def tally(entries, parse_failures=()) -> dict:
     parse-failure items: per candidate source (the label each candidate carries: the model's
     edits, each rule family) the checks and verified improvements, the admitted records,
     records refused because their condition never holds, and the replies per template that
-    could not be parsed (a repaired reply counts once per failed attempt)."""
+    could not be parsed (a repaired reply counts once per failed attempt) apart from the
+    well-formed replies whose content was refused (no usable edit)."""
     sources: dict[str, dict] = {}
     verified = admitted = never = 0
     for e in entries:
@@ -125,10 +129,12 @@ def tally(entries, parse_failures=()) -> dict:
     unparseable = collections.Counter(f.get("template", "?") for f in parse_failures
                                       if f.get("kind", "parse") == "parse")
     not_local = sum(f.get("kind") == "not_local" for f in parse_failures)
+    no_usable = collections.Counter(f.get("template", "?") for f in parse_failures
+                                    if f.get("kind") == "content")
     return {"sources": dict(sorted(sources.items())),
             "checks": sum(r["checks"] for r in sources.values()), "verified": verified,
             "admitted": admitted, "never_holds": never, "unparseable": dict(unparseable),
-            "not_local": not_local}
+            "no_usable_content": dict(no_usable), "not_local": not_local}
 
 
 def empty_store_reason(t: dict) -> str:
@@ -138,7 +144,8 @@ def empty_store_reason(t: dict) -> str:
             f"(verified/checks per source: {per or 'no checks'}), {t['never_holds']} refused "
             f"for a condition that never holds, {sum(t['unparseable'].values())} replies "
             f"unparseable ({', '.join(f'{k} {v}' for k, v in t['unparseable'].items()) or '-'}), "
-            f"{t['not_local']} model edits not local, "
+            f"{sum(t['no_usable_content'].values())} well-formed replies with no usable "
+            f"content, {t['not_local']} model edits not local, "
             f"{sum(r['screened'] for r in t['sources'].values())} screened out before a check")
 
 
@@ -171,7 +178,7 @@ class CounterfactualBuilder:
         logged with its check, and the model's edits the domain screened out before any check.
         """
         parsed = await self.agent.llm(ctx, prompts.GENERATE_LOCAL_ALTERNATIVES, {
-            "task": ctx.task.visible_text(), "action": action, "feedback": outcome.feedback,
+            **prompts.task_fields(ctx.task), "action": action, "feedback": outcome.feedback,
             "k": self.cfg.k, "unit": ctx.task.decision_unit},
             parse_args={"action": action, "k": self.cfg.k})
         llm_edits = []
@@ -297,7 +304,7 @@ class CounterfactualBuilder:
         condition and situation, the ids evicted, and whether the distillation fell back.
         """
         parsed = await self.agent.llm(ctx, prompts.DISTIL_RECORD, {
-            "task": ctx.task.visible_text(), "original": original, "improved": improved,
+            **prompts.task_fields(ctx.task), "original": original, "improved": improved,
             "evidence": f"original scored {o.utility:.2f} ({o.feedback}); " + (
                 f"improved scored {o2.utility:.2f} ({o2.feedback})" if o2.completed
                 else "the improved action was not checked"),

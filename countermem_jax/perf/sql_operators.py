@@ -38,8 +38,8 @@ def _draft(backbone, task, params) -> str:
     """The agent's first action for ``task`` (as ``Agent.draft`` asks for it)."""
     parsed = asyncio.run(prompts.call_template(
         backbone, prompts.DRAFT_ACTION,
-        {"context": task.context, "question": task.prompt,
-         "instructions": sql_domain.SQL.instructions, "history": ""},
+        {**prompts.task_fields(task), "instructions": sql_domain.SQL.instructions,
+         "history": ""},
         charge=Charge("other", f"{task.task_id}#0"), params=params,
         parse_args={"domain": sql_domain.SQL}, failures=ParseFailureLog()))
     return parsed.value if parsed.ok else parsed.raw.strip()

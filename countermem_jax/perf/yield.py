@@ -13,9 +13,10 @@ may be shared). With ``--draft_questions`` it first measures first-attempt accur
 many seeded questions twice, with DRAFT_ACTION and with a plain zero-shot prompt (schema, then
 the question), greedy. Replies are cached in ``--cache_dir``, so a rerun costs only the
 checks. Last line: ``result: {json}`` with ``verified_share`` (verified / counterfactual
-checks), ``unparseable``, ``truncated``, ``records``, ``tokens_per_record``,
-``draft_accuracy`` (construction's first attempts solved by the memory-free draft) and the
-wall time.
+checks), ``unparseable`` (replies whose format broke), ``no_usable_content`` (well-formed
+replies whose content was refused, e.g. every edit a no-op), ``truncated``, ``records``,
+``tokens_per_record``, ``draft_accuracy`` (construction's first attempts solved by the
+memory-free draft) and the wall time.
 """
 import collections
 import json
@@ -116,6 +117,8 @@ def construction_yield(cfg, workdir, backbone: Backbone, benchmark=None) -> dict
             "verified_share": round(t["verified"] / t["checks"], 4) if t["checks"] else 0.0,
             "unparseable": sum(t["unparseable"].values()),
             "unparseable_per_template": t["unparseable"], "not_local": t["not_local"],
+            "no_usable_content": sum(t["no_usable_content"].values()),
+            "no_usable_content_per_template": t["no_usable_content"],
             "truncated": sum(counter.truncated.values()),
             "truncated_per_template": {k: v for k, v in sorted(counter.truncated.items()) if v},
             "calls_per_template": dict(sorted(counter.calls.items())),
@@ -145,8 +148,7 @@ def draft_accuracy(backbone: Backbone, tasks, evaluator, domain, agent_cfg) -> d
     solved, truncated = collections.Counter(), collections.Counter()
     for task in tasks:
         draft = prompts.DRAFT_ACTION.messages(
-            context=task.context, question=task.prompt, instructions=domain.instructions,
-            history="")
+            **prompts.task_fields(task), instructions=domain.instructions, history="")
         for name, messages, p in (
                 ("draft", draft, params),
                 ("zero_shot", zero_shot_messages(task), params)):
@@ -169,9 +171,10 @@ def print_table(r: dict) -> None:
     for source, row in r["sources"].items():
         print(f"{source:<28}{row['checks']:>8}{row['verified']:>10}{row['screened']:>10}")
     print(f"{'all':<28}{r['checks']:>8}{r['verified']:>10}   share {r['verified_share']:.3f}")
-    print(f"{'template':<28}{'calls':>8}{'unparseable':>13}{'truncated':>11}")
+    print(f"{'template':<28}{'calls':>8}{'unparseable':>13}{'no usable':>11}{'truncated':>11}")
     for name, calls in r["calls_per_template"].items():
         print(f"{name:<28}{calls:>8}{r['unparseable_per_template'].get(name, 0):>13}"
+              f"{r['no_usable_content_per_template'].get(name, 0):>11}"
               f"{r['truncated_per_template'].get(name, 0):>11}")
     print(f"records {r['records']} (refused, condition never holds: {r['never_holds']}); model "
           f"edits not local: {r['not_local']}; tokens {r['tokens']}, per record "

@@ -257,9 +257,13 @@ def spider_cpu_config(agent: str = "react") -> ml_collections.ConfigDict:
                       cpu_model="qwen2.5-coder-0.5b")  # or "qwen2.5-coder-1.5b" (gguf.MODELS)
     # The 0.5B model cannot judge free-text conditions (it answers YES to everything), so those
     # are scoped to the source database, and construction only reuses clearly related records.
-    c.construction.update(verification_budget=4, max_expanded_failures=1,
-                          scope_free_text_conditions=True, reuse_policy="relevance_threshold",
+    # The paper's K, two expanded failures and 8 checks per task: the screen on the task's
+    # database leaves about one candidate per failure worth a check, so the checks are cheap.
+    c.construction.update(scope_free_text_conditions=True, reuse_policy="relevance_threshold",
                           relevance_threshold=0.5)
+    # Those records carry the condition derived from their checked edit (the names the fix
+    # introduced must be in the new question): checked at retrieval, not kept out of it.
+    c.memory.fallback_condition = "derive"
     c.selector.update(total_decisions=30, learning_starts=6, train_every=1, target_sync_every=10,
                       checkpoint_every=15, batch_size=16, seeds=(0,))
     return c

@@ -32,10 +32,19 @@ class ReplyFormat:
     schema: Callable[..., dict]
     to_text: Callable[[dict], str]
     refused: Callable[..., int] | None = None
+    # The schema a reply is validated against after decoding, when looser than the one decoding
+    # is held to (the edits': a FIND outside the action's units is refused edit by edit, not the
+    # whole reply, when a server did not enforce the constraint).
+    read_schema: Callable[..., dict] | None = None
 
     def constraint(self, **parse_args) -> OutputConstraint:
         """The call's output constraint."""
         return OutputConstraint.from_schema(self.name, self.schema(**parse_args))
+
+    def reading(self, **parse_args) -> OutputConstraint:
+        """What a decoded reply must meet to be read (``read_reply``)."""
+        return (OutputConstraint.from_schema(self.name, self.read_schema(**parse_args))
+                if self.read_schema else self.constraint(**parse_args))
 
 
 def _object(properties: dict, required=None) -> dict:
@@ -72,19 +81,25 @@ def _edits_refused(obj: dict, action: str, k: int) -> int:
 REPLACE_MARGIN = 120
 
 
-def _edits_schema(action: str, k: int) -> dict:
-    """Up to ``k`` edits whose FIND is at most the action's length (it is copied from it) and
-    whose REPLACE changes one unit, so at most that plus a margin: a decoder held to the schema
-    cannot spend the reply's budget on one runaway string (small models loop inside a string)."""
+def _edits_schema(action: str, k: int, units: bool = True) -> dict:
+    """Up to ``k`` edits whose FIND is one of the action's units (``parsers.edit_units``: copied
+    from the action by construction; an action of very many units, or ``units=False``, bounds
+    FIND by its length instead) and whose REPLACE changes that unit, so is at most the action's
+    length plus a margin: a decoder held to the schema can neither invent a FIND nor spend the
+    reply's budget on one runaway string (small models loop inside a string)."""
     longest = max(len(action), 1)
+    spans = parsers.edit_units(action) if units else []
+    find = ({"type": "string", "enum": spans} if spans else
+            {"type": "string", "minLength": 1, "maxLength": longest})
     return _object({"edits": {
         "type": "array", "minItems": 1, "maxItems": k,
-        "items": _object({"find": {"type": "string", "minLength": 1, "maxLength": longest},
+        "items": _object({"find": find,
                           "replace": {"type": "string", "maxLength": longest + REPLACE_MARGIN}})}})
 
 
 # Module I (§3.2): up to K local edits, each FIND copied from the action.
-LOCAL_EDITS = ReplyFormat("local_edits", _edits_schema, _edits_text, _edits_refused)
+LOCAL_EDITS = ReplyFormat("local_edits", _edits_schema, _edits_text, _edits_refused,
+                          read_schema=lambda action, k: _edits_schema(action, k, units=False))
 
 # Module II (§3.3): the record's situation and condition ("none" = universal), short texts
 # (bounded, as the edit strings are).
@@ -198,14 +213,14 @@ class Read:
     refused: int = 0
 
 
-def read_reply(fmt: ReplyFormat, reply: str, constraint: OutputConstraint, constrained: bool,
-               parse_args: dict) -> Read:
-    """Validates ``reply`` against ``constraint`` and returns it in the text contract.
+def read_reply(fmt: ReplyFormat, reply: str, constrained: bool, parse_args: dict) -> Read:
+    """Validates ``reply`` against the format's reading schema (``ReplyFormat.reading``) and
+    returns it in the text contract.
 
     A constrained reply that breaks the schema is a violation; an unconstrained one is read as
     JSON when it holds a schema-valid object and left as written otherwise (today's parsing).
     """
-    broken = violation(constraint, reply)
+    broken = violation(fmt.reading(**parse_args), reply)
     if broken:
         return Read(reply, broken if constrained else "")
     obj = json_object(reply)

@@ -119,6 +119,30 @@ def _locate(find: str, action: str) -> tuple[int, int] | None:
     return (m.start(), m.end()) if m else None
 
 
+# Where one decision unit of an action ends and the next begins: a line break, a comma, or a
+# clause keyword of SQL (the same split serves code, whose units are mostly its lines).
+_UNIT_BREAK = re.compile(r"\n|,|\b(?:select|from|where|join|on|and|or|group\s+by|order\s+by|"
+                         r"having|limit|union|intersect|except)\b", re.I)
+_CLAUSE_START = re.compile(r"\b(?:select|from|where|(?:left\s+|inner\s+)?join|group\s+by|"
+                           r"order\s+by|having|limit)\b", re.I)
+
+
+def edit_units(action: str, limit: int = 120) -> list[str]:
+    """The spans of ``action`` one local edit may replace (its FIND, paper §3.2): each line, each
+    clause (from one clause keyword to the next) and each piece between commas and keywords, as
+    written in the action, distinct, in order of first appearance; [] when there are more than
+    ``limit`` (the edit reply then bounds FIND by its length only)."""
+    spans = [m.group(0) for m in re.finditer(r"[^\n]+", action)]
+    starts = [m.start() for m in _CLAUSE_START.finditer(action)] + [len(action)]
+    spans += [action[a:b] for a, b in zip(starts, starts[1:])]
+    cuts = [0] + [x for m in _UNIT_BREAK.finditer(action) for x in (m.start(), m.end())] + \
+        [len(action)]
+    spans += [action[a:b] for a, b in zip(cuts[::2], cuts[1::2])]
+    units = list(dict.fromkeys(s.strip() for s in spans if s.strip()))
+    units = [u for u in units if u != action.strip()] or units
+    return units if len(units) <= limit else []
+
+
 def parse_local_edits(text: str, action: str, k: int) -> list[str]:
     """GENERATE_LOCAL_ALTERNATIVES: up to k edits "FIND: <text from the action> / REPLACE: <text>".
 

@@ -125,9 +125,17 @@ class Template:
         return system + [{"role": "user", "content": self.user.format(**rendered).lstrip()}]
 
 
-# The system message of every template whose reply is an action (draft or revision), so the
-# draft and the revised action are written under the same instructions.
-_ACT_SYS = "You are a careful problem solver. You answer with the requested action only."
+# The method's templates (draft, revision, local edits, distillation) open with the same task
+# header and no system message, so the calls made for one task share a prompt prefix: the
+# schema is read once and served from the prefix cache (llama.cpp's context, vLLM's prefix
+# caching) for every later call of the task. ``task_fields`` fills it.
+_TASK_HEAD = "{context}\n\nQuestion: {question}\n\n"
+_TASK_KINDS = {"context": "state", "question": "question"}
+
+
+def task_fields(task) -> dict:
+    """The task header's fields of ``task`` (its context, then its question)."""
+    return {"context": task.context, "question": task.prompt}
 
 
 def _action(reply: str, domain) -> str:
@@ -143,35 +151,32 @@ def _action(reply: str, domain) -> str:
 # before the schema each cost first attempts (the 0.5B model on seeded Spider questions: 6 of 40
 # solved with the first three, 20 with the zero-shot prompt; ``perf/yield.py``).
 DRAFT_ACTION = Template(
-    "DRAFT_ACTION", "",
-    "{context}\n\nQuestion: {question}\n\n{history}{instructions}",
-    {"context": "state", "question": "question", "history": "trajectory",
-     "instructions": "context"},
+    "DRAFT_ACTION", "", _TASK_HEAD + "{history}{instructions}",
+    {**_TASK_KINDS, "history": "trajectory", "instructions": "context"},
     _action, parses_action=True, max_tokens=1024)
 
 # Module III (§3.4): the draft revised with the one record the selector chose. Returning the
 # draft unchanged is allowed, and then the reuse counts as neutral (Appendix B.3).
 REVISE_WITH_RECORD = Template(
-    "REVISE_WITH_RECORD", _ACT_SYS,
-    "{task}\n\nYour draft action:\n```\n{draft}\n```\n\nA stored correction from an earlier task "
+    "REVISE_WITH_RECORD", "",
+    _TASK_HEAD + "Your draft action:\n```\n{draft}\n```\n\nA stored correction from an earlier task "
     "follows. Use it only if it fits this task and its condition holds here; otherwise return the "
     "draft unchanged.\n{record}\n\n{instructions}\nWrite the (possibly unchanged) action inside one "
     "``` code block.",
-    {"task": "state", "draft": "action", "record": "record", "instructions": "context"},
+    {**_TASK_KINDS, "draft": "action", "record": "record", "instructions": "context"},
     _action, parses_action=True, max_tokens=1024)
 
 # Module I (§3.2, Eq. 1): up to K local edits of a failed action in a FIND / REPLACE grammar.
 # The parser drops any edit that rewrites most of the action; an unusable reply falls back to
 # no LLM edits, and the domain's rule operators fill the K slots instead (Appendix B.4).
 GENERATE_LOCAL_ALTERNATIVES = Template(
-    "GENERATE_LOCAL_ALTERNATIVES",
-    "You propose small local edits to a failed action. Each edit changes one part only.",
-    "{task}\n\nFailed action:\n```\n{action}\n```\nChecker feedback: {feedback}\n\n"
-    "Propose up to {k} different local edits, each changing one {unit} of the action (never "
-    "rewrite the whole action). Reply with one JSON object and nothing else:\n"
-    '{{"edits": [{{"find": "<exact text copied from the action>", "replace": "<the new text>"}}]}}'
-    "\n",
-    {"task": "state", "action": "action", "feedback": "feedback"},
+    "GENERATE_LOCAL_ALTERNATIVES", "",
+    _TASK_HEAD + "Failed action:\n```\n{action}\n```\nChecker feedback: {feedback}\n\n"
+    "Propose up to {k} different small local edits to the failed action, each changing one "
+    "{unit} of it (never rewrite the whole action). Reply with one JSON object and nothing "
+    'else:\n{{"edits": [{{"find": "<exact text copied from the action>", "replace": '
+    '"<the new text>"}}]}}\n',
+    {**_TASK_KINDS, "action": "action", "feedback": "feedback"},
     lambda reply, action, k: parsers.parse_local_edits(reply, action, k),
     fallback=lambda action, k: [], reply=constraints.LOCAL_EDITS, max_tokens=512)
 
@@ -179,16 +184,16 @@ GENERATE_LOCAL_ALTERNATIVES = Template(
 # The condition clause is the one Appendix D.8 quotes; "none" parses to the empty (universal)
 # condition. The domain's hint steers the condition toward features the rule checker can test.
 DISTIL_RECORD = Template(
-    "DISTIL_RECORD",
-    "You turn a checked correction into a reusable note for future tasks.",
-    "{task}\n\nOriginal action (failed):\n```\n{original}\n```\nImproved action (verified better by "
+    "DISTIL_RECORD", "",
+    _TASK_HEAD + "Turn this checked correction into a reusable note for future tasks.\n"
+    "Original action (failed):\n```\n{original}\n```\nImproved action (verified better by "
     "the checker):\n```\n{improved}\n```\nEvidence: {evidence}\n\n"
     "Reply with one JSON object and nothing else:\n"
     '{{"situation": "<the kind of mistake and the situation it happens in, in general terms>", '
     '"condition": "<a requirement of the NEW task that must hold before applying this. It must be '
     "checkable and it must be able to be FALSE for a task that looks similar. Write none only if "
     'no such requirement exists.>"}}\n{condition_hint}',
-    {"task": "state", "original": "action", "improved": "action", "evidence": "feedback",
+    {**_TASK_KINDS, "original": "action", "improved": "action", "evidence": "feedback",
      "condition_hint": "context"},
     lambda reply: parsers.parse_distilled(reply), reply=constraints.DISTILLED, max_tokens=192)
 
@@ -205,11 +210,11 @@ BEST_OF_N_JUDGE = Template(
 # The Reflexion base agent (§4.1, beside ReAct): a verbal reflection after a failed attempt,
 # kept in the task's own context for its next attempt; it is not cross-task memory.
 REFLEXION_REFLECT = Template(
-    "REFLEXION_REFLECT", "You reflect on a failed attempt to do better next time.",
-    "{task}\n\nAttempt:\n```\n{action}\n```\nFeedback: {feedback}\n\nIn one or two sentences, say "
-    "what went wrong and what to do differently. Answer as one JSON object: "
-    '{{"reflection": "<text>"}}',
-    {"task": "state", "action": "action", "feedback": "feedback"},
+    "REFLEXION_REFLECT", "",
+    _TASK_HEAD + "Reflect on this failed attempt to do better next time.\nAttempt:\n```\n"
+    "{action}\n```\nFeedback: {feedback}\n\nIn one or two sentences, say what went wrong and "
+    'what to do differently. Answer as one JSON object: {{"reflection": "<text>"}}',
+    {**_TASK_KINDS, "action": "action", "feedback": "feedback"},
     lambda reply: parsers.parse_single_field("REFLECTION")(reply), reply=constraints.REFLECTION, max_tokens=128)
 
 # ExpeL baseline (Appendix D.5): one transferable lesson per completed attempt.
@@ -366,8 +371,8 @@ async def call_template(backbone: Backbone, template: Template, fields: dict, *,
         try:
             text = reply
             if fmt is not None:
-                read = constraints.read_reply(fmt, reply, constraint,
-                                              result.constrained and not cut, parse_args)
+                read = constraints.read_reply(fmt, reply, result.constrained and not cut,
+                                              parse_args)
                 failures.count(template.name, "refused_edits", read.refused)
                 if read.violation:
                     failures.count(template.name, "constraint_violations")
@@ -387,8 +392,13 @@ async def call_template(backbone: Backbone, template: Template, fields: dict, *,
                               used_fallback=template.fallback is not None,
                               tokens=spent.total, cached_tokens=spent.cached_tokens,
                               truncated=True)
+            # "content": a well-formed reply whose content breaks a rule (an edit that changes
+            # nothing, a FIND not in the action); "parse": the reply's format is broken
+            well_formed = fmt is not None and not constraints.violation(
+                fmt.reading(**parse_args), reply)
             failures.add(template=template.name, decision=charge.decision, attempt=attempt,
-                         error=error, reply=reply[:1000])
+                         error=error, reply=reply[:1000],
+                         kind="content" if well_formed else "parse")
             log.info("%s parse failure (attempt %d, %s): %s", template.name, attempt,
                      charge.decision, error)
             # The repair round sees its own failed reply and the parser's reason.
@@ -418,11 +428,11 @@ def render_memory_block(kind: str, entries: list[str]) -> str:
 # whatever the baseline's memory retrieved in place of one CounterMem record, so the rows of the
 # main table differ only in the added mechanism (Appendix D.5).
 REVISE_WITH_MEMORY = Template(
-    "REVISE_WITH_MEMORY", _ACT_SYS,
-    "{task}\n\nYour draft action:\n```\n{draft}\n```\n\nMemory from earlier, different tasks "
+    "REVISE_WITH_MEMORY", "",
+    _TASK_HEAD + "Your draft action:\n```\n{draft}\n```\n\nMemory from earlier, different tasks "
     "follows. Use it only if it helps with this task; otherwise return the draft unchanged.\n"
     "{memory}\n\n{instructions}\nWrite the (possibly unchanged) action inside one ``` code block.",
-    {"task": "state", "draft": "action", "memory": "units", "instructions": "context"},
+    {**_TASK_KINDS, "draft": "action", "memory": "units", "instructions": "context"},
     _action, parses_action=True, max_tokens=1024)
 
 # ExpeL's insight-list maintenance: AGREE / EDIT / REMOVE / ADD operations on a numbered list.

@@ -79,9 +79,35 @@ def _same_column(a: exp.Expression, ta: dict, b: exp.Expression, tb: dict) -> bo
     return ta_name == tb_name or None in (ta_name, tb_name)
 
 
+def _join_key(node: exp.Expression) -> bool:
+    """Whether ``node`` lies in a join's ON clause: a key the schema implies, not a name a
+    request would state."""
+    join = node if isinstance(node, exp.Join) else node.find_ancestor(exp.Join)
+    on = join.args.get("on") if join is not None else None
+    return on is not None and (node is on or any(node is n for n in on.walk()))
+
+
+def _touch(node: exp.Expression, tables: dict, out: dict, names: bool = True) -> None:
+    """Adds what a removed, inserted or updated ``node`` touched: a join its tables only (its
+    keys follow from the schema), a node inside a join's ON nothing, else its names and tables
+    (``names=False``: its tables only)."""
+    if _join_key(node) and not isinstance(node, exp.Join):
+        return
+    found: dict[str, set] = {"names": set(), "tables": set()}
+    _sql_names(node, tables, found)
+    out["tables"] |= found["tables"]   # a join's: the table joined in and those its keys name
+    if names and not isinstance(node, exp.Join):
+        out["names"] |= found["names"]
+
+
 def sql_touched(original: str, improved: str) -> dict[str, set] | None:
     """{"names": columns and string literals, "tables": tables} in the removed / inserted /
-    updated parts of a SQL edit; None when either side does not parse."""
+    updated parts of a SQL edit; None when either side does not parse.
+
+    A whole statement removed and inserted again (how ``sqlglot.diff`` reports a change at the
+    root) is passed over in favour of the finer edits it reports with it. Names are taken from
+    the improved side only (the column or value a fix introduces is what a later request asks
+    for; the mistaken one need not be stated), tables from both."""
     try:
         a = sqlglot.parse_one(original, read="sqlite")
         b = sqlglot.parse_one(improved, read="sqlite")
@@ -90,15 +116,20 @@ def sql_touched(original: str, improved: str) -> dict[str, set] | None:
     if a is None or b is None:
         return None
     ta, tb = _sql_tables(a), _sql_tables(b)
+    edits = [e for e in diff(a, b) if isinstance(e, (Remove, Insert, Update))]
     touched: dict[str, set] = {"names": set(), "tables": set()}
-    for edit in diff(a, b):
-        if isinstance(edit, Remove):
-            _sql_names(edit.expression, ta, touched)
-        elif isinstance(edit, Insert):
-            _sql_names(edit.expression, tb, touched)
-        elif isinstance(edit, Update) and not _same_column(edit.source, ta, edit.target, tb):
-            _sql_names(edit.source, ta, touched)
-            _sql_names(edit.target, tb, touched)
+    for whole in (False, True):   # the root's own edits only when nothing finer was reported
+        for edit in edits:
+            if isinstance(edit, (Remove, Insert)):
+                if (edit.expression.parent is None) != whole:
+                    continue
+                removed = isinstance(edit, Remove)
+                _touch(edit.expression, ta if removed else tb, touched, names=not removed)
+            elif not whole and not _same_column(edit.source, ta, edit.target, tb):
+                _touch(edit.source, ta, touched, names=False)
+                _touch(edit.target, tb, touched)
+        if touched["names"] or touched["tables"]:
+            break
     return touched
 
 
