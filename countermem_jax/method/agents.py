@@ -41,6 +41,10 @@ class TaskContext:
     cf_checks: int = 0
     cf_tokens: int = 0        # Modules I–II LLM tokens (proposals, distillation), in tokens
     cf_reference_empty: bool = False  # a check met an empty reference result (verifies nothing)
+    # failed actions Modules I-II expanded, and alternatives they checked, in this task: the same
+    # action failing again, or the same alternative, is not checked twice
+    cf_expanded: set = dataclasses.field(default_factory=set)
+    cf_checked: set = dataclasses.field(default_factory=set)
     reflections: list = dataclasses.field(default_factory=list)
     solved: bool = False
     last_utility: float | None = None

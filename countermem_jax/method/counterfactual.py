@@ -220,13 +220,17 @@ class CounterfactualBuilder:
 
         ``state_before`` is the state s_t the failed ``action`` was taken from: every alternative is
         evaluated from it, so Δ (Eq. 2) compares the two actions from the same start. Returns []
-        without any call when this task already expanded its share of failures or spent its
-        verification budget. Tokens spent here are also booked to ``ctx.cf_tokens``.
+        without any call when this task already expanded its share of failures, spent its
+        verification budget or expanded this very action before; an alternative already checked
+        in this task is not checked again. Tokens spent here are also booked to ``ctx.cf_tokens``.
         """
         if ctx.expanded_failures >= self.cfg.max_expanded_failures:
             return []
         if ctx.cf_checks >= self.cfg.verification_budget:
             return []
+        if action.strip() in ctx.cf_expanded:   # the same action failed again: nothing new
+            return []
+        ctx.cf_expanded.add(action.strip())
         ctx.expanded_failures += 1
         tokens_before = ctx.tokens
         try:
@@ -253,6 +257,9 @@ class CounterfactualBuilder:
         for alt, source in zip(candidates, sources):
             if ctx.cf_checks >= self.cfg.verification_budget:
                 break
+            if alt.strip() in ctx.cf_checked:   # checked for an earlier failure of this task
+                continue
+            ctx.cf_checked.add(alt.strip())
             checked = await self.agent.check(state_before, alt)
             ctx.cf_checks += 1
             ctx.calls += checked.world_model_calls
