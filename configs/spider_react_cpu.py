@@ -5,13 +5,15 @@ r"""Quickstart: ReAct ± CounterMem on Spider with the CPU model (Qwen2.5-Coder-
     python -m countermem_jax.train_selector --config=configs/spider_react_cpu.py --workdir=runs/spider_cpu
     python -m countermem_jax.evaluate       --config=configs/spider_react_cpu.py --workdir=runs/spider_cpu
 
-Short CPU schedule (documented, not the paper's): 8 Spider databases, 20 construction tasks with
-one expanded failure and 4 counterfactual checks per task, a 30-decision selector run (learning
-starts at 6, an update every decision, target sync every 10, checkpoints every 15 with 3
-validation tasks, one seed), 20 held-out tasks, two attempts per task. The evaluation prints a
-table of ReAct vs ReAct+CounterMem (score, tokens, calls and failures per solved task, retrieval
+Short CPU schedule (documented, not the paper's): 6 Spider databases whose questions share the
+mistakes a record fixes, 30 construction tasks with the paper's two expanded failures, K = 4 and
+8 counterfactual checks per task, a 30-decision selector run (learning starts at 6, an update
+every decision, target sync every 10, checkpoints every 15 with 3 validation tasks, one seed), 20
+held-out tasks, two attempts per task. Records carry the condition derived from their checked
+edit, checked at retrieval (``memory.fallback_condition=derive``). The evaluation prints a table
+of ReAct vs ReAct+CounterMem (score, tokens, calls and failures per solved task, retrieval
 coverage, harmful use, rescued/broken), then one evaluation task where a record changed the draft
-(or, with an empty store, why it is empty).
+(or, if none did, why).
 
 The model: ``--config.backbone.cpu_model=qwen2.5-coder-1.5b`` picks the 1.5B (install
 launch/requirements-cpu-model-1.5b.txt first; docs/cpu_models.md). Each template asks for its

@@ -244,6 +244,13 @@ def test_sql_edit_condition_names_what_the_edit_touched():
         "SELECT people.Name FROM poker_player JOIN people ON poker_player.people_id = "
         "people.people_id ORDER BY Earnings", "poker_player") == \
         "environment == poker_player AND edit touches [name] AND edit touches any [people, poker_player]"
+    # a column moved to a joined table: the column is what the fix is about
+    assert edit_conditions.derived_condition(
+        "sql", "SELECT Birth_Date FROM poker_player ORDER BY Earnings",
+        "SELECT people.Birth_Date FROM poker_player JOIN people ON poker_player.people_id = "
+        "people.people_id ORDER BY Earnings", "poker_player") == \
+        "environment == poker_player AND edit touches [birth_date] AND edit touches any " \
+        "[people, poker_player]"
     # a column renamed: the name the fix introduces, not the mistaken one
     assert edit_conditions.derived_condition(
         "sql", "SELECT director FROM cartoon", "SELECT directed_by FROM cartoon", "tv") == \

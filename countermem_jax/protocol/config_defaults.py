@@ -251,7 +251,7 @@ def spider_cpu_config(agent: str = "react") -> ml_collections.ConfigDict:
     # a pet's age, a cartoon's director): six, so a record meets the questions it fits.
     c.data.db_ids = ("poker_player", "car_1", "pets_1", "tvshow", "course_teach",
                      "concert_singer")
-    c.splits.update(n_build=20, n_train=16, n_validation=3, n_eval=20)
+    c.splits.update(n_build=30, n_train=16, n_validation=3, n_eval=20)
     # max_tokens caps each template's own budget (prompts.Template.max_tokens): 160 cut off
     # most of the model's edit replies mid-edit.
     c.agent.update(kind=agent, max_attempts=2, max_tokens=512, token_budget=12_000)

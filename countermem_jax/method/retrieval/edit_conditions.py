@@ -71,10 +71,17 @@ def _sql_names(node: exp.Expression, tables: dict[str, str], out: dict[str, set]
 
 
 def _same_column(a: exp.Expression, ta: dict, b: exp.Expression, tb: dict) -> bool:
-    """Only the qualifier changed (``T1.country`` -> ``country``), on the same table."""
+    """Only the qualifier changed (``T1.country`` -> ``country``), on the same table. An
+    unqualified column belongs to its query's table when the query reads one table, so a column
+    moved to a joined table (``birth_date`` -> ``people.birth_date``) is a change."""
     if not (isinstance(a, exp.Column) and isinstance(b, exp.Column)) or a.name != b.name:
         return False
-    table = lambda col, tables: tables.get(col.table.lower()) if col.table else None
+
+    def table(col, tables):
+        if col.table:
+            return tables.get(col.table.lower())
+        only = set(tables.values())
+        return only.pop() if len(only) == 1 else None
     ta_name, tb_name = table(a, ta), table(b, tb)
     return ta_name == tb_name or None in (ta_name, tb_name)
 
