@@ -23,12 +23,21 @@ import numpy as np
 from evaluators.base import Task
 
 MISTAKE = " LIMIT 0"
-_SCHEMA_MARK = "\nSchema:"
 
 
 def task_key(task: Task) -> str:
-    """What identifies a task inside a prompt: its question and database line."""
-    return task.visible_text().split(_SCHEMA_MARK, 1)[0]
+    """What identifies a task inside a prompt: its context's first line (the database) and its
+    question, as the method's task header shows them (``prompts.task_fields``)."""
+    return f"{task.context.split(chr(10), 1)[0]}\n{task.prompt.strip()}"
+
+
+_HEADER = re.compile(r"^([^\n]*).*?\n\nQuestion: (.*?)\n\n", re.S)
+
+
+def _prompt_key(text: str) -> str:
+    """``task_key`` of the task a prompt's header shows, or "" when it has none."""
+    m = _HEADER.match(text)
+    return f"{m.group(1)}\n{m.group(2).strip()}" if m else ""
 
 
 def _flawed(key: str) -> bool:
@@ -87,7 +96,7 @@ def make_responder(config: dict):
         if "A stored correction from an earlier task" in text:
             draft = re.search(r"Your draft action:\n```\n(.*?)\n```", text, re.S).group(1)
             return _code_block(draft.replace(MISTAKE, ""))
-        key = text.split(_SCHEMA_MARK, 1)[0]
+        key = _prompt_key(text)
         if key in gold:  # a draft (first or later attempt): the same mistake every time
             sql = gold[key]
             return _code_block(sql + MISTAKE if _flawed(key) else sql)
