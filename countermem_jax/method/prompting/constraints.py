@@ -207,10 +207,12 @@ def violation(constraint: OutputConstraint, reply: str) -> str:
 @dataclasses.dataclass(frozen=True)
 class Read:
     """A reply as its template's parser reads it: ``text`` in the text contract, the schema
-    ``violation`` ("" when none) and how many parts were ``refused``."""
+    ``violation`` ("" when none), how many parts were ``refused``, and whether the reply met
+    the reading schema at all (``well_formed``)."""
     text: str
     violation: str = ""
     refused: int = 0
+    well_formed: bool = True
 
 
 def read_reply(fmt: ReplyFormat, reply: str, constrained: bool, parse_args: dict) -> Read:
@@ -222,7 +224,7 @@ def read_reply(fmt: ReplyFormat, reply: str, constrained: bool, parse_args: dict
     """
     broken = violation(fmt.reading(**parse_args), reply)
     if broken:
-        return Read(reply, broken if constrained else "")
+        return Read(reply, broken if constrained else "", well_formed=False)
     obj = json_object(reply)
     refused = fmt.refused(obj, **parse_args) if fmt.refused else 0
     return Read(fmt.to_text(obj), "", refused)

@@ -36,8 +36,8 @@ log = logging.getLogger(__name__)
 
 # Characters per field kind (Appendix D.8): bounds what one prompt can cost in tokens whatever
 # the task, trajectory or record holds.
-LIMITS = {"state": 2500, "question": 1000, "action": 2000, "feedback": 800, "units": 4000, "context": 3000,
-          "record": 1200, "trajectory": 3000}
+LIMITS = {"state": 2500, "question": 1000, "action": 2000, "feedback": 800, "units": 4000,
+          "context": 3000, "record": 1200, "trajectory": 3000}
 
 
 def clip(text: str, kind: str) -> str:
@@ -159,8 +159,8 @@ DRAFT_ACTION = Template(
 # draft unchanged is allowed, and then the reuse counts as neutral (Appendix B.3).
 REVISE_WITH_RECORD = Template(
     "REVISE_WITH_RECORD", "",
-    _TASK_HEAD + "Your draft action:\n```\n{draft}\n```\n\nA stored correction from an earlier task "
-    "follows. Use it only if it fits this task and its condition holds here; otherwise return the "
+    _TASK_HEAD + "Your draft action:\n```\n{draft}\n```\n\nA stored correction from an earlier "
+    "task follows. Use it only if it fits this task and its condition holds here; otherwise return the "
     "draft unchanged.\n{record}\n\n{instructions}\nWrite the (possibly unchanged) action inside one "
     "``` code block.",
     {**_TASK_KINDS, "draft": "action", "record": "record", "instructions": "context"},
@@ -369,7 +369,7 @@ async def call_template(backbone: Backbone, template: Template, fields: dict, *,
         reply, spent, calls = result.text, spent + cost, calls + made
         cut = result.finish_reason == "length"
         try:
-            text = reply
+            text, read = reply, None
             if fmt is not None:
                 read = constraints.read_reply(fmt, reply, result.constrained and not cut,
                                               parse_args)
@@ -394,11 +394,9 @@ async def call_template(backbone: Backbone, template: Template, fields: dict, *,
                               truncated=True)
             # "content": a well-formed reply whose content breaks a rule (an edit that changes
             # nothing, a FIND not in the action); "parse": the reply's format is broken
-            well_formed = fmt is not None and not constraints.violation(
-                fmt.reading(**parse_args), reply)
             failures.add(template=template.name, decision=charge.decision, attempt=attempt,
                          error=error, reply=reply[:1000],
-                         kind="content" if well_formed else "parse")
+                         kind="content" if read is not None and read.well_formed else "parse")
             log.info("%s parse failure (attempt %d, %s): %s", template.name, attempt,
                      charge.decision, error)
             # The repair round sees its own failed reply and the parser's reason.
