@@ -78,6 +78,9 @@ def test_repeated_partial_advice_is_penalised():
 def test_none_condition_maps_to_empty():
     assert normalize_condition("none") == ""
     assert normalize_condition(' "None." ') == ""
+    assert normalize_condition('"bound == inclusive"') == "bound == inclusive"
+    rule = 'environment == db AND feedback contains "no such column"'
+    assert normalize_condition(rule) == rule   # a closing quote of a phrase is kept
     assert normalize_condition("bound == inclusive") == "bound == inclusive"
 
 

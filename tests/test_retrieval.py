@@ -8,7 +8,7 @@ import pytest
 
 from countermem_jax.method import text_embedding as embedding
 from countermem_jax.method.retrieval.conditions import (CompositeChecker, LLMJudgeChecker, RuleChecker,
-                                                 TaskContext, parse_yes_no)
+                                                 TaskContext, never_holds, parse_yes_no)
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex, topk_eligible
 from helpers import make_record
 
@@ -237,24 +237,27 @@ def test_sql_edit_condition_names_what_the_edit_touched():
         "sql", "SELECT count(*) FROM singer AS T1 JOIN concert AS T2 ON T1.singer_id = T2.singer_id "
         "WHERE T1.country = 'France'", "SELECT count(*) FROM singer WHERE country = 'France'", "cs")
     # a dropped join touches its tables; its keys follow from the schema and are not required
-    assert drop == "environment == cs AND edit touches any [concert, singer]"
+    assert drop == "environment == cs AND edit touches any [concert, singer] AND draft has " \
+        "[concert, singer_id]"   # the draft still joins concert: the mistake is there
     # a join completed for a column of another table: the column, and either table
     assert edit_conditions.derived_condition(
         "sql", "SELECT Name FROM poker_player ORDER BY Earnings",
         "SELECT people.Name FROM poker_player JOIN people ON poker_player.people_id = "
         "people.people_id ORDER BY Earnings", "poker_player") == \
-        "environment == poker_player AND edit touches [name] AND edit touches any [people, poker_player]"
+        "environment == poker_player AND edit touches [name] AND edit touches any " \
+        "[people, poker_player] AND draft lacks [people, people_id]"
     # a column moved to a joined table: the column is what the fix is about
     assert edit_conditions.derived_condition(
         "sql", "SELECT Birth_Date FROM poker_player ORDER BY Earnings",
         "SELECT people.Birth_Date FROM poker_player JOIN people ON poker_player.people_id = "
         "people.people_id ORDER BY Earnings", "poker_player") == \
         "environment == poker_player AND edit touches [birth_date] AND edit touches any " \
-        "[people, poker_player]"
+        "[people, poker_player] AND draft lacks [people, people_id]"
     # a column renamed: the name the fix introduces, not the mistaken one
     assert edit_conditions.derived_condition(
         "sql", "SELECT director FROM cartoon", "SELECT directed_by FROM cartoon", "tv") == \
-        "environment == tv AND edit touches [directed_by]"
+        "environment == tv AND edit touches [directed_by] AND draft has [director] AND " \
+        "draft lacks [directed_by]"
     assert edit_conditions.derived_condition("sql", "SELECT 1", "SELECT 2", "") == \
         "edit touches any []"  # nothing nameable: never holds
     assert edit_conditions.derived_condition("python", "if x < n:", "if x <= n:", "") == \
@@ -262,6 +265,96 @@ def test_sql_edit_condition_names_what_the_edit_touched():
     assert edit_conditions.mentions("song_release_year", "Which songs were released in which year?")
     assert edit_conditions.mentions("singer", "How many singers are there?")
     assert not edit_conditions.mentions("people", "List the earnings of poker players")
+
+
+def test_a_derived_condition_holds_only_for_a_draft_that_repeats_the_mistake_and_lacks_the_fix():
+    """The case that broke a correct draft: a record fixing ``PetAge`` -> ``pet_age`` was offered
+    to a draft that already read ``pet_age``, and the model copied the record's query over it."""
+    condition = edit_conditions.derived_condition(
+        "sql", "SELECT PetType, weight FROM Pets ORDER BY PetAge ASC LIMIT 1",
+        "SELECT PetType, weight FROM Pets ORDER BY Pets.pet_age ASC LIMIT 1", "pets_1")
+    assert condition.endswith("AND draft has [petage] AND draft lacks [pet_age]")
+    record = make_record(source_task_id="src", condition=condition, situation="pet age column")
+    index = RetrievalIndex([record], checker=CompositeChecker([RuleChecker("derive")]))
+    question = "Find the id and weight of all pets whose age is older than 1"
+
+    def offered(draft):
+        task = TaskContext("q", question, {"environment": "pets_1"}, draft=draft)
+        return bool(index.retrieve(task).candidates)
+    assert offered("SELECT PetID, weight FROM Pets WHERE PetAge > 1")          # the mistake
+    assert not offered("SELECT PetID, weight FROM Pets WHERE pet_age > 1")     # already fixed
+    assert not offered("SELECT PetID, weight FROM Pets WHERE age > 1")         # another mistake
+    assert offered(None)   # outside a decision the draft clauses do not restrict
+    # string literals count as text; identifiers as whole words only
+    assert edit_conditions.draft_uses("petage", "SELECT petage FROM pets")
+    assert not edit_conditions.draft_uses("age", "SELECT petage FROM pets")
+    assert edit_conditions.draft_uses("ben jones", "WHERE d = 'Ben Jones'")
+    assert never_holds("draft lacks []") and not never_holds("draft has []")
+
+
+def test_an_error_repair_is_offered_after_the_same_kind_of_error_whatever_column_it_names():
+    """A join completed for ``Birth_Date`` (no such column in poker_player) is the lesson a
+    failed ``SELECT Name FROM poker_player`` needs: after that error, not before any attempt,
+    and not to a draft that already joins people."""
+    condition = edit_conditions.derived_condition(
+        "sql", "SELECT Birth_Date FROM poker_player ORDER BY Earnings",
+        "SELECT people.Birth_Date FROM poker_player JOIN people ON poker_player.people_id = "
+        "people.people_id ORDER BY Earnings", "poker_player",
+        "SQL error: OperationalError: no such column: Birth_Date")
+    assert condition == ('environment == poker_player AND feedback contains "no such column" '
+                         'AND edit touches any [people, poker_player] AND draft lacks [people, '
+                         'people_id]')
+    assert edit_conditions.error_kind("SQL error: OperationalError: ambiguous column name: a") \
+        == "ambiguous column name"
+    assert edit_conditions.error_kind("Wrong result. Your query returned 0 rows") == ""
+    checker, question = RuleChecker(), "What are the names of poker players?"
+
+    def holds(draft, feedback):
+        return checker.check(condition, TaskContext("q", question, {"environment": "poker_player"},
+                                                    draft=draft, feedback=feedback))
+    draft = "SELECT Name FROM poker_player"
+    assert holds(draft, "SQL error: OperationalError: no such column: Name")
+    assert not holds(draft, "")                                    # before any attempt
+    assert not holds(draft, "Wrong result. Your query returned 0 rows")
+    assert not holds("SELECT people.Name FROM poker_player JOIN people ON poker_player.people_id"
+                     " = people.people_id", "SQL error: OperationalError: no such column: x")
+    assert holds(draft, None)   # outside a decision
+
+
+def test_a_decision_checks_the_draft_clauses_against_its_own_draft():
+    from countermem_jax.method.agents import Agent, AgentConfig, MemoryCalls
+    from countermem_jax.method.agents import TaskContext as RunContext
+    from countermem_jax.method.memory_use import CounterMemAugmentation
+    from countermem_jax.method.selector import policies
+    from evaluators.base import Outcome, State, Task
+    record = make_record(source_task_id="src", situation="pet age column",
+                         condition="environment == pets_1 AND draft has [petage] AND draft "
+                                   "lacks [pet_age]")
+    index = RetrievalIndex([record], checker=CompositeChecker([RuleChecker("derive")]))
+    aug = CounterMemAugmentation(MemoryCalls(Agent(None, None, None, AgentConfig())),
+                                 index_source=lambda: index,
+                                 selector=policies.make_fixed("always_skip"))
+    task = Task("q", "sql", "spider", "Weight of pets older than 1", "", "predicate",
+                environment="pets_1")
+
+    def decide(draft, error=None):
+        state = State(task)
+        if error is not None:   # the last attempt failed with this feedback
+            state = state.after(draft, Outcome(0.0, False, True, error))
+        ctx = RunContext(task, "evaluation", "countermem", state, call_budget=3,
+                         token_budget=10_000, max_decisions=3)
+        return asyncio.run(aug.decide(ctx, draft)).log
+    assert decide("SELECT weight FROM Pets WHERE PetAge > 1")["retrieved"]
+    assert decide("SELECT weight FROM Pets WHERE pet_age > 1")["excluded_condition"] == \
+        [record.record_id]
+    # the decision's feedback is the last attempt's
+    index = RetrievalIndex([make_record(
+        source_task_id="src", situation="pet age column",
+        condition='environment == pets_1 AND feedback contains "no such column"')],
+        checker=CompositeChecker([RuleChecker("derive")]))
+    assert not decide("SELECT weight FROM Pets WHERE PetAge > 1")["retrieved"]
+    assert decide("SELECT weight FROM Pets WHERE PetAge > 1",
+                  "SQL error: OperationalError: no such column: PetAge")["retrieved"]
 
 
 def test_a_record_without_its_own_condition_is_not_offered_on_every_question_of_its_database():

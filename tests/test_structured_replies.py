@@ -155,6 +155,21 @@ def test_a_truncated_reply_is_retried_once_and_never_a_parse_failure(thinking, c
     assert parsed.truncated == (not ok)
 
 
+def test_the_truncation_retry_carries_the_repetition_penalty_and_keys_the_cache_by_it():
+    """A reply cut off at its budget is mostly a greedy loop: the retry is sent with the
+    backbone's repetition penalty, and only a penalty other than 1 changes the cache key."""
+    with LocalOpenAIServer(gpt_oss_style=True, reasoning_tokens=300) as srv:
+        backbone = _client(srv, max_tokens_on_truncation=400)
+        backbone.repetition_penalty_on_truncation = 1.1
+        parsed = _call(backbone, prompts.DISTIL_RECORD, DISTIL_FIELDS, ParseFailureLog(), {})
+        sent = [r.get("repetition_penalty") for r in srv.requests]
+    assert parsed.ok and sent == [None, 1.1]
+    plain = SamplingParams(max_tokens=10)
+    assert "repetition_penalty" not in plain.to_json()
+    assert cache_key("m", [], plain) != cache_key(
+        "m", [], SamplingParams(max_tokens=10, repetition_penalty=1.1))
+
+
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
 def test_both_reasoning_spellings_are_read_apart_from_the_content(field):
     with LocalOpenAIServer(gpt_oss_style=True, reasoning_field=field,
@@ -269,6 +284,33 @@ def test_llama_cpp_constrained_edit_reply_meets_its_schema():
     assert constraints.json_object(result.text)["edits"][0]["find"] in ACTION
     assert failures.summary()["GENERATE_LOCAL_ALTERNATIVES"]["constraint_violations"] == 0
     assert parsed.ok or parsed.used_fallback
+
+
+def test_llama_cpp_truncation_retry_decodes_with_the_repetition_penalty():
+    pytest.importorskip("llama_cpp", reason="cpu extra (llama-cpp-python) not installed")
+    from countermem_jax.backbones import gguf
+    from countermem_jax.backbones.llama_cpp_backbone import LlamaCppBackbone
+    try:
+        path = gguf.default_model_path()
+    except gguf.ModelFileError as err:
+        pytest.skip(str(err))
+    backbone = LlamaCppBackbone(path, n_ctx=2048, ledger=TokenLedger(),
+                                max_tokens_on_truncation=12)
+    backbone.repetition_penalty_on_truncation = 1.1
+    sent, inner = [], backbone._llm.create_chat_completion
+
+    def spy(**kwargs):
+        out = inner(**kwargs)
+        sent.append((kwargs["max_tokens"], kwargs["repeat_penalty"],
+                     out["choices"][0]["finish_reason"]))
+        return out
+    backbone._llm.create_chat_completion = spy
+    failures = ParseFailureLog()
+    asyncio.run(prompts.checked_chat(
+        backbone, [{"role": "user", "content": "Count from one to fifty in words."}],
+        SamplingParams(max_tokens=6), Charge("construction", "t#0", "probe"), failures))
+    assert sent == [(6, 1.0, "length"), (12, 1.1, "length")]
+    assert failures.summary()["probe"]["truncation_retries"] == 1
 
 
 def test_preflight_refuses_an_unknown_method_in_one_line(tmp_path):

@@ -67,15 +67,20 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     reasoning_effort: str | None = None   # gpt-oss: "low" | "medium" | "high"
     constraint: OutputConstraint | None = None   # the reply's structure, enforced when decoding
+    # > 1 discourages repeating recent tokens (llama.cpp's repeat_penalty, vLLM's
+    # repetition_penalty); 1 is off and is neither sent nor part of the cache key
+    repetition_penalty: float = 1.0
 
     def to_json(self) -> dict:
         """The settings as a dict (a tuple ``stop`` stays a tuple until JSON-dumped). Every
         field is a scalar or a tuple of strings, so no deep copy (``dataclasses.asdict``, ten
         times slower) is needed: it runs once per chat call, in the response cache's key. An
-        unconstrained call leaves ``constraint`` out, so its key is what it was before
-        constraints existed."""
+        unconstrained call leaves ``constraint`` out, and a call without a repetition penalty
+        leaves that out, so their keys are what they were before those fields existed."""
         out = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
         constraint = out.pop("constraint")
+        if out["repetition_penalty"] == 1.0:
+            del out["repetition_penalty"]
         if constraint is not None:
             out["constraint"] = constraint.to_json()
         return out
@@ -192,6 +197,8 @@ class Backbone(abc.ABC):
     # the token budget a reply cut off at its limit is asked again with, once (0: never);
     # set from ``backbone.max_tokens_on_truncation``
     max_tokens_on_truncation: int = 0
+    # and the repetition penalty of that retry (1: none); ``backbone.repetition_penalty_on_truncation``
+    repetition_penalty_on_truncation: float = 1.0
 
     def __init__(self, ledger: TokenLedger | None = None):
         self.ledger = ledger or TokenLedger()

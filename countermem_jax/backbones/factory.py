@@ -12,6 +12,7 @@
         a server that refuses it is asked without, and that is said once)
     max_tokens_on_truncation: the token budget a reply cut off at its limit is asked again
         with, once (0 or unset: 2x the call's own budget; a value at or below it: no retry)
+    repetition_penalty_on_truncation: the repetition penalty of that retry (1 or unset: none)
 Tests build the scripted backbone directly; it has no config kind.
 """
 import os
@@ -70,4 +71,6 @@ def make_backbone(cfg, ledger: TokenLedger | None = None) -> Backbone:
     if cfg.get("cache_dir"):
         backbone = CachedBackbone(backbone, cfg.cache_dir)
         backbone.max_tokens_on_truncation = retry_budget
+    backbone.repetition_penalty_on_truncation = float(
+        cfg.get("repetition_penalty_on_truncation") or 1.0)
     return backbone

@@ -55,6 +55,7 @@ class LlamaCppBackbone(Backbone):
             out = self._llm.create_chat_completion(
                 messages=messages, temperature=params.temperature, top_p=params.top_p,
                 max_tokens=params.max_tokens, seed=params.seed,
+                repeat_penalty=params.repetition_penalty,
                 stop=list(params.stop) or None, **extra)
         usage = out.get("usage") or {}
         choice = out["choices"][0]

@@ -190,6 +190,8 @@ class OpenAICompatibleBackbone(Backbone):
             body["seed"] = params.seed
         if params.stop:
             body["stop"] = list(params.stop)
+        if params.repetition_penalty != 1.0:   # vLLM's sampling parameter of that name
+            body["repetition_penalty"] = params.repetition_penalty
         effort = params.reasoning_effort or self.reasoning_effort
         if effort:
             body["reasoning_effort"] = effort

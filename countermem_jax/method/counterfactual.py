@@ -297,10 +297,11 @@ class CounterfactualBuilder:
         return results
 
     @staticmethod
-    def _derived_condition(ctx, original: str, improved: str) -> str:
-        """The condition derived from the checked edit itself (``edit_conditions``)."""
+    def _derived_condition(ctx, original: str, improved: str, feedback: str) -> str:
+        """The condition derived from the checked edit itself and the original's ``feedback``
+        (``edit_conditions``)."""
         return edit_conditions.derived_condition(ctx.task.domain, original, improved,
-                                                 ctx.task.environment)
+                                                 ctx.task.environment, feedback)
 
     async def _distil_and_admit(self, ctx, original: str, o: Outcome, improved: str,
                                 o2: Outcome) -> dict:
@@ -325,7 +326,7 @@ class CounterfactualBuilder:
             # whether it is checked or the record kept out). Logged as a fallback.
             distilled = parsers.DistilledRecord(
                 f"the failed action needed this edit: {edit_text(original, improved)}",
-                self._derived_condition(ctx, original, improved))
+                self._derived_condition(ctx, original, improved, o.feedback))
             fallback = True
         # q carries the source request too, so that retrieval can match later requests to it.
         situation = f"{distilled.situation} (source request: {ctx.task.prompt[:300]})"
@@ -333,11 +334,11 @@ class CounterfactualBuilder:
         if (self.cfg.scope_free_text_conditions and condition and ctx.task.environment
                 and RuleChecker().check(condition, CondTask("", "", {})) is None):
             situation = f"{situation} [stated condition: {condition}]"
-            condition = self._derived_condition(ctx, original, improved)
+            condition = self._derived_condition(ctx, original, improved, o.feedback)
         if never_holds(condition):
             # A distilled condition no task can satisfy falls back to the one derived from the
             # edit; if that cannot hold either, the record could never be offered: not admitted.
-            condition = self._derived_condition(ctx, original, improved)
+            condition = self._derived_condition(ctx, original, improved, o.feedback)
         if never_holds(condition):
             return {"admitted": False, "reason": NEVER_HOLDS, "score": None, "record_id": "",
                     "condition": condition, "situation": situation, "evicted": [],

@@ -38,10 +38,13 @@ from countermem_jax.method.selector.transition import Transition
 SKIP_ONLY = np.array([True, False, False, False, False])
 
 
-def condition_query(task, run: str) -> CondTask:
-    """What the condition checkers see of ``task`` at a decision of the task run ``run``."""
+def condition_query(task, run: str, draft: str | None = None,
+                    feedback: str | None = None) -> CondTask:
+    """What the condition checkers see of ``task`` at a decision of the task run ``run``: its
+    draft, and the checker's feedback on the last attempt ("" before the first)."""
     return CondTask(task.task_id, task.prompt,
-                    {"environment": task.environment, **task.features}, scope=run)
+                    {"environment": task.environment, **task.features}, scope=run, draft=draft,
+                    feedback=feedback)
 
 
 def judge_messages(prompt: str) -> list[dict]:
@@ -107,7 +110,9 @@ class CounterMemAugmentation(Augmentation):
         the observation, close the previous decision's transition, let the selector choose a
         record or skip, and revise the draft with the chosen record."""
         index = self.index_source()
-        query = condition_query(ctx.task, ctx.run)
+        attempts = ctx.state.attempts
+        query = condition_query(ctx.task, ctx.run, draft,
+                                attempts[-1].outcome.feedback if attempts else "")
         condition_log = await self._judge_conditions(ctx, index, query)
         s_text = state_text(ctx)
         s_emb, d_emb = embedding.embed_texts([s_text, draft])

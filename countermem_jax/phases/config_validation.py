@@ -66,6 +66,7 @@ INT_RANGES = {
 # dotted field -> (smallest, largest) for real numbers (finite, within the bounds)
 REAL_RANGES = {
     "construction.epsilon": (0.0, 1.0), "agent.temperature": (0.0, 2.0),
+    "backbone.repetition_penalty_on_truncation": (1.0, 2.0),
     "memory.reuse_weight": (-math.inf, math.inf), "memory.suppress_below": (-1.0, 1.0),
     "construction.relevance_threshold": (-math.inf, math.inf),
     "eval.relevance_threshold": (-math.inf, math.inf),

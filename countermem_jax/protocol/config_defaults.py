@@ -45,6 +45,9 @@ def base_config() -> ml_collections.ConfigDict:
     # limit is asked once more with this budget (0: twice the call's own; docs/structured_replies.md)
     c.backbone.constraints = True
     c.backbone.max_tokens_on_truncation = 0
+    # ... and with this repetition penalty (1: none, the paper's decoding): a small model's reply
+    # that runs past its budget is mostly a greedy loop, which a larger budget only lengthens
+    c.backbone.repetition_penalty_on_truncation = 1.0
     # Appendix B.4: B = 200 records, k = 3 retrieved, λ_reuse = 0.2; utility retention (Eq. 5).
     c.memory = ml_collections.ConfigDict(dict(
         capacity=200, retention="utility", seed=0, top_k=3, reuse_weight=0.2,
@@ -257,6 +260,9 @@ def spider_cpu_config(agent: str = "react") -> ml_collections.ConfigDict:
     c.agent.update(kind=agent, max_attempts=2, max_tokens=512, token_budget=12_000)
     c.backbone.update(kind="llama_cpp", n_ctx=4096, cache_dir="auto",
                       cpu_model="qwen2.5-coder-0.5b")  # or "qwen2.5-coder-1.5b" (gguf.MODELS)
+    # The drafts that ran past 512 and then 1,024 tokens were greedy loops (one step or one
+    # subquery written again and again); llama.cpp's usual penalty ends them (320 tokens).
+    c.backbone.repetition_penalty_on_truncation = 1.1
     # The 0.5B model cannot judge free-text conditions (it answers YES to everything), so those
     # are scoped to the source database, and construction only reuses clearly related records.
     # The paper's K, two expanded failures and 8 checks per task: the screen on the task's
@@ -264,7 +270,8 @@ def spider_cpu_config(agent: str = "react") -> ml_collections.ConfigDict:
     c.construction.update(scope_free_text_conditions=True, reuse_policy="relevance_threshold",
                           relevance_threshold=0.5)
     # Those records carry the condition derived from their checked edit (the names the fix
-    # introduced must be in the new question): checked at retrieval, not kept out of it.
+    # introduced must be in the new question, the draft must repeat the mistake and lack the
+    # fix): checked at retrieval, not kept out of it.
     c.memory.fallback_condition = "derive"
     c.selector.update(total_decisions=30, learning_starts=6, train_every=1, target_sync_every=10,
                       checkpoint_every=15, batch_size=16, seeds=(0,))

@@ -6,11 +6,14 @@ could judge. The empty condition is universal and never reaches a checker.
 
 Rule grammar (``RuleChecker``), case-insensitive, clauses joined by ``AND``:
   feature == value      feature != value      feature in [v1, v2, ...]
-  has feature           not feature           text contains "phrase"
+  has feature           not feature           text contains "phrase"    feedback contains "phrase"
   edit touches [a, b]   edit touches any [a, b]     (derived from a verified edit, see
-                                                     ``edit_conditions``)
+  draft has [a, b]      draft lacks [a, b]           ``edit_conditions``)
 Features come from the task (each domain computes its own, e.g. SQL's ``bound`` = inclusive/strict
-from the question's wording); values compare as lower-case strings.
+from the question's wording); values compare as lower-case strings. ``draft has`` holds when the
+decision's draft uses every listed name, ``draft lacks`` when it does not use them all;
+``feedback contains`` reads the checker's feedback on the task's last attempt (none before the
+first). Outside a decision (no draft, no feedback known) these three do not restrict.
 
 Free-text conditions go to ``LLMJudgeChecker``, whose backbone calls are asynchronous and made by
 the decision that needs them (``CompositeChecker.judge_pending`` before retrieval, with the
@@ -31,13 +34,16 @@ from countermem_jax.method.retrieval import edit_conditions
 
 @dataclasses.dataclass(frozen=True)
 class TaskContext:
-    """What a condition may look at: the task's id, its visible text, and its features.
+    """What a condition may look at: the task's id, its visible text, its features and, at a
+    decision, the draft the record would revise.
     ``scope`` (the run) keys the judge's verdict cache, so each task run judges, and pays for,
     its own conditions."""
     task_id: str
     text: str
     features: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     scope: str = ""
+    draft: str | None = None   # the decision's draft action (Module III), None outside one
+    feedback: str | None = None   # the checker's feedback on the last attempt ("" before one)
 
 
 class ConditionChecker(Protocol):
@@ -52,7 +58,8 @@ _CLAUSE_SPLIT = re.compile(r"\s+(?:and|&&)\s+", re.IGNORECASE)
 _CMP = re.compile(r"^([A-Za-z_][\w.]*)\s*(==|!=|=)\s*(.+)$")
 _IN = re.compile(r"^([A-Za-z_][\w.]*)\s+in\s+\[(.*)\]$", re.IGNORECASE)
 _HAS = re.compile(r"^(has|not)\s+([A-Za-z_][\w.]*)$", re.IGNORECASE)
-_CONTAINS = re.compile(r"^(?:text|question|prompt)\s+contains\s+(['\"])(.+)\1$", re.IGNORECASE)
+_CONTAINS = re.compile(r"^(text|question|prompt|feedback)\s+contains\s+(['\"])(.+)\2$",
+                       re.IGNORECASE)
 
 
 def _norm(value: Any) -> str:
@@ -61,6 +68,7 @@ def _norm(value: Any) -> str:
 
 
 _EDIT = re.compile(r"^edit\s+touches\s+(any\s+)?\[(.*)\]$", re.IGNORECASE)
+_DRAFT = re.compile(r"^draft\s+(has|lacks)\s+\[(.*)\]$", re.IGNORECASE)
 FALLBACK_POLICIES = ("derive", "exclude")
 
 
@@ -74,7 +82,10 @@ def never_holds(condition: str) -> bool:
         clause = clause.strip()
         edit, member = _EDIT.match(clause), _IN.match(clause)
         # ``edit touches []`` (all of nothing) always holds; "any of nothing" never does
-        listed = (edit.group(2) if edit and edit.group(1) else member.group(2) if member else None)
+        draft = _DRAFT.match(clause)
+        # ``draft lacks []`` (not all of nothing) never holds either
+        listed = (edit.group(2) if edit and edit.group(1) else member.group(2) if member else
+                  draft.group(2) if draft and draft.group(1).lower() == "lacks" else None)
         if listed is not None and not listed.replace(",", "").strip():
             return True
         if (m := _CMP.match(clause)) and m.group(2) in ("==", "="):
@@ -122,8 +133,16 @@ class RuleChecker:
             names = [n.strip() for n in m.group(2).split(",") if n.strip()]
             found = [edit_conditions.mentions(n, task.text) for n in names]
             return any(found) if m.group(1) else all(found)
+        if m := _DRAFT.match(clause):
+            if task.draft is None:
+                return True
+            names = [n.strip() for n in m.group(2).split(",") if n.strip()]
+            used = all(edit_conditions.draft_uses(n, task.draft) for n in names)
+            return used if m.group(1).lower() == "has" else not used
         if m := _CONTAINS.match(clause):
-            return m.group(2).lower() in task.text.lower()
+            if m.group(1).lower() == "feedback":
+                return True if task.feedback is None else m.group(3).lower() in task.feedback.lower()
+            return m.group(3).lower() in task.text.lower()
         if m := _IN.match(clause):
             name = m.group(1).lower()
             options = {_norm(v) for v in m.group(2).split(",") if v.strip()}

@@ -15,7 +15,12 @@ listed identifier, ``edit touches any [...]`` when it names at least one (``ment
 snake/camel-case parts, plural and prefix forms). For SQL every touched column and literal must be
 named and one touched table (tables are often implied: "poker players" for ``people`` joined
 through ``poker_player``). An edit that touches nothing nameable yields ``edit touches any []``,
-which never holds. Whether such records are
+which never holds. Two clauses say what the correction needs of the draft it would revise:
+``draft has [...]`` (the draft still uses every name only the original action used: it repeats
+the mistake) and ``draft lacks [...]`` (it does not use all the names only the improved action
+uses: the fix is not already there). A repair of an SQL error asks instead of the names that the
+last attempt failed with the same kind of error (``feedback contains "no such column"``). Whether
+such records are
 offered under their derived condition or kept out of retrieval altogether is the retrieval-time
 choice ``memory.fallback_condition`` ("derive" or "exclude"), applied by ``RuleChecker``.
 """
@@ -28,8 +33,13 @@ from sqlglot.diff import Insert, Remove, Update, diff
 
 # Clause keyword shared with ``conditions.RuleChecker``, which evaluates these conditions.
 EDIT_CLAUSE = "edit touches"
+DRAFT_HAS, DRAFT_LACKS = "draft has", "draft lacks"
+FEEDBACK_CLAUSE = "feedback contains"
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WORD = re.compile(r"[a-z0-9]+")
+# The kind of an SQL error in a checker's feedback, its names left out ("no such column",
+# "ambiguous column name", "no such table"): "SQL error: OperationalError: no such column: x"
+_SQL_ERROR = re.compile(r"SQL error: \w+: ([a-z][a-z ]*[a-z])(?::|$)")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # Words that say nothing about which data an edit touched: language and SQL keywords,
 # plus option names of the solver domains.
@@ -160,23 +170,74 @@ def _listed(names) -> str:
     return ", ".join(sorted(n for n in names if n and not re.search(r",|\]|\[|\s(and|&&)\s", n)))
 
 
-def derived_condition(domain: str, original: str, improved: str, environment: str) -> str:
+def action_names(domain: str, action: str) -> set[str] | None:
+    """Every name an action uses, lower-cased: for SQL its tables, columns and string literals
+    (aliases resolved; None when it does not parse), otherwise its identifiers less keywords."""
+    if domain != "sql":
+        return {w.lower() for w in _IDENT.findall(action)
+                if len(w) > 1 and w.lower() not in _KEYWORDS}
+    try:
+        tree = sqlglot.parse_one(action, read="sqlite")
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError, ValueError):
+        return None
+    if tree is None:
+        return None
+    found: dict[str, set] = {"names": set(), "tables": set()}
+    _sql_names(tree, _sql_tables(tree), found)
+    return found["names"] | found["tables"]
+
+
+def draft_uses(name: str, draft: str) -> bool:
+    """Whether ``draft`` uses ``name``: as a whole identifier (any case), or, for a name that is
+    not an identifier (a string literal), as text."""
+    if _IDENT.fullmatch(name):
+        return name.lower() in {w.lower() for w in _IDENT.findall(draft)}
+    return name.lower() in draft.lower()
+
+
+def error_kind(feedback: str) -> str:
+    """The kind of SQL error the checker's ``feedback`` reports ("no such column"), "" if none."""
+    m = _SQL_ERROR.search(feedback or "")
+    return m.group(1) if m else ""
+
+
+def derived_condition(domain: str, original: str, improved: str, environment: str,
+                      original_feedback: str = "") -> str:
     """The condition a record without its own gets from its verified edit.
 
     SQL: ``edit touches [columns and literals]`` (all named or implied) ``AND edit touches any
     [tables]`` (one of them named or implied); other domains: ``edit touches any [identifiers]``.
     Prefixed by ``environment == <env>`` when the task has one. An edit with nothing nameable
     gets ``edit touches any []``, which never holds.
+
+    Then what the correction needs of the draft it would revise (the state s of Eq. 7): ``draft
+    has [names only the original used]`` (the draft repeats the mistake) and ``draft lacks
+    [names only the improved action uses]`` (the draft does not already hold the fix, as when it
+    already includes the requested boundary value, §3.4). Either is left out when its list would
+    be empty.
+
+    An SQL repair of an error (``original_feedback`` reports one) is offered after an attempt
+    that failed with the same kind of error, ``feedback contains "no such column"``, in place
+    of the names clause: the lesson (``Name`` of a poker player lives in ``people``) holds for
+    the table's other columns too, and the error says the draft has that kind of mistake.
     """
     touched = sql_touched(original, improved) if domain == "sql" else None
     clauses = [f"environment == {environment}"] if environment else []
+    kind = error_kind(original_feedback) if touched is not None else ""
+    if kind:
+        clauses.append(f'{FEEDBACK_CLAUSE} "{kind}"')
     if touched is not None:
-        if touched["names"]:
+        if touched["names"] and not kind:
             clauses.append(f"{EDIT_CLAUSE} [{_listed(touched['names'])}]")
         if touched["tables"] or not touched["names"]:
             clauses.append(f"{EDIT_CLAUSE} any [{_listed(touched['tables'])}]")
     else:
         clauses.append(f"{EDIT_CLAUSE} any [{_listed(text_touched(original, improved))}]")
+    before, after = action_names(domain, original), action_names(domain, improved)
+    if before is not None and after is not None:
+        for clause, names in ((DRAFT_HAS, before - after), (DRAFT_LACKS, after - before)):
+            if _listed(names):
+                clauses.append(f"{clause} [{_listed(names)}]")
     return " AND ".join(clauses)
 
 
