@@ -23,6 +23,7 @@ tasks, a 4-decision selector; snapshots after 0, 2 and 4 source tasks, one order
         --config.base.selector.checkpoint_every=4 --config.protocol.checkpoints='(0,2,4)' \
         --config.protocol.regression_tasks=2 --config.protocol.orderings=1 \
         --workdir=/tmp/study_accumulation
+    python -m countermem_jax.report /tmp/study_accumulation --out /tmp/report_accumulation
 """
 from countermem_jax.studies import protocols
 

@@ -23,6 +23,7 @@ held-out tasks' paraphrase twins are removed; 2 selector-training tasks, 1 valid
         --config.base.selector.checkpoint_every=4 \
         --config.protocol.benchmarks='("spider",)' --config.protocol.agents='("react",)' \
         --workdir=/tmp/study_breakdown
+    python -m countermem_jax.report /tmp/study_breakdown --out /tmp/report_breakdown
 """
 from countermem_jax.studies import protocols
 from countermem_jax.domains import registry

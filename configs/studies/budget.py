@@ -26,6 +26,7 @@ solving):
         --config.base.selector.checkpoint_every=4 \
         --config.protocol.benchmarks='("spider",)' --config.protocol.token_budget=6000 \
         --workdir=/tmp/study_budget
+    python -m countermem_jax.report /tmp/study_budget --out /tmp/report_budget
 """
 from countermem_jax.studies import protocols
 

@@ -23,6 +23,7 @@ selector; 4 paired held-out tasks):
         --config.base.selector.checkpoint_every=4 \
         --config.protocol.benchmarks='("spider",)' --config.protocol.n_paired=4 \
         --workdir=/tmp/study_rescued
+    python -m countermem_jax.report /tmp/study_rescued --out /tmp/report_rescued
 """
 from countermem_jax.studies import protocols
 

@@ -24,6 +24,7 @@ selector; 4 held-out tasks; 2 pairs per condition):
         --config.base.selector.total_decisions=4 --config.base.selector.learning_starts=2 \
         --config.base.selector.checkpoint_every=4 \
         --config.protocol.n_pairs=2 --workdir=/tmp/study_transfer
+    python -m countermem_jax.report /tmp/study_transfer --out /tmp/report_transfer
 """
 from countermem_jax.studies import protocols
 
