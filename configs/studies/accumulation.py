@@ -12,13 +12,18 @@ Real size (gpt-oss-120b on vLLM, Spider, ReAct; 200 construction tasks, 100 held
 Cells land in runs/study_accumulation/cells/<method>/order<o>/n<n>/ (ordinary workdirs), the
 numbers behind the figure in runs/study_accumulation/study.json.
 
-Smallest command that runs here (CPU model on Spider, 20 held-out tasks; a construction split of
-10 keeps 8 tasks once the held-out tasks' paraphrase twins are removed, so the last checkpoint is
-8):
+Smallest command that runs here (CPU model on Spider; 5 construction tasks, 4 once the held-out
+tasks' paraphrase twins are removed; 2 selector-training tasks, 1 validation task, 4 held-out
+tasks, a 4-decision selector; snapshots after 0, 2 and 4 source tasks, one ordering):
 
     python -m countermem_jax.study --config=configs/studies/accumulation.py:cpu \
-        --config.protocol.checkpoints='(0,4,8)' --config.base.splits.n_build=10 --config.base.splits.n_eval=20 \
-        --config.protocol.regression_tasks=4 --config.protocol.orderings=2 --workdir=/tmp/study_accumulation
+        --config.base.splits.n_build=5 --config.base.splits.n_train=2 \
+        --config.base.splits.n_validation=1 --config.base.splits.n_eval=4 \
+        --config.base.selector.total_decisions=4 --config.base.selector.learning_starts=2 \
+        --config.base.selector.checkpoint_every=4 --config.protocol.checkpoints='(0,2,4)' \
+        --config.protocol.regression_tasks=2 --config.protocol.orderings=1 \
+        --workdir=/tmp/study_accumulation
+    python -m countermem_jax.report /tmp/study_accumulation --out /tmp/report_accumulation
 """
 from countermem_jax.studies import protocols
 

@@ -12,11 +12,18 @@ Needs every benchmark's data and checker (docs/benchmarks.md);
 --config.protocol.benchmarks='("spider","bird","smtlib","satlib")' runs the ones a CPU machine can
 check, and the summaries then name what is missing.
 
-Smallest command that runs here (CPU model, two benchmarks, ReAct):
+Smallest command that runs here (CPU model; Spider only, ReAct; 5 construction tasks, 4 once the
+held-out tasks' paraphrase twins are removed; 2 selector-training tasks, 1 validation task, a
+4-decision selector; 4 held-out tasks):
 
     python -m countermem_jax.study --config=configs/studies/breakdown.py:cpu \
-        --config.protocol.benchmarks='("spider","satlib")' --config.protocol.agents='("react",)' \
+        --config.base.splits.n_build=5 --config.base.splits.n_train=2 \
+        --config.base.splits.n_validation=1 --config.base.splits.n_eval=4 \
+        --config.base.selector.total_decisions=4 --config.base.selector.learning_starts=2 \
+        --config.base.selector.checkpoint_every=4 \
+        --config.protocol.benchmarks='("spider",)' --config.protocol.agents='("react",)' \
         --workdir=/tmp/study_breakdown
+    python -m countermem_jax.report /tmp/study_breakdown --out /tmp/report_breakdown
 """
 from countermem_jax.studies import protocols
 from countermem_jax.domains import registry

@@ -14,11 +14,19 @@ protocol.construction_fraction and printed in study.json's notes.
 --config.protocol.benchmarks='("spider","satlib")' --config.protocol.token_budget=2400000 keeps
 the per-benchmark share at 1.2M on the domains this machine can check.
 
-Smallest command that runs here (CPU model, Spider and SATLIB, 100k task-run tokens each):
+Smallest command that runs here (CPU model; Spider only; 5 construction tasks, 4 once the held-out
+tasks' paraphrase twins are removed; 2 selector-training tasks, 1 validation task, a 4-decision
+selector; 4 held-out tasks; 6,000 task-run tokens per method, 3,000 for construction and 3,000 for
+solving):
 
     python -m countermem_jax.study --config=configs/studies/budget.py:cpu \
-        --config.protocol.benchmarks='("spider","satlib")' --config.protocol.token_budget=200000 \
+        --config.base.splits.n_build=5 --config.base.splits.n_train=2 \
+        --config.base.splits.n_validation=1 --config.base.splits.n_eval=4 \
+        --config.base.selector.total_decisions=4 --config.base.selector.learning_starts=2 \
+        --config.base.selector.checkpoint_every=4 \
+        --config.protocol.benchmarks='("spider",)' --config.protocol.token_budget=6000 \
         --workdir=/tmp/study_budget
+    python -m countermem_jax.report /tmp/study_budget --out /tmp/report_budget
 """
 from countermem_jax.studies import protocols
 

@@ -12,11 +12,18 @@ Needs each benchmark's data (python -m countermem_jax.data fetch <name>) and its
 domains this machine can check. A benchmark with fewer than 120 held-out tasks available is
 refused with the number it has (the shared SATLIB copy has 110 tasks in all).
 
-Smallest command that runs here (CPU model; Spider and SATLIB, 20 paired tasks each):
+Smallest command that runs here (CPU model; Spider only; 5 construction tasks, 4 once the held-out
+tasks' paraphrase twins are removed; 2 selector-training tasks, 1 validation task, a 4-decision
+selector; 4 paired held-out tasks):
 
     python -m countermem_jax.study --config=configs/studies/rescued.py:cpu \
-        --config.protocol.benchmarks='("spider","satlib")' --config.protocol.n_paired=20 \
+        --config.base.splits.n_build=5 --config.base.splits.n_train=2 \
+        --config.base.splits.n_validation=1 \
+        --config.base.selector.total_decisions=4 --config.base.selector.learning_starts=2 \
+        --config.base.selector.checkpoint_every=4 \
+        --config.protocol.benchmarks='("spider",)' --config.protocol.n_paired=4 \
         --workdir=/tmp/study_rescued
+    python -m countermem_jax.report /tmp/study_rescued --out /tmp/report_rescued
 """
 from countermem_jax.studies import protocols
 

@@ -14,11 +14,17 @@ runs/study_transfer/cells/pairs/pairs.json lists every pair (source id, target i
 request); study.json's notes say how many candidates each condition had and why look-alike
 candidates were dropped.
 
-Smallest command that runs here (CPU model on Spider, 10 pairs per condition):
+Smallest command that runs here (CPU model on Spider; 5 construction tasks, 4 once the held-out
+tasks' paraphrase twins are removed; 2 selector-training tasks, 1 validation task, a 4-decision
+selector; 4 held-out tasks; 2 pairs per condition):
 
     python -m countermem_jax.study --config=configs/studies/transfer.py:cpu \
-        --config.protocol.n_pairs=10 --config.base.splits.n_build=20 \
-        --config.base.splits.n_eval=20 --workdir=/tmp/study_transfer
+        --config.base.splits.n_build=5 --config.base.splits.n_train=2 \
+        --config.base.splits.n_validation=1 --config.base.splits.n_eval=4 \
+        --config.base.selector.total_decisions=4 --config.base.selector.learning_starts=2 \
+        --config.base.selector.checkpoint_every=4 \
+        --config.protocol.n_pairs=2 --workdir=/tmp/study_transfer
+    python -m countermem_jax.report /tmp/study_transfer --out /tmp/report_transfer
 """
 from countermem_jax.studies import protocols
 
