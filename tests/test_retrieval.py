@@ -286,9 +286,9 @@ def test_a_derived_condition_holds_only_for_a_draft_that_repeats_the_mistake_and
     assert not offered("SELECT PetID, weight FROM Pets WHERE age > 1")         # another mistake
     assert offered(None)   # outside a decision the draft clauses do not restrict
     # string literals count as text; identifiers as whole words only
-    assert edit_conditions.draft_uses("petage", "SELECT petage FROM pets")
-    assert not edit_conditions.draft_uses("age", "SELECT petage FROM pets")
-    assert edit_conditions.draft_uses("ben jones", "WHERE d = 'Ben Jones'")
+    assert edit_conditions.draft_uses(["petage"], "SELECT petage FROM pets")
+    assert not edit_conditions.draft_uses(["age"], "SELECT petage FROM pets")
+    assert edit_conditions.draft_uses(["ben jones"], "WHERE d = 'Ben Jones'")
     assert never_holds("draft lacks []") and not never_holds("draft has []")
 
 

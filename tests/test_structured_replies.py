@@ -257,7 +257,8 @@ def test_preflight_library_rows_per_template_of_the_method():
                                            "REVISE_WITH_MEMORY"]
 
 
-def test_llama_cpp_constrained_edit_reply_meets_its_schema():
+def _cpu_model(**kwargs):
+    """The real llama.cpp backbone with the pinned CPU model (the test skips without it)."""
     pytest.importorskip("llama_cpp", reason="cpu extra (llama-cpp-python) not installed")
     from countermem_jax.backbones import gguf
     from countermem_jax.backbones.llama_cpp_backbone import LlamaCppBackbone
@@ -265,7 +266,11 @@ def test_llama_cpp_constrained_edit_reply_meets_its_schema():
         path = gguf.default_model_path()
     except gguf.ModelFileError as err:
         pytest.skip(str(err))
-    backbone = LlamaCppBackbone(path, n_ctx=2048, ledger=TokenLedger())
+    return LlamaCppBackbone(path, n_ctx=2048, ledger=TokenLedger(), **kwargs)
+
+
+def test_llama_cpp_constrained_edit_reply_meets_its_schema():
+    backbone = _cpu_model()
     seen = []
     inner = backbone._generate
 
@@ -287,15 +292,7 @@ def test_llama_cpp_constrained_edit_reply_meets_its_schema():
 
 
 def test_llama_cpp_truncation_retry_decodes_with_the_repetition_penalty():
-    pytest.importorskip("llama_cpp", reason="cpu extra (llama-cpp-python) not installed")
-    from countermem_jax.backbones import gguf
-    from countermem_jax.backbones.llama_cpp_backbone import LlamaCppBackbone
-    try:
-        path = gguf.default_model_path()
-    except gguf.ModelFileError as err:
-        pytest.skip(str(err))
-    backbone = LlamaCppBackbone(path, n_ctx=2048, ledger=TokenLedger(),
-                                max_tokens_on_truncation=12)
+    backbone = _cpu_model(max_tokens_on_truncation=12)
     backbone.repetition_penalty_on_truncation = 1.1
     sent, inner = [], backbone._llm.create_chat_completion
 

@@ -110,9 +110,8 @@ class CounterMemAugmentation(Augmentation):
         the observation, close the previous decision's transition, let the selector choose a
         record or skip, and revise the draft with the chosen record."""
         index = self.index_source()
-        attempts = ctx.state.attempts
-        query = condition_query(ctx.task, ctx.run, draft,
-                                attempts[-1].outcome.feedback if attempts else "")
+        last = ctx.state.last
+        query = condition_query(ctx.task, ctx.run, draft, last.outcome.feedback if last else "")
         condition_log = await self._judge_conditions(ctx, index, query)
         s_text = state_text(ctx)
         s_emb, d_emb = embedding.embed_texts([s_text, draft])

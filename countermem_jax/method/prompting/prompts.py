@@ -310,8 +310,9 @@ async def checked_chat(backbone: Backbone, messages: list, params: SamplingParam
     """One call whose reply, if cut off at its token limit (``finish_reason == "length"``), is
     counted as ``truncated`` and asked once more with the backbone's larger budget
     (``max_tokens_on_truncation``; 0 means twice the call's) and its repetition penalty
-    (``repetition_penalty_on_truncation``: a reply cut off is mostly a greedy loop). Returns the last result, the
-    usage summed over the calls and the number of calls; counts go to ``failures`` under the call's purpose.
+    (``repetition_penalty_on_truncation``: a reply cut off is mostly a greedy loop). Returns the
+    last result, the usage summed over the calls and the number of calls; counts go to
+    ``failures`` under the call's purpose.
     With ``validate``, a constrained reply that breaks its constraint is counted and logged
     (a raw call's, e.g. the condition judge's; ``call_template`` validates its own)."""
     name = charge.purpose
@@ -325,7 +326,7 @@ async def checked_chat(backbone: Backbone, messages: list, params: SamplingParam
             log.info("%s: reply cut off at %d tokens (%s); asking again with %d", name,
                      params.max_tokens, charge.decision, budget)
             failures.count(name, "truncation_retries")
-            penalty = getattr(backbone, "repetition_penalty_on_truncation", 1.0) or 1.0
+            penalty = getattr(backbone, "repetition_penalty_on_truncation", 1.0)
             result = await backbone.chat(messages, dataclasses.replace(
                 params, max_tokens=budget, repetition_penalty=penalty), charge)
             spent, calls = spent + result.usage, 2

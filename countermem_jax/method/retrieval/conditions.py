@@ -67,6 +67,11 @@ def _norm(value: Any) -> str:
     return str(value).strip().strip("'\"").strip().lower()
 
 
+def _listed(text: str) -> list[str]:
+    """The names of a bracketed clause list (``a, b`` -> ["a", "b"])."""
+    return [n.strip() for n in text.split(",") if n.strip()]
+
+
 _EDIT = re.compile(r"^edit\s+touches\s+(any\s+)?\[(.*)\]$", re.IGNORECASE)
 _DRAFT = re.compile(r"^draft\s+(has|lacks)\s+\[(.*)\]$", re.IGNORECASE)
 FALLBACK_POLICIES = ("derive", "exclude")
@@ -80,10 +85,9 @@ def never_holds(condition: str) -> bool:
     required: dict[str, str] = {}
     for clause in _CLAUSE_SPLIT.split((condition or "").strip()):
         clause = clause.strip()
-        edit, member = _EDIT.match(clause), _IN.match(clause)
-        # ``edit touches []`` (all of nothing) always holds; "any of nothing" never does
-        draft = _DRAFT.match(clause)
-        # ``draft lacks []`` (not all of nothing) never holds either
+        edit, member, draft = _EDIT.match(clause), _IN.match(clause), _DRAFT.match(clause)
+        # ``edit touches []`` (all of nothing) always holds; "any of nothing" never does, nor
+        # does ``draft lacks []`` (not all of nothing)
         listed = (edit.group(2) if edit and edit.group(1) else member.group(2) if member else
                   draft.group(2) if draft and draft.group(1).lower() == "lacks" else None)
         if listed is not None and not listed.replace(",", "").strip():
@@ -130,18 +134,16 @@ class RuleChecker:
         if m := _EDIT.match(clause):
             if self.fallback == "exclude":
                 return False
-            names = [n.strip() for n in m.group(2).split(",") if n.strip()]
-            found = [edit_conditions.mentions(n, task.text) for n in names]
+            found = [edit_conditions.mentions(n, task.text) for n in _listed(m.group(2))]
             return any(found) if m.group(1) else all(found)
         if m := _DRAFT.match(clause):
             if task.draft is None:
                 return True
-            names = [n.strip() for n in m.group(2).split(",") if n.strip()]
-            used = all(edit_conditions.draft_uses(n, task.draft) for n in names)
+            used = edit_conditions.draft_uses(_listed(m.group(2)), task.draft)
             return used if m.group(1).lower() == "has" else not used
         if m := _CONTAINS.match(clause):
             if m.group(1).lower() == "feedback":
-                return True if task.feedback is None else m.group(3).lower() in task.feedback.lower()
+                return task.feedback is None or m.group(3).lower() in task.feedback.lower()
             return m.group(3).lower() in task.text.lower()
         if m := _IN.match(clause):
             name = m.group(1).lower()

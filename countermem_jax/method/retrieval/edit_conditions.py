@@ -117,6 +117,14 @@ def _touch(node: exp.Expression, tables: dict, out: dict, names: bool = True) ->
         out["names"] |= found["names"]
 
 
+def _parse(sql: str) -> exp.Expression | None:
+    """The SQLite statement ``sql`` as a tree, None when it does not parse."""
+    try:
+        return sqlglot.parse_one(sql, read="sqlite")
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError, ValueError):
+        return None
+
+
 def sql_touched(original: str, improved: str) -> dict[str, set] | None:
     """{"names": columns and string literals, "tables": tables} in the removed / inserted /
     updated parts of a SQL edit; None when either side does not parse.
@@ -125,11 +133,7 @@ def sql_touched(original: str, improved: str) -> dict[str, set] | None:
     root) is passed over in favour of the finer edits it reports with it. Names are taken from
     the improved side only (the column or value a fix introduces is what a later request asks
     for; the mistaken one need not be stated), tables from both."""
-    try:
-        a = sqlglot.parse_one(original, read="sqlite")
-        b = sqlglot.parse_one(improved, read="sqlite")
-    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError, ValueError):
-        return None
+    a, b = _parse(original), _parse(improved)
     if a is None or b is None:
         return None
     ta, tb = _sql_tables(a), _sql_tables(b)
@@ -176,10 +180,7 @@ def action_names(domain: str, action: str) -> set[str] | None:
     if domain != "sql":
         return {w.lower() for w in _IDENT.findall(action)
                 if len(w) > 1 and w.lower() not in _KEYWORDS}
-    try:
-        tree = sqlglot.parse_one(action, read="sqlite")
-    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError, ValueError):
-        return None
+    tree = _parse(action)
     if tree is None:
         return None
     found: dict[str, set] = {"names": set(), "tables": set()}
@@ -187,12 +188,11 @@ def action_names(domain: str, action: str) -> set[str] | None:
     return found["names"] | found["tables"]
 
 
-def draft_uses(name: str, draft: str) -> bool:
-    """Whether ``draft`` uses ``name``: as a whole identifier (any case), or, for a name that is
-    not an identifier (a string literal), as text."""
-    if _IDENT.fullmatch(name):
-        return name.lower() in {w.lower() for w in _IDENT.findall(draft)}
-    return name.lower() in draft.lower()
+def draft_uses(names, draft: str) -> bool:
+    """Whether ``draft`` uses every one of ``names``: each as a whole identifier (any case), or,
+    for a name that is not an identifier (a string literal), as text."""
+    idents, text = {w.lower() for w in _IDENT.findall(draft)}, draft.lower()
+    return all(n.lower() in (idents if _IDENT.fullmatch(n) else text) for n in names)
 
 
 def error_kind(feedback: str) -> str:
