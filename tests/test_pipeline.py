@@ -133,6 +133,26 @@ def test_later_task_applies_the_record_and_look_alike_filters_it(tmp_path, peopl
     assert result["countermem"]["harmful_use_rate"] == 0.0
 
 
+def test_replayed_revision_rescues_without_asking_the_model(tmp_path, people_benchmark):
+    """memory.revision=replay (§3.4, the CPU configs): the chosen record's checked edit is made
+    on the draft where it fits (``age > 40`` → ``age >= 40``), with no REVISE_WITH_RECORD call;
+    the look-alike's strict question is still filtered by the condition."""
+    cfg = _config(tmp_path)
+    cfg.memory.revision = "replay"
+    fake = scripted()
+    fake.rules = [r for r in fake.rules if r.template != "REVISE_WITH_RECORD"]  # would raise
+    experiment.build_memory(cfg, tmp_path / "wd", backbone=fake, benchmark=people_benchmark)
+    result = experiment.evaluate(cfg, tmp_path / "wd", backbone=fake, benchmark=people_benchmark)
+    assert result["paired"] == {"fixed": {"paired_tasks": 2, "rescued": 1, "broken": 0, "net": 1}}
+    log = RunLog(tmp_path / "wd" / "eval" / "countermem-always_top1" / "log.jsonl")
+    e1 = next(d for d in log.events("decision") if d["task_id"] == "e1" and d["memory"]["retrieved"])
+    assert e1["memory"]["revision"] == "replay" and e1["action"].endswith("age >= 40")
+    assert not any(charge.purpose == "REVISE_WITH_RECORD" for charge, _ in fake.calls)
+    # construction's reuse on b2 was a replay too, and helped (y = +1)
+    record = load_frozen(tmp_path / "wd" / "store_frozen.jsonl").records[0]
+    assert (record.uses, record.helpful_uses) == (1, 1)
+
+
 def test_training_and_evaluation_leave_store_and_selector_unchanged(tmp_path, people_benchmark):
     cfg = _config(tmp_path, selector="dqn")
     wd = tmp_path / "wd"

@@ -124,7 +124,9 @@ def test_retrieval_interventions(tmp_path, people_benchmark):
 
 
 def test_condition_removal(tmp_path, people_benchmark):
-    summary, backbones = _run(_study("condition_removal", tmp_path), tmp_path, people_benchmark)
+    # the model revises (memory.revision=llm), so the rendering site of c is exercised too
+    summary, backbones = _run(_study("condition_removal", tmp_path, memory__revision="llm"),
+                              tmp_path, people_benchmark)
     v = summary["variants"]
     assert v["with_condition"]["by_task_kind"]["look_alike"]["n_tasks"] == 1  # e2: strict bound
     with_c, without_c = (v[n]["by_task_kind"]["look_alike"] for n in ("with_condition",

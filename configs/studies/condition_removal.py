@@ -7,7 +7,8 @@ The second is the smallest command that runs here (the CPU model on Spider); the
 is the paper's size (Spider, ReAct, gpt-oss-120b). Both variants read one store
 and one trained selector; ``eval.remove_conditions`` removes the applicability condition c at both
 sites (the retrieval filter no longer enforces it, the rendered record no longer shows it),
-everything else unchanged. Harmful use is per selected record use, on ordinary and on look-alike
+everything else unchanged (under the ``:cpu`` base's ``memory.revision=replay`` no record is
+rendered, so there only the filter differs). Harmful use is per selected record use, on ordinary and on look-alike
 tasks: a held-out task is *look-alike* when the condition-free run retrieved a record whose
 condition is false for it (a record the run with conditions kept out of the same task). It prints
 per variant: score [95% CI], change vs the base agent, and the harmful-use rate overall, on

@@ -11,7 +11,10 @@ which phase it serves; what differs between phases is passed in:
   hooks         ``ConstructionHooks`` during construction (reuse statistics, Modules I–II after a
                 failure), ``None`` otherwise;
   calls         ``agents.MemoryCalls``: the LLM calls a decision makes (revision with a record,
-                the condition judge) on the agent's backbone, domain and settings.
+                the condition judge) on the agent's backbone, domain and settings;
+  revision      how a chosen record revises the draft (``REVISIONS``): "llm", the paper's
+                REVISE_WITH_RECORD; "replay", the record's checked edit made on the draft where
+                it fits (``edit_replay``), the draft kept where it has no place, no LLM call.
 Every closed decision becomes a ``selector.transition.Transition`` with Eq. 10's reward, appended
 to ``transitions`` (kept for the log and offline retraining) and handed to the selector.
 Retrieval always excludes the current task's own records. Free-text conditions of the records a
@@ -26,6 +29,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from countermem_jax.method.agents import Augmentation, DecisionInfo, MemoryCalls
+from countermem_jax.method.edit_replay import replay_edit
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method.memory import reuse as reuse_lib
 from countermem_jax.method import text_embedding as embedding
@@ -36,6 +40,7 @@ from countermem_jax.method.selector import dqn, features, policies
 from countermem_jax.method.selector.transition import Transition
 
 SKIP_ONLY = np.array([True, False, False, False, False])
+REVISIONS = ("llm", "replay")
 
 
 def condition_query(task, run: str, draft: str | None = None,
@@ -96,10 +101,13 @@ class CounterMemAugmentation(Augmentation):
     def __init__(self, calls: MemoryCalls, *, index_source: Callable[[], RetrievalIndex],
                  selector: policies.Selector, hooks: ConstructionHooks | None = None,
                  render_condition: bool = True, dqn_cfg: dqn.DQNConfig = dqn.DQNConfig(),
-                 transitions: list | None = None):
+                 transitions: list | None = None, revision: str = "llm"):
+        if revision not in REVISIONS:
+            raise ValueError(f"revision {revision!r}: expected one of {REVISIONS}")
         self.calls, self.index_source = calls, index_source
         self.selector, self.hooks = selector, hooks
         self.render_condition, self.dqn_cfg = render_condition, dqn_cfg
+        self.revision = revision
         self.transitions: list[Transition] = transitions if transitions is not None else []
         self._pending: dict[str, _Pending] = {}
         self._decision_cost: dict[str, tuple[int, int]] = {}  # calls, failures at decide
@@ -136,14 +144,27 @@ class CounterMemAugmentation(Augmentation):
         info = DecisionInfo(draft, None, log)
         if action > 0:
             record = candidates[action - 1].record
-            parsed = await self.calls.revise_with_record(
-                ctx, draft, prompts.render_record(record, self.render_condition))
-            info.action = parsed.value if parsed.ok else draft
+            info.action = await self._revise(ctx, draft, record, log)
             info.record_id = record.record_id
             log["record_id"] = record.record_id
         self._pending[ctx.task.task_id] = _Pending(obs, mask, int(action), 0.0)
         self._decision_cost[ctx.task.task_id] = (ctx.calls, ctx.failures)
         return info
+
+    async def _revise(self, ctx, draft: str, record, log: dict) -> str:
+        """The draft revised with the chosen ``record``: under ``revision="replay"`` its edit
+        made where it fits, the draft itself where it has no place (``log["revision"]``
+        "replay" / "no_place"); else REVISE_WITH_RECORD (an unparsable reply keeps the draft)."""
+        if self.revision == "replay":
+            last = ctx.state.last
+            replayed = replay_edit(record.original_action, record.improved_action, draft,
+                                   last.outcome.feedback if last else "")
+            log["revision"] = "no_place" if replayed is None else "replay"
+            return draft if replayed is None else replayed
+        log["revision"] = "llm"
+        parsed = await self.calls.revise_with_record(
+            ctx, draft, prompts.render_record(record, self.render_condition))
+        return parsed.value if parsed.ok else draft
 
     async def _judge_conditions(self, ctx, index: RetrievalIndex, query: CondTask) -> dict:
         """Judges (once per task run) the conditions of the records this decision could

@@ -40,7 +40,7 @@ def _construction_augmentation(cfg, agent: Agent, index_source, hooks):
         MemoryCalls(agent), index_source=index_source, hooks=hooks,
         selector=policies.make_fixed(cfg.construction.reuse_policy,
                                      cfg.construction.relevance_threshold),
-        render_condition=cfg.memory.render_condition)
+        render_condition=cfg.memory.render_condition, revision=cfg.memory.revision)
 
 
 def _already_frozen(wd: Workdir) -> dict:

@@ -18,6 +18,7 @@ import ml_collections
 
 from countermem_jax import baselines, domains
 from countermem_jax.method.counterfactual import CORRECTION_MODES
+from countermem_jax.method.memory_use import REVISIONS
 from countermem_jax.method.memory import retention
 from countermem_jax.method.retrieval.retrieve import INTERVENTIONS
 from countermem_jax.method.selector import features
@@ -40,6 +41,7 @@ CHOICES = {
     "backbone.kind": BACKBONES,
     "memory.retention": retention.RULES,
     "memory.unknown_condition": ("include", "exclude"),
+    "memory.revision": REVISIONS,                       # §3.4: who adapts a selected record
     "construction.reuse_policy": FIXED_SELECTORS,
     "eval.selector": ("dqn",) + FIXED_SELECTORS,
     "construction.corrections": CORRECTION_MODES,      # §6.1 component ablation

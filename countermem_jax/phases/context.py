@@ -53,6 +53,7 @@ class RetrievalConfig:
     reuse_weight: float = 0.2
     use_conditions: bool = True
     render_condition: bool = True
+    revision: str = "llm"               # who adapts a selected record to the draft (§3.4)
     intervention: str = "matched"
     intervention_seed: int = 0
     remove_conditions: bool = False

@@ -88,7 +88,8 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
             MemoryCalls(agent), index_source=lambda: index,
             selector=batching.BatchedSelector(selector, selections),
             render_condition=(ctx.method.retrieval.render_condition
-                              and not ctx.method.retrieval.remove_conditions))
+                              and not ctx.method.retrieval.remove_conditions),
+            revision=ctx.method.retrieval.revision)
         # The §6.1 ablation "WM without CF" checks corrections within the task at test time too.
         if ctx.method.construction.corrections == "within_task":  # §6.1 "WM without CF"
             augmentation = WithinTaskChecks(augmentation, CounterfactualBuilder(

@@ -143,6 +143,7 @@ class SeedRun:
     def __init__(self, method: context.MethodConfig, wave_size: int, wd: Workdir, sp,
                  agent: Agent, index, seed: int):
         self.dcfg, self.render_condition = method.dqn, method.retrieval.render_condition
+        self.revision = method.retrieval.revision
         self.wd, self.sp = wd, sp
         self.agent, self.calls, self.index = agent, MemoryCalls(agent), index
         self.seed = seed
@@ -157,7 +158,8 @@ class SeedRun:
     def _augmentation(self, rows: list, selector: policies.Selector) -> CounterMemAugmentation:
         return CounterMemAugmentation(self.calls, index_source=lambda: self.index,
                                       selector=selector, dqn_cfg=self.dcfg, transitions=rows,
-                                      render_condition=self.render_condition)
+                                      render_condition=self.render_condition,
+                                      revision=self.revision)
 
     def _events(self, event: str) -> list[dict]:
         return [e for e in self.wd.log.events(event) if e.get("seed", 0) == self.seed]

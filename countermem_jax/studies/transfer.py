@@ -265,7 +265,8 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
                                             context.condition_checker(settings))
             return CounterMemAugmentation(MemoryCalls(agent), index_source=lambda: index,
                                           selector=selectors["countermem"],
-                                          render_condition=pcfg.memory.render_condition)
+                                          render_condition=pcfg.memory.render_condition,
+                                          revision=pcfg.memory.revision)
         aug = baselines.make_baseline_augmentation(method, pcfg, agent, cell)
         aug.memory = _SourceView(aug.memory, source.task_id)
         return aug

@@ -1,0 +1,88 @@
+"""A record's checked edit made again on a new draft (Module III, paper §3.4).
+
+"If the selector chooses a record, the LLM adapts its correction to the draft." A record holds
+its correction as two whole actions of another task (a−, a+), and a small model shown them copies
+a+ over its own draft instead of adapting it: the 0.5B CPU model did so on every probe, and broke
+a correct draft that way in an earlier quickstart (docs/cpu_models.md). ``replay_edit`` does the
+mechanical part of the adaptation: it takes the token-level hunks that turn a− into a+ and makes
+each one at the place of the draft where it fits, found by the hunk's own tokens and the tokens
+around it. REVISE_WITH_RECORD shows the result next to the record, unchecked; the model still
+writes the action (the draft, the edited draft or its own revision), the selector still decides
+whether the record is shown at all, and nothing here reads a reference or calls a checker.
+
+A hunk is placed by its own tokens together with the tokens around it in a−: at least one of
+them for a hunk that removes text, at least ``context`` for an insertion (one shared keyword is
+no place). A hunk whose context matches nowhere is placed by its removed text alone only where
+the draft's checker feedback names that text as the mistake (``no such column: PetAge``), and
+then at every occurrence: the same wrong name written twice is wrong twice. Without that, a
+table swapped in one query (``car_names`` → ``model_list``) would be swapped into every query
+that reads the table. Hunks without a place in the draft are left out (a qualified column whose
+name the draft does not use, while the join that makes it resolvable fits); when none has a
+place, there is no replay. Tokens are words and runs of punctuation, compared
+case-insensitively, so the replay serves any domain whose actions are text and whose checker
+names what it rejects (SQL, code, proofs).
+"""
+import difflib
+import re
+
+_TOKEN = re.compile(r"\w+|[^\w\s]+")
+
+
+def _tokens(text: str) -> list[tuple[str, int, int]]:
+    """(lower-cased token, start, end) of each token of ``text``."""
+    return [(m.group(0).lower(), m.start(), m.end()) for m in _TOKEN.finditer(text)]
+
+
+def _occurrences(words: list[str], pattern: list[str]) -> list[int]:
+    n = len(pattern)
+    return [k for k in range(len(words) - n + 1) if words[k:k + n] == pattern]
+
+
+def _contexts(left: list[str], right: list[str]):
+    """The (left, right) context pairs that may locate a hunk, longest first."""
+    for n in range(max(len(left), len(right)), 0, -1):
+        yield from ((left[-n:], right[:n]), (left[-n:], []), ([], right[:n]))
+
+
+def replay_edit(original: str, improved: str, draft: str, feedback: str = "",
+                context: int = 2) -> str | None:
+    """``draft`` with the hunks of the edit ``original`` → ``improved`` made where they fit, or
+    None when none fits or the result equals the draft. ``feedback`` is the checker's feedback
+    on the draft's task so far (its last attempt); ``context`` tokens on either side of a hunk
+    locate it."""
+    a_toks, b_toks, d_toks = _tokens(original), _tokens(improved), _tokens(draft)
+    a, b, d = ([t[0] for t in toks] for toks in (a_toks, b_toks, d_toks))
+    named = [t[0] for t in _tokens(feedback)]
+    spans: list[tuple[int, int, str]] = []   # (start, end, new text) in the draft
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        removed = a[i1:i2]
+        added = improved[b_toks[j1][1]:b_toks[j2 - 1][2]] if j2 > j1 else ""
+        left, right = a[max(0, i1 - context):i1], a[i2:i2 + context]
+        place = None
+        for lhs, rhs in _contexts(left, right):
+            if len(lhs) + len(rhs) >= (1 if removed else context):
+                hits = _occurrences(d, lhs + removed + rhs)
+                if len(hits) == 1:
+                    place = hits[0] + len(lhs)
+                    break
+        if place is None and removed and _occurrences(named, removed):
+            spans += [(d_toks[k][1], d_toks[k + len(removed) - 1][2], added)
+                      for k in _occurrences(d, removed)]
+        elif place is not None and removed:
+            spans.append((d_toks[place][1], d_toks[place + len(removed) - 1][2], added))
+        elif place is not None:
+            # An insertion between draft tokens place-1 and place, spaced as in ``improved``.
+            start = d_toks[place - 1][2] if place > 0 else 0
+            end = d_toks[place][1] if place < len(d_toks) else len(draft)
+            lo = b_toks[j1 - 1][2] if j1 > 0 else 0
+            spans.append((start, end, improved[lo:b_toks[j2][1]] if j2 < len(b_toks)
+                          else improved[lo:]))
+    edited, bound = draft, len(draft)
+    for start, end, text in sorted(spans, reverse=True):
+        if end > bound:        # two hunks claim overlapping text: the edit does not fit
+            return None
+        edited, bound = edited[:start] + text + edited[end:], start
+    edited = edited.strip()
+    return edited if edited != draft.strip() else None
