@@ -294,15 +294,16 @@ def test_a_derived_condition_holds_only_for_a_draft_that_repeats_the_mistake_and
 
 def test_an_error_repair_is_offered_after_the_same_kind_of_error_whatever_column_it_names():
     """A join completed for ``Birth_Date`` (no such column in poker_player) is the lesson a
-    failed ``SELECT Name FROM poker_player`` needs: after that error, not before any attempt,
-    and not to a draft that already joins people."""
+    failed ``SELECT Name FROM poker_player`` needs: after that error, to a draft that reads one
+    of the tables the repair touched (whatever the question calls them), not before any
+    attempt, and not to a draft that already joins people."""
     condition = edit_conditions.derived_condition(
         "sql", "SELECT Birth_Date FROM poker_player ORDER BY Earnings",
         "SELECT people.Birth_Date FROM poker_player JOIN people ON poker_player.people_id = "
         "people.people_id ORDER BY Earnings", "poker_player",
         "SQL error: OperationalError: no such column: Birth_Date")
     assert condition == ('environment == poker_player AND feedback contains "no such column" '
-                         'AND edit touches any [people, poker_player] AND draft lacks [people, '
+                         'AND draft has any [people, poker_player] AND draft lacks [people, '
                          'people_id]')
     assert edit_conditions.error_kind("SQL error: OperationalError: ambiguous column name: a") \
         == "ambiguous column name"
@@ -319,6 +320,25 @@ def test_an_error_repair_is_offered_after_the_same_kind_of_error_whatever_column
     assert not holds("SELECT people.Name FROM poker_player JOIN people ON poker_player.people_id"
                      " = people.people_id", "SQL error: OperationalError: no such column: x")
     assert holds(draft, None)   # outside a decision
+    # the question need not name the table; the draft must read it
+    question = "Who earned the most?"
+    assert holds(draft, "SQL error: OperationalError: no such column: Name")
+    assert not holds("SELECT Name FROM players", "SQL error: OperationalError: no such column: x")
+    assert not never_holds(condition) and never_holds("draft has any []")
+    assert RuleChecker("exclude").check(condition, TaskContext(
+        "q", question, {"environment": "poker_player"}, draft=draft, feedback="no such column"))\
+        is False    # a derived condition under memory.fallback_condition=exclude
+
+
+def test_a_column_repair_inside_one_table_gets_a_condition_that_can_hold():
+    """``pet_type`` → ``PetType`` touches no table: the condition names the wrong column in the
+    draft and the right one's absence, never an empty table list (which could never hold)."""
+    condition = edit_conditions.derived_condition(
+        "sql", "SELECT count(DISTINCT pet_type) FROM Pets", "SELECT COUNT(DISTINCT PetType) FROM "
+        "Pets", "pets_1", "SQL error: OperationalError: no such column: pet_type")
+    assert condition == ('environment == pets_1 AND feedback contains "no such column" AND '
+                         'draft has [pet_type] AND draft lacks [pettype]')
+    assert not never_holds(condition)
 
 
 def test_a_decision_checks_the_draft_clauses_against_its_own_draft():

@@ -8,10 +8,12 @@ Rule grammar (``RuleChecker``), case-insensitive, clauses joined by ``AND``:
   feature == value      feature != value      feature in [v1, v2, ...]
   has feature           not feature           text contains "phrase"    feedback contains "phrase"
   edit touches [a, b]   edit touches any [a, b]     (derived from a verified edit, see
-  draft has [a, b]      draft lacks [a, b]           ``edit_conditions``)
+  draft has [a, b]      draft has any [a, b]         ``edit_conditions``)
+  draft lacks [a, b]
 Features come from the task (each domain computes its own, e.g. SQL's ``bound`` = inclusive/strict
 from the question's wording); values compare as lower-case strings. ``draft has`` holds when the
-decision's draft uses every listed name, ``draft lacks`` when it does not use them all;
+decision's draft uses every listed name (``any``: one of them), ``draft lacks`` when it does not
+use them all;
 ``feedback contains`` reads the checker's feedback on the task's last attempt (none before the
 first). Outside a decision (no draft, no feedback known) these three do not restrict.
 
@@ -73,7 +75,7 @@ def _listed(text: str) -> list[str]:
 
 
 _EDIT = re.compile(r"^edit\s+touches\s+(any\s+)?\[(.*)\]$", re.IGNORECASE)
-_DRAFT = re.compile(r"^draft\s+(has|lacks)\s+\[(.*)\]$", re.IGNORECASE)
+_DRAFT = re.compile(r"^draft\s+(has|lacks)\s+(any\s+)?\[(.*)\]$", re.IGNORECASE)
 FALLBACK_POLICIES = ("derive", "exclude")
 
 
@@ -87,9 +89,10 @@ def never_holds(condition: str) -> bool:
         clause = clause.strip()
         edit, member, draft = _EDIT.match(clause), _IN.match(clause), _DRAFT.match(clause)
         # ``edit touches []`` (all of nothing) always holds; "any of nothing" never does, nor
-        # does ``draft lacks []`` (not all of nothing)
+        # do ``draft lacks []`` (not all of nothing) and ``draft has any []``
         listed = (edit.group(2) if edit and edit.group(1) else member.group(2) if member else
-                  draft.group(2) if draft and draft.group(1).lower() == "lacks" else None)
+                  draft.group(3) if draft and (draft.group(1).lower() == "lacks"
+                                               or draft.group(2)) else None)
         if listed is not None and not listed.replace(",", "").strip():
             return True
         if (m := _CMP.match(clause)) and m.group(2) in ("==", "="):
@@ -103,8 +106,8 @@ class RuleChecker:
     """Checks conditions written in the rule grammar above against task features.
 
     ``fallback`` decides conditions derived from a verified edit (records without a condition of
-    their own): "derive" checks their ``edit touches`` clauses against the request, "exclude"
-    keeps such records out of retrieval.
+    their own): "derive" checks their ``edit touches`` and ``draft`` clauses against the request
+    and the decision's draft, "exclude" keeps such records out of retrieval.
     """
 
     def __init__(self, fallback: str = "derive"):
@@ -137,9 +140,13 @@ class RuleChecker:
             found = [edit_conditions.mentions(n, task.text) for n in _listed(m.group(2))]
             return any(found) if m.group(1) else all(found)
         if m := _DRAFT.match(clause):
+            if self.fallback == "exclude":
+                return False
             if task.draft is None:
                 return True
-            used = edit_conditions.draft_uses(_listed(m.group(2)), task.draft)
+            names = _listed(m.group(3))
+            used = (any(edit_conditions.draft_uses([n], task.draft) for n in names) if m.group(2)
+                    else edit_conditions.draft_uses(names, task.draft))
             return used if m.group(1).lower() == "has" else not used
         if m := _CONTAINS.match(clause):
             if m.group(1).lower() == "feedback":

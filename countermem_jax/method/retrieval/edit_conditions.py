@@ -219,7 +219,10 @@ def derived_condition(domain: str, original: str, improved: str, environment: st
     An SQL repair of an error (``original_feedback`` reports one) is offered after an attempt
     that failed with the same kind of error, ``feedback contains "no such column"``, in place
     of the names clause: the lesson (``Name`` of a poker player lives in ``people``) holds for
-    the table's other columns too, and the error says the draft has that kind of mistake.
+    the table's other columns too, and the error says the draft has that kind of mistake. Its
+    tables are read from the draft, ``draft has any [tables]``, not from the question: the
+    repair goes into a draft that reads one of them, whatever the question calls them ("How
+    many cars have more than 4 cylinders?" names neither ``car_names`` nor ``cars_data``).
     """
     touched = sql_touched(original, improved) if domain == "sql" else None
     clauses = [f"environment == {environment}"] if environment else []
@@ -229,7 +232,10 @@ def derived_condition(domain: str, original: str, improved: str, environment: st
     if touched is not None:
         if touched["names"] and not kind:
             clauses.append(f"{EDIT_CLAUSE} [{_listed(touched['names'])}]")
-        if touched["tables"] or not touched["names"]:
+        if touched["tables"] and kind:
+            # where the repair goes: a draft that reads one of the tables the fix touched
+            clauses.append(f"{DRAFT_HAS} any [{_listed(touched['tables'])}]")
+        elif touched["tables"] or not touched["names"]:
             clauses.append(f"{EDIT_CLAUSE} any [{_listed(touched['tables'])}]")
     else:
         clauses.append(f"{EDIT_CLAUSE} any [{_listed(text_touched(original, improved))}]")
