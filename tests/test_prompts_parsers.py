@@ -25,6 +25,24 @@ def test_parse_sql_action(reply, expected):
     assert SQL.parse_action(reply) == expected
 
 
+def test_an_action_reply_stops_where_its_code_block_ends():
+    """Action templates stop after the closed code block (the commentary after it is never
+    read); the stop string is cut from the reply, and the unclosed block still parses, in
+    every domain. Not on a reasoning backbone, whose thinking may hold code blocks."""
+    from countermem_jax.backbones.base import SamplingParams
+    for template in (prompts.DRAFT_ACTION, prompts.REVISE_WITH_RECORD, prompts.REVISE_WITH_MEMORY):
+        assert template.budget(SamplingParams()).stop == prompts.ACTION_END
+        assert template.budget(SamplingParams(), reasoning=True).stop == ()
+        twice = template.budget(template.budget(SamplingParams(stop=("END",))))
+        assert twice.stop == ("END",) + prompts.ACTION_END
+    assert prompts.GENERATE_LOCAL_ALTERNATIVES.budget(SamplingParams()).stop == ()
+    full = "To count them:\n\n```sql\nSELECT count(*)\nFROM pets;\n```\n\nThis counts pets."
+    stopped = full[:full.index(prompts.ACTION_END[0])]
+    assert SQL.parse_action(stopped) == SQL.parse_action(full) == "SELECT count(*)\nFROM pets"
+    assert parsers.parse_action("```python\ndef f():\n    return 1", ("python",)) == \
+        "def f():\n    return 1"
+
+
 def test_extract_sql_from_chatty_model_output():
     reply = "Sure! Here is the query:\n```sql\nSELECT name FROM singer WHERE age >= 30;\n```\nDone."
     assert extract_sql(reply) == "SELECT name FROM singer WHERE age >= 30"
