@@ -149,6 +149,39 @@ def test_quickstart_shows_a_record_at_work(tmp_path, people_benchmark):
     assert "condition: bound == inclusive" in text and "checker: solved" in text
 
 
+def test_a_rescue_against_an_empty_reference_is_not_the_one_shown(tmp_path, people_benchmark):
+    """Any empty result matches an empty reference result: such a "rescue" is shown only when
+    no other is there, and then says so."""
+    from countermem_jax.protocol.record_at_work import record_at_work
+    cfg = tp._config(tmp_path)
+    for phase in (experiment.build_memory, experiment.train_selector, experiment.evaluate):
+        phase(cfg, tmp_path / "wd", backbone=tp.scripted(), benchmark=people_benchmark)
+    run_log = next(p for p in (tmp_path / "wd" / "eval").glob("*/log.jsonl")
+                   if p.parent.name != "base")
+    rows = [json.loads(line) for line in run_log.read_text().splitlines()]
+    e1 = next(r for r in rows if r.get("event") == "decision" and r["task_id"] == "e1"
+              and r.get("changed"))
+    weak = {**e1, "task_id": "e0", "outcome": {**e1["outcome"], "reference_empty": True}}
+    ends = [{"event": "task_end", "task_id": "e0", "solved": solved} for solved in (True, False)]
+    run_log.write_text("\n".join(json.dumps(r) for r in [weak, ends[0]] + rows) + "\n")
+    base_log = tmp_path / "wd" / "eval" / "base" / "log.jsonl"
+    base_log.write_text(base_log.read_text() + json.dumps(ends[1]) + "\n")
+    text = record_at_work(tmp_path / "wd")
+    assert "task e1" in text and "reference result is empty" not in text
+    run_log.write_text("\n".join(json.dumps(r) for r in [weak, ends[0]]) + "\n")
+    assert "task e0" in record_at_work(tmp_path / "wd") and \
+        "the reference result is empty); against the run without memory: rescued" in \
+        record_at_work(tmp_path / "wd")
+
+
+def test_a_logged_outcome_says_when_the_reference_result_is_empty(tmp_path):
+    from countermem_jax.method.agents import _outcome_json
+    from evaluators.base import Outcome
+    assert _outcome_json(Outcome(1.0, True, True, "ok", details={"reference_empty": True}))[
+        "reference_empty"] is True
+    assert "reference_empty" not in _outcome_json(Outcome(1.0, True, True, "ok"))
+
+
 def test_empty_store_says_why_after_the_phases(tmp_path, people_benchmark, never_holding):
     from countermem_jax.protocol.record_at_work import record_at_work
     experiment.build_memory(tp._config(tmp_path), tmp_path / "wd", backbone=never_holding,

@@ -270,5 +270,8 @@ class Agent:
 
 
 def _outcome_json(o: Outcome) -> dict[str, Any]:
-    return {"utility": o.utility, "success": o.success, "completed": o.completed,
-            "feedback": o.feedback, "reason": o.reason, "wall_time": round(o.wall_time, 4)}
+    out = {"utility": o.utility, "success": o.success, "completed": o.completed,
+           "feedback": o.feedback, "reason": o.reason, "wall_time": round(o.wall_time, 4)}
+    if (o.details or {}).get("reference_empty"):   # any empty result matches: a weak verdict
+        out["reference_empty"] = True
+    return out

@@ -27,7 +27,8 @@ _VERDICTS = ("rescued", "broken", "solved by both", "failed by both")
 
 def record_at_work(workdir) -> str:
     """One evaluation decision where the selector gave the model a record and the action
-    changed, preferring a rescued task, then a broken one; or why there is none."""
+    changed, preferring a rescued task, then a broken one, and a verdict against a reference
+    result that is not empty (which any empty result would match); or why there is none."""
     root = pathlib.Path(workdir)
     store = load_frozen(root / "store_frozen.jsonl")
     if not len(store):
@@ -45,11 +46,12 @@ def record_at_work(workdir) -> str:
             mem, alone = solved.get(d["task_id"]), base[d["task_id"]]
             verdict = ("rescued" if mem and not alone else "broken" if alone and not mem else
                        "solved by both" if mem else "failed by both")
-            found.append((_VERDICTS.index(verdict), run.name, d, rid, verdict))
+            empty = bool((d.get("outcome") or {}).get("reference_empty"))
+            found.append((_VERDICTS.index(verdict), empty, run.name, d, rid, verdict))
     if not found:
         return (f"no evaluation decision used a record to change its draft ({len(store)} "
                 "records in the store)")
-    _, run, d, rid, verdict = min(found, key=lambda f: f[:2])
+    _, empty, run, d, rid, verdict = min(found, key=lambda f: f[:3])
     record = next((r for r in store.records if r.record_id == rid), None)
     shown = ("(record not in the store)" if record is None else
              f"  situation: {record.situation[:300]}\n"
@@ -60,5 +62,6 @@ def record_at_work(workdir) -> str:
             f"task {d['task_id']}, decision {d['decision']}):\n"
             f"draft:\n  {d['draft']}\nrecord {rid}:\n{shown}\nrevised action:\n  {d['action']}\n"
             f"checker: {'solved' if outcome.get('success') else 'failed'} "
-            f"(utility {outcome.get('utility', 0):.2f}); against the run without memory: "
-            f"{verdict}")
+            f"(utility {outcome.get('utility', 0):.2f}"
+            f"{'; the reference result is empty' if empty else ''}); against the run without "
+            f"memory: {verdict}")
