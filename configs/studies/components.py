@@ -25,13 +25,15 @@ averaged within its domain) and both agents, each against its own base agent, in
 Each (benchmark, agent) is a setting with its paper sizes under ``DIR/<benchmark>/<agent>/``;
 ``--config.grid.executor=ray`` runs the settings as Ray tasks. A setting whose checker or data is
 absent here is reported "not run: Lean absent" (and its domain's four-domain value with it).
-Smallest command that runs here (scripted sizes on the CPU model, Spider and SATLIB; Math then
-reads "not run: Lean absent" and Coding "not in the study")::
+Smallest command that runs here (small sizes on the CPU model, both agents; of the four domains'
+benchmarks Spider and SATLIB run, Math reads "not run: Lean absent" and Coding "not run: data
+absent" (no repository checkouts), so the four-domain value is none)::
 
     python -m countermem_jax.study --config=configs/studies/components.py:four_domains,cpu \
-        --config.grid.benchmarks='("minif2f","spider","satlib")' --config.grid.agents='("react",)' \
         --config.base.splits.n_build=4 --config.base.splits.n_train=2 \
-        --config.base.splits.n_validation=1 --config.base.splits.n_eval=4 --workdir=/tmp/components4
+        --config.base.splits.n_validation=1 --config.base.splits.n_eval=4 \
+        --config.base.selector.total_decisions=4 --config.base.selector.learning_starts=2 \
+        --config.base.selector.checkpoint_every=4 --workdir=/tmp/components4
 
 Paper reference (gpt-oss-120b, ReAct / Reflexion, §6.1): score gain over the base agent, full
 +18.5 / +8.2 pp, CF without WM +5.2 / +2.1 pp, WM without CF +7.1 / +3.4 pp; evaluator calls per

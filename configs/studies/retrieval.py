@@ -19,12 +19,14 @@ Fig. 4(c,d) over Table 1's four domains and both agents, each against its own ba
     python -m countermem_jax.report runs/retrieval4 --out runs/report_retrieval4
 
 Layout, Ray and "not run" settings as in ``components.py:four_domains``. Smallest command that
-runs here (CPU model, Spider and SATLIB, ReAct; Math reads "not run: Lean absent")::
+runs here (CPU model, both agents; Spider and SATLIB run, Math reads "not run: Lean absent",
+Coding "not run: data absent")::
 
     python -m countermem_jax.study --config=configs/studies/retrieval.py:four_domains,cpu \
-        --config.grid.benchmarks='("minif2f","spider","satlib")' --config.grid.agents='("react",)' \
         --config.base.splits.n_build=4 --config.base.splits.n_train=2 \
-        --config.base.splits.n_validation=1 --config.base.splits.n_eval=4 --workdir=/tmp/retrieval4
+        --config.base.splits.n_validation=1 --config.base.splits.n_eval=4 \
+        --config.base.selector.total_decisions=4 --config.base.selector.learning_starts=2 \
+        --config.base.selector.checkpoint_every=4 --workdir=/tmp/retrieval4
 
 Paper reference (gpt-oss-120b, ReAct / Reflexion, §6.2): score change, random +0.6 / +0.4 pp,
 shuffled −1.1 / −0.9 pp, matched +18.5 / +8.2 pp; per retrieved record, shuffled 0.21 action

@@ -144,21 +144,21 @@ class CounterMemAugmentation(Augmentation):
         info = DecisionInfo(draft, None, log)
         if action > 0:
             record = candidates[action - 1].record
-            info.action = await self._revise(ctx, draft, record, log)
+            info.action = await self._revise(ctx, draft, record, query.feedback, log)
             info.record_id = record.record_id
             log["record_id"] = record.record_id
         self._pending[ctx.task.task_id] = _Pending(obs, mask, int(action), 0.0)
         self._decision_cost[ctx.task.task_id] = (ctx.calls, ctx.failures)
         return info
 
-    async def _revise(self, ctx, draft: str, record, log: dict) -> str:
+    async def _revise(self, ctx, draft: str, record, feedback: str, log: dict) -> str:
         """The draft revised with the chosen ``record``: under ``revision="replay"`` its edit
-        made where it fits, the draft itself where it has no place (``log["revision"]``
-        "replay" / "no_place"); else REVISE_WITH_RECORD (an unparsable reply keeps the draft)."""
+        made where it fits (``feedback``: the last attempt's), the draft itself where it has no
+        place (``log["revision"]`` "replay" / "no_place"); else REVISE_WITH_RECORD (an
+        unparsable reply keeps the draft)."""
         if self.revision == "replay":
-            last = ctx.state.last
             replayed = replay_edit(record.original_action, record.improved_action, draft,
-                                   last.outcome.feedback if last else "")
+                                   feedback or "")
             log["revision"] = "no_place" if replayed is None else "replay"
             return draft if replayed is None else replayed
         log["revision"] = "llm"
