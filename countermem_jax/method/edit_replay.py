@@ -1,14 +1,14 @@
 """A record's checked edit made again on a new draft (Module III, paper §3.4).
 
 "If the selector chooses a record, the LLM adapts its correction to the draft." A record holds
-its correction as two whole actions of another task (a−, a+), and a small model shown them copies
-a+ over its own draft instead of adapting it: the 0.5B CPU model did so on every probe, and broke
-a correct draft that way in an earlier quickstart (docs/cpu_models.md). ``replay_edit`` does the
-mechanical part of the adaptation: it takes the token-level hunks that turn a− into a+ and makes
-each one at the place of the draft where it fits, found by the hunk's own tokens and the tokens
-around it. REVISE_WITH_RECORD shows the result next to the record, unchecked; the model still
-writes the action (the draft, the edited draft or its own revision), the selector still decides
-whether the record is shown at all, and nothing here reads a reference or calls a checker.
+its correction as two whole actions of another task (a−, a+). Small models do not adapt it: shown
+the record, the 0.5B CPU model copies a+ over its draft or keeps the draft, and so does the 1.5B,
+even when the draft with the edit already made is shown beside it (docs/cpu_models.md).
+``replay_edit`` makes the adaptation mechanically: it takes the token-level hunks that turn a−
+into a+ and makes each one at the place of the draft where it fits. Under
+``memory.revision=replay`` (the CPU configs, ``memory_use``) that is the revised action; the
+selector still decides whether a record is used at all, and nothing here reads a reference or
+calls a checker: the revised action is checked like any other.
 
 A hunk is placed by its own tokens together with the tokens around it in a−: at least one of
 them for a hunk that removes text, at least ``context`` for an insertion (one shared keyword is
