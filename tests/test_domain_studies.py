@@ -72,6 +72,7 @@ def test_four_domain_study_runs_and_reports_fig4(name, absent, tmp_path, people_
         # Math's checker is absent: no four-domain value, the reason in the table and the figure
         assert all(r["mean"] is None and "Math not run: Lean absent" in r["status"] for r in four)
         assert "Math not run: Lean absent" in printed and "Math not run: Lean absent" in md
+        assert "none (Math not run)" in printed   # the four-domain cell keeps its column
         coding = [r for r in est if r["scope"] == "Coding" and r["metric"] == "gain"]
         assert coding and all(r["mean"] is not None for r in coding)
     else:
@@ -114,7 +115,9 @@ def test_domain_weighting_matches_a_hand_computed_example():
     lo, hi = rows["four-domain"]["ci95_low"], rows["four-domain"]["ci95_high"]
     assert lo <= 56.25 <= hi and hi - lo > 0
     # a domain with nothing run: no four-domain mean over the other three
-    record["settings"][2]["status"] = "not run: data absent"
+    # (the cell gives the short reason; the loader's details stay in the settings line)
+    record["settings"][2]["status"] = ("not run: data absent (swebench: needs one prepared "
+                                       "checkout per instance; `python -m countermem_jax.d")
     del subs[("swebench", "react")]
     rows = {r["scope"]: r for r in domain_studies.estimates(record, subs)}
     assert rows["four-domain"]["mean"] is None
@@ -127,6 +130,19 @@ def test_absent_checker_is_a_status_not_an_error():
     triple, status = grid.availability(ConfigDict({"benchmark": "minif2f"}),
                                        _loader(None, absent=("minif2f",)))
     assert triple is None and status == "not run: Lean absent"
+
+
+def test_absent_data_is_a_status_with_what_is_missing():
+    from ml_collections import ConfigDict
+    from countermem_jax.domains.base import MissingData
+
+    def load(data_cfg):
+        raise MissingData("amber: AMBER tasks (amber.jsonl) not found at /data/amber.jsonl; "
+                          "get it with `python -m countermem_jax.data fetch amber`")
+    triple, status = grid.availability(ConfigDict({"benchmark": "amber"}), load)
+    assert triple is None
+    assert status == ("not run: data absent "
+                      "(amber: AMBER tasks (amber.jsonl) not found at /data/amber.jsonl)")
 
 
 def test_backbone_summary_from_main_table_workdirs(tmp_path):

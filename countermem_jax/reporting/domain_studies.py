@@ -90,6 +90,12 @@ def _interval(values: np.ndarray):
     return float(lo), float(hi)
 
 
+def _reason(status: str) -> str:
+    """The short reason of a setting's status: "not run: data absent (amber: ...)" gives
+    "data absent" (the details stay in the settings line)."""
+    return status.removeprefix("not run: ").split(" (")[0]
+
+
 def _domain_status(record: dict, agent: str) -> dict:
     """Per domain: "" when a benchmark of it ran for ``agent``, else why none did."""
     out = {}
@@ -98,7 +104,7 @@ def _domain_status(record: dict, agent: str) -> dict:
         if any(s["status"] == "ran" for s in mine):
             out[d] = ""
         elif mine:
-            out[d] = f"{d} " + "; ".join(dict.fromkeys(s["status"] for s in mine))
+            out[d] = f"{d} not run: " + ", ".join(dict.fromkeys(_reason(s["status"]) for s in mine))
         else:
             out[d] = f"{d} not in the study"
     return out
@@ -228,6 +234,8 @@ def table(record: dict, est: list | None = None) -> str:
                  f"{s['benchmark']}/{s['agent']}" + ("" if s["status"] == "ran"
                                                      else f" ({s['status']})")
                  for s in record["settings"])]
+    lines += list(dict.fromkeys(r["status"] for r in est if r["scope"] == FOUR
+                                and r["status"] and not r["status"].startswith("undefined")))
     by_key = {}
     for r in est:
         by_key.setdefault((r["panel"], r["metric"], r["agent"], r["variant"]), {})[r["scope"]] = r
@@ -239,8 +247,10 @@ def table(record: dict, est: list | None = None) -> str:
                       f"{'variant':<20}{'four-domain [95% CI]':>28}{'vs full [95% CI], p':>34}"
                       + "".join(f"{d:>14}" for d in domains)]
         four = scopes[FOUR]
-        cell = _fmt(four["mean"], four["ci95_low"], four["ci95_high"],
-                    metric == "gain") if four["mean"] is not None else four["status"] or "—"
+        missing = [d for d in domains if _domain_cell(scopes[d]) == "not run"]
+        cell = (_fmt(four["mean"], four["ci95_low"], four["ci95_high"], metric == "gain")
+                if four["mean"] is not None else
+                f"none ({', '.join(missing)} not run)" if missing else four["status"] or "—")
         diff = ("" if four["diff_vs_full"] is None else
                 _fmt(four["diff_vs_full"], four["diff_ci95_low"], four["diff_ci95_high"], True)
                 + f", p={four['p_vs_full']:.3f}")

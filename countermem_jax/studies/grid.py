@@ -86,7 +86,8 @@ def availability(data_cfg, load=None):
         binary = str(err).split("'")[1] if "'" in str(err) else "checker"
         return None, f"not run: {_CHECKERS.get(binary, binary)} absent"
     except MissingData as err:
-        return None, f"not run: data absent ({' '.join(str(err).split())[:120]})"
+        what = " ".join(str(err).split()).split("; ")[0]   # the loader's how-to is for the docs
+        return None, f"not run: data absent ({what[:160]})"
 
 
 def _load(data_cfg):
