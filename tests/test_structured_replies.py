@@ -291,6 +291,24 @@ def test_llama_cpp_constrained_edit_reply_meets_its_schema():
     assert parsed.ok or parsed.used_fallback
 
 
+def test_llama_cpp_edit_schema_with_double_quotes_in_the_action_decodes():
+    # llama-cpp-python's schema converter left `\` unescaped in GBNF literals: an action with a
+    # double-quoted string made a grammar llama.cpp refuses, and the sampler crashed the process
+    # (the 1.5B model, on tvshow's `WHERE T2.Directed_by != "Ben Jones"`).
+    from countermem_jax.backbones.llama_cpp_backbone import schema_grammar
+    action = 'SELECT name FROM people WHERE city != "New \\ York" AND age > 30'
+    schema = constraints.LOCAL_EDITS.schema(action=action, k=2)
+    assert r'!= \\\"New \\\\ York\\\"' in schema_grammar(schema)   # JSON, then GBNF, escaped
+    backbone = _cpu_model()
+    failures = ParseFailureLog()
+    parsed = _call(backbone, prompts.GENERATE_LOCAL_ALTERNATIVES,
+                   dict(EDIT_FIELDS, action=action), failures, {"action": action, "k": 2},
+                   max_tokens=160)
+    summary = failures.summary().get("GENERATE_LOCAL_ALTERNATIVES", {})
+    assert summary.get("constraint_violations", 0) == 0
+    assert parsed.ok or parsed.used_fallback
+
+
 def test_llama_cpp_truncation_retry_decodes_with_the_repetition_penalty():
     backbone = _cpu_model(max_tokens_on_truncation=12)
     backbone.repetition_penalty_on_truncation = 1.1

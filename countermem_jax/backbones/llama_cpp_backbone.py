@@ -2,16 +2,38 @@
 
 The stand-in for the paper's served gpt-oss-120b on machines without an accelerator: same
 ``Backbone`` interface, same accounting, a 0.5B GGUF model by default (``gguf.py``). It
-reports no separate reasoning channel. A call's output constraint is enforced while decoding, as
-llama-cpp-python documents it: a JSON schema as ``response_format={"type": "json_object",
-"schema": ...}`` (compiled to a grammar), a GBNF grammar as a ``LlamaGrammar``; the finish
-reason ("length" when ``max_tokens`` cut the reply off) is passed on.
+reports no separate reasoning channel. A call's output constraint is enforced while decoding as
+a ``LlamaGrammar``: a GBNF grammar as given, a JSON schema compiled by ``schema_grammar`` (the
+library's converter with its literal escaping corrected); the finish reason ("length" when
+``max_tokens`` cut the reply off) is passed on.
 """
 import asyncio
+import json
 import os
+import re
 import threading
 
 from countermem_jax.backbones.base import Backbone, ChatResult, SamplingParams, Usage
+
+
+_GBNF_ESCAPES = {"\\": "\\\\", '"': '\\"', "\r": "\\r", "\n": "\\n"}
+
+
+def schema_grammar(schema: dict) -> str:
+    """GBNF for a JSON schema: llama-cpp-python's ``SchemaConverter`` (what
+    ``response_format={"type": "json_object", "schema": ...}`` uses), with literals escaped as
+    GBNF needs. The library escapes ``"`` but not ``\\``, so a constant holding a double quote
+    (JSON ``\\"``, e.g. an edit unit ``WHERE name = "Ben Jones"``) closes its GBNF literal early;
+    llama.cpp then refuses the grammar and the sampler crashes the process (a segfault)."""
+    from llama_cpp import llama_grammar
+
+    class Converter(llama_grammar.SchemaConverter):
+        def _format_literal(self, literal):
+            return '"' + re.sub(r'[\\"\r\n]', lambda m: _GBNF_ESCAPES[m.group(0)], literal) + '"'
+
+    converter = Converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    converter.visit(converter.resolve_refs(json.loads(json.dumps(schema)), "schema"), "")
+    return converter.format_grammar()
 
 
 class LlamaCppBackbone(Backbone):
@@ -45,12 +67,11 @@ class LlamaCppBackbone(Backbone):
         """One blocking chat completion; usage and finish reason as llama.cpp reports them."""
         constraint = params.constraint
         extra = {}
-        if constraint is not None and constraint.json_schema:
-            extra["response_format"] = {"type": "json_object", "schema": constraint.schema}
-        elif constraint is not None:
+        if constraint is not None:
             import llama_cpp
-            extra["grammar"] = llama_cpp.LlamaGrammar.from_string(constraint.grammar,
-                                                                  verbose=False)
+            grammar = (schema_grammar(constraint.schema) if constraint.json_schema
+                       else constraint.grammar)
+            extra["grammar"] = llama_cpp.LlamaGrammar.from_string(grammar, verbose=False)
         with self._lock:
             out = self._llm.create_chat_completion(
                 messages=messages, temperature=params.temperature, top_p=params.top_p,
