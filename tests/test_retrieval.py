@@ -289,6 +289,8 @@ def test_a_derived_condition_holds_only_for_a_draft_that_repeats_the_mistake_and
     assert edit_conditions.draft_uses(["petage"], "SELECT petage FROM pets")
     assert not edit_conditions.draft_uses(["age"], "SELECT petage FROM pets")
     assert edit_conditions.draft_uses(["ben jones"], "WHERE d = 'Ben Jones'")
+    assert edit_conditions.draft_uses(["people", "cars"], "SELECT x FROM people", any_=True)
+    assert not edit_conditions.draft_uses(["people", "cars"], "SELECT x FROM people")
     assert never_holds("draft lacks []") and not never_holds("draft has []")
 
 

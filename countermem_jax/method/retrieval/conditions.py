@@ -144,9 +144,8 @@ class RuleChecker:
                 return False
             if task.draft is None:
                 return True
-            names = _listed(m.group(3))
-            used = (any(edit_conditions.draft_uses([n], task.draft) for n in names) if m.group(2)
-                    else edit_conditions.draft_uses(names, task.draft))
+            used = edit_conditions.draft_uses(_listed(m.group(3)), task.draft,
+                                              any_=bool(m.group(2)))
             return used if m.group(1).lower() == "has" else not used
         if m := _CONTAINS.match(clause):
             if m.group(1).lower() == "feedback":

@@ -188,11 +188,12 @@ def action_names(domain: str, action: str) -> set[str] | None:
     return found["names"] | found["tables"]
 
 
-def draft_uses(names, draft: str) -> bool:
-    """Whether ``draft`` uses every one of ``names``: each as a whole identifier (any case), or,
-    for a name that is not an identifier (a string literal), as text."""
+def draft_uses(names, draft: str, any_: bool = False) -> bool:
+    """Whether ``draft`` uses every one of ``names`` (``any_``: one of them): each as a whole
+    identifier (any case), or, for a name that is not an identifier (a string literal), as text."""
     idents, text = {w.lower() for w in _IDENT.findall(draft)}, draft.lower()
-    return all(n.lower() in (idents if _IDENT.fullmatch(n) else text) for n in names)
+    return (any if any_ else all)(n.lower() in (idents if _IDENT.fullmatch(n) else text)
+                                  for n in names)
 
 
 def error_kind(feedback: str) -> str:
