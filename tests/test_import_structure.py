@@ -30,12 +30,13 @@ LAYERS = (
     ("runtime",),                                      # generic machinery, knows no method
     ("backbones", "testing"),                          # the models and their test doubles
     ("method",),                                       # agents, Modules I-III
-    ("domains", "data"),                               # benchmarks and their world models
+    ("domains",),                                      # benchmarks and their world models
     ("protocol",),                                     # splits, metrics, provenance, defaults
     ("baselines",),                                    # the compared memories
     ("phases",),                                       # Algorithm 1's three phases
     ("experiment", "cli"),                             # faces of the library
-    ("studies", "sweep", "reporting", "perf"),         # drivers of many runs
+    # data: the `python -m countermem_jax.data` command; its calibration reads protocol/pools.py
+    ("studies", "sweep", "reporting", "perf", "data"),  # drivers of many runs
     ("build_memory", "train_selector", "evaluate", "inspect_store", "report", "study",
      "study_cost", "preflight"),                       # binaries
 )

@@ -7,7 +7,8 @@
               per-instance environments are printed as the exact commands to run instead
   verify      re-check the recorded sha256 of the files under --root (exit 1 on a mismatch)
   calibrate   success of the trivial default action per solver setting and budget (headroom);
-              the Spider questions whose reference result is empty
+              the Spider questions whose reference result is empty, on the tuning pool's
+              databases (--spider_db_ids; a report-pool database is refused: protocol/pools.py)
   checkouts   the git commands that create SWE-bench checkouts (printed, not run)
 """
 import json
@@ -18,6 +19,7 @@ from absl import app, flags
 
 from countermem_jax.data import fetch as fetch_lib
 from countermem_jax.data import registry
+from countermem_jax.protocol import pools
 from countermem_jax.runtime.paths import data_root
 
 # Flags shared by the subcommands; each subcommand reads only those it needs.
@@ -25,6 +27,8 @@ _ROOT = flags.DEFINE_string("root", None, "Data folder (default: $COUNTERMEM_DAT
                             "../shared/benchdata beside the repository).")
 _ALLOW = flags.DEFINE_bool("allow_unverified", False, "Accept a source with no recorded sha256.")
 _OUT = flags.DEFINE_string("out", "checkouts", "checkouts: where the clones go.")
+_SPIDER_DB_IDS = flags.DEFINE_list("spider_db_ids", list(pools.tuning_pool()),
+                                   "calibrate spider: the databases read (tuning pool only).")
 
 # Each name has a ``cmd_<name>(root, names) -> exit code`` below; ``main`` dispatches by name.
 COMMANDS = ("list", "fetch", "verify", "calibrate", "checkouts")
@@ -122,10 +126,17 @@ def cmd_calibrate(root: pathlib.Path, names) -> int:
     whose reference result is empty, and the ``result:`` line."""
     from countermem_jax.data import calibrate
     settings = tuple(names) or ("satlib", "smtlib", "spider")
-    rows, seconds = calibrate.calibrate(root, settings)
+    if "spider" in settings:
+        try:
+            pools.require_tuning_pool("spider", _SPIDER_DB_IDS.value,
+                                      "calibrate spider --spider_db_ids")
+        except pools.PoolError as err:
+            print(err)
+            return 2
+    rows, seconds = calibrate.calibrate(root, settings, _SPIDER_DB_IDS.value)
     print(calibrate.format_rows(rows))
     if "spider" in settings:
-        empty, _ = calibrate.empty_reference_tasks(root / "spider")
+        empty, _ = calibrate.empty_reference_tasks(root / "spider", _SPIDER_DB_IDS.value)
         print("spider questions with an empty reference result (they verify nothing): "
               + (", ".join(empty) or "none"))
     print(calibrate.result_line(rows, seconds))

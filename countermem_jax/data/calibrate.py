@@ -6,6 +6,8 @@ budget under which defaults fail on a sizeable fraction.
   smtlib   default action ``solver: z3`` / ``solver: cvc5``, at each time limit (ms).
   spider   the questions whose reference query returns no rows: they still score a task, but any
            empty answer matches them, so Module II verifies no improvement on them (listed).
+           Only the tuning pool's databases are read (``protocol/pools.py``; the default, or the
+           names given): a report-pool database is refused, as by every tuning script.
 Every figure is a real check through the setting's evaluator (no model involved). Other settings
 have no solver-free default action: the coding settings' unedited repository fails its
 FAIL_TO_PASS tests by construction (0%), and Lean / Dafny / Verus need their toolchains.
@@ -16,6 +18,8 @@ budget can be regenerated with ``python -m countermem_jax.data calibrate``.
 import dataclasses
 import json
 import time
+
+from countermem_jax.protocol import pools
 
 SAT_SOLVERS = ("glucose4", "minisat22", "cadical195")
 SAT_BUDGETS = (200_000, 1_000, 100, 45, 30)
@@ -84,18 +88,24 @@ def calibrate_smtlib(root, solvers=SMT_SOLVERS, timeouts=SMT_TIMEOUTS_MS,
     return rows
 
 
-def empty_reference_tasks(root) -> tuple[list[str], int]:
-    """(ids of the Spider questions whose reference result is empty, number of questions)."""
+def empty_reference_tasks(root, db_ids=pools.tuning_pool()) -> tuple[list[str], int]:
+    """(ids of the Spider questions of ``db_ids`` whose reference result is empty, number of
+    questions read); raises ``pools.PoolError`` for a report-pool database or an empty
+    ``db_ids`` (every database) before any reference runs."""
+    import ml_collections
     from countermem_jax.domains import sql as sql_domain
-    tasks = sql_domain.spider_tasks({"data_dir": str(root)})
+    pools.require_tuning_pool("spider", db_ids, "calibrate spider")
+    tasks = sql_domain.spider_tasks(ml_collections.ConfigDict(
+        {"data_dir": str(root), "db_ids": tuple(db_ids)}))
     evaluator = sql_domain.sql_evaluator(10.0)({})
     empty = [t.task_id for t in tasks if not evaluator.gold_result(t.reference)[0]]
     return empty, len(tasks)
 
 
-def calibrate_spider(root) -> list[Row]:
-    """One row: the Spider questions whose reference result is empty ("solved" counts them)."""
-    empty, total = empty_reference_tasks(root)
+def calibrate_spider(root, db_ids=pools.tuning_pool()) -> list[Row]:
+    """One row: the Spider questions of ``db_ids`` whose reference result is empty ("solved"
+    counts them)."""
+    empty, total = empty_reference_tasks(root, db_ids)
     return [Row("spider", "reference query", "empty result", len(empty), total)]
 
 
@@ -108,8 +118,10 @@ def format_rows(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def calibrate(root, settings=("satlib", "smtlib", "spider")) -> tuple[list[Row], float]:
-    """Rows for the requested settings under ``root`` and the wall time they took."""
+def calibrate(root, settings=("satlib", "smtlib", "spider"),
+              spider_db_ids=pools.tuning_pool()) -> tuple[list[Row], float]:
+    """Rows for the requested settings under ``root`` (Spider: the databases
+    ``spider_db_ids``) and the wall time they took."""
     start = time.perf_counter()
     rows = []
     if "satlib" in settings:
@@ -117,7 +129,7 @@ def calibrate(root, settings=("satlib", "smtlib", "spider")) -> tuple[list[Row],
     if "smtlib" in settings:
         rows += calibrate_smtlib(root / "smtlib")
     if "spider" in settings:
-        rows += calibrate_spider(root / "spider")
+        rows += calibrate_spider(root / "spider", spider_db_ids)
     return rows, time.perf_counter() - start
 
 

@@ -1,13 +1,15 @@
 r"""How often Module I's SQL operators reach a fix of a real model's failed draft (paper §3.2).
 
-    python -m countermem_jax.perf.sql_operators --n=60 --workdir=/tmp/sqlops
+    python -m countermem_jax.perf.sql_operators --n=60 --workdir=/tmp/sqlops [--db_ids=car_1,...]
 
 The CPU config's model (llama.cpp, its settings and reply limit, greedy) drafts each of ``n``
-Spider questions of the shipped databases (a seeded draw) with the project's DRAFT_ACTION
-template; replies are kept in a response cache under ``workdir``, so a rerun makes no model
-call. For every failed draft it generates the operators' candidates and checks each with the
-SQL checker: "exists" when some candidate passes, "hit" when one of the ranked top 4 (ranked
-without the reference) passes; both per operator family. Drafts whose reference result is
+Spider questions (a seeded draw) of ``--db_ids`` (default: the tuning pool's nine databases; a
+report-pool database, or an empty list meaning every database, is refused with one line before
+the model loads: protocol/pools.py) with the project's DRAFT_ACTION template; replies are kept
+in a response cache under ``workdir``, so a rerun makes no model call. For every failed draft
+it generates the operators' candidates and checks each with the SQL checker: "exists" when some
+candidate passes, "hit" when one of the ranked top 4 (ranked without the reference) passes;
+both per operator family. Drafts whose reference result is
 empty are left out (nothing verifies on them) and counted. Prints a table and a last line
 ``result: {json}`` (failed_drafts, fix_exists, fix_in_top4, top4_hit_rate, per family).
 """
@@ -15,12 +17,16 @@ import asyncio
 import collections
 import pathlib
 import random
+import sys
 import time
 
+import ml_collections
 from absl import app, flags
 
 from countermem_jax.backbones.base import Charge, SamplingParams
 from countermem_jax.backbones.factory import make_backbone
+from countermem_jax import domains
+from countermem_jax.protocol import pools
 from countermem_jax.protocol.config_defaults import spider_cpu_config
 from countermem_jax.domains import sql as sql_domain
 from countermem_jax.domains import sql_operators
@@ -32,6 +38,8 @@ _N = flags.DEFINE_integer("n", 60, "Spider questions drafted (a seeded draw).")
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of the question draw.")
 _WORKDIR = flags.DEFINE_string("workdir", "/tmp/countermem_sql_operators",
                                "Where the response cache goes.")
+_DB_IDS = flags.DEFINE_list("db_ids", list(pools.tuning_pool()),
+                            "Spider databases the questions are drawn from; tuning pool only.")
 
 
 def _draft(backbone, task, params) -> str:
@@ -45,16 +53,23 @@ def _draft(backbone, task, params) -> str:
     return parsed.value if parsed.ok else parsed.raw.strip()
 
 
-def measure(n: int, seed: int, workdir: str) -> dict:
-    """Drafts, checks and operator figures over ``n`` questions; prints a row per failure."""
+def drawn_tasks(n: int, seed: int, db_ids=pools.tuning_pool()) -> list:
+    """``n`` Spider questions of ``db_ids`` drawn with ``seed``; raises ``pools.PoolError`` for a
+    report-pool database or an empty ``db_ids`` (every database), before anything is read."""
+    pools.require_tuning_pool("spider", db_ids, "perf.sql_operators --db_ids")
+    tasks = sql_domain.spider_tasks(ml_collections.ConfigDict({"db_ids": tuple(db_ids)}))
+    return random.Random(seed).sample(tasks, min(n, len(tasks)))
+
+
+def measure(tasks: list, seed: int, workdir: str) -> dict:
+    """Drafts, checks and operator figures over ``tasks`` (drawn with ``seed``); prints a row
+    per failure."""
     from evaluators.sql.probe import Database
     cfg = spider_cpu_config("react")
     backbone_cfg = cfg.backbone.copy_and_resolve_references()
     backbone_cfg.cache_dir = str(pathlib.Path(workdir) / "response_cache")
     backbone = make_backbone(backbone_cfg)
     params = SamplingParams(max_tokens=cfg.agent.max_tokens)
-    tasks = sql_domain.spider_tasks({})
-    tasks = random.Random(seed).sample(tasks, min(n, len(tasks)))
     evaluator = sql_domain.sql_evaluator(10.0)({})
     counts = collections.Counter()
     exists, hits = collections.Counter(), collections.Counter()
@@ -101,6 +116,7 @@ def measure(n: int, seed: int, workdir: str) -> dict:
               "exists_by_family": {f: exists[f] for f in sql_operators.FAMILIES},
               "top4_by_family": {f: hits[f] for f in sql_operators.FAMILIES},
               "max_tokens": cfg.agent.max_tokens, "seed": seed,
+              "db_ids": sorted({t.environment for t in tasks}),
               "seconds": round(time.perf_counter() - start, 1)}
     return result
 
@@ -118,7 +134,12 @@ def format_table(result: dict) -> str:
 
 def main(argv):
     del argv
-    result = measure(_N.value, _SEED.value, _WORKDIR.value)
+    try:  # the databases are checked and read before the model loads
+        tasks = drawn_tasks(_N.value, _SEED.value, _DB_IDS.value)
+    except (pools.PoolError, *domains.DATA_ERRORS) as err:
+        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+        sys.exit(1)
+    result = measure(tasks, _SEED.value, _WORKDIR.value)
     print(format_table(result))
     print_result(result)
 

@@ -1,13 +1,15 @@
 """Construction yield on the CPU model: how many counterfactual checks become records (§3.2-3.3).
 
     python -m countermem_jax.perf.yield [--n=12] [--cpu_model=qwen2.5-coder-0.5b] \
-        [--draft_questions=40] [--cache_dir=DIR] [--workdir=DIR]
+        [--draft_questions=40] [--db_ids=car_1,pets_1,...] [--cache_dir=DIR] [--workdir=DIR]
 
 Runs the construction phase of the CPU config (configs/spider_react_cpu.py) on ``--n`` Spider dev
-questions drawn with a fixed seed from the shipped databases, with the real SQLite checker, and
-prints per candidate source (the label each candidate carries: the model's edits, each rule
-family) the checks and verified counts, the unparseable and the truncated replies per template
-(a reply is truncated when it used its whole token budget: llama.cpp's finish_reason "length"),
+questions drawn with a fixed seed from ``--db_ids`` (default: the tuning pool's nine databases;
+a report-pool database, or an empty list meaning every database, is refused with one line
+before anything loads: protocol/pools.py), with the real SQLite checker, and prints per
+candidate source (the label each candidate carries: the model's edits, each rule family) the
+checks and verified counts, the unparseable and the truncated replies per template (a reply is
+truncated when it used its whole token budget: llama.cpp's finish_reason "length"),
 the records, tokens per verified record and the wall time with the load average (the machine
 may be shared). With ``--draft_questions`` it first measures first-attempt accuracy on that
 many seeded questions twice, with DRAFT_ACTION and with a plain zero-shot prompt (schema, then
@@ -23,6 +25,7 @@ import json
 import os
 import pathlib
 import random
+import sys
 import tempfile
 import time
 
@@ -34,6 +37,7 @@ from countermem_jax.method.counterfactual import tally
 from countermem_jax.method.memory import load_frozen
 from countermem_jax.perf.common import print_result
 from countermem_jax.method.prompting import prompts
+from countermem_jax.protocol import pools
 from countermem_jax.runtime.runlog import RunLog
 
 _N = flags.DEFINE_integer("n", 12, "Construction tasks (Spider dev questions).")
@@ -42,6 +46,8 @@ _DRAFTS = flags.DEFINE_integer("draft_questions", 0, "Questions for the draft-pr
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of the question sample.")
 _CACHE = flags.DEFINE_string("cache_dir", "", "Response cache (default: inside the workdir).")
 _WORKDIR = flags.DEFINE_string("workdir", "", "Workdir (default: a new temporary folder).")
+_DB_IDS = flags.DEFINE_list("db_ids", list(pools.tuning_pool()),
+                            "Spider databases the questions are drawn from; tuning pool only.")
 _THREADS = flags.DEFINE_integer("threads", 0, "llama.cpp threads (0: all cores; 1 on a busy "
                                 "machine, where threads waiting on each other stall decoding).")
 
@@ -75,11 +81,14 @@ class FinishCounter(Backbone):
         await self.inner.aclose()
 
 
-def cpu_config(manifest: pathlib.Path, cpu_model: str = "", cache_dir: str = ""):
-    """The CPU quickstart config on the tasks of ``manifest`` (all shipped Spider databases)."""
+def cpu_config(manifest: pathlib.Path, cpu_model: str = "", cache_dir: str = "",
+               db_ids=pools.tuning_pool()):
+    """The CPU quickstart config on the tasks of ``manifest``, drawn from ``db_ids``; raises
+    ``pools.PoolError`` for a report-pool database or an empty ``db_ids`` (every database)."""
     from countermem_jax.protocol.config_defaults import spider_cpu_config
+    pools.require_tuning_pool("spider", db_ids, "perf.yield --db_ids")
     cfg = spider_cpu_config("react")
-    cfg.data.db_ids = ()
+    cfg.data.db_ids = tuple(db_ids)
     cfg.splits.manifest = str(manifest)
     if cpu_model:
         cfg.backbone.cpu_model = cpu_model
@@ -187,17 +196,22 @@ def main(argv):
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from countermem_jax import domains
     from countermem_jax.backbones.factory import make_backbone
+    try:  # the databases are checked, then read, before any folder is made or model loaded
+        probe = cpu_config(pathlib.Path("manifest.json"), _MODEL.value, db_ids=_DB_IDS.value)
+        tasks, evaluator, domain = domains.load_benchmark(probe.data)
+    except (pools.PoolError, *domains.DATA_ERRORS) as err:
+        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+        sys.exit(1)
     workdir = pathlib.Path(_WORKDIR.value or tempfile.mkdtemp(prefix="yield_"))
     workdir.mkdir(parents=True, exist_ok=True)
     manifest = workdir / "manifest.json"
-    probe = cpu_config(manifest, _MODEL.value)
-    tasks, evaluator, domain = domains.load_benchmark(probe.data)
     manifest.write_text(json.dumps(sample_manifest(tasks, _N.value, _SEED.value)))
     cache = _CACHE.value or str(workdir / "response_cache")
-    cfg = cpu_config(manifest, _MODEL.value, cache)
+    cfg = cpu_config(manifest, _MODEL.value, cache, _DB_IDS.value)
     cfg.backbone.n_threads = _THREADS.value
     load = os.getloadavg()
-    print(f"construction on {_N.value} Spider questions, model {cfg.backbone.cpu_model}, "
+    print(f"construction on {_N.value} Spider questions of {', '.join(cfg.data.db_ids)}, "
+          f"model {cfg.backbone.cpu_model}, "
           f"load average {load[0]:.1f} / {load[1]:.1f} on {os.cpu_count()} cores")
     backbone = make_backbone(cfg.backbone)
     drafts = {}
@@ -211,6 +225,7 @@ def main(argv):
     r = construction_yield(cfg, workdir / "run", backbone, (tasks, evaluator, domain))
     print_table(r)
     r.update(drafts, model=cfg.backbone.cpu_model, n=_N.value, seed=_SEED.value,
+             db_ids=list(cfg.data.db_ids),
              load_average=round(os.getloadavg()[0], 2), cores=os.cpu_count())
     print_result(r)
 
