@@ -11,7 +11,8 @@ it generates the operators' candidates and checks each with the SQL checker: "ex
 candidate passes, "hit" when one of the ranked top 4 (ranked without the reference) passes;
 both per operator family. Drafts whose reference result is
 empty are left out (nothing verifies on them) and counted. Prints a table and a last line
-``result: {json}`` (failed_drafts, fix_exists, fix_in_top4, top4_hit_rate, per family).
+``result: {json}`` (failed_drafts, fix_exists, fix_in_top4, top4_hit_rate, per family, the
+``db_ids`` drawn from).
 """
 import asyncio
 import collections

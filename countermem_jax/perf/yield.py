@@ -18,7 +18,7 @@ checks. Last line: ``result: {json}`` with ``verified_share`` (verified / counte
 checks), ``unparseable`` (replies whose format broke), ``no_usable_content`` (well-formed
 replies whose content was refused, e.g. every edit a no-op), ``truncated``, ``records``,
 ``tokens_per_record``, ``draft_accuracy`` (construction's first attempts solved by the
-memory-free draft) and the wall time.
+memory-free draft), the wall time and the ``db_ids`` read.
 """
 import collections
 import json
