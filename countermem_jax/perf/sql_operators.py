@@ -12,7 +12,7 @@ candidate passes, "hit" when one of the ranked top 4 (ranked without the referen
 both per operator family. Drafts whose reference result is
 empty are left out (nothing verifies on them) and counted. Prints a table and a last line
 ``result: {json}`` (failed_drafts, fix_exists, fix_in_top4, top4_hit_rate, per family, the
-``db_ids`` drawn from).
+``db_ids`` of the drawn questions).
 """
 import asyncio
 import collections
