@@ -14,7 +14,7 @@ from countermem_jax.phases import config_fingerprint
 from countermem_jax.protocol import config_defaults
 from countermem_jax.protocol import splits as splits_lib
 from countermem_jax.reporting import build
-from countermem_jax.studies import replication
+from countermem_jax.studies import protocols, replication
 from evaluators.grouping import group_key
 from study_fixtures import make_benchmark, scripted
 
@@ -188,12 +188,13 @@ def test_each_seed_has_its_own_partition_with_groups_whole(replicated):
 
 def test_a_finished_replication_reruns_nothing(replicated):
     record, bench, _, root = replicated
-
-    def no_backbone():
-        raise AssertionError("a finished phase ran again")
-    again = replication.run(_small_study(root), root, backbone_factory=no_backbone,
-                            benchmark=bench)
+    fake = scripted()
+    # the study binary's path (runner.run_any -> protocols.run) with one backbone for all phases
+    again = protocols.run(_small_study(root), root, backbone=fake, benchmark=bench)
+    assert fake.calls == []
     assert again["pooled"]["arms"].keys() == record["pooled"]["arms"].keys()
+    assert again["pooled"]["arms"]["countermem_dqn"]["difference"] == \
+        record["pooled"]["arms"]["countermem_dqn"]["difference"]
 
 
 def test_the_report_reads_the_replication(replicated, tmp_path):
@@ -201,3 +202,12 @@ def test_the_report_reads_the_replication(replicated, tmp_path):
     written = build.write_report([str(root)], tmp_path / "report")
     assert "study_replication.csv" in written
     assert "replication" in written["report.md"].read_text()
+
+
+def test_use_counts_prefer_the_evaluations_own(tmp_path):
+    entry = {"workdir": str(tmp_path), "per_task": {"base": {"t": 0}}, "seeds": ["0", "1"],
+             "metrics": {"uses_changed_draft": 1.5, "uses_changed_right": 0.5}}
+    counts = replication.memory_uses(entry)
+    assert counts["changed"] == 3 and counts["changed_right"] == 1
+    entry["metrics"] = {}
+    assert replication.memory_uses(entry)["changed"] == 0

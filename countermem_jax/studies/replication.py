@@ -192,8 +192,10 @@ def _interval(base, treated, groups) -> dict:
 
 def memory_uses(entry: dict) -> dict:
     """Selected record uses of one evaluated variant, summed over its selector seeds: harmful
-    (reuse label −1), changed the draft, and changed it to a right action (the decision's
-    outcome solved), read from its run logs' decisions on the held-out tasks."""
+    (reuse label −1), changed the draft, and changed it right. Counted from its run logs'
+    decisions on the held-out tasks (right: the changed action solved); where the evaluation
+    records its own counts (``metrics.uses_changed_draft`` / ``uses_changed_right``, means over
+    selector seeds) those are taken for the last two."""
     wd, tasks = pathlib.Path(entry["workdir"]), set(entry["per_task"]["base"])
     counts = {"uses": 0, "harmful": 0, "changed": 0, "changed_right": 0}
     for log in sorted((wd / "eval").glob("*/log.jsonl")):
@@ -208,6 +210,11 @@ def memory_uses(entry: dict) -> dict:
             if d.get("changed"):
                 counts["changed"] += 1
                 counts["changed_right"] += bool((d.get("outcome") or {}).get("success"))
+    recorded = entry.get("metrics") or {}
+    if recorded.get("uses_changed_draft") is not None:
+        runs = len(entry.get("seeds") or ()) or 1
+        counts["changed"] = round(recorded["uses_changed_draft"] * runs)
+        counts["changed_right"] = round((recorded.get("uses_changed_right") or 0) * runs)
     return counts
 
 
