@@ -118,15 +118,19 @@ def run(study, workdir, *, backbone=None, benchmark=None, backbone_factory=None)
     factory = backbone_factory or ((lambda: backbone) if backbone is not None else None)
     wall = _read_wall(root)
     summaries = {}
-    for r in range(study.protocol.split_seeds):
+    n = study.protocol.split_seeds
+    for r in range(n):
         sub = seed_study(study, r)
-        print(f"replication: split seed {r} of {study.protocol.split_seeds} "
-              f"({', '.join(sub.variants)}) -> {root / f'seed{r}'}")
+        print(f"replication: split seed {r} ({r + 1} of {n}: {', '.join(sub.variants)}) -> "
+              f"{root / f'seed{r}'}")
         start = time.monotonic()
-        summaries[r] = runner.run_study(sub, root / f"seed{r}", config_path=_config_name(study),
-                                        backbone_factory=factory, benchmark=benchmark)
-        wall[str(r)] = wall.get(str(r), 0.0) + time.monotonic() - start
-        (root / WALL_FILE).write_text(json.dumps(wall, indent=1))
+        try:
+            summaries[r] = runner.run_study(sub, root / f"seed{r}",
+                                            config_path=_config_name(study),
+                                            backbone_factory=factory, benchmark=benchmark)
+        finally:   # an interrupted seed's time counts too: the wall time is of every attempt
+            wall[str(r)] = wall.get(str(r), 0.0) + time.monotonic() - start
+            (root / WALL_FILE).write_text(json.dumps(wall, indent=1))
     group_of = {t.task_id: group_key(t) for t in benchmark[0]}
     pooled = pool(summaries, group_of, _labels(study))
     pooled["provenance"] = _provenance(study, summaries, splits, wall)
@@ -140,6 +144,7 @@ def run(study, workdir, *, backbone=None, benchmark=None, backbone_factory=None)
 
 
 def _config_name(study) -> str:
+    """The config file and argument the study was made from (set by its ``get_config``)."""
     return study.get("config_file", "configs/studies/replication.py")
 
 
@@ -152,6 +157,7 @@ def _labels(study) -> dict:
 
 
 def _read_wall(root: pathlib.Path) -> dict:
+    """Seconds spent per seed by earlier invocations ({} on the first)."""
     path = root / WALL_FILE
     return json.loads(path.read_text()) if path.exists() else {}
 
@@ -355,6 +361,7 @@ def _notes(pooled: dict) -> list:
 
 # ----------------------------------------------------------------------------- printing
 def _ci(value: dict, signed: bool = False) -> str:
+    """``mean [low, high]`` of an interval, signed for differences."""
     s = "+" if signed else ""
     low, high = value["ci95"]
     return f"{value['mean']:{s}.1f} [{low:{s}.1f}, {high:{s}.1f}]"
@@ -381,6 +388,7 @@ def _line(name: str, row: dict) -> str:
 
 
 def _minutes(seconds: float) -> str:
+    """A wall time in minutes, or in seconds below one minute."""
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
