@@ -211,3 +211,14 @@ def test_use_counts_prefer_the_evaluations_own(tmp_path):
     assert counts["changed"] == 3 and counts["changed_right"] == 1
     entry["metrics"] = {}
     assert replication.memory_uses(entry)["changed"] == 0
+
+
+def test_the_full_command_gets_120_distinct_evaluation_tasks_from_the_report_pool(benchdata):
+    from countermem_jax import domains
+    study = _config("cpu")
+    tasks = domains.load_benchmark(study.base.data)[0]
+    splits = replication.check(study, tasks)   # what the binary draws before any model loads
+    evals = [{t.task_id for t in s.eval} for s in splits.values()]
+    assert len(splits) == 3 and all(len(e) == 40 for e in evals)
+    assert len(set().union(*evals)) == 120
+    assert {t.environment for t in tasks} == set(study.base.data.db_ids)
