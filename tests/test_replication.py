@@ -45,6 +45,10 @@ def _groups(tasks):
     return {t.task_id: group_key(t) for t in tasks}
 
 
+def _group_ids(tasks):
+    return {t.task_id: replication.reference_group(t) for t in tasks}
+
+
 # ----------------------------------------------------------------------------- split seeds
 def test_split_seed_zero_is_the_papers_draw(tmp_path):
     tasks = twin_benchmark(tmp_path)[0]
@@ -161,7 +165,8 @@ def test_small_replication_pools_every_seed(replicated, capsys):
 
 def test_pooled_bootstrap_resamples_reference_groups(replicated):
     record, bench, given, _ = replicated
-    group_of = _groups(bench[0])
+    group_of = _group_ids(bench[0])
+    assert len(set(group_of.values())) == len(set(_groups(bench[0]).values()))
     units = record["pooled"]["arms"]["countermem_dqn"]["units"]
     assert all(g == group_of[t] for _, t, g in units)
     # the bootstrap was handed the reference group of every pooled task, twins sharing one

@@ -15,14 +15,14 @@ Appendix C.3; validation shares no group with training). With ``separate_environ
 environments (databases) are split first into ``n_eval_envs`` evaluation and ``n_build_envs``
 construction/training environments (the paper's 35 / 34 needs Spider train + dev).
 
-The validation split is the selector-validation subset of Appendix C.2, on which checkpoints
-are scored every 250 decisions; it is drawn from the training side, never from evaluation.
-
 Split seeds (beyond the paper; the replication, ``configs/studies/replication.py``): split seed
 ``s`` draws the same way from other random streams (``stream_seeds``; seed 0 is D.2's). With
 ``folds = R`` the evaluation set of split seed ``s`` is instead fold ``s`` of ``R`` disjoint
 folds of whole reference groups, cut from one shuffle of the groups (``evaluation_folds``), so R
 seeds evaluate R × ``n_eval`` distinct tasks and no reference group is evaluated under two seeds.
+
+The validation split is the selector-validation subset of Appendix C.2, on which checkpoints
+are scored every 250 decisions; it is drawn from the training side, never from evaluation.
 """
 import collections
 import dataclasses

@@ -34,7 +34,7 @@ from countermem_jax.protocol import intervals, pools, provenance
 from countermem_jax.reporting.load import AGENT_LABELS
 from countermem_jax.runtime.runlog import RunLog
 from countermem_jax.studies import cells, runner
-from evaluators.grouping import group_key
+from evaluators import grouping
 
 TITLE = "Replication over split seeds"
 PAPER = "beyond the paper (issue 36); §4.4, App. D.4 metrics"
@@ -131,7 +131,7 @@ def run(study, workdir, *, backbone=None, benchmark=None, backbone_factory=None)
         finally:   # an interrupted seed's time counts too: the wall time is of every attempt
             wall[str(r)] = wall.get(str(r), 0.0) + time.monotonic() - start
             (root / WALL_FILE).write_text(json.dumps(wall, indent=1))
-    group_of = {t.task_id: group_key(t) for t in benchmark[0]}
+    group_of = {t.task_id: reference_group(t) for t in benchmark[0]}
     pooled = pool(summaries, group_of, _labels(study))
     pooled["provenance"] = _provenance(study, summaries, splits, wall)
     record = _record(study, root, pooled, splits)
@@ -141,6 +141,12 @@ def run(study, workdir, *, backbone=None, benchmark=None, backbone_factory=None)
     print(table(pooled))
     print(f"study.json: {root / runner.STUDY_FILE}")
     return record
+
+
+def reference_group(task) -> str:
+    """The task's reference group as a short digest (``evaluators.grouping``): the unit the
+    intervals resample, kept in study.json without the reference text itself."""
+    return grouping.digest(grouping.group_key(task))
 
 
 def _config_name(study) -> str:
