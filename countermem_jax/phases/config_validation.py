@@ -50,7 +50,7 @@ CHOICES = {
 # dotted field -> (smallest, largest or None) for integers
 INT_RANGES = {
     "splits.n_build": (0, None), "splits.n_train": (0, None), "splits.n_validation": (0, None),
-    "splits.n_eval": (0, None),
+    "splits.n_eval": (0, None), "splits.seed": (0, None), "splits.folds": (0, None),
     "agent.max_attempts": (1, None), "agent.token_budget": (1, None), "agent.max_tokens": (1, None),
     "memory.capacity": (1, None), "memory.suppress_after_uses": (0, None), "memory.top_k": (1, features.NUM_SLOTS),
     "construction.k": (1, None), "construction.max_expanded_failures": (0, None),

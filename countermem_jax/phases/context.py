@@ -102,7 +102,9 @@ def draw_splits(cfg, tasks) -> splits_lib.Splits:
                                 cfg.splits.n_validation, cfg.splits.n_eval,
                                 cfg.splits.separate_environments,
                                 cfg.splits.get("n_build_envs", 0),
-                                cfg.splits.get("n_eval_envs", 0), grouped)
+                                cfg.splits.get("n_eval_envs", 0), grouped,
+                                split_seed=cfg.splits.get("seed", 0),
+                                folds=cfg.splits.get("folds", 0))
     config_validation.check_split_sizes(cfg, sp, len(tasks))  # before the backbone
     return sp
 

@@ -33,7 +33,10 @@ def base_config() -> ml_collections.ConfigDict:
         # (needs Spider train + dev; smaller pools must lower these explicitly).
         n_build_envs=35, n_eval_envs=34,
         # tasks sharing a normalized reference (paraphrase twins) stay inside one split
-        group_by_reference=True, manifest=""))
+        group_by_reference=True, manifest="",
+        # Split seed and disjoint evaluation folds (the replication over splits,
+        # configs/studies/replication.py; splits.py): 0, 0 is the paper's one D.2 draw.
+        seed=0, folds=0))
     c.agent = ml_collections.ConfigDict(dict(
         kind="react", max_attempts=3, token_budget=20_000, temperature=0.0, max_tokens=384, seed=0))
     c.backbone = ml_collections.ConfigDict(dict(

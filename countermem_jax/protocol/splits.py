@@ -15,6 +15,12 @@ Appendix C.3; validation shares no group with training). With ``separate_environ
 environments (databases) are split first into ``n_eval_envs`` evaluation and ``n_build_envs``
 construction/training environments (the paper's 35 / 34 needs Spider train + dev).
 
+Split seeds (beyond the paper; the replication, ``configs/studies/replication.py``): split seed
+``s`` draws the same way from other random streams (``stream_seeds``; seed 0 is D.2's). With
+``folds = R`` the evaluation set of split seed ``s`` is instead fold ``s`` of ``R`` disjoint
+folds of whole reference groups, cut from one shuffle of the groups (``evaluation_folds``), so R
+seeds evaluate R × ``n_eval`` distinct tasks and no reference group is evaluated under two seeds.
+
 The validation split is the selector-validation subset of Appendix C.2, on which checkpoints
 are scored every 250 decisions; it is drawn from the training side, never from evaluation.
 """
@@ -33,6 +39,9 @@ BUILD_SEED = 12345 + 8675309
 # Not given by the paper; chosen apart from the two D.2 seeds so no split reuses a stream.
 TRAIN_SEED = 12345 + 2 * 8675309
 PARTS = ("build", "train", "validation", "eval")
+# Split seed s > 0 offsets the three D.2 streams by 3·8675309·s: every (seed, split) pair has its
+# own stream, and split seed 0 keeps the paper's.
+_SEED_STEP = 3 * 8675309
 
 
 class SplitError(ValueError):
@@ -126,21 +135,65 @@ def _environments(tasks: Sequence, n_build_envs: int, n_eval_envs: int):
     return set(envs[:n_eval_envs]), set(envs[n_eval_envs: n_eval_envs + n_build_envs])
 
 
+def stream_seeds(split_seed: int = 0) -> tuple[int, int, int]:
+    """The (evaluation, construction, training) random seeds of split seed ``split_seed``."""
+    step = _SEED_STEP * split_seed
+    return EVAL_SEED + step, BUILD_SEED + step, TRAIN_SEED + step
+
+
+def evaluation_folds(tasks: Sequence, group_of: Mapping[str, str], n_eval: int,
+                     folds: int) -> list[list]:
+    """``folds`` disjoint evaluation sets of exactly ``n_eval`` tasks each, made of whole
+    reference groups: the groups are shuffled once (D.2's evaluation seed) and each fold takes,
+    in that order, every group still unused that fits in it. A ``SplitError`` says when the pool
+    is too small for that (then ``splits.folds=0``: independent draws per split seed)."""
+    members: dict[str, list] = {}
+    for t in tasks:
+        members.setdefault(group_of[t.task_id], []).append(t)
+    order = sorted(members)
+    random.Random(EVAL_SEED).shuffle(order)
+    out = []
+    for fold in range(folds):
+        chosen, left, size = [], [], 0
+        for g in order:
+            if size + len(members[g]) <= n_eval:
+                chosen.append(g)
+                size += len(members[g])
+            else:
+                left.append(g)
+        if size < n_eval:
+            raise SplitError(
+                f"{len(tasks)} tasks in {len(members)} reference groups cannot give {folds} "
+                f"disjoint evaluation folds of {n_eval} tasks (fold {fold} got {size}); lower "
+                f"splits.n_eval or splits.folds, or set splits.folds=0 (independent draws)")
+        out.append([t for g in chosen for t in members[g]])
+        order = left
+    return out
+
+
 def make_splits(tasks: Sequence, n_build: int, n_train: int, n_validation: int, n_eval: int,
                 separate_environments: bool = False, n_build_envs: int = 0,
                 n_eval_envs: int = 0, group_by_reference: bool = True,
-                group_key: Callable | None = None) -> Splits:
+                group_key: Callable | None = None, split_seed: int = 0,
+                folds: int = 0) -> Splits:
     """Draws the four splits from ``tasks`` as the module docstring describes, then checks them.
 
     ``n_*`` are the requested sizes (construction may come out smaller after overlap removal);
-    ``group_key`` overrides ``evaluators.grouping.group_key`` (tests use it). The input order does
-    not matter: tasks are sorted by id first, so the same pool always gives the same splits.
+    ``group_key`` overrides ``evaluators.grouping.group_key`` (tests use it); ``split_seed`` and
+    ``folds`` pick other streams and a fold of disjoint evaluation sets (module docstring). The
+    input order does not matter: tasks are sorted by id first, so the same pool always gives the
+    same splits.
     """
     # Sampling from a sorted pool makes the splits independent of the loader's order.
     tasks = sorted(tasks, key=lambda t: t.task_id)
     group_of = _groups(tasks, group_by_reference, group_key)
     info = _group_info(tasks, group_of, group_by_reference)
-    info["seeds"] = {"eval": EVAL_SEED, "build": BUILD_SEED, "train": TRAIN_SEED}
+    eval_seed, build_seed, train_seed = stream_seeds(split_seed)
+    info["seeds"] = {"eval": eval_seed, "build": build_seed, "train": train_seed}
+    if split_seed or folds:   # recorded only when set: default manifests stay as they were
+        info.update(split_seed=split_seed, folds=folds)
+    if folds and not 0 <= split_seed < folds:
+        raise SplitError(f"splits.seed={split_seed} names no fold of splits.folds={folds}")
     if separate_environments:
         eval_envs, build_envs = _environments(tasks, n_build_envs, n_eval_envs)
         eval_pool = [t for t in tasks if t.environment in eval_envs]
@@ -150,18 +203,21 @@ def make_splits(tasks: Sequence, n_build: int, n_train: int, n_validation: int, 
         eval_pool, build_pool = tasks, tasks
     if n_eval > len(eval_pool):
         raise SplitError(f"asked for {n_eval} evaluation tasks, only {len(eval_pool)} available")
-    evaluation = random.Random(EVAL_SEED).sample(eval_pool, n_eval)
+    if folds:
+        evaluation = evaluation_folds(eval_pool, group_of, n_eval, folds)[split_seed]
+    else:
+        evaluation = random.Random(eval_seed).sample(eval_pool, n_eval)
     eval_groups = {group_of[t.task_id] for t in evaluation}
     # D.2: construction is drawn from the whole pool with its own seed; what it shares with
     # evaluation (ids, and with grouping their twins) is removed afterwards.
-    drawn = random.Random(BUILD_SEED).sample(build_pool, min(n_build, len(build_pool)))
+    drawn = random.Random(build_seed).sample(build_pool, min(n_build, len(build_pool)))
     build = [t for t in drawn if group_of[t.task_id] not in eval_groups]
     info["build_drawn"] = len(drawn)
     info["build_removed_shared_with_eval"] = len(drawn) - len(build)
     rest = [t for t in build_pool if group_of[t.task_id] not in eval_groups]
     # Training may share identifiers with construction (Appendix C.3); validation shares no group
     # with training, and neither touches evaluation.
-    pool = random.Random(TRAIN_SEED).sample(rest, len(rest))
+    pool = random.Random(train_seed).sample(rest, len(rest))
     validation = pool[:n_validation]
     val_groups = {group_of[t.task_id] for t in validation}
     remaining = [t for t in pool[n_validation:] if group_of[t.task_id] not in val_groups]

@@ -131,8 +131,17 @@ def breakdown(study) -> dict:
     return t.result()
 
 
+def replication(study) -> dict:
+    """The replication over split seeds: each seed's variant study (its arms share one build,
+    selector and base run; the ablations' seeds add theirs), summed over the seeds."""
+    from countermem_jax.studies import replication as replication_study
+    per = {f"split seed {r}": cost.study_requests(replication_study.seed_study(study, r))["total"]
+           for r in range(study.protocol.split_seeds)}
+    return {"settings": per, "total": sum(per.values())}
+
+
 BOUNDS = {"accumulation": accumulation, "transfer": transfer, "rescued": rescued,
-          "budget": budget, "breakdown": breakdown}
+          "budget": budget, "breakdown": breakdown, "replication": replication}
 
 
 def requests(study) -> dict:

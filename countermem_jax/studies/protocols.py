@@ -1,6 +1,7 @@
-"""The protocol studies (5–9: accumulation, transfer, rescued, budget, breakdown), whose cells are
-not config variants of one run but follow their own protocol (snapshots over orderings,
-source–target pairs, several benchmarks, a token budget). Each module has
+"""The protocol studies (5–9: accumulation, transfer, rescued, budget, breakdown; and the
+replication over split seeds, ``studies.replication``), whose cells are not config variants of
+one run but follow their own protocol (snapshots over orderings, source–target pairs, several
+benchmarks, a token budget, split seeds). Each module has
 ``run(study_cfg, workdir, *, backbone=None, benchmark=None) -> dict`` and writes
 ``WORKDIR/study.json`` in the ``countermem-study-rows/1`` schema (``studies.cells``).
 
@@ -16,7 +17,8 @@ from countermem_jax.protocol import config_defaults
 from countermem_jax.phases import config_validation
 
 STUDIES = {name: f"countermem_jax.studies.{name}"
-           for name in ("accumulation", "transfer", "rescued", "budget", "breakdown")}
+           for name in ("accumulation", "transfer", "rescued", "budget", "breakdown",
+                        "replication")}
 
 
 def run(study_cfg, workdir, *, backbone=None, benchmark=None) -> dict:
