@@ -227,3 +227,17 @@ def test_the_full_command_gets_120_distinct_evaluation_tasks_from_the_report_poo
     assert len(splits) == 3 and all(len(e) == 40 for e in evals)
     assert len(set().union(*evals)) == 120
     assert {t.environment for t in tasks} == set(study.base.data.db_ids)
+    # the report-pool questions probes read before the pools were fixed are never evaluated
+    from countermem_jax.protocol import pools
+    assert not set().union(*evals) & pools.seen_before_fixing("spider")
+
+
+def test_questions_held_out_of_evaluation_take_their_reference_group_along():
+    from countermem_jax.protocol import splits as splits_lib
+    from evaluators.base import Task
+    tasks = [Task(f"t{i:02d}", "sql", "spider", "q", "", "query", reference=f"r{i // 2}")
+             for i in range(12)]
+    sp = splits_lib.make_splits(tasks, 4, 2, 1, 4, group_key=lambda t: t.reference,
+                                held_out_of_eval=frozenset({"t00", "t05"}))
+    assert not {t.task_id for t in sp.eval} & {"t00", "t01", "t04", "t05"}
+    assert sp.info["held_out_of_eval"] == 2

@@ -9,8 +9,10 @@ Qwen2.5-Coder-0.5B, ReAct) on the report pool's databases (``protocol/pools.py``
 student_transcripts_tracking; 222 questions in 113 reference groups) with the paper's split
 sizes (60 construction drawn, 16 training, 3 validation, 40 evaluation tasks), on R = 3 split
 seeds. Split seed r evaluates fold r of 3 disjoint folds of whole reference groups, so the three
-seeds evaluate 120 distinct tasks (the pool holds the folds: construction, drawn as in
-Appendix D.2 and stripped of evaluation's groups, keeps 44, 52 and 48 tasks). Per seed it builds,
+seeds evaluate 120 distinct tasks. The 21 report-pool questions that probes read before the
+pools were fixed are never evaluated, nor are their reference groups (``splits.hold_out_seen``),
+which leaves 183 questions in 93 groups to cut the folds from; construction, drawn as in
+Appendix D.2 from all 222 and stripped of evaluation's groups, keeps 52, 49 and 50 tasks. Per seed it builds,
 trains and evaluates ReAct and ReAct+CounterMem with the DQN and with always-top-1 (one build,
 one base run), and on seed 0 the two ablations of ``components.py``: counterfactuals without
 the world model (``construction.corrections=unverified_advice``) and the world model without
@@ -77,6 +79,9 @@ def get_config(arg="cpu"):
     else:
         base.data.db_ids = pools.report_pool("spider")
         base.splits.update(SIZES)
+        # the 21 report-pool questions probes read before the pools were fixed (and their
+        # reference groups) are never evaluated; they may still be built or trained on
+        base.splits.hold_out_seen = True
     base.splits.folds = SPLIT_SEEDS   # fold r of the reference groups: split seed r's evaluation
     c = protocols.study_config(
         "replication", base, split_seeds=SPLIT_SEEDS, ablation_seeds=ABLATION_SEEDS,

@@ -67,7 +67,7 @@ ADDED_FIELDS = {
     **{f"memory.retention_weights.{k}": v for k, v in dict(
         alpha=1.0, beta=1.0, omega=0.5, eta=0.7).items()},
     "memory.reuse_rho": 0.3,
-    "splits.seed": 0, "splits.folds": 0,      # split seeds (the replication over splits)
+    "splits.seed": 0, "splits.folds": 0, "splits.hold_out_seen": False,      # split seeds (the replication over splits)
     **{f"selector.dqn.{k}": v for k, v in dict(
         hidden=[64, 64], learning_rate=1e-3, adam_eps=1e-8, gamma=0.95, replay_capacity=10_000,
         epsilon_start=0.30, epsilon_end=0.05, exploration_fraction=1.0).items()},

@@ -17,7 +17,7 @@ import ml_collections
 
 from countermem_jax.phases import config_validation
 from countermem_jax import domains
-from countermem_jax.protocol import splits as splits_lib
+from countermem_jax.protocol import pools, splits as splits_lib
 from countermem_jax.method.agents import AgentConfig
 from countermem_jax.backbones.base import TokenLedger
 from countermem_jax.backbones.factory import make_backbone
@@ -89,6 +89,14 @@ class PhaseContext:
     checks: CheckerPool = dataclasses.field(default_factory=CheckerPool)
 
 
+def _held_out_of_eval(cfg) -> frozenset:
+    """``splits.hold_out_seen``: the report-pool questions a probe read before the pools were
+    fixed stay out of evaluation, with their reference groups (protocol/pools.py)."""
+    if not cfg.splits.get("hold_out_seen", False):
+        return frozenset()
+    return pools.seen_before_fixing(cfg.data.benchmark)
+
+
 def draw_splits(cfg, tasks) -> splits_lib.Splits:
     """The build / train / validation / eval splits: from a manifest file when the config names
     one, else drawn with the paper's grouping (reference-answer twins stay together)."""
@@ -104,7 +112,8 @@ def draw_splits(cfg, tasks) -> splits_lib.Splits:
                                 cfg.splits.get("n_build_envs", 0),
                                 cfg.splits.get("n_eval_envs", 0), grouped,
                                 split_seed=cfg.splits.get("seed", 0),
-                                folds=cfg.splits.get("folds", 0))
+                                folds=cfg.splits.get("folds", 0),
+                                held_out_of_eval=_held_out_of_eval(cfg))
     config_validation.check_split_sizes(cfg, sp, len(tasks))  # before the backbone
     return sp
 

@@ -36,7 +36,10 @@ def base_config() -> ml_collections.ConfigDict:
         group_by_reference=True, manifest="",
         # Split seed and disjoint evaluation folds (the replication over splits,
         # configs/studies/replication.py; splits.py): 0, 0 is the paper's one D.2 draw.
-        seed=0, folds=0))
+        seed=0, folds=0,
+        # Leave the report-pool questions a probe read before the pools were fixed (and their
+        # reference groups) out of evaluation: the replication sets it (protocol/pools.py).
+        hold_out_seen=False))
     c.agent = ml_collections.ConfigDict(dict(
         kind="react", max_attempts=3, token_budget=20_000, temperature=0.0, max_tokens=384, seed=0))
     c.backbone = ml_collections.ConfigDict(dict(

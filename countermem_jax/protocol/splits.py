@@ -145,7 +145,8 @@ def evaluation_folds(tasks: Sequence, group_of: Mapping[str, str], n_eval: int,
                      folds: int) -> list[list]:
     """``folds`` disjoint evaluation sets of exactly ``n_eval`` tasks each, made of whole
     reference groups: the groups are shuffled once (D.2's evaluation seed) and each fold takes,
-    in that order, every group still unused that fits in it. A ``SplitError`` says when the pool
+    in that order, every group still unused that fits in it (one short, it trades one of its
+    groups for an unused one a task larger). A ``SplitError`` says when the pool
     is too small for that (then ``splits.folds=0``: independent draws per split seed)."""
     members: dict[str, list] = {}
     for t in tasks:
@@ -161,6 +162,13 @@ def evaluation_folds(tasks: Sequence, group_of: Mapping[str, str], n_eval: int,
                 size += len(members[g])
             else:
                 left.append(g)
+        if size < n_eval:   # pairs of twins can leave a fold short: swap one group for a bigger
+            swap = next(((g, h) for g in chosen for h in left
+                         if len(members[h]) - len(members[g]) == n_eval - size), None)
+            if swap:
+                chosen[chosen.index(swap[0])] = swap[1]
+                left[left.index(swap[1])] = swap[0]
+                size = n_eval
         if size < n_eval:
             raise SplitError(
                 f"{len(tasks)} tasks in {len(members)} reference groups cannot give {folds} "
@@ -175,12 +183,14 @@ def make_splits(tasks: Sequence, n_build: int, n_train: int, n_validation: int, 
                 separate_environments: bool = False, n_build_envs: int = 0,
                 n_eval_envs: int = 0, group_by_reference: bool = True,
                 group_key: Callable | None = None, split_seed: int = 0,
-                folds: int = 0) -> Splits:
+                folds: int = 0, held_out_of_eval: frozenset = frozenset()) -> Splits:
     """Draws the four splits from ``tasks`` as the module docstring describes, then checks them.
 
     ``n_*`` are the requested sizes (construction may come out smaller after overlap removal);
     ``group_key`` overrides ``evaluators.grouping.group_key`` (tests use it); ``split_seed`` and
-    ``folds`` pick other streams and a fold of disjoint evaluation sets (module docstring). The
+    ``folds`` pick other streams and a fold of disjoint evaluation sets (module docstring);
+    ``held_out_of_eval`` names task ids whose reference groups never enter evaluation (the
+    report-pool questions a probe read before the pools were fixed, ``pools.py``). The
     input order does not matter: tasks are sorted by id first, so the same pool always gives the
     same splits.
     """
@@ -201,6 +211,10 @@ def make_splits(tasks: Sequence, n_build: int, n_train: int, n_validation: int, 
         info["environments"] = {"eval": sorted(eval_envs), "build": sorted(build_envs)}
     else:
         eval_pool, build_pool = tasks, tasks
+    if held_out_of_eval:
+        seen_groups = {group_of[t.task_id] for t in tasks if t.task_id in held_out_of_eval}
+        eval_pool = [t for t in eval_pool if group_of[t.task_id] not in seen_groups]
+        info["held_out_of_eval"] = sum(t.task_id in held_out_of_eval for t in tasks)
     if n_eval > len(eval_pool):
         raise SplitError(f"asked for {n_eval} evaluation tasks, only {len(eval_pool)} available")
     if folds:
