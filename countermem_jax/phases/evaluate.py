@@ -221,7 +221,7 @@ def _evaluation_metrics(cfg, wd: Workdir, sp, runs: list) -> dict:
     key = {run: ("fixed" if seed is None else str(seed)) for run, seed in seeds.items()}
     aggregate = metrics.seed_aggregate(ends["base"], {key[r]: ends[r] for r in seeds},
                                        {key[r]: decisions[r] for r in seeds},
-                                       decisions["base"])
+                                       decisions["base"], group_of=dict(sp.groups))
     base = metrics.run_metrics(ends["base"], decisions["base"])
     # Each run directory also gets its own metrics.json (its row, with the paired comparison).
     for run in runs:
@@ -230,7 +230,7 @@ def _evaluation_metrics(cfg, wd: Workdir, sp, runs: list) -> dict:
         wd.run_dir(run.name).joinpath("metrics.json").write_text(json.dumps(
             {"run": run.name, "seed": seeds.get(run.name), "metrics": per_run}, indent=1,
             default=str))
-    # base_score: the base agent's score with its 95% CI over tasks (one run, no seeds);
+    # base_score: the base agent's score with its 95% CI over reference groups (one run);
     # cost_of_building: construction's task-run cost, reported apart from evaluation (§4.4).
     return {
         "benchmark": cfg.data.benchmark, "agent": cfg.agent.kind, "selector": cfg.eval.selector,
@@ -239,7 +239,9 @@ def _evaluation_metrics(cfg, wd: Workdir, sp, runs: list) -> dict:
         "base": base,
         "base_score": intervals.summarize(
             np.array([[100.0 * e["solved"] for e in sorted(ends["base"],
-                                                           key=lambda e: e["task_id"])]])),
+                                                           key=lambda e: e["task_id"])]]),
+            groups=metrics.task_groups(sorted(e["task_id"] for e in ends["base"]),
+                                       dict(sp.groups))),
         "countermem": aggregate["mean"],
         "aggregate": aggregate,
         "paired": aggregate["paired"],
