@@ -67,7 +67,7 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
     # together are scored in one batch, with the one-at-a-time result (retrieval/batching.py).
     index = batching.BatchedIndex(
         context.retrieval_index(ctx.method, frozen.records, context.condition_checker(ctx.method),
-                                evaluation=True),
+                                evaluation=True, groups=ctx.splits.groups),
         batching.retrieval_batcher())
     selections = batching.selection_batcher()
     # (run name, seed, selector, checkpoint fingerprint): a fixed policy has neither seed nor
@@ -112,7 +112,8 @@ def _baseline_plan(cfg, method: str, wd: Workdir, ctx: context.PhaseContext,
         agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log(method),
                       ctx.parse_failures, checks=checks)
         runs.append(EvalRun(method, None, agent,
-                            baselines.make_baseline_augmentation(method, cfg, agent, wd.root)))
+                            baselines.make_baseline_augmentation(method, cfg, agent, wd.root,
+                                                                 ctx.splits.groups)))
     return _MemoryPlan(runs, functools.partial(baselines.memory_fingerprint, method, wd.root),
                        f"method {method}", wd.metrics)
 
