@@ -144,7 +144,8 @@ def _scripted():
     for tid, gold in golds.items():
         fake.add(f"```sql\nSELECT name FROM people WHERE age {gold.replace('>=', '>')}\n```",
                  template="DRAFT_ACTION", task=f"/{tid}#")
-    fake.add(lambda m: "EDIT 1\nFIND: age >\nREPLACE: age >=", template="GENERATE_LOCAL_ALTERNATIVES")
+    fake.add(lambda m: "EDIT 1\nFIND: age >\nREPLACE: age >=",
+             template="GENERATE_LOCAL_ALTERNATIVES")
     fake.add("SITUATION: an inclusive 'at least' threshold was written as a strict comparison\n"
              "CONDITION: bound == inclusive", template="DISTIL_RECORD")
     fake.add(lambda m: "```sql\n" + m[-1]["content"].split("Your draft action:\n```\n")[1]
