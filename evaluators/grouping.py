@@ -31,3 +31,10 @@ def group_key(task) -> str:
     if module is None or task.reference is None:
         return f"task:{task.task_id}"
     return f"{task.domain}:{importlib.import_module(module).group_key(task)}"
+
+
+def group_id(task) -> str:
+    """A short stable id of the task's group (a digest of ``group_key``): what a memory record
+    carries of its source task, and what retrieval and the intervals compare, without holding the
+    reference text itself."""
+    return digest(group_key(task))

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from evaluators.sql import SQLEvaluator, load_bird, load_spider
-from evaluators.sql.checker import results_match
+from evaluators.sql.checker import results_match, without_distinct
 from evaluators.sql.features import question_features
 from evaluators.sql.loaders import DataError, build_schema_only_db
 
@@ -38,8 +38,8 @@ def test_every_gold_query_scores_one(spider, evaluator):
     ("spider/concert_singer/24", "SELECT T2.name ,  T2.capacity FROM concert AS T1 JOIN stadium AS T2 "
      "ON T1.stadium_id  =  T2.stadium_id WHERE T1.year  >  2014 GROUP BY T2.stadium_id ORDER BY "
      "count(*) DESC LIMIT 1"),                                       # boundary > instead of >=
-    ("spider/concert_singer/8", "SELECT country FROM singer WHERE age  >  20"),  # missing DISTINCT
-    ("spider/pets_1/55", "SELECT count(pettype) FROM pets"),       # missing DISTINCT in count
+    ("spider/concert_singer/8", "SELECT country FROM singer WHERE age  <  20"),  # boundary flipped
+    ("spider/pets_1/55", "SELECT count(*) FROM pets WHERE pet_age > 100"),  # wrong filter
 ])
 def test_known_wrong_queries_score_zero(spider, evaluator, task_id, wrong):
     outcome = evaluator.evaluate(evaluator.reset(spider[task_id]), wrong)
@@ -149,6 +149,64 @@ def test_evaluation_does_not_change_the_state(spider, evaluator):
     for sql in ("SELECT 1", "DROP TABLE pets", state.task.reference.gold_sql):
         evaluator.evaluate(state, sql)
     assert (state.task, state.attempts) == snapshot
+
+
+def test_distinct_is_removed_from_both_queries_as_spiders_official_evaluation_does(
+        spider, evaluator):
+    """test-suite-sql-eval's ``eval_exec_match`` (default, no --keep_distinct) drops every
+    DISTINCT from the predicted and the gold query before it compares their results."""
+    unordered = spider["spider/concert_singer/8"]            # SELECT DISTINCT country ...
+    pets = spider["spider/pets_1/55"]                        # SELECT count(DISTINCT pettype) ...
+    assert "DISTINCT" in unordered.reference.gold_sql and "DISTINCT" in pets.reference.gold_sql
+    for task, sql in ((unordered, "SELECT country FROM singer WHERE age  >  20"),
+                      (pets, "SELECT count(pettype) FROM pets")):
+        outcome = evaluator.evaluate(evaluator.reset(task), sql)
+        assert outcome.success
+        kept = SQLEvaluator(keep_distinct=True)              # the official flag, off by default
+        assert not kept.evaluate(kept.reset(task), sql).success
+    # The case of issue 36: a reference that counts rows makes no correction of a candidate that
+    # counts distinct values; to the official evaluator both are one answer.
+    task = dataclasses.replace(pets, reference=dataclasses.replace(
+        pets.reference, gold_sql="SELECT count(pettype) FROM pets"))
+    outcome = evaluator.evaluate(evaluator.reset(task), "SELECT count(DISTINCT pettype) FROM pets")
+    assert outcome.success
+    assert "returned 1 rows" in outcome.feedback    # the candidate's own result, as written
+    # A 'distinct' in a string or a quoted name is not the keyword.
+    assert without_distinct("SELECT DISTINCT 'distinct', \"distinct\" FROM t") == \
+        "SELECT  'distinct', \"distinct\" FROM t"
+    assert without_distinct("SELECT count(DISTINCT a) FROM t") == "SELECT count( a) FROM t"
+
+
+def _ordered_twins(spider):
+    """The same question twice, its reference with and without a top-level ORDER BY."""
+    task = spider["spider/concert_singer/8"]
+    plain = dataclasses.replace(task, reference=dataclasses.replace(
+        task.reference, gold_sql="SELECT name FROM singer WHERE age > 30"))
+    ordered = dataclasses.replace(task, reference=dataclasses.replace(
+        task.reference, gold_sql="SELECT name FROM singer WHERE age > 30 ORDER BY name"))
+    return plain, ordered
+
+
+@pytest.mark.parametrize("candidate", [
+    "SELECT name FROM singer",                                   # wrong under both references
+    "SELECT name FROM singer WHERE age > 30 ORDER BY name",      # right under both
+    "SELECT nope FROM singer",                                   # an error
+])
+def test_the_same_candidate_gets_the_same_feedback_whether_or_not_the_reference_orders(
+        spider, candidate):
+    """Feedback says nothing derived from the reference beyond the verdict: the row-order rule
+    is stated alike for every question in the instructions, not in feedback."""
+    evaluator = SQLEvaluator(timeout_s=5.0)
+    plain, ordered = _ordered_twins(spider)
+    a = evaluator.evaluate(evaluator.reset(plain), candidate)
+    b = evaluator.evaluate(evaluator.reset(ordered), candidate)
+    assert (a.success, a.feedback) == (b.success, b.feedback)
+    assert "order" not in a.feedback.lower()
+
+
+def test_the_row_order_rule_is_in_every_sql_tasks_instructions():
+    from countermem_jax.domains import SQL
+    assert "row order counts only where the question asks" in SQL.instructions
 
 
 def test_order_matters_only_when_gold_orders(spider, evaluator):

@@ -33,6 +33,7 @@ from countermem_jax.baselines.memory import (BaselineMemory, FrozenBaselineMemor
 from countermem_jax.baselines.reasoningbank import (MattsBuilder, ReasoningBankBuilder,
                                                     VerifiedReasoningBankBuilder)
 from countermem_jax.baselines.voyager import VoyagerBuilder
+from evaluators.grouping import group_id
 
 default_config = config_lib.default_config
 
@@ -145,6 +146,8 @@ async def abuild_baseline_memory(method: str, cfg, agent, construction_tasks, wo
     builder = spec(method).builder(agent, memory, settings)
     # Builders that learn from the whole stream (ExpeL's insights) finish after this task.
     builder.final_task_id = construction_tasks[-1].task_id if construction_tasks else None
+    # A construction task never retrieves what its reference twin wrote (baselines/common.py).
+    builder.groups = {t.task_id: group_id(t) for t in construction_tasks}
     done = set(memory.meta.get("processed_tasks", []))
     todo = [t for t in construction_tasks if t.task_id not in done]
     if agent.runlog:
@@ -185,8 +188,9 @@ def build_baseline_memory(method: str, cfg, agent, construction_tasks, workdir,
     return asyncio.run(run())
 
 
-def make_baseline_augmentation(method: str, cfg, agent, workdir) -> Augmentation:
-    """Phase 3: the method's read-only augmentation over its frozen memory (hash checked)."""
+def make_baseline_augmentation(method: str, cfg, agent, workdir, groups=None) -> Augmentation:
+    """Phase 3: the method's read-only augmentation over its frozen memory (hash checked);
+    ``groups`` (the splits' task id -> reference group) keeps a task from its twins' items."""
     if method == "none":
         return Augmentation()
     if method == "best_of_n":
@@ -197,7 +201,8 @@ def make_baseline_augmentation(method: str, cfg, agent, workdir) -> Augmentation
     if thaw(memory.config) != config_lib.section(cfg, method):
         raise FrozenMemoryError(f"the frozen {method} memory was built with {thaw(memory.config)}, "
                                 f"the config now says {config_lib.section(cfg, method)}")
-    return spec(method).builder.augmentation_cls(agent, memory, config_lib.section(cfg, method))
+    return spec(method).builder.augmentation_cls(agent, memory, config_lib.section(cfg, method),
+                                                 groups)
 
 
 def memory_fingerprint(method: str, workdir) -> dict:

@@ -15,6 +15,10 @@ Adaptation to the common interface (the same for every row, so rows differ only 
   * At evaluation the memory is a ``FrozenBaselineMemory`` (hash checked on load and after every
     task); the augmentation has no write path, and items whose ``source_task_ids`` contain the
     current task are never retrieved.
+  * In both phases an item written by a task of the current task's reference group (a paraphrase
+    twin sharing its gold answer, ``evaluators.grouping``) is never retrieved either: the
+    augmentation's ``groups`` (task id -> reference group id) is the construction tasks' while
+    building and the splits' at evaluation.
 """
 import numpy as np
 
@@ -25,16 +29,21 @@ from countermem_jax.method.memory_use import state_text
 from countermem_jax.method import text_embedding as embedding
 
 
-def eligible(items, task_id: str) -> tuple[list, list[str]]:
-    """Items the current task may see, and the ids excluded because the task wrote them.
+def eligible(items, task_id: str, groups=None) -> tuple[list, list[str]]:
+    """Items the current task may see, and the ids excluded because the task, or a task of its
+    reference group (``groups``: task id -> group id), wrote them.
 
-    The same-task exclusion CounterMem applies to its records (Eq. 7), applied to every
-    baseline, so no row can retrieve a trace of the task it is solving.
+    The exclusion CounterMem applies to its records (Eq. 7, widened to the reference group),
+    applied to every baseline, so no row can retrieve a trace of the task it is solving or of
+    its twin.
     """
+    groups = groups or {}
+    own = groups.get(task_id)
     keep, excluded = [], []
     for item in items:
-        (excluded.append(item["item_id"]) if task_id in item["source_task_ids"]
-         else keep.append(item))
+        sources = item["source_task_ids"]
+        twin = own is not None and any(groups.get(s) == own for s in sources)
+        (excluded.append(item["item_id"]) if task_id in sources or twin else keep.append(item))
     return keep, excluded
 
 
@@ -84,8 +93,9 @@ class MemoryAugmentation(Augmentation):
     """
     kind = "memory"
 
-    def __init__(self, agent, memory, settings: dict):
+    def __init__(self, agent, memory, settings: dict, groups=None):
         self.agent, self.memory, self.settings = agent, memory, settings
+        self.groups = dict(groups or {})   # task id -> reference group id (``eligible``)
         self.name = memory.method
         if memory.frozen:
             memory.verify()
@@ -105,7 +115,7 @@ class MemoryAugmentation(Augmentation):
         baselines' retrieval coverage is computed with CounterMem's denominator (Appendix D.4). A
         revision that fails to parse falls back to the draft.
         """
-        items, excluded = eligible(self.memory.items, ctx.task.task_id)
+        items, excluded = eligible(self.memory.items, ctx.task.task_id, self.groups)
         entries, used, log = await self.retrieve(ctx, draft, items)
         log = {"method": self.name, "memory_items": len(self.memory.items),
                "excluded_same_task": excluded, "covered": bool(entries), "retrieved": used, **log}
@@ -194,6 +204,7 @@ class Builder:
     augmentation_cls = MemoryAugmentation
     use_during_construction = True   # the original consults its memory while gathering experience
     final_task_id = None             # the last construction task (set by the build loop)
+    groups: dict = {}                # construction task id -> reference group (the build loop)
 
     def __init__(self, agent, memory, settings: dict):
         self.agent, self.memory, self.settings = agent, memory, settings
@@ -204,7 +215,7 @@ class Builder:
         original system consults memory while gathering experience, wrapped so that the builder
         learns after each run.
         """
-        inner = (self.augmentation_cls(self.agent, self.memory, self.settings)
+        inner = (self.augmentation_cls(self.agent, self.memory, self.settings, self.groups)
                  if self.use_during_construction else Augmentation())
         return _Learning(inner, self)
 

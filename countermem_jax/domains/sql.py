@@ -170,9 +170,13 @@ def question_features(question: str) -> dict:
 # The condition hint names the question features ``evaluators/sql/features.py`` computes, so
 # a distilled condition written with them is decided by the rule checker on a new task instead
 # of the LLM judge (``retrieval/conditions``, Module III's compatibility filter).
+# The comparison rule is stated here, the same for every question, and never in the checker's
+# feedback (which would tell, question by question, a property of the reference).
 SQL = Domain(
     "sql",
-    "Write the SQLite query that answers the question.",
+    "Write the SQLite query that answers the question. Its result is compared with the expected "
+    "result as a bag of rows, columns in any order; the row order counts only where the question "
+    "asks for the rows in an order.",
     "Prefer a condition written as a rule over the question's features, e.g. 'bound == inclusive', "
     "'bound == strict', 'distinct == true', 'aggregate == count', 'ordering == desc', "
     "'db_id == <name>', or 'question contains \"<phrase>\"'.",

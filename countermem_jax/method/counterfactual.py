@@ -36,6 +36,7 @@ from countermem_jax.method.retrieval import edit_conditions
 from countermem_jax.method.retrieval.conditions import RuleChecker, never_holds
 from countermem_jax.method.retrieval.conditions import TaskContext as CondTask
 from evaluators.base import Outcome, State
+from evaluators.grouping import group_id
 
 log = logging.getLogger(__name__)
 
@@ -345,7 +346,8 @@ class CounterfactualBuilder:
                     "distil_fallback": fallback}
         record = MemoryRecord(
             record_id=make_record_id(ctx.task.task_id, situation, original, improved, condition),
-            source_task_id=ctx.task.task_id, situation=situation, original_action=original,
+            source_task_id=ctx.task.task_id, source_group=group_id(ctx.task),
+            situation=situation, original_action=original,
             improved_action=improved, evidence=Evidence(_check(o), _check(o2)),
             condition=condition,
             provenance=Provenance(domain=ctx.task.domain, benchmark=ctx.task.benchmark,

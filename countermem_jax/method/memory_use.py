@@ -17,7 +17,8 @@ which phase it serves; what differs between phases is passed in:
                 it fits (``edit_replay``), the draft kept where it has no place, no LLM call.
 Every closed decision becomes a ``selector.transition.Transition`` with Eq. 10's reward, appended
 to ``transitions`` (kept for the log and offline retraining) and handed to the selector.
-Retrieval always excludes the current task's own records. Free-text conditions of the records a
+Retrieval always excludes the records of the current task's reference group (its own among
+them). Free-text conditions of the records a
 decision could retrieve are judged by the backbone before retrieval (``_judge_conditions``), with
 the judge's own sampling settings, asynchronously, and charged to that decision: its ledger entry,
 the task-run tokens, and the decision log's ``memory.conditions`` (verdict counts, judge calls and
@@ -38,6 +39,7 @@ from countermem_jax.method.retrieval.conditions import TaskContext as CondTask
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.method.selector import dqn, features, policies
 from countermem_jax.method.selector.transition import Transition
+from evaluators.grouping import group_id
 
 SKIP_ONLY = np.array([True, False, False, False, False])
 REVISIONS = ("llm", "replay")
@@ -46,10 +48,11 @@ REVISIONS = ("llm", "replay")
 def condition_query(task, run: str, draft: str | None = None,
                     feedback: str | None = None) -> CondTask:
     """What the condition checkers see of ``task`` at a decision of the task run ``run``: its
-    draft, and the checker's feedback on the last attempt ("" before the first)."""
+    draft, and the checker's feedback on the last attempt ("" before the first); and what
+    retrieval excludes by: the task's reference group."""
     return CondTask(task.task_id, task.prompt,
                     {"environment": task.environment, **task.features}, scope=run, draft=draft,
-                    feedback=feedback)
+                    feedback=feedback, group=group_id(task))
 
 
 def judge_messages(prompt: str) -> list[dict]:
@@ -57,14 +60,16 @@ def judge_messages(prompt: str) -> list[dict]:
     return [{"role": "user", "content": prompt}]
 
 
-def judged_conditions(index: RetrievalIndex, task_id: str) -> tuple[str, ...]:
+def judged_conditions(index: RetrievalIndex, task_id: str, group: str = "") -> tuple[str, ...]:
     """The distinct conditions a decision of task ``task_id`` has the judge decide: those of the
-    records it could retrieve (never its own task's), none when the index ignores conditions.
-    Construction in flight records this as a run's read and replays it."""
+    records it could retrieve (never those of its reference group, its own among them), none
+    when the index ignores conditions. Construction in flight records this as a run's read and
+    replays it."""
     if not index.use_conditions:
         return ()
-    return tuple(dict.fromkeys(r.condition.strip() for r in index.records
-                               if r.condition.strip() and r.source_task_id != task_id))
+    return tuple(dict.fromkeys(r.condition.strip()
+                               for r in index.visible_records(task_id, group)
+                               if r.condition.strip()))
 
 
 def state_text(ctx) -> str:
@@ -169,7 +174,7 @@ class CounterMemAugmentation(Augmentation):
     async def _judge_conditions(self, ctx, index: RetrievalIndex, query: CondTask) -> dict:
         """Judges (once per task run) the conditions of the records this decision could
         retrieve; returns the verdict counts with the judge's calls and tokens, {} if none."""
-        conditions = judged_conditions(index, ctx.task.task_id)
+        conditions = judged_conditions(index, ctx.task.task_id, query.group)
         if not conditions:
             return {}
         checker, calls, tokens0 = index.checker, 0, ctx.tokens

@@ -175,12 +175,14 @@ def condition_checker(method: MethodConfig) -> CompositeChecker:
 
 
 def retrieval_index(method: MethodConfig, records, checker, evaluation: bool = False,
-                    construction: bool = False) -> RetrievalIndex:
+                    construction: bool = False, groups=None) -> RetrievalIndex:
     """Module III's index over ``records`` with the config's top-k, reuse weight (Eq. 8) and
     condition filter; at ``evaluation`` also the studies' evaluation-only interventions on the
     same store (``eval.retrieval_intervention`` and its seed, §6.2; ``eval.remove_conditions``,
     Appendix E.3). During ``construction`` the low-utility suppression gate leaves out the
-    records it withholds (Appendix D.2; inactive in training and evaluation)."""
+    records it withholds (Appendix D.2; inactive in training and evaluation). ``groups`` (the
+    splits' task id -> reference group, ``Splits.groups``) keeps every decision from the records
+    of its reference group, in every phase."""
     r = method.retrieval
     if construction:
         records = [rec for rec in records
@@ -189,4 +191,5 @@ def retrieval_index(method: MethodConfig, records, checker, evaluation: bool = F
                          intervention_seed=r.intervention_seed) if evaluation else {}
     return RetrievalIndex(records, top_k=r.top_k, reuse_weight=r.reuse_weight, checker=checker,
                           use_conditions=r.use_conditions and not (
-                              evaluation and r.remove_conditions), **interventions)
+                              evaluation and r.remove_conditions), groups=groups,
+                          **interventions)

@@ -67,7 +67,7 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
     # together are scored in one batch, with the one-at-a-time result (retrieval/batching.py).
     index = batching.BatchedIndex(
         context.retrieval_index(ctx.method, frozen.records, context.condition_checker(ctx.method),
-                                evaluation=True),
+                                evaluation=True, groups=ctx.splits.groups),
         batching.retrieval_batcher())
     selections = batching.selection_batcher()
     # (run name, seed, selector, checkpoint fingerprint): a fixed policy has neither seed nor
@@ -112,7 +112,8 @@ def _baseline_plan(cfg, method: str, wd: Workdir, ctx: context.PhaseContext,
         agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.run_log(method),
                       ctx.parse_failures, checks=checks)
         runs.append(EvalRun(method, None, agent,
-                            baselines.make_baseline_augmentation(method, cfg, agent, wd.root)))
+                            baselines.make_baseline_augmentation(method, cfg, agent, wd.root,
+                                                                 ctx.splits.groups)))
     return _MemoryPlan(runs, functools.partial(baselines.memory_fingerprint, method, wd.root),
                        f"method {method}", wd.metrics)
 
@@ -221,7 +222,7 @@ def _evaluation_metrics(cfg, wd: Workdir, sp, runs: list) -> dict:
     key = {run: ("fixed" if seed is None else str(seed)) for run, seed in seeds.items()}
     aggregate = metrics.seed_aggregate(ends["base"], {key[r]: ends[r] for r in seeds},
                                        {key[r]: decisions[r] for r in seeds},
-                                       decisions["base"])
+                                       decisions["base"], group_of=dict(sp.groups))
     base = metrics.run_metrics(ends["base"], decisions["base"])
     # Each run directory also gets its own metrics.json (its row, with the paired comparison).
     for run in runs:
@@ -230,7 +231,7 @@ def _evaluation_metrics(cfg, wd: Workdir, sp, runs: list) -> dict:
         wd.run_dir(run.name).joinpath("metrics.json").write_text(json.dumps(
             {"run": run.name, "seed": seeds.get(run.name), "metrics": per_run}, indent=1,
             default=str))
-    # base_score: the base agent's score with its 95% CI over tasks (one run, no seeds);
+    # base_score: the base agent's score with its 95% CI over reference groups (one run);
     # cost_of_building: construction's task-run cost, reported apart from evaluation (§4.4).
     return {
         "benchmark": cfg.data.benchmark, "agent": cfg.agent.kind, "selector": cfg.eval.selector,
@@ -239,7 +240,9 @@ def _evaluation_metrics(cfg, wd: Workdir, sp, runs: list) -> dict:
         "base": base,
         "base_score": intervals.summarize(
             np.array([[100.0 * e["solved"] for e in sorted(ends["base"],
-                                                           key=lambda e: e["task_id"])]])),
+                                                           key=lambda e: e["task_id"])]]),
+            groups=metrics.task_groups(sorted(e["task_id"] for e in ends["base"]),
+                                       dict(sp.groups))),
         "countermem": aggregate["mean"],
         "aggregate": aggregate,
         "paired": aggregate["paired"],

@@ -1,4 +1,4 @@
-"""Spread over selector seeds: mean, standard deviation and a 95% bootstrap confidence interval.
+"""Spread over selector seeds and reference groups: mean, standard deviation and 95% bootstrap CIs.
 
 The protocol trains and evaluates one selector per seed (paper Appendix C.2, Table 3: seeds 0–4),
 so a score is a [seeds × tasks] matrix of per-task values (100 · solved, or the paired difference
@@ -11,8 +11,25 @@ are crossed, not nested: more seeds do not pretend to be more tasks). The genera
 so the same matrix always gives the same interval. With one seed the interval is a plain task
 bootstrap. A paired difference is bootstrapped on the per-task differences, so the base and
 CounterMem outcomes of one task are always drawn together.
+
+The resampled unit is the *reference group*, not the task, wherever the groups are known
+(``groups``: one key per task, ``evaluators.grouping``): Spider's paraphrase twins share one gold
+query, so their outcomes are not independent, and drawing them one by one would count one piece of
+evidence twice and narrow the interval. A replicate draws the groups with replacement, each drawn
+group carrying all its tasks, and takes the mean over the tasks so drawn (a ratio of sums: a group
+of three tasks weighs three times a group of one). A task that appears several times (the same task
+under several split seeds of a replication) is listed once per appearance under the same group, so
+its appearances are drawn together. Without ``groups`` each task is its own group, which is the
+task bootstrap above, draw for draw.
+
+  grouped_bootstrap          one arm's mean score and its CI over groups (scipy.stats.bootstrap
+                             on the groups' sums and sizes, paired);
+  grouped_paired_bootstrap   treated − base, the two outcomes of a task drawn together.
 """
+from typing import Sequence
+
 import numpy as np
+from scipy import stats as scipy_stats
 
 N_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 12345
@@ -20,10 +37,24 @@ CONFIDENCE = 0.95
 _CHUNK = 500  # replicates per vectorised step (bounds memory for large task counts)
 
 
+def group_codes(groups: Sequence, n: int) -> tuple[np.ndarray, int]:
+    """Each task's group as a code 0..G-1 (in order of first appearance) and G; ``None`` makes
+    every one of the ``n`` tasks its own group."""
+    if groups is None:
+        return np.arange(n), n
+    groups = list(groups)
+    if len(groups) != n:
+        raise ValueError(f"expected one group per task ({n}), got {len(groups)}")
+    index: dict = {}
+    codes = np.array([index.setdefault(g, len(index)) for g in groups], np.int64)
+    return codes, len(index)
+
+
 def bootstrap_means(values: np.ndarray, n_resamples: int = N_RESAMPLES,
-                    seed: int = BOOTSTRAP_SEED) -> np.ndarray:
+                    seed: int = BOOTSTRAP_SEED, groups: Sequence | None = None) -> np.ndarray:
     """Replicate means of a [seeds, tasks] matrix: seeds drawn with replacement, and one draw of
-    tasks with replacement shared by the drawn seeds.
+    reference groups (of tasks, without ``groups``) with replacement shared by the drawn seeds;
+    a replicate's mean is over every task of the drawn groups.
 
     Returns ``n_resamples`` means (float64). The same ``seed`` always gives the same replicates,
     which is what makes every interval in a report reproducible.
@@ -32,34 +63,89 @@ def bootstrap_means(values: np.ndarray, n_resamples: int = N_RESAMPLES,
     if values.ndim != 2 or values.shape[0] == 0 or values.shape[1] == 0:
         raise ValueError(f"expected a non-empty [seeds, tasks] matrix, got shape {values.shape}")
     m, n = values.shape
+    codes, g = group_codes(groups, n)
+    sums = np.zeros((m, g))
+    np.add.at(sums, (slice(None), codes), values)   # [seeds, groups] sums of the groups' tasks
+    sizes = np.bincount(codes, minlength=g).astype(np.float64)
     rng = np.random.default_rng(seed)
     out = []
     for start in range(0, n_resamples, _CHUNK):
         b = min(_CHUNK, n_resamples - start)
         seeds = rng.integers(0, m, size=(b, m))
-        tasks = rng.integers(0, n, size=(b, n))
-        # Fancy indexing gives a [b, m, n] block: replicate × drawn seed × drawn task.
-        out.append(values[seeds[..., None], tasks[:, None, :]].mean(axis=(1, 2)))
+        drawn = rng.integers(0, g, size=(b, g))
+        # Fancy indexing gives a [b, m, g] block: replicate × drawn seed × drawn group.
+        total = sums[seeds[..., None], drawn[:, None, :]].sum(axis=(1, 2))
+        out.append(total / (m * sizes[drawn].sum(axis=1)))
     return np.concatenate(out)
 
 
 def summarize(values: np.ndarray, n_resamples: int = N_RESAMPLES,
-              seed: int = BOOTSTRAP_SEED) -> dict:
-    """Mean, std over seeds and the 95% two-level bootstrap CI of a [seeds, tasks] matrix.
+              seed: int = BOOTSTRAP_SEED, groups: Sequence | None = None) -> dict:
+    """Mean, std over seeds and the 95% two-level bootstrap CI of a [seeds, tasks] matrix, the
+    tasks drawn by reference group when ``groups`` (one key per task column) is given.
 
     Returns a JSON-ready dict: ``mean`` (same units as the matrix, e.g. score points),
-    ``std`` (None with one seed), ``ci95`` = [lo, hi], the per-seed means, the matrix shape, and
-    ``method``, a sentence saying how the interval was computed, printed under every table so a
-    figure always carries its provenance.
+    ``std`` (None with one seed), ``ci95`` = [lo, hi], the per-seed means, the matrix shape and
+    the number of groups resampled, and ``method``, a sentence saying how the interval was
+    computed, printed under every table so a figure always carries its provenance.
     """
     values = np.asarray(values, np.float64)
     per_seed = values.mean(axis=1)
-    replicates = bootstrap_means(values, n_resamples, seed)
+    replicates = bootstrap_means(values, n_resamples, seed, groups)
     alpha = (1.0 - CONFIDENCE) / 2
     lo, hi = np.quantile(replicates, [alpha, 1.0 - alpha])
+    n_groups = group_codes(groups, values.shape[1])[1]
+    unit = "the shared tasks" if groups is None else f"the shared reference groups ({n_groups})"
     return {"mean": float(per_seed.mean()),
             "std": float(per_seed.std(ddof=1)) if len(per_seed) > 1 else None,
             "ci95": [float(lo), float(hi)], "per_seed": [float(v) for v in per_seed],
             "seeds": int(values.shape[0]), "tasks": int(values.shape[1]),
-            "method": f"two-level percentile bootstrap (seeds, then the shared tasks), "
+            "groups": int(n_groups),
+            "method": f"two-level percentile bootstrap (seeds, then {unit}), "
                       f"{n_resamples} resamples, numpy seed {seed}"}
+
+
+def grouped_bootstrap(values, groups, *, n_resamples: int = N_RESAMPLES,
+                      confidence: float = CONFIDENCE, seed: int = 0
+                      ) -> tuple[float, float, float]:
+    """(mean, low, high) of per-task ``values`` (e.g. 100 · solved) with a percentile bootstrap
+    CI that resamples whole reference groups: ``groups[i]`` is task i's group, a group may hold
+    several tasks (twins, or one task under several split seeds), and each drawn group brings all
+    of them. Same units as ``values``; the same ``seed`` gives the same interval.
+
+    Runs ``scipy.stats.bootstrap`` on the groups' (sum, size) pairs, paired, with the statistic
+    Σ sums / Σ sizes: the mean over the tasks of the drawn groups. One group gives (mean, mean,
+    mean): a single group carries no evidence of spread.
+    """
+    values = np.asarray(values, np.float64)
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError(f"expected a non-empty vector of per-task values, got {values.shape}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    codes, g = group_codes(groups, values.size)
+    sums = np.bincount(codes, weights=values, minlength=g)
+    sizes = np.bincount(codes, minlength=g).astype(np.float64)
+    mean = float(values.mean())
+    if g < 2:
+        return mean, mean, mean
+    ci = scipy_stats.bootstrap(
+        (sums, sizes), lambda s, c, axis: s.sum(axis=axis) / c.sum(axis=axis), paired=True,
+        vectorized=True, n_resamples=n_resamples, confidence_level=confidence,
+        method="percentile", rng=np.random.default_rng(seed)).confidence_interval
+    return mean, float(ci.low), float(ci.high)
+
+
+def grouped_paired_bootstrap(base, treated, groups, *, n_resamples: int = N_RESAMPLES,
+                             confidence: float = CONFIDENCE, seed: int = 0
+                             ) -> tuple[float, float, float]:
+    """(mean of treated − base, low, high): the paired difference over the same tasks, with a
+    percentile bootstrap CI that resamples whole reference groups (``grouped_bootstrap`` on the
+    per-task differences, so a task's two outcomes, and all the tasks of a group, are drawn
+    together). ``base``, ``treated`` and ``groups`` are aligned per task; units are the inputs'
+    (e.g. 100 · solved gives percentage points)."""
+    base, treated = np.asarray(base, np.float64), np.asarray(treated, np.float64)
+    if base.shape != treated.shape or base.ndim != 1:
+        raise ValueError(f"paired outcomes must be two equal vectors, got {base.shape}, "
+                         f"{treated.shape}")
+    return grouped_bootstrap(treated - base, groups, n_resamples=n_resamples,
+                             confidence=confidence, seed=seed)

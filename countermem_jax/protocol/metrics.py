@@ -16,8 +16,10 @@
 
 Over selector seeds (``seed_aggregate``): every CounterMem metric per seed and its mean, and for
 the score and the paired score difference to the base agent also the standard deviation and a 95%
-bootstrap CI (``intervals.summarize``). ``building_cost`` adds what the evaluation figures leave
-out by the paper's definitions: the construction and selector-training phases.
+bootstrap CI (``intervals.summarize``) that draws whole reference groups when the task → group map
+is given (paraphrase twins are one unit of evidence, not two). ``building_cost`` adds what the
+evaluation figures leave out by the paper's definitions: the construction and selector-training
+phases.
 """
 import collections
 
@@ -147,12 +149,23 @@ def _aligned(base_ends: list[dict], seed_ends: dict) -> list[str]:
     return ids
 
 
+def task_groups(ids: list[str], group_of: dict | None) -> list[str] | None:
+    """The reference group of each task id, in order (a task the map lacks is its own group);
+    None without a map, which makes the bootstrap draw tasks."""
+    if group_of is None:
+        return None
+    return [group_of.get(t, f"task:{t}") for t in ids]
+
+
 def seed_aggregate(base_ends: list[dict], seed_ends: dict, seed_decisions: dict,
-                   base_decisions: list[dict] | None = None) -> dict:
+                   base_decisions: list[dict] | None = None,
+                   group_of: dict | None = None) -> dict:
     """Per-seed metrics, their means, and mean/std/95% CI of the score and of the paired
     difference to the base agent (``intervals``); ``seed_ends`` maps seed -> task ends;
-    ``base_decisions`` (the memory-free run's) adds the draft-paired harm."""
+    ``base_decisions`` (the memory-free run's) adds the draft-paired harm; ``group_of`` (task id
+    -> reference group) makes the intervals resample groups, and is recorded per task."""
     ids = _aligned(base_ends, seed_ends)
+    groups = task_groups(ids, group_of)
     base = {e["task_id"]: 100.0 * e["solved"] for e in base_ends}
     per_seed = {str(s): run_metrics(ends, seed_decisions[s], base_decisions)
                 for s, ends in seed_ends.items()}
@@ -163,8 +176,12 @@ def seed_aggregate(base_ends: list[dict], seed_ends: dict, seed_decisions: dict,
     return {
         "per_seed": per_seed,
         "mean": mean_metrics(list(per_seed.values())),
-        "score": intervals.summarize(solved),
-        "score_difference": intervals.summarize(solved - np.array([base[t] for t in ids])[None]),
+        "score": intervals.summarize(solved, groups=groups),
+        "score_difference": intervals.summarize(
+            solved - np.array([base[t] for t in ids])[None], groups=groups),
+        # the per-task outcomes the intervals were drawn from, for pooled summaries
+        "per_task": {"task_ids": ids, "groups": groups, "base": [base[t] for t in ids],
+                     "treated": solved.tolist()},
         "paired": pairs,
         "rescued": {s: p["rescued"] for s, p in pairs.items()},
         "broken": {s: p["broken"] for s, p in pairs.items()},

@@ -23,6 +23,12 @@ seeds evaluate R × ``n_eval`` distinct tasks and no reference group is evaluate
 
 The validation split is the selector-validation subset of Appendix C.2, on which checkpoints
 are scored every 250 decisions; it is drawn from the training side, never from evaluation.
+
+Construction and selector training may hold twins of each other (C.3 lets them share even ids);
+what keeps a training task from reading its twin's record is retrieval, which excludes the
+records of the task's whole reference group in every phase. ``Splits.groups`` maps every split
+task to its reference group id (``evaluators.grouping.group_id``, whether or not the splits were
+drawn by group) for that exclusion and for the intervals, which resample groups.
 """
 import collections
 import dataclasses
@@ -30,7 +36,7 @@ import logging
 import random
 from typing import Callable, Mapping, Sequence
 
-from evaluators.grouping import group_key as reference_group
+from evaluators.grouping import digest, group_key as reference_group
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +70,7 @@ class Splits:
     validation: tuple
     eval: tuple
     info: Mapping = dataclasses.field(default_factory=dict, compare=False)
+    groups: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
     def check(self, group_of: Mapping[str, str] | None = None) -> None:
         """Refuses shared ids between evaluation and the rest, and between validation and
@@ -105,6 +112,22 @@ def _groups(tasks: Sequence, group_by_reference: bool,
         return {t.task_id: t.task_id for t in tasks}
     key = key or reference_group
     return {t.task_id: key(t) for t in tasks}
+
+
+def reference_groups(tasks: Sequence, key: Callable | None = None) -> dict[str, str]:
+    """task id → reference group id (a short digest of the group key; ``key`` overrides
+    ``evaluators.grouping.group_key``)."""
+    key = key or reference_group
+    return {t.task_id: digest(key(t)) for t in tasks}
+
+
+def _group_ids(tasks: Sequence, group_of: Mapping[str, str], group_by_reference: bool,
+               key: Callable | None) -> dict[str, str]:
+    """The ``Splits.groups`` of ``tasks``: digests of the keys already computed when the splits
+    were drawn by group, computed afresh otherwise."""
+    if group_by_reference:
+        return {t.task_id: digest(group_of[t.task_id]) for t in tasks}
+    return reference_groups(tasks, key)
 
 
 def _group_info(tasks: Sequence, group_of: Mapping[str, str], group_by_reference: bool) -> dict:
@@ -240,7 +263,9 @@ def make_splits(tasks: Sequence, n_build: int, n_train: int, n_validation: int, 
     # Only when disjoint tasks run out does training reuse construction ids (allowed by C.3).
     if len(train) < n_train:
         train += [t for t in remaining if t.task_id in build_ids][: n_train - len(train)]
-    splits = Splits(tuple(build), tuple(train), tuple(validation), tuple(evaluation), info)
+    chosen = list({t.task_id: t for t in (*build, *train, *validation, *evaluation)}.values())
+    splits = Splits(tuple(build), tuple(train), tuple(validation), tuple(evaluation), info,
+                    _group_ids(chosen, group_of, group_by_reference, group_key))
     splits.check(group_of)
     return splits
 
@@ -270,6 +295,8 @@ def from_manifest(tasks: Sequence, manifest: dict, group_by_reference: bool = Tr
     if crossing:
         log.warning("manifest: %d reference group(s) have tasks both in evaluation and in "
                     "construction/training (paraphrase twins?)", len(crossing))
-    splits = Splits(**parts, info=info)
+    unique = list({t.task_id: t for t in used}.values())
+    splits = Splits(**parts, info=info,
+                    groups=_group_ids(unique, group_of, group_by_reference, group_key))
     splits.check()
     return splits

@@ -4,8 +4,12 @@ summary (Math, Coding, Text-to-SQL, SAT with equal domain weights, the main tabl
 
 A benchmark's score is 100·solved/n with binomial standard error 100·√(p(1−p)/n); a gain
 (CounterMem − base) on the same tasks has the paired standard error from its rescued and broken
-counts. Means of independent benchmarks combine errors as √(Σ se²)/k. A summary over a set with a
-missing benchmark or domain is not computed (None) and names what is missing.
+counts. Where a metrics file records its per-task outcomes with their reference groups
+(``aggregate.per_task``, written by evaluation), the three figures come from those instead, with
+the between-group standard error (``grouped_mean``): twins that share a gold query are one unit of
+evidence, so a group of tasks contributes one deviation, not one per task. Means of independent
+benchmarks combine errors as √(Σ se²)/k. A summary over a set with a missing benchmark or domain
+is not computed (None) and names what is missing.
 
     python -m countermem_jax.protocol.summaries runs/*/metrics.json
 prints, per agent, base / CounterMem / gain for every domain and both summaries.
@@ -16,7 +20,10 @@ import math
 import pathlib
 import sys
 
+import numpy as np
+
 from countermem_jax.domains import registry
+from countermem_jax.protocol import intervals
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +47,18 @@ def paired_gain(rescued: int, broken: int, n: int) -> Estimate:
     d = (rescued - broken) / n
     var = max((rescued + broken) / n - d * d, 0.0) / n
     return Estimate(100.0 * d, 100.0 * math.sqrt(var))
+
+
+def grouped_mean(values, groups) -> Estimate:
+    """The mean of per-task values (points) with its between-group standard error:
+    √(Σ_g (S_g − mean·n_g)²) / N over the groups' sums S_g and sizes n_g. With every task its own
+    group this is the binomial error of ``score`` (and of ``paired_gain`` for differences)."""
+    values = np.asarray(values, np.float64)
+    codes, g = intervals.group_codes(groups, values.size)
+    sums = np.bincount(codes, weights=values, minlength=g)
+    sizes = np.bincount(codes, minlength=g)
+    m = float(values.mean())
+    return Estimate(m, float(np.sqrt(np.sum((sums - m * sizes) ** 2)) / values.size))
 
 
 def mean(estimates: list[Estimate]) -> Estimate:
@@ -81,6 +100,14 @@ def from_metrics(paths) -> dict[str, dict[str, dict[str, Estimate]]]:
         m = json.loads(pathlib.Path(path).read_text())
         runs = out.setdefault(m["agent"], {"base": {}, "countermem": {}, "gain": {}})
         name = m["benchmark"]
+        per_task = m.get("aggregate", {}).get("per_task")
+        if per_task and per_task.get("groups"):
+            base = np.asarray(per_task["base"], np.float64)
+            treated = np.asarray(per_task["treated"], np.float64).mean(axis=0)  # over seeds
+            for run, values in (("base", base), ("countermem", treated),
+                                ("gain", treated - base)):
+                runs[run][name] = grouped_mean(values, per_task["groups"])
+            continue
         for run in ("base", "countermem"):
             runs[run][name] = score(m[run]["solved"], m[run]["tasks"])
         p = m["paired"]

@@ -262,12 +262,13 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
         if method == "countermem":
             settings = context.method_config(pcfg)
             index = context.retrieval_index(settings, by_source[source.task_id],
-                                            context.condition_checker(settings))
+                                            context.condition_checker(settings),
+                                            groups=sp.groups)
             return CounterMemAugmentation(MemoryCalls(agent), index_source=lambda: index,
                                           selector=selectors["countermem"],
                                           render_condition=pcfg.memory.render_condition,
                                           revision=pcfg.memory.revision)
-        aug = baselines.make_baseline_augmentation(method, pcfg, agent, cell)
+        aug = baselines.make_baseline_augmentation(method, pcfg, agent, cell, sp.groups)
         aug.memory = _SourceView(aug.memory, source.task_id)
         return aug
     selectors = {"countermem": _selector(*built["countermem"])}

@@ -5,13 +5,23 @@ authorizer that permits only reads, so no action — writes, DROP, ATTACH, PRAGM
 statements — can change a byte of the database. A progress handler stops any query at its
 deadline, SQLite's own length limits stop any single value past ``max_value_bytes`` (``zeroblob``,
 ``randomblob``, ``printf`` padding, ``group_concat``) and the fetch stops past ``max_rows`` rows or
-``max_result_bytes`` bytes, so a hostile query costs bounded time and memory. Comparison follows the official evaluators: Spider execution accuracy (test-suite-sql-eval's
-``result_eq``) compares the multisets of rows up to a permutation of the columns, in order only
-when the gold query has a top-level ORDER BY; BIRD compares sets of rows as they come. U is 0 or
-1: no partial credit is invented. An outcome on a task whose reference result is empty says so
-(``details["reference_empty"]``): such a task still scores, but an empty candidate matching it
-proves nothing, so Module II never verifies an improvement on it. Feedback gives errors, the predicted row
-count and a few predicted rows, never the gold rows.
+``max_result_bytes`` bytes, so a hostile query costs bounded time and memory.
+
+Comparison follows the official evaluators. Spider's execution accuracy (test-suite-sql-eval's
+``eval_exec_match`` with its default, without ``--keep_distinct``) removes every DISTINCT keyword
+from both queries before running them (``without_distinct``: ``COUNT(DISTINCT x)`` and
+``COUNT(x)`` are one answer to it), then compares the multisets of rows up to a permutation of the
+columns (``result_eq``), in order only when the gold query orders (here: a top-level ORDER BY;
+the official test looks for "order by" anywhere in the gold text, see docs/world_models.md). BIRD
+compares sets of rows as they come. U is 0 or 1: no partial credit is invented. An outcome on a
+task whose reference result is empty says so (``details["reference_empty"]``): such a task still
+scores, but an empty candidate matching it proves nothing, so Module II never verifies an
+improvement on it.
+
+Feedback carries the verdict and the candidate's own result (errors, its row and column counts,
+a few of its rows, run as written), never the gold rows nor any property of the reference: the
+comparison rule is the same for every question and is stated in the task's instructions
+(``countermem_jax.domains.sql``), not in feedback.
 """
 import collections
 import dataclasses
@@ -22,6 +32,7 @@ import threading
 import time
 
 import sqlglot
+from sqlglot.tokens import TokenType
 
 from evaluators.base import Evaluator, Outcome, Task, truncate
 
@@ -94,6 +105,20 @@ def gold_orders(gold_sql: str) -> bool:
         return False
 
 
+def without_distinct(sql: str) -> str:
+    """``sql`` with every DISTINCT keyword removed, as test-suite-sql-eval's ``remove_distinct``
+    does to both queries (its tokens, so a 'distinct' in a string or a quoted name stays). A query
+    sqlglot cannot tokenize is returned unchanged (SQLite then judges it)."""
+    try:
+        tokens = sqlglot.Dialect.get_or_raise("sqlite").tokenize(sql)
+    except (sqlglot.errors.TokenError, ValueError):
+        return sql
+    spans = [(t.start, t.end + 1) for t in tokens if t.token_type == TokenType.DISTINCT]
+    for start, end in reversed(spans):
+        sql = sql[:start] + sql[end:]
+    return sql
+
+
 def _unordered_row(row: tuple) -> tuple:
     return tuple(sorted(row, key=lambda v: str(v) + str(type(v))))
 
@@ -145,17 +170,20 @@ def results_match(pred_rows: list, gold_rows: list, comparison: str, ordered: bo
 
 class SQLEvaluator(Evaluator):
     name = "sqlite-exec"
-    version = f"1+sqlite{sqlite3.sqlite_version}"
+    # 2: Spider comparison without DISTINCT (test-suite-sql-eval's default), no order hint
+    version = f"2+sqlite{sqlite3.sqlite_version}"
 
     def __init__(self, timeout_s: float = 10.0, max_rows: int = 200_000, feedback_rows: int = 3,
                  max_value_bytes: int = 8 << 20, max_result_bytes: int = 64 << 20,
-                 max_sql_bytes: int = 1 << 20):
+                 max_sql_bytes: int = 1 << 20, keep_distinct: bool = False):
+        # keep_distinct: test-suite-sql-eval's flag of the same name (off by default there too)
         self.timeout_s = timeout_s
         self.max_rows = max_rows
         self.max_value_bytes = max_value_bytes
         self.max_result_bytes = max_result_bytes
         self.max_sql_bytes = max_sql_bytes
         self.feedback_rows = feedback_rows
+        self.keep_distinct = keep_distinct
         self._local = threading.local()
         self._gold_cache: dict[tuple[str, str], tuple[list, bool]] = {}
 
@@ -209,10 +237,18 @@ class SQLEvaluator(Evaluator):
             if conn.in_transaction:
                 conn.rollback()
 
+    def _compared(self, ref: SQLReference, sql: str) -> str:
+        """The text of a query that the comparison runs: Spider's without DISTINCT."""
+        if ref.comparison == "bird" or self.keep_distinct:
+            return sql
+        return without_distinct(sql)
+
     def gold_result(self, ref: SQLReference) -> tuple[list, bool]:
+        """The reference's rows as compared (Spider: without DISTINCT) and whether its order
+        counts (a top-level ORDER BY), cached per database and query."""
         key = (ref.db_path, ref.gold_sql)
         if key not in self._gold_cache:
-            self._gold_cache[key] = (self.run_query(ref.db_path, ref.gold_sql),
+            self._gold_cache[key] = (self.run_query(ref.db_path, self._compared(ref, ref.gold_sql)),
                                      gold_orders(ref.gold_sql))
         return self._gold_cache[key]
 
@@ -225,19 +261,24 @@ class SQLEvaluator(Evaluator):
         # Never shown to the agent (feedback carries no trace of it): Module II reads it.
         empty = {"reference_empty": True} if not gold else {}
         try:
-            rows = self.run_query(ref.db_path, sql)
+            rows = self.run_query(ref.db_path, sql)   # the candidate's own result, for feedback
         except QueryError as err:
             return Outcome(0.0, False, True, f"SQL error: {truncate(str(err), 500)}",
                            details={"error": str(err), **empty})
-        ok = results_match(rows, gold, ref.comparison, ordered)
+        compared = self._compared(ref, sql)
+        try:
+            compared_rows = rows if compared == sql else self.run_query(ref.db_path, compared)
+            ok = results_match(compared_rows, gold, ref.comparison, ordered)
+        except QueryError:
+            ok = False   # the official evaluator scores a query it cannot run as wrong
         width = len(rows[0]) if rows else 0
         preview = "; ".join(repr(tuple(r)) for r in rows[: self.feedback_rows])
         if ok:
-            feedback = f"Correct: the result matches the expected result ({len(rows)} rows)."
+            feedback = (f"Correct: the result matches the expected result (your query returned "
+                        f"{len(rows)} rows).")
         else:
             feedback = (f"Wrong result. Your query returned {len(rows)} rows × {width} columns"
                         + (f"; first rows: {truncate(preview, 400)}" if rows else "")
-                        + ". It does not match the expected result"
-                        + (" (row order matters for this question)." if ordered else "."))
+                        + ". It does not match the expected result.")
         return Outcome(1.0 if ok else 0.0, ok, True, feedback,
                        details={"rows": len(rows), "columns": width, **empty})

@@ -102,7 +102,11 @@ class MemoryRecord:
     Fields follow Appendix B.2: ``situation`` (q), ``original_action`` (a-), ``improved_action``
     (a+), ``evidence`` (e), ``condition`` (c, empty = universal) and ``reuse_utility`` (u). The
     reuse counters feed the selector's use-frequency and helpful-use features;
-    ``admission_score`` is S_adm at the time the record entered.
+    ``admission_score`` is S_adm at the time the record entered. ``source_group`` is the
+    reference group id of the source task (``evaluators.grouping.group_id``): retrieval never
+    offers the record to a task of that group. Records stored before it have none ("", left out
+    of their JSON so their stores keep their hashes); retrieval then resolves the group from the
+    source task id through the task pool.
     """
     record_id: str
     source_task_id: str
@@ -118,6 +122,7 @@ class MemoryRecord:
     harmful_uses: int = 0
     admission_score: float = 0.0
     insertion_seq: int = 0
+    source_group: str = ""
 
     @property
     def delta(self) -> float:
@@ -139,7 +144,10 @@ class MemoryRecord:
 
         ``from_json`` inverts it exactly; the store file (memory/persistence.py) holds these objects.
         """
-        return dataclasses.asdict(self)
+        obj = dataclasses.asdict(self)
+        if not obj["source_group"]:
+            del obj["source_group"]   # a record without one reads and hashes as before
+        return obj
 
     def json_text(self, canonical: bool) -> str:
         """``to_json`` as text: canonical (sorted keys, no spaces: what the store's content hash
@@ -275,5 +283,6 @@ def _record_from_json(obj: Mapping[str, Any]) -> MemoryRecord:
         provenance=provenance,
         reuse_utility=reuse,
         admission_score=float(_get(obj, "admission_score", (int, float))),
+        source_group=_get(obj, "source_group", (str,)) if "source_group" in obj else "",
         **counts,
     )

@@ -46,6 +46,7 @@ class TaskContext:
     scope: str = ""
     draft: str | None = None   # the decision's draft action (Module III), None outside one
     feedback: str | None = None   # the checker's feedback on the last attempt ("" before one)
+    group: str = ""   # the task's reference group id: retrieval never offers its group's records
 
 
 class ConditionChecker(Protocol):

@@ -1,7 +1,16 @@
 """Top-k retrieval over eligible records (Appendix B.4, Eq. 7 and 8).
 
-r_i(s) = cos(φ(s), φ(q_i)) + λ_reuse·u_i over records whose source task differs from the current
-task and whose condition holds, top k = 3. The scoring and top-k run in one jitted function,
+r_i(s) = cos(φ(s), φ(q_i)) + λ_reuse·u_i over records whose source task is not in the current
+task's reference group and whose condition holds, top k = 3. Eq. 7 excludes the task's own
+records; the index excludes its whole reference group (``evaluators.grouping``: Spider's
+paraphrase twins share one gold query), in every phase, because a twin's verified record carries
+the task's own reference answer as its corrected action (in Spider, construction task
+``car_1/161`` and training task ``car_1/162`` are such twins). A record's group is the task pool's
+group of its source task (``groups``, task id -> group id, what the phases pass from their
+splits), else the group the record carries (``MemoryRecord.source_group``), else its source task
+alone; a decision's group is the pool's group of its task, else the group of the records that
+task wrote, else the group its ``TaskContext`` carries (``memory_use.condition_query`` sets it),
+so a task's own records are always excluded. The scoring and top-k run in one jitted function,
 batched over queries; the store's embeddings are copied to an accelerator once per index (on
 the CPU backend they stay host arrays). Queries are scored in blocks of exactly ``QUERY_ROWS``
 rows (``row_blocks``), so that a query's scores are the same bit for bit whatever other queries
@@ -9,11 +18,11 @@ share its batch: retrieving the decisions in flight together gives the one-at-a-
 (``retrieval/batching.py``).
 
 ``intervention`` changes which records reach the selector (§6.2, Appendix D.5 retrieval
-ablation), deterministically given ``intervention_seed``; the current task's own records stay
-excluded under every intervention:
+ablation), deterministically given ``intervention_seed``; the records of the current task's
+reference group stay excluded under every intervention:
   matched   the default: situation similarity, reuse and the applicability condition;
   none      no record is ever returned (the LLM receives no memory);
-  random    k records sampled uniformly among the other tasks' records, with no state matching
+  random    k records sampled uniformly among the other groups' records, with no state matching
             (neither similarity nor condition); the sample depends on the seed, the task and the
             decision state only;
   shuffled  every record is reassigned to another record's decision state: matching runs on the
@@ -23,7 +32,7 @@ excluded under every intervention:
 import dataclasses
 import functools
 import hashlib
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import chex
 import jax
@@ -39,26 +48,28 @@ REUSE_WEIGHT = 0.2
 TOP_K = 3
 QUERY_ROWS = 16
 SCORED_BLOCKS = 1024
-_NO_TASK = -1
-_NO_QUERY = -2  # a task id code no record has
+_NO_GROUP = -1
+_NO_QUERY = -2  # a group code no record has
 INTERVENTIONS = ("matched", "none", "random", "shuffled")
 
 
 @functools.partial(jax.jit, static_argnames=("k",))
-def topk_eligible(queries: jax.Array, keys_t: jax.Array, reuse: jax.Array, key_task: jax.Array,
-                  query_task: jax.Array, condition_ok: jax.Array | None, reuse_weight: float,
+def topk_eligible(queries: jax.Array, keys_t: jax.Array, reuse: jax.Array, key_group: jax.Array,
+                  query_group: jax.Array, condition_ok: jax.Array | None, reuse_weight: float,
                   k: int) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Scores [Q, k], record indices [Q, k] and their cosine relevance [Q, k].
 
     ``keys_t`` is the record embedding matrix stored transposed, [D, N], so that the product needs
-    no transpose copy per call. Ineligible slots score -inf; ``key_task`` is -1 for padding rows,
-    which are never eligible.
+    no transpose copy per call. ``key_group`` / ``query_group`` are the codes of the records'
+    and the decisions' reference groups: a record of the decision's group is ineligible.
+    Ineligible slots score -inf; ``key_group`` is -1 for padding rows, which are never eligible.
     """
-    chex.assert_rank([queries, keys_t, reuse, key_task, query_task], [2, 2, 1, 1, 1])
-    chex.assert_type([key_task, query_task], [jnp.int32, jnp.int32])
+    chex.assert_rank([queries, keys_t, reuse, key_group, query_group], [2, 2, 1, 1, 1])
+    chex.assert_type([key_group, query_group], [jnp.int32, jnp.int32])
     chex.assert_equal(queries.shape[1], keys_t.shape[0])
     sims = queries @ keys_t
-    eligible = (key_task[None, :] != query_task[:, None]) & (key_task[None, :] != _NO_TASK)
+    eligible = ((key_group[None, :] != query_group[:, None])
+                & (key_group[None, :] != _NO_GROUP))
     if condition_ok is not None:
         eligible &= condition_ok
     scores = jnp.where(eligible, sims + reuse_weight * reuse[None, :], -jnp.inf)
@@ -78,7 +89,8 @@ class Candidate:
 
 @dataclasses.dataclass(frozen=True)
 class RetrievalResult:
-    """The ranked candidates and, for coverage studies, what was excluded and why."""
+    """The ranked candidates and, for coverage studies, what was excluded and why
+    (``excluded_same_task``: the records of the task's reference group, its own among them)."""
     task_id: str
     candidates: tuple[Candidate, ...]
     excluded_same_task: tuple[str, ...]
@@ -106,12 +118,14 @@ def _padded_size(n: int) -> int:
 
 
 class RetrievalIndex:
-    """Retrieval over a fixed set of records (a frozen snapshot, or the store as it is now)."""
+    """Retrieval over a fixed set of records (a frozen snapshot, or the store as it is now);
+    ``groups`` maps the task pool's ids to their reference group ids (``Splits.groups``)."""
 
     def __init__(self, records: Sequence[MemoryRecord], *, top_k: int = TOP_K,
                  reuse_weight: float = REUSE_WEIGHT,
                  checker: cond_lib.CompositeChecker | None = None, use_conditions: bool = True,
-                 intervention: str = "matched", intervention_seed: int = 0):
+                 intervention: str = "matched", intervention_seed: int = 0,
+                 groups: Mapping[str, str] | None = None):
         if intervention not in INTERVENTIONS:
             raise ValueError(f"unknown retrieval intervention {intervention!r}; expected one of "
                              f"{INTERVENTIONS}")
@@ -131,18 +145,37 @@ class RetrievalIndex:
         self._own_keys = keys[:n]  # the records' own situations except under "shuffled"
         reuse = np.zeros(size, np.float32)
         reuse[:n] = [r.reuse_utility for r in state_of]
-        self._task_codes: dict[str, int] = {}
-        key_task = np.full(size, _NO_TASK, np.int32)
-        key_task[:n] = [self._code(r.source_task_id) for r in self.records]
-        self._key_task_np = key_task[:n]
-        self._keys_t, self._reuse, self._key_task = _on_device(keys.T.copy(), reuse, key_task)
+        # task id -> reference group: what the records carry, overridden by the task pool's
+        self.groups = {r.source_task_id: r.source_group or f"task:{r.source_task_id}"
+                       for r in self.records}
+        self.groups.update(groups or {})
+        self._group_codes: dict[str, int] = {}
+        key_group = np.full(size, _NO_GROUP, np.int32)
+        key_group[:n] = [self._code(self.groups[r.source_task_id]) for r in self.records]
+        self._key_group_np = key_group[:n]
+        self._keys_t, self._reuse, self._key_group = _on_device(keys.T.copy(), reuse, key_group)
         self._scored: dict[bytes, tuple] = {}  # query blocks scored so far (``_score_block``)
         self._size = size
         self._conditions = [r.condition.strip() for r in state_of]
         self._conditioned = [i for i, c in enumerate(self._conditions) if c]
 
-    def _code(self, task_id: str) -> int:
-        return self._task_codes.setdefault(task_id, len(self._task_codes))
+    def _code(self, group: str) -> int:
+        return self._group_codes.setdefault(group, len(self._group_codes))
+
+    def group_code(self, task_id: str, group: str = "") -> int:
+        """The code of the reference group of task ``task_id`` (``group``: the one its context
+        carries) among the records' groups; ``_NO_QUERY`` when no record shares it."""
+        key = self.groups.get(task_id) or group or f"task:{task_id}"
+        return self._group_codes.get(key, _NO_QUERY)
+
+    def excluded(self, task_id: str, group: str = "") -> np.ndarray:
+        """[N] bool: the records a decision of ``task_id`` never sees (its reference group's)."""
+        return self._key_group_np == self.group_code(task_id, group)
+
+    def visible_records(self, task_id: str, group: str = "") -> list[MemoryRecord]:
+        """The records a decision of ``task_id`` may retrieve, conditions aside."""
+        hidden = self.excluded(task_id, group)
+        return [r for r, h in zip(self.records, hidden) if not h]
 
     def _condition_mask(self, tasks: Sequence[cond_lib.TaskContext]) -> np.ndarray | None:
         if not self.use_conditions or not self._conditioned:
@@ -150,9 +183,9 @@ class RetrievalIndex:
         mask = np.ones((len(tasks), self._size), dtype=bool)
         for qi, task in enumerate(tasks):
             verdicts: dict[str, bool] = {}
-            own = self._task_codes.get(task.task_id, -2)
+            own = self.group_code(task.task_id, task.group)
             for i in self._conditioned:
-                if self._key_task_np[i] == own:  # excluded as the task's own, never checked
+                if self._key_group_np[i] == own:  # excluded with the task's group, never checked
                     continue
                 c = self._conditions[i]
                 if c not in verdicts:
@@ -179,16 +212,16 @@ class RetrievalIndex:
             return [RetrievalResult(t.task_id, (), (), (), 0) for t in tasks]
         if self.intervention == "random":
             return [self._random(t, q) for t, q in zip(tasks, np.asarray(query_embeddings))]
-        query_task = np.array([self._task_codes.get(t.task_id, _NO_QUERY) for t in tasks], np.int32)
+        query_group = np.array([self.group_code(t.task_id, t.group) for t in tasks], np.int32)
         cond_mask = self._condition_mask(tasks)
         k = min(self.top_k, self._size)
         scores, idx, rel = row_blocks.in_blocks(
             functools.partial(self._score_block, k=k), QUERY_ROWS,
-            [np.asarray(query_embeddings, np.float32), query_task, cond_mask],
+            [np.asarray(query_embeddings, np.float32), query_group, cond_mask],
             [0.0, _NO_QUERY, True])
         results = []
         for qi, task in enumerate(tasks):
-            same = self._key_task_np == query_task[qi]
+            same = self._key_group_np == query_group[qi]
             cond_false = (~cond_mask[qi, : len(self.records)] & ~same if cond_mask is not None
                           else np.zeros(len(self.records), bool))
             candidates = tuple(
@@ -202,19 +235,19 @@ class RetrievalIndex:
                 int(len(self.records) - same.sum() - cond_false.sum())))
         return results
 
-    def _score_block(self, queries: np.ndarray, query_task: np.ndarray,
+    def _score_block(self, queries: np.ndarray, query_group: np.ndarray,
                      condition_ok: np.ndarray | None, *, k: int) -> tuple:
         """``topk_eligible`` on one block of ``QUERY_ROWS`` queries, remembered by the block's
         content (its digest): replaying a construction task's retrievals, or running it again in
         a wave, asks the same index the same question (at most ``SCORED_BLOCKS`` kept)."""
         digest = hashlib.blake2b(queries.tobytes(), digest_size=16)
-        digest.update(query_task.tobytes())
+        digest.update(query_group.tobytes())
         digest.update(b"-" if condition_ok is None else condition_ok.tobytes())
         key = digest.digest()
         scored = self._scored.get(key)
         if scored is None:
             scored = jax.device_get(topk_eligible(queries, self._keys_t, self._reuse,
-                                                  self._key_task, query_task, condition_ok,
+                                                  self._key_group, query_group, condition_ok,
                                                   self.reuse_weight, k))
             if len(self._scored) >= SCORED_BLOCKS:
                 del self._scored[next(iter(self._scored))]
@@ -222,9 +255,9 @@ class RetrievalIndex:
         return scored
 
     def _random(self, task: cond_lib.TaskContext, query: np.ndarray) -> RetrievalResult:
-        """k records drawn uniformly among the other tasks' records, seeded by the intervention
+        """k records drawn uniformly among the other groups' records, seeded by the intervention
         seed, the task id and the decision state (its query embedding); ranked by their score."""
-        own = self._key_task_np == self._task_codes.get(task.task_id, -2)
+        own = self.excluded(task.task_id, task.group)
         pool = np.flatnonzero(~own)
         digest = hashlib.sha256(f"{self.intervention_seed}/{task.task_id}/".encode()
                                 + np.asarray(query, np.float32).tobytes()).digest()
