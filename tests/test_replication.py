@@ -11,7 +11,7 @@ import random
 import pytest
 
 from countermem_jax.phases import config_fingerprint
-from countermem_jax.protocol import config_defaults
+from countermem_jax.protocol import config_defaults, intervals
 from countermem_jax.protocol import splits as splits_lib
 from countermem_jax.reporting import build
 from countermem_jax.studies import protocols, replication
@@ -119,17 +119,17 @@ def replicated(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("replication")
     bench = twin_benchmark(tmp_path)
     given = []
-    real = replication.grouped_paired_bootstrap
+    real = intervals.grouped_paired_bootstrap
 
     def recording(base, treated, groups, **kw):
         given.append(list(groups))
         return real(base, treated, groups, **kw)
-    replication.grouped_paired_bootstrap = recording
+    intervals.grouped_paired_bootstrap = recording
     try:
         record = replication.run(_small_study(tmp_path), tmp_path / "rep",
                                  backbone_factory=scripted, benchmark=bench)
     finally:
-        replication.grouped_paired_bootstrap = real
+        intervals.grouped_paired_bootstrap = real
     return record, bench, given, tmp_path / "rep"
 
 

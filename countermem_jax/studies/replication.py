@@ -44,23 +44,6 @@ CONFIDENCE = 0.95
 # Issue 36's goal for a CounterMem arm pooled over seeds (printed as met / not met).
 GOAL = dict(min_difference=3.0, min_tasks=120, rescued_over_broken=2.0, changed_share=0.5)
 
-try:   # resamples whole reference groups (protocol/intervals.py)
-    from countermem_jax.protocol.intervals import grouped_paired_bootstrap
-except ImportError:   # until intervals.py carries it: the same contract, here
-    def grouped_paired_bootstrap(base, treated, groups, *, n_resamples=10_000,
-                                 confidence=0.95, seed=0):
-        """(mean of treated − base, CI low, CI high): percentile bootstrap drawing whole groups
-        with replacement, each replicate the mean over the tasks of the drawn groups."""
-        diff = np.asarray(treated, np.float64) - np.asarray(base, np.float64)
-        _, index = np.unique(np.asarray(groups), return_inverse=True)
-        sums, sizes = np.bincount(index, weights=diff), np.bincount(index)
-        draws = np.random.default_rng(seed).integers(0, len(sums), (n_resamples, len(sums)))
-        means = sums[draws].sum(axis=1) / sizes[draws].sum(axis=1)
-        alpha = (1.0 - confidence) / 2
-        low, high = np.quantile(means, [alpha, 1.0 - alpha])
-        return float(diff.mean()), float(low), float(high)
-
-
 # ----------------------------------------------------------------------------- config
 def seed_study(study, split_seed: int) -> ml_collections.ConfigDict:
     """The variant study of one split seed: ``study.base`` on that seed, the main arms, and the
@@ -144,9 +127,9 @@ def run(study, workdir, *, backbone=None, benchmark=None, backbone_factory=None)
 
 
 def reference_group(task) -> str:
-    """The task's reference group as a short digest (``evaluators.grouping``): the unit the
-    intervals resample, kept in study.json without the reference text itself."""
-    return grouping.digest(grouping.group_key(task))
+    """The task's reference group as a short digest (``evaluators.grouping.group_id``): the unit
+    the intervals resample, kept in study.json without the reference text itself."""
+    return grouping.group_id(task)
 
 
 def _config_name(study) -> str:
@@ -197,7 +180,7 @@ def arm_outcomes(summaries: dict, arm: str, group_of: dict) -> dict:
 
 def _interval(base, treated, groups) -> dict:
     """Mean of treated − base with its grouped 95% CI (base zeros: the score itself)."""
-    mean, low, high = grouped_paired_bootstrap(base, treated, groups, confidence=CONFIDENCE,
+    mean, low, high = intervals.grouped_paired_bootstrap(base, treated, groups, confidence=CONFIDENCE,
                                                seed=intervals.BOOTSTRAP_SEED)
     return {"mean": mean, "ci95": [low, high]}
 
