@@ -45,8 +45,9 @@ def _construction_augmentation(cfg, agent: Agent, index_source, hooks):
 
 def _already_frozen(wd: Workdir) -> dict:
     """The summary of a store frozen by an earlier run: a frozen store is never rebuilt, since
-    the selector and evaluation runs of this workdir are tied to its hash."""
-    frozen = load_frozen(wd.frozen)
+    the selector and evaluation runs of this workdir are tied to its hash (checked against the
+    recorded one: a store truncated or replaced since is refused, not reported as built)."""
+    frozen = wd.load_frozen_checked() if wd.frozen_hash.exists() else load_frozen(wd.frozen)
     print(f"memory already built and frozen: {len(frozen)} records, hash "
           f"{frozen.content_hash()[:16]} ({wd.frozen})")
     return {"records": len(frozen), "hash": frozen.content_hash()}
