@@ -581,7 +581,8 @@ def _paths(fx: Fixture, name: str) -> CaseResult:
         line, wall, identical, failures = hostile_paths.run(name)
     except hostile_paths.Skip as why:
         return CaseResult("bad-paths", name, f"skipped: {why}"[:42], 0.0, 0, True, 0, [])
-    return CaseResult("bad-paths", name, line[:42], wall, 0, identical, 0, failures)
+    return CaseResult("bad-paths", name, line[:42], wall, 0, identical, len(_children()),
+                      failures)
 
 
 # Case name -> the runner for its checker; names are unique across the catalogues.

@@ -11,7 +11,8 @@ missing or a directory; and ``build_memory`` against a loopback OpenAI-format se
 by SIGINT mid-task. A case passes when the binary ends with exit status 1 (130 for SIGINT),
 its stderr is one line (for SIGINT: ends with the line saying the run can resume), no
 traceback, the directory is byte-identical afterwards (nothing left behind, nothing stored lost;
-after SIGINT the store is still a valid store), and no process is left. Read-only cases mount
+after SIGINT the store is still a valid store), and (counted by ``perf/hostile.py``) no process
+is left. Read-only cases mount
 the directory read-only in a private mount namespace (``unshare -m``, root only): file modes do
 not stop root. Where that cannot be done the cases are skipped and counted as skipped.
 """
