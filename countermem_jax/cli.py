@@ -183,9 +183,18 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
     """absl's flag parsing, with a bad flag or config override reported in one line (exit 1).
 
     ml_collections raises AttributeError/KeyError (not a flags error) when an override names a
-    field the locked config lacks; the line names the override and ml_collections' suggestion."""
+    field the locked config lacks; the line names the override and ml_collections' suggestion.
+    A config file that cannot be loaded (missing, a directory) raises ``OSError`` here when an
+    override is applied to it; the line names the flag and the file."""
     try:
         return flags.FLAGS(argv)
+    except OSError as err:
+        detail = str(err).split("earlier failure to load: ", 1)[-1]
+        named = re.search(r"Failed loading config file (\w+)_config", detail)
+        override = next((a[2:].split(".")[0] for a in argv[1:] if re.match(r"--\w+\.", a)),
+                        "config")
+        print(f"error: --{named.group(1) if named else override}: {' '.join(detail.split())}",
+              file=sys.stderr)
     except (AttributeError, KeyError) as err:
         detail = str(err)   # e.g. '\'n_evall\'\nDid you mean "n_eval" instead of "n_evall"?'
         field = re.search(r"\w+", detail).group(0)

@@ -38,6 +38,8 @@ ISSUE_CASES = [
     "paths/evaluate/mistyped_workdir",
     "paths/report/truncated_store",
     "paths/study_cost/config_is_a_directory",
+    "paths/build_memory/config_missing",        # with an override applied to the missing file
+    "paths/evaluate/config_is_a_directory",
     "paths/study/read_only_finished_workdir",
 ]
 
