@@ -31,8 +31,9 @@ _EXTRAS = {
     # GPU hosts only: CUDA jaxlib of the jax release this code is tested with, for `--jax_gpu`;
     # the binaries keep JAX on the CPU without it and never preallocate (jax_platform.py).
     "gpu": ["jax[cuda12]==0.10.2"],
-    # Curves of a run as TensorBoard event files (countermem_jax/runtime/curves.py).
-    "curves": ["tensorboardX>=2.6"],
+    # Curves of a run as TensorBoard event files (countermem_jax/runtime/curves.py): tensorboardX
+    # writes them, TensorBoard reads them (`tensorboard --logdir WORKDIR/curves`, the README).
+    "curves": ["tensorboardX>=2.6", "tensorboard>=2.15"],
     "bench": ["torch>=2.2"],
     # nbclient/nbformat/ipykernel: the tests execute docs/analysis.ipynb top to bottom.
     "test": ["pytest>=8.0", "pytest-timeout>=2.3", "nbclient>=0.10", "nbformat>=5.9", "ipykernel>=6.29"],

@@ -4,13 +4,15 @@ r"""Preflight: checks, in under five minutes, that the servers a config names ca
 
 One request per template of the config's method, with its output constraint and token budget,
 then requests per second at the configured concurrency for 60 s (``--duration_s``). Prints one
-table and a verdict (GO / NO-GO with the reasons); exits 1 on any failure.
+table and a verdict (GO / NO-GO with the reasons); exits 1 on any failure. A config that cannot
+be loaded (missing, a directory) or probed is one line on stderr, exit status 1 (``cli``).
 """
 import sys
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
+from countermem_jax import cli
 from countermem_jax.protocol import preflight_checks as preflight
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
@@ -22,8 +24,9 @@ _CONCURRENCY = flags.DEFINE_integer("concurrency", None,
 
 def main(argv):
     del argv
+    cfg = cli.loaded_config(_CONFIG, "config")
     try:
-        report = preflight.run(_CONFIG.value, _DURATION.value, _CONCURRENCY.value)
+        report = preflight.run(cfg, _DURATION.value, _CONCURRENCY.value)
     except ValueError as err:   # a config that cannot be probed: one line, no traceback
         print(f"preflight: {err}", file=sys.stderr)
         sys.exit(1)
@@ -32,5 +35,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["config"])
-    app.run(main)
+    cli.run_main(main, required=("config",), interrupted="interrupted: nothing was written")

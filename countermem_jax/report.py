@@ -7,30 +7,37 @@ layout: paper domains and tokens), main_table.csv (per benchmark), scores.csv, d
 rescued_broken.csv, cost.csv, provenance.csv and one PNG per kind of data
 (``countermem_jax.reporting``); per study directory (holding ``study.json``) its figure in the
 paper's panel layout, study_<name>.csv and its paired tests. Runs that cannot be compared
-(different held-out tasks, store hashes or recorded code versions) are refused with one line on
-stderr and exit status 1, before anything is written.
+(different held-out tasks, store hashes or recorded code versions), a frozen store whose content
+no longer matches its recorded hash, and an ``--out`` that is a file or cannot be written are
+refused with one line on stderr and exit status 1, before anything is written. The flags are
+absl's, as in every binary (``--helpfull``); the run directories are the positional arguments.
 """
-import argparse
 import sys
 
-from countermem_jax.reporting import ReportError
+from absl import flags
+
+from countermem_jax import cli
 
 
-def main(argv=None) -> int:
-    """Parses the arguments, writes the report and prints the paths written; returns the exit
-    status (1, with one ``error:`` line, for runs that cannot be compared)."""
-    parser = argparse.ArgumentParser(prog="python -m countermem_jax.report",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
-                        help="evaluated workdirs (after the evaluate phase) and study "
-                             "directories (holding study.json)")
-    parser.add_argument("--out", required=True, help="directory for report.md, CSVs and PNGs")
-    args = parser.parse_args(argv)
-    from countermem_jax.reporting import build  # matplotlib only after the arguments parse
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> flags.FlagHolder:
+    """Defines ``--out`` in ``flag_values``; returns its holder. Only the binary defines it in
+    absl's global flags (other tools in one process may have an ``--out`` of their own)."""
+    return flags.DEFINE_string("out", None, "Directory for report.md, CSVs and PNGs.",
+                               flag_values=flag_values)
+
+
+def write(run_dirs: list[str], out: str) -> int:
+    """Writes the report and prints the paths written; returns the exit status (1, with one
+    ``error:`` line, for runs that cannot be compared or an ``--out`` that cannot be used)."""
+    from countermem_jax.reporting import ReportError, build  # matplotlib only after the flags
     try:
-        written = build.write_report(args.run_dirs, args.out)
-    except ReportError as err:
-        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+        if not run_dirs:
+            raise cli.PathError("give one or more run directories (evaluated workdirs or study "
+                                "directories) before --out")
+        cli.check_workdir(out, "--out")
+        written = build.write_report(run_dirs, out)
+    except (ReportError, cli.PathError, OSError) as err:
+        print(cli.one_line(err), file=sys.stderr)
         return 1
     print(f"report: {written['report.md']}")
     for name, path in written.items():
@@ -39,5 +46,20 @@ def main(argv=None) -> int:
     return 0
 
 
+def main(argv: list[str]) -> int:
+    """The command line after the program name (run directories and ``--out``), parsed as absl
+    flags in a registry of its own; returns the exit status. For callers in one process (a
+    test, a notebook): the binary itself parses through absl's global flags."""
+    registry = flags.FlagValues()
+    out = define_flags(registry)
+    run_dirs = registry([sys.argv[0], *argv])[1:]
+    if out.value is None:
+        print("error: give --out=DIR for the report", file=sys.stderr)
+        return 1
+    return write(run_dirs, out.value)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _OUT = define_flags()
+    cli.run_main(lambda argv: sys.exit(write(argv[1:], _OUT.value)), required=("out",),
+                 interrupted="interrupted: run the same command again to write the report")

@@ -6,9 +6,10 @@ or data is loaded (``studies/cost.py``, ``studies/protocol_cost.py``; docs/studi
 
 Overrides work as with ``countermem_jax.study`` (``--config.protocol.n_pairs=10``).
 """
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
+from countermem_jax import cli
 from countermem_jax.studies import protocol_cost
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Study config file.", lock_config=True)
@@ -16,11 +17,10 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Study config file.", 
 
 def main(argv):
     del argv
-    bound = protocol_cost.requests(_CONFIG.value)
+    bound = protocol_cost.requests(cli.loaded_config(_CONFIG, "config"))
     for name, value in {**bound.pop("settings", {}), **bound}.items():
         print(f"{name:<24} {value:>12,}")
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["config"])
-    app.run(main)
+    cli.run_main(main, required=("config",), interrupted="interrupted: nothing was written")

@@ -28,4 +28,6 @@ python -m countermem_jax.train_selector --config="$CONFIG" --workdir="$WORKDIR"
 python -m countermem_jax.evaluate --config="$CONFIG" --workdir="$WORKDIR"
 # one evaluation task where a record changed the draft (rescued or broken), or why the store is empty
 python -m countermem_jax.inspect_store --workdir="$WORKDIR"
-echo "quickstart finished in $(( $(date +%s) - start )) s (after installation); workdir $WORKDIR"
+# the time with the load it ran under (1, 5, 15 min load averages): a shared machine runs slower
+echo "quickstart finished in $(( $(date +%s) - start )) s (after installation; load average" \
+     "$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)); workdir $WORKDIR"

@@ -9,6 +9,9 @@ One line per case: checker, case, outcome, wall time, peak host memory growth (V
 RSS at the case's start, reset before each case), original state byte-identical, processes left; last line ``result: {json}`` with the
 number of cases and of failures (goal: 0 failures). ``tests/test_hostile_checkers.py`` runs the
 same catalogue, one test per case. Needs the benchmark data (QuixBugs, Spider) and bubblewrap.
+The bad-paths family (``perf/hostile_paths.py``, cases ``paths/<binary>/<path>``) runs every
+binary on paths it cannot use and a build stopped by SIGINT: one line, no traceback, nothing
+left behind or lost.
 """
 import concurrent.futures
 import dataclasses
@@ -24,6 +27,7 @@ from typing import Callable
 
 from absl import app, flags
 
+from countermem_jax.perf import hostile_paths
 from countermem_jax.perf.common import print_result
 from countermem_jax.runtime.paths import data_root
 
@@ -571,10 +575,21 @@ def _operator(fx: Fixture, name: str) -> CaseResult:
     return CaseResult("sql-operators", name, label, wall, 0, True, 0, failures)
 
 
-# Case name -> the runner for its checker; names are unique across the four catalogues.
+def _paths(fx: Fixture, name: str) -> CaseResult:
+    """A bad-paths case (``hostile_paths``): one binary on one bad path, as a subprocess."""
+    try:
+        line, wall, identical, failures = hostile_paths.run(name)
+    except hostile_paths.Skip as why:
+        return CaseResult("bad-paths", name, f"skipped: {why}"[:42], 0.0, 0, True, 0, [])
+    return CaseResult("bad-paths", name, line[:42], wall, 0, identical, len(_children()),
+                      failures)
+
+
+# Case name -> the runner for its checker; names are unique across the catalogues.
 CASES: dict[str, Callable[[Fixture, str], CaseResult]] = {
     **{name: _coding for name in CODING_CASES}, **{name: _sql for name in SQL_CASES},
     **{name: _solver for name in SOLVER_CASES}, **{name: _operator for name in OPERATOR_CASES}}
+CASES.update({name: _paths for name in hostile_paths.NAMES})
 
 
 def run_case(fx: Fixture, name: str) -> CaseResult:

@@ -11,6 +11,8 @@ builds its own memory instead (``countermem_jax.baselines``), or skips a phase i
 """
 import functools
 import json
+import time
+from typing import Callable
 
 import tqdm
 
@@ -43,10 +45,23 @@ def _construction_augmentation(cfg, agent: Agent, index_source, hooks):
         render_condition=cfg.memory.render_condition, revision=cfg.memory.revision)
 
 
+class _Ticking:
+    """A task run's ledger that also tells the progress bar of each model call it books."""
+
+    def __init__(self, ledger, on_call: Callable[[], None]):
+        self.ledger, self.on_call = ledger, on_call
+
+    def record(self, *args, **kwargs) -> None:
+        """Books the call in the run's ledger, then ticks."""
+        self.ledger.record(*args, **kwargs)
+        self.on_call()
+
+
 def _already_frozen(wd: Workdir) -> dict:
     """The summary of a store frozen by an earlier run: a frozen store is never rebuilt, since
-    the selector and evaluation runs of this workdir are tied to its hash."""
-    frozen = load_frozen(wd.frozen)
+    the selector and evaluation runs of this workdir are tied to its hash (checked against the
+    recorded one: a store truncated or replaced since is refused, not reported as built)."""
+    frozen = wd.load_frozen_checked() if wd.frozen_hash.exists() else load_frozen(wd.frozen)
     print(f"memory already built and frozen: {len(frozen)} records, hash "
           f"{frozen.content_hash()[:16]} ({wd.frozen})")
     return {"records": len(frozen), "hash": frozen.content_hash()}
@@ -67,7 +82,7 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
         """One construction task on its view of the store; what it writes (records, reuse
         observations, log events, parse failures, charges) is kept until it commits."""
         agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, out.events,
-                      out.failures, checks=ctx.checks, ledger=out.ledger)
+                      out.failures, checks=ctx.checks, ledger=_Ticking(out.ledger, called))
         builder = CounterfactualBuilder(agent, view, construction_cfg, out.events)
         augmentation = _construction_augmentation(cfg, agent, view.index, hooks=builder)
         return await agent.run(task, augmentation, phase="construction", run=RUN)
@@ -75,6 +90,16 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
     solved = 0
     bar = tqdm.tqdm(total=len(todo), desc="build memory", unit="task", dynamic_ncols=True,
                     mininterval=1.0)
+    # A CPU task takes minutes: the bar's ``calls`` moves with every model call of the tasks in
+    # flight, so the first task's work shows before it is finished (not 0/23 for minutes).
+    shown = {"calls": 0}
+    last_shown = [0.0]
+
+    def called() -> None:
+        shown["calls"] += 1
+        if time.monotonic() - last_shown[0] >= 1.0:
+            last_shown[0] = time.monotonic()
+            bar.set_postfix(shown)
     writer = curves.CurveWriter(wd.curves / "construction")
     # this process's share of checked counterfactual candidates that entered the store
     seq_start, cf_checks = store.next_seq, 0
@@ -88,9 +113,10 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
         done.add(task.task_id)
         committed.meta["processed_tasks"] = sorted(done)
         save_store(committed, wd.store)  # atomic: records and processed ids land together
+        shown.update(records=len(committed), solved=solved,
+                     tokens=ctx.ledger.total("construction").total)
+        bar.set_postfix(shown, refresh=False)
         bar.update(1)
-        bar.set_postfix(records=len(committed), solved=solved,
-                        tokens=ctx.ledger.total("construction").total)
         cf_checks += run_ctx.cf_checks
         replies = ctx.parse_failures.summary()["total"]
         writer.scalars(len(done), {

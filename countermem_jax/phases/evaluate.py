@@ -163,6 +163,8 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     seeds, with 95% bootstrap CIs and the cost of building, in ``WORKDIR/metrics.json``."""
     method = cfg.get("method", "countermem")  # or a baseline's name (Appendix D.5)
     wd = Workdir(workdir_path)
+    if method == "countermem":  # no store, or a changed one: refused before the backbone
+        wd.load_frozen_checked()
     if method == "countermem" and cfg.eval.selector == "dqn":  # refused before the backbone
         for seed in (cfg.eval.seeds or cfg.selector.seeds):
             checkpoint.check_metrics_files(wd.seed_dir(int(seed)))

@@ -3,7 +3,10 @@
 ``enter_phase`` validates the config, holds ``WORKDIR/.locks/<phase>.lock`` while the phase runs
 (a second process is refused at once, naming the holder, so two builds never interleave their
 writes of ``store.jsonl``; the kernel drops a killed holder's lock) and checks and records the
-config's fingerprint (``config_fingerprint``).
+config's fingerprint (``config_fingerprint``). A run refused before it wrote anything (no
+frozen store to train on, a broken store, a bad split) leaves nothing behind: the fingerprint
+it recorded, the lock directory and the workdir it made are taken back, so a mistyped
+``--workdir`` stays absent and a later honest run there is not refused as "another config".
 """
 import contextlib
 import functools
@@ -17,7 +20,8 @@ import filelock
 
 from countermem_jax import domains
 from countermem_jax.phases import config_validation
-from countermem_jax.phases.config_fingerprint import LOCK_DIR, PhaseGuard, checked_phases, now_utc
+from countermem_jax.phases.config_fingerprint import (FINGERPRINT_FILE, LOCK_DIR, PhaseGuard,
+                                                      WorkdirMismatch, checked_phases, now_utc)
 from countermem_jax.protocol.splits import SplitError
 
 class WorkdirBusy(RuntimeError):
@@ -51,26 +55,89 @@ def phase_lock(root: pathlib.Path, phase: str) -> Iterator[None]:
         lock.release()
 
 
+def _missing_folders(root: pathlib.Path) -> list[pathlib.Path]:
+    """``root`` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    for folder in (root, *root.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    return missing
+
+
+def _written(root: pathlib.Path) -> dict:
+    """{relative path: (size, mtime)} of the files under ``root`` a phase writes: everything
+    but the locks and the fingerprint, which the guard itself keeps."""
+    out = {}
+    for path in root.rglob("*"):
+        rel = path.relative_to(root)
+        if rel.parts[0] in (LOCK_DIR, FINGERPRINT_FILE) or not path.is_file():
+            continue
+        stat = path.stat()
+        out[str(rel)] = (stat.st_size, stat.st_mtime_ns)
+    return out
+
+
+def _take_back(root: pathlib.Path, phase: str, made: list[pathlib.Path], locks_made: bool) -> None:
+    """Removes what a refused run made: its lock files when it made the lock directory, then
+    the empty folders it made (deepest first; a folder another run has filled stays): in a
+    workdir it made, also the empty folders the phase made in it before it was refused."""
+    if made and made[0] == root:
+        for folder, _, _ in sorted(os.walk(root), key=lambda w: -len(pathlib.Path(w[0]).parts)):
+            if pathlib.Path(folder) not in (root, root / LOCK_DIR):
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
+    if locks_made:
+        for name in (f"{phase}.lock", f"{phase}.owner", "fingerprint.lock"):
+            with contextlib.suppress(OSError):
+                (root / LOCK_DIR / name).unlink()
+        made = [root / LOCK_DIR, *made]
+    for folder in made:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
 @contextlib.contextmanager
 def enter_phase(cfg, root, phase: str) -> Iterator[PhaseGuard]:
     """Validates the config, takes the phase lock, checks the recorded fingerprints and records
     this phase's own (build_memory, train_selector) before the phase writes anything. A refusal
     of the config's inputs inside the phase (split sizes, splits, missing data), which comes
-    before any result, takes that record back: the corrected config is not "another config"."""
+    before any result, takes that record back: the corrected config is not "another config".
+    Any refusal before the phase wrote a file takes back everything the run made: the record,
+    the lock files and directory, the workdir and the parents it created."""
     config_validation.validate(cfg)
     root = pathlib.Path(root)
+    made = _missing_folders(root)
+    locks_made = not (root / LOCK_DIR).exists()
     root.mkdir(parents=True, exist_ok=True)
-    with phase_lock(root, phase):
-        guard = PhaseGuard(cfg, root, phase)
-        guard.check(checked_phases(cfg, phase))
-        # evaluate writes only metrics, which are recomputable: it checks but never records.
-        recorded_now = phase != "evaluate" and guard.record()
-        try:
-            yield guard
-        except (config_validation.ConfigError, SplitError, *domains.DATA_ERRORS):
-            if recorded_now:
-                guard.forget()
-            raise
+    refused = False
+    try:
+        with phase_lock(root, phase):
+            guard = PhaseGuard(cfg, root, phase)
+            try:
+                guard.check(checked_phases(cfg, phase))
+            except WorkdirMismatch:
+                refused = True
+                raise
+            # evaluate writes only metrics, which are recomputable: it checks but never records.
+            recorded_now = phase != "evaluate" and guard.record()
+            # what to compare a refusal against; nothing to take back on a later run's refusal
+            before = _written(root) if (recorded_now or made or locks_made) else None
+            try:
+                yield guard
+            except (config_validation.ConfigError, SplitError, *domains.DATA_ERRORS):
+                if recorded_now:
+                    guard.forget()
+                refused = before is not None and _written(root) == before
+                raise
+            except Exception:
+                refused = before is not None and _written(root) == before
+                if refused and recorded_now:
+                    guard.forget()
+                raise
+    finally:
+        if refused:   # after ``phase_lock`` let go of the lock
+            _take_back(root, phase, made, locks_made)
 
 
 def guarded_phase(phase: str):

@@ -13,7 +13,9 @@ difference to the base agent are always paired on the same workdir's tasks.
 ``check_comparable`` refuses (``ReportError``, one line naming the workdirs and what differs) to
 put runs side by side whose held-out task ids differ for the same backbone, agent and benchmark
 (runs of different backbones are separate comparisons, as in Table 1's backbone groups), whose
-store hash differs for the same arm, or whose recorded code versions differ.
+store hash differs for the same arm, or whose recorded code versions differ. A recorded store
+hash is trusted only after the frozen store beside it is checked against it: a store truncated
+or edited since it was frozen is refused in one line naming the file (``_store_hash``).
 """
 import dataclasses
 import hashlib
@@ -118,15 +120,35 @@ def _recorded_code_version(root: pathlib.Path, metrics: list, fingerprint: dict)
 
 
 def _store_hash(root: pathlib.Path, method: str) -> str:
-    """The frozen memory's recorded hash: CounterMem's store or the baseline's memory sidecar.
+    """The frozen memory's recorded hash: CounterMem's store or the baseline's memory sidecar,
+    once the frozen file beside it is found to match it (a truncated or edited store is a
+    ``ReportError``: its runs no longer describe the store beside them). A workdir copied
+    without its frozen file keeps the recorded hash: it still names what was evaluated.
 
     Pooling runs is refused when it differs, since runs over different stores are different arms.
     """
+    from countermem_jax.method.memory.persistence import StoreFormatError, load_frozen
     if method == "countermem":
-        path = root / "store_frozen.sha256"
+        frozen, path = root / "store_frozen.jsonl", root / "store_frozen.sha256"
     else:
+        frozen = root / "baselines" / f"{method}_frozen.jsonl"
         path = root / "baselines" / f"{method}_frozen.jsonl.sha256"
-    return path.read_text().strip() if path.exists() else "none (no memory)"
+    if not path.exists():
+        return "none (no memory)"
+    recorded = path.read_text().strip()
+    if not frozen.exists():
+        return recorded
+    try:
+        if method == "countermem":
+            load_frozen(frozen, expected_hash=recorded)
+        else:
+            from countermem_jax.baselines.memory import load_frozen_memory
+            load_frozen_memory(frozen, method)
+    except (StoreFormatError, OSError) as err:
+        raise ReportError(f"{root}: its frozen store does not match the hash recorded when it "
+                          f"was frozen ({' '.join(str(err).split())}); rebuild it in a new "
+                          "workdir") from None
+    return recorded
 
 
 def _backbone(fields: dict) -> str:

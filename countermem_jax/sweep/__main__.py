@@ -11,7 +11,7 @@ or Ray is needed and missing.
 """
 import sys
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
 from countermem_jax.runtime import jax_platform
@@ -44,5 +44,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["sweep"])
-    app.run(main, flags_parser=cli.parse_flags_or_exit)
+    cli.run_main(main, required=("sweep",))   # bad paths and SIGINT: one line

@@ -44,8 +44,27 @@ def result_path(run) -> pathlib.Path:
 
 def is_finished(run) -> bool:
     """A previous sweep finished ``run``: its marker and its result file both exist (a marker
-    alone, e.g. with the result deleted since, does not count)."""
-    return run.marker.is_file() and result_path(run).exists()
+    alone, e.g. with the result deleted since, does not count) and, for a build, the frozen
+    memory still matches the hash recorded when it was frozen (a store truncated or edited
+    since is not finished: its build runs again and refuses it in one line)."""
+    return run.marker.is_file() and result_path(run).exists() and _memory_intact(run)
+
+
+def _memory_intact(run) -> bool:
+    """False when ``run`` is a build whose frozen memory no longer matches its recorded hash."""
+    if run.phase != "build_memory":
+        return True
+    from countermem_jax.method.memory.persistence import StoreFormatError, load_frozen
+    path = result_path(run)
+    try:
+        if run.config.method == "countermem":
+            load_frozen(path.with_suffix(".jsonl"), expected_hash=path.read_text().strip())
+        else:
+            from countermem_jax.baselines.memory import load_frozen_memory
+            load_frozen_memory(path, run.config.method)
+    except (StoreFormatError, OSError):
+        return False
+    return True
 
 
 def phase_config(run, urls_env: str = DEFAULT_URLS_ENV):
