@@ -10,7 +10,8 @@ from scipy import stats as scipy_stats
 
 pytest.importorskip("matplotlib", reason="the report needs the plots extra (matplotlib)")
 from countermem_jax.protocol import intervals  # noqa: E402
-from countermem_jax.reporting import build, load, tables  # noqa: E402
+from countermem_jax.reporting import build, domain_studies, load, studies, tables  # noqa: E402
+from countermem_jax.studies import estimates  # noqa: E402
 from test_report import _ids, _outcomes, _workdir  # noqa: E402
 
 # 15 reference groups; which of them the base agent and ExpeL solve (a whole group at a time).
@@ -126,3 +127,88 @@ def test_pooled_workdirs_share_the_recorded_groups():
     merged = tables.task_groups([with_groups, run({"a": "p", "b": "q", "c": "q", "d": "r"})],
                                 ids)
     assert len(set(merged[:3])) == 1 and merged[3] not in merged[:3]
+
+
+# ----------------------------------------------------------------------------- studies
+def _twice(values):
+    """Every task twice in a row (identical twins), as columns of a [runs × tasks] matrix."""
+    return np.repeat(np.asarray(values, np.float64), 2, axis=-1)
+
+
+def test_study_estimates_draw_twins_together():
+    """A ratio difference and a stratified summary over identical twins with their groups are
+    those of one task per group, draw for draw; without groups the twins would narrow them."""
+    rng = np.random.default_rng(7)
+    counts = [rng.integers(0, 6, 25), rng.random(25) < 0.5, rng.integers(0, 6, 25),
+              rng.random(25) < 0.7]
+    twins = [f"g{i // 2}" for i in range(50)]
+    single = estimates.reduction_per_solved(*counts)
+    grouped = estimates.reduction_per_solved(*(_twice(c) for c in counts), groups=twins)
+    assert grouped["ci95"] == pytest.approx(single["ci95"])
+    assert "reference-group (25 groups)" in grouped["method"]
+    by_task = estimates.reduction_per_solved(*(_twice(c) for c in counts))
+    assert by_task["ci95"][1] - by_task["ci95"][0] < single["ci95"][1] - single["ci95"][0]
+    parts = [rng.random((2, 20)) * 100, rng.random((1, 30)) * 100]
+    groups = [[f"a{i // 2}" for i in range(40)], [f"b{i // 2}" for i in range(60)]]
+    summary = estimates.weighted_mean([_twice(p) for p in parts], [1, 3], groups)
+    assert summary["ci95"] == pytest.approx(estimates.weighted_mean(parts, [1, 3])["ci95"])
+    assert "reference groups" in summary["method"]
+
+
+def _rows_record(root, values, ids, groups=None):
+    rows = [{"panel": "a", "title": "score", "metric": "score", "ylabel": "score",
+             "method": method, "x": 0, "values": np.asarray(v).tolist(), "runs": ["o0"],
+             "units": "tasks", "unit_ids": ids} for method, v in zip(("A", "B"), values)]
+    if groups is not None:
+        for r in rows:
+            r["unit_groups"] = groups
+    root.mkdir(parents=True)
+    (root / "study.json").write_text(json.dumps({
+        "schema": studies.ROWS_SCHEMA, "study": "accumulation", "title": "t", "paper": "§x",
+        "code_version": "v1", "eval_task_ids": ids, "rows": rows}))
+    return studies.load(root)
+
+
+def test_study_rows_and_variants_resample_recorded_groups(tmp_path):
+    """A rows-schema study with ``unit_groups`` and a variant study with ``task_groups`` report
+    the CIs and paired tests of one task per group; the Fig. 4 domain values the same."""
+    a, b = np.array([BASE]) * 100.0, np.array([EXPEL]) * 100.0
+    ids15, ids30 = _ids(15), _ids(30)
+    twins = [f"g{i // 2:02d}" for i in range(30)]
+    grouped = _rows_record(tmp_path / "grouped", [_twice(a), _twice(b)], ids30, twins)
+    single = _rows_record(tmp_path / "single", [a, b], ids15)
+    for mine, theirs in zip(studies.rows(grouped), studies.rows(single)):
+        assert (mine["ci95_low"], mine["ci95_high"]) == pytest.approx(
+            (theirs["ci95_low"], theirs["ci95_high"]))
+    (diff,), (one,) = studies.differences(grouped), studies.differences(single)
+    assert (diff["ci95_low"], diff["ci95_high"], diff["p_bootstrap"]) == pytest.approx(
+        (one["ci95_low"], one["ci95_high"], one["p_bootstrap"]))
+    assert diff["tasks_b_better"] == 2 * one["tasks_b_better"]  # the sign test counts tasks
+
+    def variants(ids, base, mem, groups):
+        entry = {"label": "v", "seeds": ["0"], "per_task": {
+            "base": {t: int(x > 0) for t, x in zip(ids, base)},
+            "0": {t: int(x > 0) for t, x in zip(ids, mem)}}}
+        return {"v": {**entry, **({"task_groups": dict(zip(ids, groups))} if groups else {})}}
+    record = {"schema": studies.VARIANT_SCHEMA, "study": "s", "reference": "none"}
+    (vd,) = studies.differences({**record, "variants": variants(ids30, _twice(a)[0],
+                                                                 _twice(b)[0], twins)})
+    (vs,) = studies.differences({**record, "variants": variants(ids15, a[0], b[0], None)})
+    assert (vd["ci95_low"], vd["ci95_high"]) == pytest.approx((vs["ci95_low"], vs["ci95_high"]))
+
+    def sub(ids, groups, n):
+        base = {t: [1, 0, 0, 0, 0] for t in ids}
+        mem = {t: [1, int(i // n % 3 == 0), 0, 0, 0] for i, t in enumerate(ids)}
+        return {"eval_task_ids": ids, "variants": {"full": {
+            "per_task_counts": {"base": base, "0": mem},
+            **({"task_groups": dict(zip(ids, groups))} if groups else {})}}}
+    domain = {"study": "components", "domains": ["Text-to-SQL"], "agents": ["react"],
+              "full": "full", "variants": {"full": "full"},
+              "panels": [{"panel": "a", "title": "gain", "stats": ["gain"], "unit": "pp"}],
+              "settings": [{"benchmark": "spider", "agent": "react", "status": "ran",
+                            "domain": "Text-to-SQL", "dir": "spider"}]}
+    (four, _), (four_one, _) = (domain_studies.estimates(domain, {("spider", "react"): s})
+                                for s in (sub(ids30, twins, 2), sub(ids15, None, 1)))
+    assert (four["mean"], four["ci95_low"], four["ci95_high"]) == pytest.approx(
+        (four_one["mean"], four_one["ci95_low"], four_one["ci95_high"]))
+    assert "reference-group bootstrap" in four["estimate_method"]

@@ -72,6 +72,8 @@ def test_breakdown_gains_reductions_and_summaries(tmp_path, bench):
     record = breakdown.run(cfg, tmp_path / "study", backbone=scripted(), benchmark=bench)
     gain = {r["method"]: r for r in record["rows"] if r["metric"] == "score_gain"}
     assert set(gain) == {"ReAct", "Reflexion"} and np.mean(gain["ReAct"]["values"]) > 0
+    # the cells' evaluations recorded the tasks' reference groups; the intervals draw them
+    assert len(gain["ReAct"]["unit_groups"]) == len(gain["ReAct"]["unit_ids"])
     calls = [r for r in record["rows"] if r["metric"] == "call_reduction"]
     assert len(calls) == 2 and all(r["estimate"] is None or len(r["estimate"]["ci95"]) == 2
                                    for r in calls)

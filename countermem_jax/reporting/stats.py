@@ -15,7 +15,7 @@ differences (each method's per-task outcome is its mean over its runs):
     a two-sided p-value, 2 · min(P*(Δ ≤ 0), P*(Δ ≥ 0)) over the replicates, capped at 1;
   * an exact sign test (``scipy.stats.binomtest``) on the tasks where the two differ. It stays
     per task even where groups are known: it counts tasks rescued against tasks broken, and
-    twins that move together count once each.
+    each twin counts as its own task.
 """
 import numpy as np
 from scipy import stats as scipy_stats
@@ -23,6 +23,30 @@ from scipy import stats as scipy_stats
 from countermem_jax.protocol import intervals
 
 MIN_TASKS = 20  # a cell resting on fewer held-out tasks is marked
+
+
+def shared_groups(maps: list, ids: list) -> list | None:
+    """One reference-group key per task of ``ids`` from several recorded groupings (``maps``:
+    task id -> group, or None where not recorded), or None when none is recorded. Pooled runs
+    share their tasks; where their groupings differ, tasks any of them puts together stay
+    together (a task a map lacks is its own group there)."""
+    maps = [m for m in maps if m is not None]
+    if not maps:
+        return None
+    parent = list(range(len(ids)))
+
+    def root(i):
+        """The representative of task index ``i``'s merged group."""
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+    for groups in maps:
+        first = {}
+        for i, t in enumerate(ids):
+            j = first.setdefault(groups.get(t, ("task", t)), i)
+            parent[root(i)] = root(j)
+    return [ids[root(i)] for i in range(len(ids))]
 
 
 def summarize(matrix, seed: int = intervals.BOOTSTRAP_SEED, groups=None) -> dict:

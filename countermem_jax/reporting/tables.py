@@ -83,25 +83,8 @@ def _bootstrap_seeds(arms: list) -> dict:
 def task_groups(runs: list, ids: list) -> list | None:
     """The reference group of each task of ``ids`` (one key per task, in order) for a bootstrap
     over ``runs``, or None when no run's workdir recorded groups (the tasks are then resampled
-    as their own groups). Runs pooled from several workdirs share their held-out tasks; where
-    their recorded groupings differ, tasks any of them puts together stay together."""
-    maps = [run.groups for run in runs if run.groups is not None]
-    if not maps:
-        return None
-    parent = list(range(len(ids)))
-
-    def root(i):
-        """The representative of task index ``i``'s merged group."""
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-    for groups in maps:
-        first = {}
-        for i, t in enumerate(ids):
-            j = first.setdefault(groups.get(t, ("task", t)), i)
-            parent[root(i)] = root(j)
-    return [ids[root(i)] for i in range(len(ids))]
+    as their own groups); ``stats.shared_groups`` merges the groupings of pooled workdirs."""
+    return stats.shared_groups([run.groups for run in runs], ids)
 
 
 def resampled_unit(arms: list) -> str:
