@@ -93,6 +93,9 @@ def test_components(tmp_path, people_benchmark):
     assert v["wm_without_cf"]["metrics"]["world_model_calls"] > \
         v["wm_without_cf"]["base_metrics"]["world_model_calls"]
     assert v["wm_without_cf"]["score_vs_base"]["mean"] > 0
+    # the evaluation's reference groups are kept, and the summaries drew them
+    assert set(v["full"]["task_groups"]) == set(v["full"]["per_task"]["base"])
+    assert v["full"]["score"]["groups"] == len(set(v["full"]["task_groups"].values()))
     # the memory-free base run was made once and copied
     assert sum(x["shared_from"]["base_run"] is None for x in v.values()) == 1
 

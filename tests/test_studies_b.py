@@ -28,6 +28,7 @@ def test_accumulation_snapshots_share_one_selector(tmp_path, bench):
     score = _rows(record, panel="a", method="CounterMem")
     assert [r["x"] for r in score] == [0, 2, 4]
     assert all(np.shape(r["values"]) == (2, 3) for r in score)
+    assert all(len(r["unit_groups"]) == 3 for r in score)  # the evaluation's reference groups
     # the empty store changes nothing; after source tasks the inclusive-bound record rescues
     assert np.mean(score[0]["values"]) < np.mean(score[-1]["values"])
     # one selector: every CounterMem snapshot holds the same checkpoint files
@@ -50,6 +51,7 @@ def test_rescued_broken_per_method_against_its_own_base_run(tmp_path, bench):
     by = {(r["method"], r["metric"]): r for r in record["rows"]}
     cm = {m: float(np.mean(by[("CounterMem", m)]["values"])) for m in ("rescued", "broken", "net")}
     assert len(by[("CounterMem", "net")]["unit_ids"]) == 5
+    assert len(by[("CounterMem", "net")]["unit_groups"]) == 5
     assert cm["net"] == cm["rescued"] - cm["broken"] and cm["rescued"] >= 1
     # the counts equal the phases' own paired metrics
     metrics = json.loads((tmp_path / "study" / "cells" / "spider" / "countermem" /
@@ -72,6 +74,8 @@ def test_breakdown_gains_reductions_and_summaries(tmp_path, bench):
     record = breakdown.run(cfg, tmp_path / "study", backbone=scripted(), benchmark=bench)
     gain = {r["method"]: r for r in record["rows"] if r["metric"] == "score_gain"}
     assert set(gain) == {"ReAct", "Reflexion"} and np.mean(gain["ReAct"]["values"]) > 0
+    # the cells' evaluations recorded the tasks' reference groups; the intervals draw them
+    assert len(gain["ReAct"]["unit_groups"]) == len(gain["ReAct"]["unit_ids"])
     calls = [r for r in record["rows"] if r["metric"] == "call_reduction"]
     assert len(calls) == 2 and all(r["estimate"] is None or len(r["estimate"]["ci95"]) == 2
                                    for r in calls)

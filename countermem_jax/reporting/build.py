@@ -168,6 +168,7 @@ def _main_sections(arms, provenances, out, written, csv_of, png_of, now) -> list
     written["domain_table.csv"] = out / "domain_table.csv"
     tables.write_rows_csv(domain_header, domain_rows, written["domain_table.csv"])
     several_backbones = len({a.backbone for a in arms}) > 1
+    unit = tables.resampled_unit(arms)  # what every interval below resampled
 
     def columns(names):  # the backbone column only where it tells rows apart
         return (["backbone"] if several_backbones else []) + names
@@ -192,7 +193,8 @@ def _main_sections(arms, provenances, out, written, csv_of, png_of, now) -> list
         tables.markdown(domain_header, domain_rows), "",
         "Per paper domain (benchmark registry), the equal-weight mean of its benchmarks' scores; "
         "task-run tokens in millions (mean over runs of the total). 95% CIs from a stratified "
-        "bootstrap (each benchmark resampled on its own). Numbers: `domain_table.csv`.", "",
+        f"bootstrap (each benchmark resampled on its own) over {unit}. Numbers: "
+        "`domain_table.csv`.", "",
     ]
     groups = backbone_summary.rows(arms)
     if groups:   # Appendix E.1: one arrow per agent–backbone group, base -> CounterMem
@@ -207,8 +209,8 @@ def _main_sections(arms, provenances, out, written, csv_of, png_of, now) -> list
         "## Scores per benchmark", "",
         tables.markdown(header, main_rows), "",
         f"Score (0-100) with 95% bootstrap CI: {intervals.N_RESAMPLES} resamples, numpy seed "
-        f"{intervals.BOOTSTRAP_SEED}; over runs (selector seeds, pooled workdirs) and tasks where "
-        f"a row has several runs, over tasks otherwise. {tables.FEW_TASKS_MARK} the cell rests on "
+        f"{intervals.BOOTSTRAP_SEED}; over runs (selector seeds, pooled workdirs) where a row has "
+        f"several, and over {unit}. {tables.FEW_TASKS_MARK} the cell rests on "
         f"fewer than {stats.MIN_TASKS} held-out tasks. Numbers: `main_table.csv`, `scores.csv`.",
         "", "![scores](scores.png)", "",
         "## Paired differences between methods", "",
@@ -216,25 +218,34 @@ def _main_sections(arms, provenances, out, written, csv_of, png_of, now) -> list
     if diff_rows:
         md += [tables.markdown_dicts(diff_rows, columns(_DIFF_COLUMNS)), "",
                "B − A in percentage points over the same held-out tasks (each method's per-task "
-               "outcome averaged over its runs); 95% paired-bootstrap CI and two-sided p-value; "
-               "exact sign test (scipy.stats.binomtest) over the tasks where the two differ. "
-               "Numbers: `differences.csv`.", "", "![differences](differences.png)", ""]
+               "outcome averaged over its runs); 95% paired-bootstrap CI and two-sided p-value "
+               f"over {unit}; exact sign test (scipy.stats.binomtest) over the tasks where the "
+               "two differ, per task even where groups are known (it counts the tasks B wins "
+               "against those A wins). Numbers: `differences.csv`.", "",
+               "![differences](differences.png)", ""]
     else:
         md += ["Only one method per agent and benchmark: nothing to compare.", ""]
     md += ["## Rescued and broken tasks (vs the base agent, Appendix E.3)", ""]
     if rb_rows:
         md += [tables.markdown_dicts(rb_rows, columns(_RB_COLUMNS)), "",
                "Per method against its own workdir's base run on the same tasks; mean over runs, "
-               "95% bootstrap CI. Numbers: `rescued_broken.csv`.", "",
+               f"95% bootstrap CI over {unit}. Numbers: `rescued_broken.csv`.", "",
                "![rescued and broken](rescued_broken.png)", ""]
     else:
         md += ["Only the base agent was given: nothing to pair.", ""]
     md += ["## Cost of the task runs", "", tables.markdown_dicts(cost_rows, columns(_COST_COLUMNS)), "",
-           "Numbers: `cost.csv`.", "", "![cost](cost.png)", "",
+           f"Mean per task, 95% bootstrap CIs over {unit}. Numbers: `cost.csv`.", "",
+           "![cost](cost.png)", "",
            "## Provenance", "",
            tables.markdown(list(_PROVENANCE_COLUMNS),
                            [[r[c] for c in _PROVENANCE_COLUMNS] for r in prov_rows]), "",
            f"Code version now: `{now}`. \"{load.NOT_RECORDED}\": the run directory does not hold "
            "it. Backbone: the configured identity recorded in fingerprint.json. Numbers: "
-           "`provenance.csv`.", ""]
+           "`provenance.csv`.", "", "Resampled unit of the intervals, per workdir:", ""]
+    md += [f"- `{p.workdir}`: " + (f"{p.reference_groups} reference groups of {len(p.eval_ids)} "
+                                   "held-out tasks (metrics.json `aggregate.per_task`)"
+                                   if p.reference_groups is not None else
+                                   f"the {len(p.eval_ids)} held-out tasks (no reference groups "
+                                   "recorded)") for p in provenances]
+    md += [""]
     return md

@@ -9,10 +9,12 @@ Statistics (per benchmark, over its held-out tasks and selector seeds):
   ``base_calls_per_solved``  the same for the memory-free base agent (drawn beside it);
   ``changes_per_retrieved``  action changes per retrieved record, Fig. 4(d);
   ``harmful_per_retrieved``  harmful changes (reuse label −1) per retrieved record, Fig. 4(d).
-CIs: a stratified task bootstrap (each benchmark's tasks resampled on their own, a task's seeds
-kept together, ``intervals.N_RESAMPLES`` resamples); the paired test against the full method
-resamples the same tasks for both. A domain none of whose benchmarks ran makes the four-domain
-value undefined, with the reason ("Math not run: Lean absent"): never a three-domain mean.
+CIs: a stratified bootstrap (each benchmark resampled on its own, a task's seeds kept together,
+``intervals.N_RESAMPLES`` resamples) over reference groups where the setting's study.json records
+them (a variant's ``task_groups``: twins sharing a gold query drawn together), over tasks otherwise,
+with the draws made before groups were recorded; the paired test against the full method resamples
+the same units for both. A domain none of whose benchmarks ran makes the four-domain value
+undefined, with the reason ("Math not run: Lean absent"): never a three-domain mean.
 """
 import json
 import pathlib
@@ -20,6 +22,7 @@ import pathlib
 import numpy as np
 
 from countermem_jax.protocol import intervals
+from countermem_jax.reporting import stats
 from countermem_jax.reporting.load import AGENT_LABELS, ReportError
 
 SCHEMA = "countermem-study-domains/1"
@@ -45,22 +48,35 @@ def load_settings(record: dict) -> dict:
     return out
 
 
-def _arrays(sub: dict, variant: str):
-    """(variant counts [tasks × 5] summed over seeds, number of seeds, base counts [tasks × 5])
-    from a setting's ``per_task_counts`` (fields ``runner.COUNT_FIELDS``)."""
+def _groups(sub: dict) -> list | None:
+    """The reference group of each of a setting's tasks (sorted ids), merged over its variants'
+    recorded ``task_groups``; None where none is recorded (every task its own unit)."""
+    tasks = sorted(next(iter(sub["variants"].values()))["per_task_counts"]["base"])
+    return stats.shared_groups([v.get("task_groups") for v in sub["variants"].values()], tasks)
+
+
+def _arrays(sub: dict, variant: str, groups: list | None = None):
+    """(variant counts [units × 5] summed over seeds, number of seeds, base counts [units × 5],
+    tasks per unit) from a setting's ``per_task_counts`` (fields ``runner.COUNT_FIELDS``); a
+    unit is a reference group of ``groups`` (its tasks' counts summed), else a task."""
     counts = sub["variants"][variant]["per_task_counts"]
     tasks = sorted(counts["base"])
     seeds = [k for k in counts if k != "base"]
     mem = np.sum([[counts[s][t] for t in tasks] for s in seeds], axis=0, dtype=np.float64)
     base = np.array([counts["base"][t] + [0] * (5 - len(counts["base"][t])) for t in tasks],
                     np.float64)
-    return mem, len(seeds), base
+    codes, n_units = intervals.group_codes(groups, len(tasks))
+    if groups is not None:
+        mem, base = (np.stack([np.bincount(codes, weights=a[:, j], minlength=n_units)
+                               for j in range(a.shape[1])], axis=1) for a in (mem, base))
+    return mem, len(seeds), base, np.bincount(codes, minlength=n_units).astype(np.float64)
 
 
-def benchmark_stat(stat: str, mem, n_seeds: int, base, idx) -> np.ndarray:
-    """``stat`` of one benchmark for each row of task indices ``idx`` [resamples × tasks]."""
+def benchmark_stat(stat: str, mem, n_seeds: int, base, sizes, idx) -> np.ndarray:
+    """``stat`` of one benchmark for each row of unit indices ``idx`` [resamples × units]
+    (``sizes``: tasks per unit)."""
     m, b = mem[idx].sum(axis=1), base[idx].sum(axis=1)    # [resamples × 5]
-    n = idx.shape[1]
+    n = sizes[idx].sum(axis=1)                             # tasks drawn per resample
     with np.errstate(divide="ignore", invalid="ignore"):
         if stat == "gain":
             return 100.0 * (m[:, 1] / (n * n_seeds) - b[:, 1] / n)
@@ -131,14 +147,17 @@ def _stat_rows(record, subs, panel, stat, agent) -> list:
     variants = list(record["variants"])
     if stat == "base_calls_per_solved":
         variants = variants[:1]   # the base agent is the same run under every variant
-    # Per benchmark: the same resampled tasks for every variant (the paired test).
-    idx = {}
+    # Per benchmark: the same resampled units (reference groups, else tasks) for every variant
+    # (the paired test).
+    idx, groups = {}, {b: _groups(subs[(b, agent)]) for b in benches}
     for i, b in enumerate(benches):
-        n = len(subs[(b, agent)]["eval_task_ids"])
+        n = len(subs[(b, agent)]["eval_task_ids"]) if groups[b] is None else len(set(groups[b]))
         rng = np.random.default_rng(intervals.BOOTSTRAP_SEED + i)
         idx[b] = np.vstack([np.arange(n)[None], rng.integers(0, n, (intervals.N_RESAMPLES, n))])
-    values = {v: {b: benchmark_stat(stat, *_arrays(subs[(b, agent)], v), idx[b])
+    values = {v: {b: benchmark_stat(stat, *_arrays(subs[(b, agent)], v, groups[b]), idx[b])
                   for b in benches} for v in variants}
+    unit = ("task" if all(g is None for g in groups.values()) else "reference-group"
+            if all(g is not None for g in groups.values()) else "reference-group (else task)")
     label = AGENT_LABELS.get(agent, agent) + (f", {STATS[stat]}" if len(panel["stats"]) > 1
                                               else "")
     if stat == "base_calls_per_solved":
@@ -159,7 +178,7 @@ def _stat_rows(record, subs, panel, stat, agent) -> list:
                    "runs": 1, "units": "tasks",
                    "units_n": sum(len(subs[(b, agent)]["eval_task_ids"]) for b in benches
                                   if domain_of[b] in domains),
-                   "estimate_method": f"equal domain weight; stratified task bootstrap, "
+                   "estimate_method": f"equal domain weight; stratified {unit} bootstrap, "
                                       f"{intervals.N_RESAMPLES} resamples"}
             row["few_tasks"] = row["units_n"] < 20
             if not missing:

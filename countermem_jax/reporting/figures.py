@@ -80,7 +80,7 @@ def differences(rows: list, path) -> None:
                     va="center", fontsize=7)
     low, high = ax.get_xlim()
     ax.set_xlim(low, high + 0.5 * (high - low))  # room for the p-value labels
-    ax.set_xlabel("paired score difference B − A (pp), 95% bootstrap CI over tasks")
+    ax.set_xlabel("paired score difference B − A (pp), 95% paired bootstrap CI")
     _save(fig, path)
 
 

@@ -10,6 +10,12 @@ baseline, or CounterMem; its runs are its selector seeds (several workdirs of th
 pooled as further runs). Each run keeps its own workdir's base run, so rescued/broken and the
 difference to the base agent are always paired on the same workdir's tasks.
 
+Each run also carries its workdir's *reference groups* (task id -> group: paraphrase twins
+that share one gold query), read from ``aggregate.per_task`` of the metrics files (evaluation
+writes ``task_ids`` and ``groups`` there); the report's intervals resample those groups instead
+of tasks. A workdir whose metrics files predate ``per_task`` (or record no groups) has none, and
+its tasks are resampled as their own groups, exactly as before.
+
 ``check_comparable`` refuses (``ReportError``, one line naming the workdirs and what differs) to
 put runs side by side whose held-out task ids differ for the same backbone, agent and benchmark
 (runs of different backbones are separate comparisons, as in Table 1's backbone groups), whose
@@ -47,6 +53,8 @@ class Run:
     seed: str | None
     tasks: dict            # task_id -> task_end event (solved, benchmark, tokens, calls, ...)
     base: dict | None      # the same workdir's base run (None for a base run itself)
+    groups: dict | None = None  # task_id -> reference group (metrics.json aggregate.per_task);
+    #                             None where the workdir did not record them
 
 
 @dataclasses.dataclass
@@ -77,6 +85,7 @@ class Provenance:
     code_version: str
     backbone: str
     metrics_files: list
+    reference_groups: int | None = None  # groups among the held-out tasks; None: not recorded
 
 
 def _read_json(path: pathlib.Path, what: str):
@@ -106,6 +115,22 @@ def _task_ends(path: pathlib.Path, run: str, eval_ids: tuple) -> dict:
         raise ReportError(f"{path}: run {run} has no result for {missing} of {len(wanted)} "
                           "held-out tasks (evaluation unfinished?)")
     return ends
+
+
+def _recorded_groups(metrics: list, eval_ids: tuple) -> dict | None:
+    """task id -> reference group of the held-out tasks, from the metrics files'
+    ``aggregate.per_task`` (``task_ids`` and ``groups``, aligned); None when no file records
+    groups (a workdir evaluated before they were written). A held-out task no file lists is its
+    own group, as ``protocol.metrics.task_groups`` does."""
+    recorded = {}
+    for m in metrics:
+        per_task = (m.get("aggregate") or {}).get("per_task") or {}
+        ids, groups = per_task.get("task_ids"), per_task.get("groups")
+        if ids and groups and len(ids) == len(groups):
+            recorded.update(zip(ids, groups))
+    if not recorded:
+        return None
+    return {t: str(recorded.get(t, f"task:{t}")) for t in eval_ids}
 
 
 def _recorded_code_version(root: pathlib.Path, metrics: list, fingerprint: dict) -> str:
@@ -215,13 +240,14 @@ def load_workdir(path) -> tuple[list, Provenance]:
         raise ReportError(f"{root}: no base run among {sorted(ends)}")
     build_fields = fingerprint.get("build_memory", {}).get("fields", {})
     backbone = _backbone(build_fields)
+    groups = _recorded_groups(metrics, eval_ids)
     arms = {}
     for run, run_ends in ends.items():
         label = BASE_LABEL if run == "base" else _arm_label(method, run)
         arm = arms.setdefault(label, Arm(agent, label, "none" if run == "base" else method, [],
                                          backbone, str(benchmark)))
         arm.runs.append(Run(str(root), run, _seed(run_ends), run_ends,
-                            None if run == "base" else ends["base"]))
+                            None if run == "base" else ends["base"], groups))
     assignment = {n: list(manifest.get(n, [])) for n in splits_lib.PARTS}
     selector_file = root / "selector" / "fingerprints.json"
     selector = _read_json(selector_file, "selector fingerprints") if selector_file.exists() else {}
@@ -236,7 +262,8 @@ def load_workdir(path) -> tuple[list, Provenance]:
         selector_fingerprints={s: f"step {v.get('step')}: {v.get('fingerprint')}"
                                for s, v in selector.items()},
         code_version=_recorded_code_version(root, metrics, fingerprint),
-        backbone=backbone, metrics_files=[f.name for f in files])
+        backbone=backbone, metrics_files=[f.name for f in files],
+        reference_groups=len(set(groups.values())) if groups is not None else None)
     return list(arms.values()), provenance
 
 

@@ -9,12 +9,15 @@ Two schemas are read (``countermem_jax.studies``):
   countermem-study-rows/1  protocol studies (accumulation, transfer, rescued/broken, token budget,
                            benchmark breakdown): rows of per-unit values [runs × units] (or a
                            precomputed ``estimate``), one per panel, metric, method and x.
-Every row becomes a mean with a 95% bootstrap CI (``intervals``: over runs — seeds, orderings —
-and units where the row has several runs, over units otherwise); a row resting on fewer than
-``stats.MIN_TASKS`` units is marked. Every two methods (or variants) measured on the same
-tasks get a paired test over tasks (``stats.paired_test``). Study directories whose recorded
-code versions differ, or two directories of the same study whose held-out splits differ, are
-refused (``ReportError``) before anything is written.
+Every row becomes a mean with a 95% bootstrap CI (``intervals``: over runs — seeds, orderings — and
+units where the row has several runs, over units otherwise); a row resting on fewer than
+``stats.MIN_TASKS`` units is marked. Every two methods (or variants) measured on the same tasks get
+a paired test over tasks (``stats.paired_test``). Units that are tasks are drawn by reference group
+where the record holds the groups (a row's ``unit_groups``, a variant's ``task_groups``: twins
+sharing a gold query drawn together, issue 36), one by one otherwise, as in records written before
+groups were; the sign test stays per task. Study directories whose recorded code versions differ, or
+two directories of the same study whose held-out splits differ, are refused (``ReportError``) before
+anything is written.
 """
 import itertools
 import json
@@ -95,6 +98,16 @@ def _summary_row(base: dict, summary: dict | None) -> dict:
                          summary.get("std"))
 
 
+def _unit_groups(record: dict, r: dict, n: int) -> list | None:
+    """A row's recorded ``unit_groups`` (one reference group per unit column), None where it
+    has none; a list of the wrong length is a ``ReportError`` naming the study and row."""
+    groups = r.get("unit_groups")
+    if groups is not None and len(groups) != n:
+        raise ReportError(f"{record['_dir']}: row {r['panel']}/{r['metric']}/{r['method']} "
+                          f"has {len(groups)} unit_groups for {n} units")
+    return groups
+
+
 def _rows_schema(record: dict) -> list:
     """Rows of a ``countermem-study-rows/1`` record: a bootstrap summary of each row's per-unit
     ``values`` [runs × units], else its precomputed ``estimate`` (e.g. a ratio over solved
@@ -110,7 +123,7 @@ def _rows_schema(record: dict) -> list:
             if values.size == 0:
                 out.append(_interval_row(base, None, None, None, 0))
                 continue
-            s = stats.summarize(values)
+            s = stats.summarize(values, groups=_unit_groups(record, r, values.shape[-1]))
             out.append(_interval_row(base, s["mean"], *s["ci95"],
                                      r.get("tasks_behind") or values.shape[1], s["std"]))
         else:
@@ -206,7 +219,11 @@ def differences(record: dict) -> list:
                     continue
                 va, vb = (np.asarray(m["values"], np.float64).mean(axis=0) for m in (a, b))
                 ia, ib = ({t: i for i, t in enumerate(m["unit_ids"])} for m in (a, b))
-                test = stats.paired_test([va[ia[t]] for t in ids], [vb[ib[t]] for t in ids])
+                groups = stats.shared_groups(
+                    [dict(zip(m["unit_ids"], _unit_groups(record, m, len(m["unit_ids"]))))
+                     if m.get("unit_groups") is not None else None for m in (a, b)], ids)
+                test = stats.paired_test([va[ia[t]] for t in ids], [vb[ib[t]] for t in ids],
+                                         groups)
                 out.append(_diff_row(record, panel, metric, json.loads(x), a["method"],
                                      b["method"], test))
         return out
@@ -230,7 +247,9 @@ def differences(record: dict) -> list:
             ref = variants[reference]
             ref_seeds = {s: o for s, o in ref["per_task"].items() if s != "base"}
             a_label, a = ref.get("label", reference), _per_task_mean(ref_seeds, ids)
-        test = stats.paired_test(a, _per_task_mean(seeds, ids))
+        groups = stats.shared_groups([v.get("task_groups"), variants.get(reference, {}).get(
+            "task_groups") if a_label != "base agent" else None], ids)
+        test = stats.paired_test(a, _per_task_mean(seeds, ids), groups)
         out.append(_diff_row(record, "score", "score", v.get("label", name), a_label,
                              v.get("label", name), test))
     return out

@@ -15,6 +15,11 @@
   cost            task-run tokens, the prompt tokens among them the server served from its
                   prefix cache, and world-model calls per task, with 95% bootstrap CIs
 Each is a list of flat dicts, written as CSV and rendered as markdown.
+
+Every interval resamples *reference groups* (paraphrase twins sharing one gold query drawn
+together, issue 36) where the runs' workdirs recorded them (``load.Run.groups``), and tasks
+otherwise, with the same seeds and draws as before groups were recorded; ``resampled_unit`` says
+which, for the report's sentences. The sign test of ``differences`` stays per task.
 """
 import csv
 import itertools
@@ -75,6 +80,31 @@ def _bootstrap_seeds(arms: list) -> dict:
     return {key: intervals.BOOTSTRAP_SEED + i for i, key in enumerate(benches)}
 
 
+def task_groups(runs: list, ids: list) -> list | None:
+    """The reference group of each task of ``ids`` (one key per task, in order) for a bootstrap
+    over ``runs``, or None when no run's workdir recorded groups (the tasks are then resampled
+    as their own groups); ``stats.shared_groups`` merges the groupings of pooled workdirs."""
+    return stats.shared_groups([run.groups for run in runs], ids)
+
+
+def resampled_unit(arms: list) -> str:
+    """What the report's intervals resampled, in words: reference groups where the workdirs
+    recorded them, tasks where none did, and which workdirs are which where it is mixed."""
+    runs = [run for arm in arms for run in arm.runs]
+    grouped = sorted({r.workdir for r in runs if r.groups is not None})
+    plain = sorted({r.workdir for r in runs if r.groups is None})
+    groups = ("reference groups (tasks sharing a gold query drawn together; groups from "
+              "metrics.json `aggregate.per_task`)")
+    tasks = "tasks (the metrics.json has no `aggregate.per_task`, so no reference groups)"
+    if not plain:
+        return groups
+    if not grouped:
+        return tasks
+    names = lambda dirs: ", ".join(f"`{d}`" for d in dirs)
+    return (f"{groups} in cells with runs of {names(grouped)}; {tasks} in cells with runs of "
+            f"{names(plain)} only")
+
+
 def _matrix(runs: list, ids: list, value) -> np.ndarray:
     """[runs, tasks] matrix of ``value(run, task_id)`` in the given task order."""
     return np.array([[float(value(run, t)) for t in ids] for run in runs])
@@ -100,7 +130,8 @@ def scores(arms: list) -> list:
     rows, seeds = [], _bootstrap_seeds(arms)
     for arm in sorted_arms(arms):
         for bench, ids in sorted(_columns(arm).items()):
-            s = stats.summarize(_matrix(arm.runs, ids, _solved), seeds[(arm.benchmark, bench)])
+            s = stats.summarize(_matrix(arm.runs, ids, _solved), seeds[(arm.benchmark, bench)],
+                                task_groups(arm.runs, ids))
             rows.append({"backbone": arm.backbone, "agent": arm.agent, "method": arm.label,
                          "benchmark": bench, "domain": paper_domain(bench, arm.benchmark),
                          "runs": len(arm.runs), "tasks": len(ids), **_interval_fields(s),
@@ -136,7 +167,8 @@ def domain_table(arms: list) -> tuple[list, list]:
     """(header, rows) in the paper's Table 1 layout: per backbone, agent and method, each paper
     domain's score (equal-weight mean of its benchmarks) and the task-run tokens (M), with 95%
     CIs from a stratified bootstrap: every benchmark is resampled on its own (its own seed, runs
-    and tasks as in ``intervals``) and the replicates are combined like the point estimate."""
+    and reference groups, or tasks, as in ``intervals``) and the replicates are combined like the
+    point estimate."""
     cells = {}  # (backbone, agent, method) -> [(domain, benchmark, score replicates, score,
     #             token replicates, tokens, few tasks)]
     seeds = _bootstrap_seeds(arms)
@@ -146,9 +178,11 @@ def domain_table(arms: list) -> tuple[list, list]:
             solved = _matrix(arm.runs, ids, _solved)
             tokens = _matrix(arm.runs, ids, lambda run, t: int(run.tasks[t].get("tokens") or 0))
             scale = len(ids) / 1e6  # mean tokens per task -> the benchmark's total, in millions
+            groups = task_groups(arm.runs, ids)  # within this benchmark only (stratified)
             cells.setdefault((arm.backbone, arm.agent, arm.label), []).append((
-                paper_domain(bench, arm.benchmark), intervals.bootstrap_means(solved, seed=seed),
-                solved.mean(), intervals.bootstrap_means(tokens, seed=seed) * scale,
+                paper_domain(bench, arm.benchmark),
+                intervals.bootstrap_means(solved, seed=seed, groups=groups), solved.mean(),
+                intervals.bootstrap_means(tokens, seed=seed, groups=groups) * scale,
                 tokens.mean() * scale, len(ids) < stats.MIN_TASKS))
     domains = sorted({c[0] for parts in cells.values() for c in parts}, key=_domain_order)
     alpha = (1 - intervals.CONFIDENCE) / 2
@@ -177,7 +211,8 @@ def differences(arms: list) -> list:
     """Every pair of methods sharing backbone, agent and configured benchmark, compared per task.
 
     Only tasks both arms evaluated enter; each method's per-task outcome is averaged over its
-    runs before the paired test (``stats.paired_test``).
+    runs before the paired test (``stats.paired_test``), whose bootstrap draws the reference
+    groups either arm's workdirs recorded (tasks where none did).
     """
     rows = []
     groups = itertools.groupby(sorted_arms(arms), key=lambda a: (a.backbone, a.agent))
@@ -190,7 +225,8 @@ def differences(arms: list) -> list:
             for bench in sorted(set(cols_a) & set(cols_b)):
                 ids = sorted(set(cols_a[bench]) & set(cols_b[bench]))
                 test = stats.paired_test(_matrix(a.runs, ids, _solved).mean(axis=0),
-                                         _matrix(b.runs, ids, _solved).mean(axis=0))
+                                         _matrix(b.runs, ids, _solved).mean(axis=0),
+                                         task_groups(a.runs + b.runs, ids))
                 rows.append({"backbone": backbone, "agent": agent, "benchmark": bench,
                              "method_a": a.label,
                              "method_b": b.label, "tasks": test["tasks"],
@@ -208,19 +244,21 @@ def rescued_broken(arms: list) -> list:
     """Rescued / broken counts per non-base arm and benchmark against its own base run (Appendix E.3).
 
     Each run is paired with the base run of the same workdir, so the pairs share tasks and
-    splits; counts are averaged over runs, with a bootstrap CI over tasks.
+    splits; counts are averaged over runs, with a bootstrap CI over reference groups (tasks
+    where the workdirs recorded none).
     """
     rows = []
     for arm in sorted_arms(arms):
         if arm.label == BASE_LABEL:
             continue
         for bench, ids in sorted(_columns(arm).items()):
-            fields = {}
+            fields, groups = {}, task_groups(arm.runs, ids)
             for name, changed in (("rescued", lambda base, mem: mem and not base),
                                   ("broken", lambda base, mem: base and not mem)):
                 flags = _matrix(arm.runs, ids, lambda run, t, changed=changed: changed(
                     bool(run.base[t]["solved"]), bool(run.tasks[t]["solved"])))
-                s = stats.summarize(flags * len(ids))  # counts: mean over runs, CI over tasks
+                # counts: mean over runs, CI over reference groups (tasks)
+                s = stats.summarize(flags * len(ids), groups=groups)
                 fields.update(_interval_fields(s, f"{name}_"))
             rows.append({"backbone": arm.backbone, "agent": arm.agent, "method": arm.label,
                          "benchmark": bench, "runs": len(arm.runs), "paired_tasks": len(ids),
@@ -239,12 +277,12 @@ def cost(arms: list) -> list:
     rows = []
     for arm in sorted_arms(arms):
         for bench, ids in sorted(_columns(arm).items()):
-            fields = {}
+            fields, groups = {}, task_groups(arm.runs, ids)
             for name, key in (("tokens_per_task", "tokens"),
                               ("cached_tokens_per_task", "cached_tokens"),
                               ("wm_calls_per_task", "calls")):
                 s = stats.summarize(_matrix(arm.runs, ids, lambda run, t, key=key: int(
-                    run.tasks[t].get(key) or 0)))
+                    run.tasks[t].get(key) or 0)), groups=groups)
                 fields.update(_interval_fields(s, f"{name}_"))
             rows.append({"backbone": arm.backbone, "agent": arm.agent, "method": arm.label,
                          "benchmark": bench, "runs": len(arm.runs), "tasks": len(ids), **fields})

@@ -46,6 +46,8 @@ Finished phases are skipped, so a killed study resumes.
        "selector": "dqn" | "always_skip" | "always_top1" | "relevance_threshold",
        "seeds": ["0", ...] | ["fixed"],         # one evaluation run per selector seed
        "per_task": {"base": {"<task_id>": 0|1}, "<seed>": {"<task_id>": 0|1}},
+       "task_groups": {"<task_id>": "<group>"},  # reference groups the intervals draw whole
+                                                # (absent where evaluation recorded none)
        "score": <summary>,                      # 100·solved over [seeds × tasks]
        "score_vs_base": <summary>,              # per-task paired difference to the base run (pp)
        "score_change": <summary>,               # paired difference to the study's reference (pp)
@@ -86,10 +88,11 @@ similarity, recency, random at a binding capacity), ``harm`` (study 10: dqn, alw
 ``*_vs_draft`` metrics), ``selectors`` (study 11: dqn, always_skip, always_top1,
 relevance_threshold).
 
-``<summary>`` is ``intervals.summarize``'s dict: {"mean", "std" (over seeds, null with one),
-"ci95": [lo, hi] (two-level bootstrap over seeds and tasks), "per_seed", "seeds", "tasks",
-"method"}. A rate whose denominator is zero is null. Numbers are plain JSON floats; nothing in
-the file needs the run directories to be read again, but every value can be recomputed from them.
+``<summary>`` is ``intervals.summarize``'s dict: {"mean", "std" (over seeds, null with one), "ci95":
+[lo, hi] (two-level bootstrap over seeds and reference groups, or tasks where none are recorded),
+"per_seed", "seeds", "tasks", "groups", "method"}. A rate whose denominator is zero is null. Numbers
+are plain JSON floats; nothing in the file needs the run directories to be read again, but every
+value can be recomputed from them.
 A config with a ``grid`` section runs such a study per benchmark and agent (``studies.grid``:
 §6 over Table 1's four domains) and writes the "countermem-study-domains/1" record.
 """

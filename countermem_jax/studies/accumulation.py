@@ -69,7 +69,7 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
     fixed = dict(train=cells.ids(sp.train), validation=cells.ids(sp.validation),
                  eval=cells.ids(sp.eval))
     orders = orderings(build_ids, int(s.orderings), int(s.ordering_seed))
-    rows, selector_cell = [], None
+    rows, selector_cell, eval_groups = [], None, None
     for method in s.methods:
         label = LABELS.get(method, method)
         score, tokens, regression = {}, {}, {}
@@ -89,6 +89,8 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
                     cells.share_memory(selector_cell, cell, store=False)
             result, spent = st.evaluate_with_memory_tokens(pcfg, cell)
             mem_run = cells.memory_run(result)
+            # the held-out tasks' reference groups as evaluated (the same in every cell)
+            eval_groups = eval_groups or cells.reference_groups(result, fixed["eval"])
             score[(o, n)] = cells.solved_row(cells.task_ends(cell, mem_run), fixed["eval"])
             tokens[(o, n)] = spent / len(fixed["eval"])
             if n >= s.regression_tasks:
@@ -106,7 +108,7 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
         for n in checkpoints:
             rows.append(cells.row("a", "held-out score", "score", "score (0-100)", label, n,
                                   [score[(o, n)] for o in range(len(orders))], runs, "tasks",
-                                  fixed["eval"]))
+                                  fixed["eval"], unit_groups=eval_groups))
             rows.append(cells.row("b", "retrieval + context tokens per task",
                                   "memory_tokens_per_task", "tokens per held-out task", label, n,
                                   [[tokens[(o, n)]] for o in range(len(orders))], runs,

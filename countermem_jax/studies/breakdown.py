@@ -7,9 +7,10 @@ weight) and 12-benchmark (equal benchmark weight) summaries of the score gain.
 Each (benchmark, agent) is one cell ``cells/<benchmark>/<agent>/`` running the three phases with
 that paper setting's sizes (``config_defaults.SETTINGS``). Rows of ``study.json``: panel a
 ``score_gain`` [selector seeds × tasks] of per-task paired differences; panels b, c
-``call_reduction`` / ``failure_reduction`` as estimates (paired task bootstrap of the ratio
+``call_reduction`` / ``failure_reduction`` as estimates (paired bootstrap of the ratio
 difference); panel d the summaries (stratified bootstrap), computed over the benchmarks present
-and naming the missing ones in the notes.
+and naming the missing ones in the notes. Every interval draws the cell's reference groups
+(``cells.reference_groups``) where its evaluation recorded them, else tasks.
 """
 import numpy as np
 
@@ -33,7 +34,7 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
     ``benchmark`` replace the configured ones (tests, the scripted model)."""
     s, run_cfg = cfg.protocol, cfg.base
     st = cells.Study(cfg, workdir, backbone, benchmark)
-    rows, gains, manifest = [], {}, {}
+    rows, gains, gain_groups, manifest = [], {}, {}, {}
     for bench in s.benchmarks:
         for agent in s.agents:
             label = AGENT_LABELS.get(agent, agent)
@@ -50,16 +51,19 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
             diff = [[100.0 * (bool(m[t]["solved"]) - bool(base[t]["solved"])) for t in ids]
                     for m in mems]
             gains.setdefault(agent, {})[bench] = diff
+            groups = cells.reference_groups(result, ids)
+            gain_groups.setdefault(agent, {})[bench] = groups
             rows.append(cells.row("a", "score gain", "score_gain", "score gain (pp)", label,
-                                  bench, diff, mem_runs, "tasks", ids))
+                                  bench, diff, mem_runs, "tasks", ids, unit_groups=groups))
             for panel, key, metric, title in (("b", "calls", "call_reduction",
                                                "call reduction per solved task"),
                                               ("c", "failures", "failure_reduction",
                                                "failure reduction per solved task")):
                 pooled = [(base[t], m[t]) for m in mems for t in ids]  # seeds pooled over tasks
-                est = estimates.reduction_per_solved(
+                est = estimates.reduction_per_solved(  # a task's seeds drawn with its group
                     [b[key] for b, _ in pooled], [bool(b["solved"]) for b, _ in pooled],
-                    [m[key] for _, m in pooled], [bool(m["solved"]) for _, m in pooled])
+                    [m[key] for _, m in pooled], [bool(m["solved"]) for _, m in pooled],
+                    groups=None if groups is None else groups * len(mems))
                 rows.append(dict(cells.row(panel, title, metric, f"{title} (base − CounterMem)",
                                            label, bench, None, mem_runs, "tasks", ids),
                                  estimate=est))
@@ -80,7 +84,8 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
             if not members:
                 notes.append(f"{label}: no benchmark for the {name} summary")
                 continue
-            est = estimates.weighted_mean([per_bench[b] for b in members], weights)
+            est = estimates.weighted_mean([per_bench[b] for b in members], weights,
+                                          [gain_groups[agent][b] for b in members])
             rows.append(dict(cells.row("d", "summaries of the score gain", "score_gain_summary",
                                        "mean score gain (pp)", label, name, None, [],
                                        "benchmarks", tasks_behind=sum(

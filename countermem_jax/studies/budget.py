@@ -101,10 +101,11 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
             ends = cells.task_ends(cell, cells.memory_run(result))
             solved, spent, cut = within_budget(ends, fixed["eval"], solve_share)
             label = METHOD_LABELS.get(method, method)
-            scores.setdefault(label, []).append((bench, [solved]))
+            groups = cells.reference_groups(result, fixed["eval"])  # None: draw tasks
+            scores.setdefault(label, []).append((bench, [solved], groups))
             rows.append(cells.row("a", "score within the budget", "score", "score (0-100)",
                                   label, bench, [solved], ["budgeted run"], "tasks",
-                                  fixed["eval"]))
+                                  fixed["eval"], unit_groups=groups))
             training = sum(int(e.get("tokens") or 0) for e in Workdir(cell).log.events("task_end")
                            if e.get("phase") == "selector_training")
             notes.append(f"{bench} {label}: {n} of {len(build_ids)} construction tasks "
@@ -113,11 +114,12 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
                          f"{training:,} tokens (not charged)")
     for label, parts in scores.items():
         domains = [registry.BENCHMARKS[b].paper_domain if b in registry.BENCHMARKS else b
-                   for b, _ in parts]
-        est = estimates.weighted_mean([v for _, v in parts], estimates.domain_weights(domains))
+                   for b, _, _ in parts]
+        est = estimates.weighted_mean([v for _, v, _ in parts], estimates.domain_weights(domains),
+                                      [g for _, _, g in parts])
         rows.append(dict(cells.row("b", "average (equal domain weight)", "score_average",
                                    "score (0-100)", label, "average", None, [], "domains",
-                                   tasks_behind=sum(len(v[0]) for _, v in parts)),
+                                   tasks_behind=sum(len(v[0]) for _, v, _ in parts)),
                          estimate=est))
     record = st.write(title=TITLE, paper=PAPER, rows=rows, manifest=manifest, notes=notes)
     for note in notes:

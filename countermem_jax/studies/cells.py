@@ -18,13 +18,16 @@ no new LLM calls) and ``study.json``:
                "runs": [str],          # one name per row of values
                "units": "tasks" | "retrieval opportunities" | "selected uses" | ...,
                "unit_ids": [str] | null,     # task ids when units are tasks (paired tests)
+               "unit_groups": [str],         # optional: each unit's reference group
                "tasks_behind": int,          # optional: held-out tasks behind a per-run value
                "estimate": {"mean", "ci95", "method"}}]}   # instead of values, for a ratio
                                                             # or a weighted summary (estimates)
 
-``countermem_jax.reporting.studies`` turns every row into a mean with a 95% bootstrap CI (over
-runs and units, ``intervals``), every pair of methods at the same panel, metric and x with shared
-``unit_ids`` into a paired test, and each study into one figure in the paper's panel layout.
+``countermem_jax.reporting.studies`` turns every row into a mean with a 95% bootstrap CI (over runs
+and units, ``intervals``; units drawn by reference group where ``unit_groups`` is recorded, read
+from the cell's evaluation by ``reference_groups``), every pair of methods at the same panel, metric
+and x with shared ``unit_ids`` into a paired test, and each study into one figure in the paper's
+panel layout.
 """
 import contextlib
 import hashlib
@@ -233,6 +236,18 @@ def memory_run(result: dict) -> str:
     return runs[0]
 
 
+def reference_groups(result: dict | None, task_ids: list) -> list | None:
+    """Each task's reference group (twins sharing a gold query share one), in the order of
+    ``task_ids``, from an evaluated cell's result (``aggregate.per_task``, as in metrics.json);
+    None where the evaluation recorded none, and the intervals then draw tasks. A task the
+    record lacks is its own group."""
+    per_task = ((result or {}).get("aggregate") or {}).get("per_task") or {}
+    if not per_task.get("groups"):
+        return None
+    group_of = dict(zip(per_task["task_ids"], per_task["groups"]))
+    return [str(group_of.get(t, f"task:{t}")) for t in task_ids]
+
+
 def solved_row(ends: dict, task_ids: list) -> list:
     """Per task of ``task_ids``: 100 if its ``task_end`` says solved, else 0 (success, %)."""
     return [100.0 * bool(ends[t]["solved"]) for t in task_ids]
@@ -248,14 +263,18 @@ def rate_units(decision_events: list) -> dict:
 
 
 def row(panel: str, title: str, metric: str, ylabel: str, method: str, x, values: list,
-        runs: list, units: str, unit_ids: list | None = None, tasks_behind: int = 0) -> dict:
+        runs: list, units: str, unit_ids: list | None = None, tasks_behind: int = 0,
+        unit_groups: list | None = None) -> dict:
     """One row of study.json; ``tasks_behind`` = the held-out tasks a per-run aggregate (units
-    "orderings") rests on, for the report's fewer-than-20 mark."""
+    "orderings") rests on, for the report's fewer-than-20 mark; ``unit_groups`` = each unit's
+    reference group (``reference_groups``), recorded only when known."""
     out = {"panel": panel, "title": title, "metric": metric, "ylabel": ylabel,
            "method": method, "x": x, "values": values, "runs": runs, "units": units,
            "unit_ids": unit_ids}
     if tasks_behind:
         out["tasks_behind"] = tasks_behind
+    if unit_groups is not None:
+        out["unit_groups"] = list(unit_groups)
     return out
 
 

@@ -3,6 +3,11 @@ CI over the same tasks (``intervals``: 10,000 resamples, seeded): a paired diffe
 per-solved-task ratios (Appendix D.6: call and failure reductions) and an equal-weight mean of
 several benchmarks or domains (stratified: each part resampled on its own, §4.4 summaries).
 A row of ``study.json`` carries such an estimate as ``"estimate": {"mean", "ci95", "method"}``.
+
+Where the tasks' reference groups are known (``groups``: one key per task, e.g. from the cell's
+metrics.json, ``cells.reference_groups``) the bootstrap draws whole groups, so paraphrase twins
+that share one gold query, and one task's outcomes under several selector seeds, are drawn
+together (issue 36); without them every task is its own unit, with the same draws as before.
 """
 import numpy as np
 
@@ -19,38 +24,48 @@ def _interval(point: float, replicates: np.ndarray, method: str) -> dict:
 
 
 def reduction_per_solved(base_counts, base_solved, mem_counts, mem_solved,
-                         seed: int = intervals.BOOTSTRAP_SEED) -> dict:
+                         seed: int = intervals.BOOTSTRAP_SEED, groups=None) -> dict:
     """(Σ base counts / Σ base solved) − (Σ memory counts / Σ memory solved) over the same
     tasks (positive = fewer calls or failures per solved task with memory); the CI resamples
-    tasks, keeping each task's base and memory outcomes together. None when a side solves
-    nothing (the ratio is undefined)."""
+    reference groups (``groups``, one key per entry) where given, else the entries, keeping each
+    task's base and memory outcomes together. None when a side solves nothing (the ratio is
+    undefined)."""
     arrays = [np.asarray(a, np.float64) for a in (base_counts, base_solved, mem_counts,
                                                    mem_solved)]
     bc, bs, mc, ms = arrays
     if bs.sum() == 0 or ms.sum() == 0:
         return None
     point = bc.sum() / bs.sum() - mc.sum() / ms.sum()
+    codes, n_units = intervals.group_codes(groups, len(bc))
+    # Each unit's sums (a task's own values without groups), drawn with replacement.
+    bc, bs, mc, ms = (np.bincount(codes, weights=a, minlength=n_units) for a in arrays)
     rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(bc), size=(intervals.N_RESAMPLES, len(bc)))
+    draws = rng.integers(0, n_units, size=(intervals.N_RESAMPLES, n_units))
     with np.errstate(divide="ignore", invalid="ignore"):
         reps = bc[draws].sum(1) / bs[draws].sum(1) - mc[draws].sum(1) / ms[draws].sum(1)
-    return _interval(point, reps, "paired task bootstrap of the ratio difference, "
+    unit = "task" if groups is None else f"reference-group ({n_units} groups)"
+    return _interval(point, reps, f"paired {unit} bootstrap of the ratio difference, "
                      f"{intervals.N_RESAMPLES} resamples, numpy seed {seed} (resamples where a "
                      "side solved nothing are left out)")
 
 
-def weighted_mean(parts: list, weights: list | None = None) -> dict:
+def weighted_mean(parts: list, weights: list | None = None, groups: list | None = None) -> dict:
     """Weighted mean (equal weights by default) of parts, each a [runs × tasks] matrix of
     per-task values; the CI is a stratified bootstrap (each part resampled on its own seed, the
-    replicates combined with the same weights)."""
+    replicates combined with the same weights). ``groups``: per part, its tasks' reference
+    groups (one key per task column) or None; a part with groups draws them whole."""
     weights = np.full(len(parts), 1.0 / len(parts)) if weights is None else \
         np.asarray(weights, np.float64) / np.sum(weights)
     points = np.array([np.asarray(p, np.float64).mean() for p in parts])
+    groups = groups or [None] * len(parts)
     reps = np.stack([intervals.bootstrap_means(np.asarray(p, np.float64),
-                                               seed=intervals.BOOTSTRAP_SEED + i)
-                     for i, p in enumerate(parts)])
+                                               seed=intervals.BOOTSTRAP_SEED + i, groups=g)
+                     for i, (p, g) in enumerate(zip(parts, groups))])
+    unit = ("" if all(g is None for g in groups) else
+            " (runs, then reference groups)" if all(g is not None for g in groups) else
+            " (runs, then reference groups where known, else tasks)")
     return _interval(float(weights @ points), weights @ reps,
-                     f"stratified two-level bootstrap over {len(parts)} weighted parts, "
+                     f"stratified two-level bootstrap{unit} over {len(parts)} weighted parts, "
                      f"{intervals.N_RESAMPLES} resamples, numpy seeds from "
                      f"{intervals.BOOTSTRAP_SEED}")
 

@@ -5,7 +5,8 @@ same held-out tasks run with and without that method's memory (the cell's own ba
 One cell per benchmark and method (``cells/<benchmark>/<method>/``), each with
 ``study.n_paired`` held-out tasks (the paper: 120 per domain). Rows of ``study.json``: panel a,
 metrics ``rescued``, ``broken``, ``net``, values [runs × tasks] of per-task indicators scaled by
-the task count (so a row's mean is the count and its CI a task bootstrap of the count).
+the task count (so a row's mean is the count and its CI a bootstrap of the count over the
+tasks' reference groups, ``unit_groups``, where the cell's evaluation recorded them, else tasks).
 """
 import numpy as np
 
@@ -25,12 +26,14 @@ def paired_rows(panel: str, label: str, x, cell, result: dict) -> list:
     mem_runs = [r for r in result["runs"] if r != "base"]
     mems = [cells.task_ends(cell, r) for r in mem_runs]
     ids = sorted(base)
+    groups = cells.reference_groups(result, ids)
     out = []
     for metric, changed in CHANGES.items():
         values = [[float(changed(bool(base[t]["solved"]), bool(m[t]["solved"]))) * len(ids)
                    for t in ids] for m in mems]
         out.append(cells.row(panel, "paired tasks vs the same agent without memory", metric,
-                             "tasks (count)", label, x, values, mem_runs, "tasks", ids))
+                             "tasks (count)", label, x, values, mem_runs, "tasks", ids,
+                             unit_groups=groups))
     return out
 
 

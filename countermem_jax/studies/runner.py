@@ -33,7 +33,7 @@ from countermem_jax.protocol import intervals, metrics, provenance
 from countermem_jax.method.memory import load_frozen
 from countermem_jax.runtime.runlog import RunLog
 from countermem_jax.reporting.studies import value_at
-from countermem_jax.studies import SCHEMA
+from countermem_jax.studies import SCHEMA, cells
 
 EVALUATION_FILE = "evaluation.json"
 # The per-task counts of study.json's ``per_task_counts``, in this order.
@@ -366,6 +366,9 @@ def summarize_study(study, configs: dict, evaluations: dict, root: pathlib.Path,
     for name, cfg in configs.items():
         r, result = runs[name], evaluations[name]["result"]
         solved = r.matrix(eval_ids)
+        # The tasks' reference groups as the evaluation recorded them: the intervals draw them
+        # whole (twins sharing a gold query); None (tasks drawn) where none were recorded.
+        groups = cells.reference_groups(result, eval_ids)
         base = np.array(_solved(r.base_ends, eval_ids))
         # The reference: the base agent per task, or the reference variant's mean over seeds.
         ref = base if reference == "base" else runs[reference].matrix(eval_ids).mean(axis=0)
@@ -381,14 +384,16 @@ def summarize_study(study, configs: dict, evaluations: dict, root: pathlib.Path,
             "per_task": {"base": dict(zip(eval_ids, (int(v > 0) for v in base))),
                          **{k: dict(zip(eval_ids, (int(v > 0) for v in row)))
                             for k, row in zip(r.ends, solved)}},
-            "score": intervals.summarize(solved),
-            "score_vs_base": intervals.summarize(solved - base[None]),
-            "score_change": intervals.summarize(solved - ref[None]),
+            "score": intervals.summarize(solved, groups=groups),
+            "score_vs_base": intervals.summarize(solved - base[None], groups=groups),
+            "score_change": intervals.summarize(solved - ref[None], groups=groups),
             "metrics": r.metrics_on(set(eval_ids)),
             "base_metrics": metrics.run_metrics(r.base_ends, r.base_decisions),
             "paired": result["aggregate"]["paired"],
             "per_task_counts": r.counts(eval_ids),
         }
+        if groups is not None:   # the report's paired tests draw the same groups
+            entry["task_groups"] = dict(zip(eval_ids, groups))
         variants[name] = entry
     kinds = study.get("task_kinds")
     if kinds:  # condition removal: ordinary vs look-alike tasks (Appendix E.3)
