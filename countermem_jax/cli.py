@@ -21,6 +21,7 @@ from countermem_jax.experiment import PhaseError
 from countermem_jax.method.memory.persistence import StoreFormatError
 from countermem_jax.method.selector.checkpoint import CheckpointIntegrityError, IncompatibleCheckpointError
 from countermem_jax.protocol.splits import SplitError
+from countermem_jax.runtime import file_limits
 
 # Errors caused by what the user gave (config, workdir, data); anything else is a bug and
 # keeps its traceback.
@@ -59,6 +60,7 @@ def run_phase(phase) -> None:
         cfg = loaded_config(config, "config")
         try:
             config_validation.validate(cfg)
+            file_limits.check(cfg)   # soft RLIMIT_NOFILE to the hard one; warns if too low
             check_workdir(workdir.value)
             phase(cfg, workdir.value)
         except USER_ERRORS as err:
@@ -89,6 +91,7 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
 
     ml_collections raises AttributeError/KeyError (not a flags error) when an override names a
     field the locked config lacks; the line names the override and ml_collections' suggestion."""
+    file_limits.raise_soft_limit()   # every binary that parses flags here, before any work
     try:
         return flags.FLAGS(argv)
     except (AttributeError, KeyError) as err:

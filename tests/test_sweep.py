@@ -126,7 +126,7 @@ def test_local_sweep_skips_finished_runs_and_reports_failures(tmp_path, monkeypa
     states = sorted(outcome.states.values())
     assert states == ["blocked"] * 4 + ["failed"] * 2
     build = next(n for n in outcome.states if n.endswith(":build_memory"))
-    assert outcome.errors[build].startswith("BackboneError")
+    assert outcome.errors[build].startswith("RequestRejected")   # HTTP 400: refused, not transient
     workdir = build.rsplit(":", 1)[0]
     assert all(n.startswith(workdir) and e.startswith(f"not started: dependency {workdir}:")
                for n, e in outcome.errors.items() if outcome.states[n] == "blocked")
