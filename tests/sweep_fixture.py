@@ -146,3 +146,9 @@ def get_config(benchmark: str = "sweep_people"):
 def write_manifest(path: pathlib.Path) -> pathlib.Path:
     path.write_text(json.dumps(MANIFEST))
     return path
+
+
+def vllm_reply(request: dict) -> str | None:
+    """The scripted reply as the stand-in vLLM (tests/fake_bin/vllm, $FAKE_VLLM_RESPONDER) gives
+    it; None for a prompt without one (the server then meets the request's schema itself)."""
+    return scripted_reply(request["messages"], "response_format" in request)
