@@ -10,7 +10,7 @@
 # 1. Fetches once, into the Hugging Face cache, only the files vLLM loads: the repository's
 #    top-level safetensors, config and tokenizer files, not original/ (the reference checkpoint)
 #    or metal/ (about 65 GB of 196 GB for gpt-oss-120b; it says the size and the free disk
-#    first). The replicas then load from the cache with HF_HUB_OFFLINE=1, never race one
+#    first, and stops when the disk cannot hold them). The replicas then load from the cache with HF_HUB_OFFLINE=1, never race one
 #    download, and the health timeout measures start-up only. --no-download (or a local model
 #    directory) skips this.
 # 2. Splits the visible GPUs (CUDA_VISIBLE_DEVICES, else nvidia-smi) into R replicas of T GPUs.
@@ -115,8 +115,12 @@ if [ "$DOWNLOAD" = 1 ] && [ ! -d "$MODEL" ]; then
   cache="${HF_HUB_CACHE:-${HF_HOME:-$HOME/.cache/huggingface}/hub}"
   mkdir -p "$cache"
   free_gb=$(( $(df -Pk "$cache" | awk 'NR==2 {print $4}') / 1000000 ))
+  have_gb=$(( $(du -sk "$cache/models--${MODEL//\//--}" 2>/dev/null | cut -f1 || echo 0) / 1000000 ))
   if [ -n "$need_gb" ]; then
-    echo "the weights need about ${need_gb} GB in ${cache} (${free_gb} GB free; files already there are not fetched again)"
+    echo "the weights need about ${need_gb} GB in ${cache} (${free_gb} GB free, ${have_gb} GB already there)"
+    if [ $((free_gb + have_gb)) -lt "$need_gb" ]; then
+      echo "not enough disk for the weights: free $((need_gb - have_gb - free_gb)) GB more in ${cache}, or point HF_HOME elsewhere" >&2; exit 1
+    fi
   fi
   echo "fetching the weights once: ${fetch[*]}"
   "${fetch[@]}" || { echo "download of $MODEL failed (log in to Hugging Face? disk space: ${free_gb} GB free in ${cache}?)" >&2; exit 1; }

@@ -142,6 +142,12 @@ def test_a_failed_download_starts_no_replica(tmp_path):
     assert "download of openai/gpt-oss-120b failed" in _refused(tmp_path, FAKE_HF_FAIL="1")
 
 
+def test_a_disk_that_cannot_hold_the_weights_stops_before_the_download(tmp_path):
+    err = _refused(tmp_path, FAKE_DF_FREE_KB=str(10 * 10 ** 6), HF_HOME=str(tmp_path / "hf"))
+    assert "not enough disk for the weights: free 56 GB more" in err
+    assert not (tmp_path / "hf.jsonl").exists()
+
+
 def test_a_layout_larger_than_the_visible_gpus_is_refused(tmp_path):
     err = _refused(tmp_path, "--replicas", "3", "--tp", "4")
     assert "3 replicas x TP 4 need 12 GPUs; 8 visible" in err
