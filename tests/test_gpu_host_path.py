@@ -67,7 +67,7 @@ def test_bare_h200_host_to_a_sweep_with_one_hosted_cell(tmp_path):
                PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "tests")]),
                FAKE_GPUS="1", FAKE_GPU_MEM_MIB="143771", FAKE_HF_LOG=str(tmp_path / "hf.jsonl"),
                FAKE_VLLM_RESPONDER="sweep_fixture:vllm_reply", HOSTED_TEST_KEY="k",
-               HF_HOME=str(tmp_path / "hf_home"))
+               HF_HOME=str(tmp_path / "hf_home"), FAKE_DF_FREE_KB=str(500 * 10 ** 6))
     env.pop("CUDA_VISIBLE_DEVICES", None)
     env.pop("COUNTERMEM_LLM_URLS", None)
     py = sys.executable

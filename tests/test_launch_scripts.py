@@ -29,8 +29,10 @@ def _free_port_block(n):
 
 
 def _env(tmp_path, **extra):
+    # a disk with 500 GB free: the tests never depend on the machine's own free space
     env = dict(os.environ, PATH=f"{ROOT / 'tests' / 'fake_bin'}:{os.environ['PATH']}",
-               FAKE_VLLM_LOG_DIR=str(tmp_path), FAKE_HF_LOG=str(tmp_path / "hf.jsonl"))
+               FAKE_VLLM_LOG_DIR=str(tmp_path), FAKE_HF_LOG=str(tmp_path / "hf.jsonl"),
+               FAKE_DF_FREE_KB=str(500 * 10 ** 6), HF_HOME=str(tmp_path / "hf_home"))
     env.pop("CUDA_VISIBLE_DEVICES", None)
     return env | extra
 
