@@ -140,6 +140,10 @@ def test_a_hard_limit_below_the_configs_concurrency_is_said():
     assert "open files are limited to 1024 (hard limit 1024), below the ~2304" in out.stdout
     cfg = config_defaults.setting_config("spider", "react", "cpu")
     assert file_limits.files_needed(cfg) == 1 + file_limits.BASE_FILES   # no sockets
+    import ml_collections   # a study config (countermem_jax.study): read through its base
+    gpt = config_defaults.setting_config("spider", "react", "gptoss")
+    study = ml_collections.ConfigDict({"base": gpt.to_dict(), "panels": ()})
+    assert file_limits.files_needed(study) == file_limits.files_needed(gpt) == 2304
 
 
 def test_the_preflight_timeout_follows_reasoning_effort_and_token_budget(monkeypatch):

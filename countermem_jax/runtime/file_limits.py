@@ -34,9 +34,14 @@ def raise_soft_limit() -> tuple[int, int]:
 
 def files_needed(cfg) -> int:
     """Open files a run of ``cfg`` may hold at once: a socket per request in flight (served
-    backbones only), a file per task in flight, and ``BASE_FILES``."""
-    sockets = int(cfg.backbone.get("max_concurrency") or 0) if cfg.backbone.kind == "openai" else 0
-    tasks = int(cfg.eval.get("concurrency") or 1)
+    backbones only), a file per task in flight, and ``BASE_FILES``. A study config is read
+    through its ``base`` run config; a config with neither needs ``BASE_FILES``."""
+    run = cfg if "backbone" in cfg else cfg.get("base")
+    if run is None or "backbone" not in run:
+        return BASE_FILES
+    served = run.backbone.get("kind") == "openai"
+    sockets = int(run.backbone.get("max_concurrency") or 0) if served else 0
+    tasks = int(run.get("eval", {}).get("concurrency") or 1)
     return sockets + tasks + BASE_FILES
 
 
