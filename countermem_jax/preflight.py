@@ -2,10 +2,14 @@ r"""Preflight: checks, in under five minutes, that the servers a config names ca
 
     python -m countermem_jax.preflight --config=configs/paper.py:spider,react,gptoss
 
-One request per template of the config's method, with its output constraint and token budget,
-then requests per second at the configured concurrency for 60 s (``--duration_s``). Prints one
-table and a verdict (GO / NO-GO with the reasons); exits 1 on any failure. A config that cannot
-be loaded (missing, a directory) or probed is one line on stderr, exit status 1 (``cli``).
+One request per template of the config's method, with its output constraint and token budget
+(each request may take as long as the reasoning effort and budget need:
+``preflight_checks.request_timeout_s``), then requests per second for 60 s (``--duration_s``)
+at the concurrency the client holds: ``backbone.max_concurrency``, lowered to what the URL
+file's replicas hold. Raises the open-file limit first (``runtime/file_limits.py``). Prints one
+table and a verdict (GO / NO-GO with the reasons); exits 1 on any failure, and with one line
+(no traceback) on a config that cannot be loaded (missing, a directory) or probed, such as a
+missing URL file (``cli``).
 """
 import sys
 
@@ -14,6 +18,7 @@ from ml_collections import config_flags
 
 from countermem_jax import cli
 from countermem_jax.protocol import preflight_checks as preflight
+from countermem_jax.runtime import file_limits
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
                                           lock_config=False)
@@ -25,6 +30,7 @@ _CONCURRENCY = flags.DEFINE_integer("concurrency", None,
 def main(argv):
     del argv
     cfg = cli.loaded_config(_CONFIG, "config")
+    file_limits.check(cfg)
     try:
         report = preflight.run(cfg, _DURATION.value, _CONCURRENCY.value)
     except ValueError as err:   # a config that cannot be probed: one line, no traceback

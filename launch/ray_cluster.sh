@@ -6,17 +6,22 @@
 #   launch/ray_cluster.sh worker --address HEAD_HOST:6379 [node options] [serve_vllm.sh options]
 #
 # node options: --num-cpus N (CPUs for checkers; default: all), --node-ip-address IP,
-#               --slots N (default: replicas x max-seqs), --urls FILE_OR_URLS with --no-serve
-#               (use servers that already run instead of starting serve_vllm.sh)
+#               --slots N (default: the sum of max_num_seqs in the URL file, else replicas x
+#               max-seqs), --urls FILE_OR_URLS with --no-serve (use servers that already run
+#               instead of starting serve_vllm.sh)
 # serve_vllm.sh options (passed through): --tp, --replicas, --port-base (its --port), --max-seqs,
-#               --gpu-mem, --max-len, --model, --health-timeout
+#               --gpu-mem, --max-len, --model, --served-name, --host, --api-key-env,
+#               --health-timeout
 #
 # What it does: (1) starts serve_vllm.sh in the background (unless --no-serve) and waits until
 # every replica is healthy and listed in the URL file; (2) exports COUNTERMEM_LLM_URLS=<URL file>,
 # which every Ray worker of this node inherits: the sweep's runs on this node talk to this node's
 # replicas only (countermem_jax/sweep/execute.py); (3) `ray start --block` with the custom resource
-# llm_slots = replicas x max-num-seqs (what the replicas serve at once), which the sweep's runs
-# reserve as their concurrency, so the requests in flight never exceed what vLLM batches.
+# llm_slots = replicas x max-num-seqs (what the replicas serve at once, as the URL file says),
+# which the sweep's runs on this host's servers reserve as their concurrency, so the requests in
+# flight never exceed what vLLM batches; runs on a hosted API reserve none and need their key
+# (e.g. GEMINI_API_KEY) exported before this script runs: Ray workers inherit this environment.
+# The soft open-file limit is raised to the hard one first (the workers inherit it too).
 # Ctrl-C (or the end of `ray start --block`) stops the replicas too.
 set -euo pipefail
 ROLE="${1:-}"; shift || true
@@ -37,12 +42,14 @@ while [ $# -gt 0 ]; do
     --replicas) REPLICAS="$2"; serve_args+=("$1" "$2"); shift 2;;
     --max-seqs) MAX_SEQS="$2"; serve_args+=("$1" "$2"); shift 2;;
     --port-base) serve_args+=(--port "$2"); shift 2;;
-    --tp|--gpu-mem|--max-len|--model|--health-timeout) serve_args+=("$1" "$2"); shift 2;;
+    --tp|--gpu-mem|--max-len|--model|--served-name|--host|--api-key-env|--health-timeout)
+      serve_args+=("$1" "$2"); shift 2;;
     *) echo "unknown option $1" >&2; exit 2;;
   esac
 done
 [ "$ROLE" = head ] || [ -n "$ADDRESS" ] || { echo "worker: give --address HEAD_HOST:PORT" >&2; exit 2; }
 command -v ray >/dev/null || { echo "ray not found: pip install -e '.[sweep]'" >&2; exit 1; }
+ulimit -Sn "$(ulimit -Hn)" 2>/dev/null || true   # 1,024 requests in flight need more than 1,024 files
 serve_pid=""
 trap '[ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null || true' EXIT INT TERM
 if [ "$SERVE" = 1 ]; then
@@ -61,6 +68,10 @@ fi
 [ -n "$URLS" ] || { echo "--no-serve needs --urls FILE_OR_URLS" >&2; exit 2; }
 if [ -z "$REPLICAS" ]; then  # --no-serve: one replica per URL given
   if [ -f "$URLS" ]; then REPLICAS="$(grep -c . "$URLS")"; else REPLICAS="$(tr ',' '\n' <<< "$URLS" | grep -c .)"; fi
+fi
+if [ -z "$SLOTS" ] && [ -f "$URLS" ]; then   # what the replicas hold, as serve_vllm.sh wrote it
+  SLOTS="$(awk '{for (i = 2; i <= NF; i++) if ($i ~ /^max_num_seqs=/) {split($i, f, "="); s += f[2]}}
+                END {if (s > 0) print s}' "$URLS")"
 fi
 SLOTS="${SLOTS:-$((REPLICAS * MAX_SEQS))}"
 export COUNTERMEM_LLM_URLS="$URLS"

@@ -134,7 +134,8 @@ def get_config(benchmark: str = "sweep_people"):
     c = base_config()
     c.data.benchmark = benchmark
     c.agent.max_attempts = 2
-    c.backbone.update(kind="openai", model="scripted", base_urls="http://127.0.0.1:9/v1",
+    # a URL file: the runs use the servers of the host they run on (COUNTERMEM_LLM_URLS)
+    c.backbone.update(kind="openai", model="scripted", base_urls="vllm_urls.txt",
                       timeout_s=30.0, max_attempts=2)
     c.selector.update(total_decisions=6, learning_starts=1, train_every=1, target_sync_every=2,
                       checkpoint_every=3, batch_size=2, seeds=(0,))
@@ -145,3 +146,9 @@ def get_config(benchmark: str = "sweep_people"):
 def write_manifest(path: pathlib.Path) -> pathlib.Path:
     path.write_text(json.dumps(MANIFEST))
     return path
+
+
+def vllm_reply(request: dict) -> str | None:
+    """The scripted reply as the stand-in vLLM (tests/fake_bin/vllm, $FAKE_VLLM_RESPONDER) gives
+    it; None for a prompt without one (the server then meets the request's schema itself)."""
+    return scripted_reply(request["messages"], "response_format" in request)

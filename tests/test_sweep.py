@@ -126,7 +126,7 @@ def test_local_sweep_skips_finished_runs_and_reports_failures(tmp_path, monkeypa
     states = sorted(outcome.states.values())
     assert states == ["blocked"] * 4 + ["failed"] * 2
     build = next(n for n in outcome.states if n.endswith(":build_memory"))
-    assert outcome.errors[build].startswith("BackboneError")
+    assert outcome.errors[build].startswith("RequestRejected")   # HTTP 400: refused, not transient
     workdir = build.rsplit(":", 1)[0]
     assert all(n.startswith(workdir) and e.startswith(f"not started: dependency {workdir}:")
                for n, e in outcome.errors.items() if outcome.states[n] == "blocked")
@@ -171,7 +171,8 @@ def test_ray_cluster_script_serves_and_advertises_the_hosts_slots(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, PATH=f"{REPO / 'tests' / 'fake_bin'}:{os.environ['PATH']}",
-               FAKE_VLLM_LOG_DIR=str(tmp_path), FAKE_RAY_LOG=str(tmp_path / "ray.json"))
+               FAKE_VLLM_LOG_DIR=str(tmp_path), FAKE_RAY_LOG=str(tmp_path / "ray.json"),
+               FAKE_DF_FREE_KB=str(500 * 10 ** 6), HF_HOME=str(tmp_path / "hf_home"))
     out = subprocess.run(["bash", str(REPO / "launch" / "ray_cluster.sh"), "worker",
                           "--address", "127.0.0.1:6379", "--num-cpus", "8", "--replicas", "2",
                           "--max-seqs", "64", "--port-base", str(port + 1)],

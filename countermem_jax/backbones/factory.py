@@ -3,9 +3,10 @@
     kind: "llama_cpp" (in-process CPU model) | "openai" (vLLM / llama.cpp server)
     model_path: GGUF path for llama_cpp (default: the pinned model ``cpu_model`` names)
     cpu_model: "qwen2.5-coder-0.5b" | "qwen2.5-coder-1.5b" (``backbones/gguf.py``)
-    base_urls: comma-separated OpenAI-compatible base URLs, or a file with one URL per line
+    base_urls: comma-separated OpenAI-compatible base URLs, or a URL file (served_urls.py)
     model: the served model name (e.g. "openai/gpt-oss-120b")
-    max_concurrency, timeout_s, max_attempts, reasoning_effort
+    max_concurrency (lowered to what the URL file's replicas hold), timeout_s, max_attempts,
+    reasoning_effort
     api_key_env: name of the environment variable holding an API key (never a file)
     cache_dir: optional response cache folder
     constraints: send each structured reply's output constraint to the server (default True;
@@ -16,23 +17,10 @@
 Tests build the scripted backbone directly; it has no config kind.
 """
 import os
-import pathlib
 
 from countermem_jax.backbones.base import Backbone, TokenLedger
+from countermem_jax.backbones import served_urls
 from countermem_jax.backbones.cache import CachedBackbone
-
-
-def _urls(value) -> list[str]:
-    """A file with one URL per line (what launch/serve_vllm.sh writes), or comma-separated URLs."""
-    if isinstance(value, str) and value and pathlib.Path(value).is_file():
-        return [line.strip() for line in pathlib.Path(value).read_text().splitlines()
-                if line.strip() and not line.startswith("#")]
-    urls = [u.strip() for u in value.split(",")] if isinstance(value, str) else list(value)
-    urls = [u for u in urls if u]
-    if not urls:
-        raise ValueError("backbone.base_urls is empty: give a URL file (launch/serve_vllm.sh writes "
-                         "vllm_urls.txt) or comma-separated base URLs")
-    return urls
 
 
 def make_backbone(cfg, ledger: TokenLedger | None = None) -> Backbone:
@@ -59,8 +47,10 @@ def make_backbone(cfg, ledger: TokenLedger | None = None) -> Backbone:
         if key_env and not os.environ.get(key_env):
             raise ValueError(f"backbone.api_key_env names {key_env}, which is not set: export "
                              f"{key_env}=<your API key> (keys are never read from files)")
+        served = served_urls.read(cfg.base_urls)   # a URL file: also what the replicas hold
         backbone = OpenAICompatibleBackbone(
-            _urls(cfg.base_urls), cfg.model, max_concurrency=cfg.get("max_concurrency", 64),
+            served.urls, cfg.model,
+            max_concurrency=served_urls.in_flight_limit(cfg.get("max_concurrency", 64), served),
             timeout_s=cfg.get("timeout_s", 600.0), max_attempts=cfg.get("max_attempts", 6),
             reasoning_effort=cfg.get("reasoning_effort") or None, ledger=ledger,
             api_key=os.environ[key_env] if key_env else "EMPTY",

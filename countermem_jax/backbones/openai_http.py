@@ -46,6 +46,11 @@ class BackboneError(RuntimeError):
     """A request failed for good; the message names the server and the reason."""
 
 
+class RequestRejected(BackboneError):
+    """The server refused the request itself (a 4xx other than 408/429: an unknown model name, a
+    bad key): asking again, here or from a retried run, gets the same answer."""
+
+
 class _ConstraintRejected(Exception):
     """The server refused a request because of its output-constraint field (HTTP 400)."""
 
@@ -262,8 +267,8 @@ class OpenAICompatibleBackbone(Backbone):
                     for word in ("json_schema", "structured", "guided", "grammar")):
                 raise _ConstraintRejected(text[:200])
             if status >= 400:
-                raise BackboneError(f"{replica.url} rejected the request (HTTP {status}, not "
-                                    f"retried): {text[:500]}")
+                raise RequestRejected(f"{replica.url} rejected the request (HTTP {status}, "
+                                      f"not retried): {text[:500]}")
             try:
                 payload = json.loads(text)
                 message = payload["choices"][0]["message"]

@@ -134,11 +134,14 @@ def base_config() -> ml_collections.ConfigDict:
     return c
 
 
-# What launch/serve_vllm.sh serves as the gpt-oss configs' docstrings start it (--tp 2
-# --replicas 4 on 8 GPUs, --max-seqs 256 by default): each replica batches up to max-num-seqs
-# sequences, so the servers hold replicas × max-num-seqs requests at once. Keeping that many in
-# flight (and not more: the rest would only queue) is what keeps every GPU busy (README "Sizing
-# concurrency"); change both numbers with the serve_vllm.sh flags.
+# What launch/serve_vllm.sh serves on the paper's host, 8 H100s (--tp 2 --replicas 4,
+# --max-seqs 256 by default): each replica batches up to max-num-seqs sequences, so the servers
+# hold replicas x max-num-seqs requests at once, and keeping that many in flight keeps every GPU
+# busy (README "Sizing concurrency"). These numbers are the configs' cap only: the URL file the
+# script writes says what its replicas hold ("<url> max_num_seqs=<M>" per line), and the client
+# keeps no more than that in flight (backbones/served_urls.py): 256 on one H200 (TP 1), 1,024 on
+# 8 H100s. A larger host (8 H200s: 8 x TP 1, 2,048) needs a larger cap
+# (--config.backbone.max_concurrency / --config.eval.concurrency; docs/gpu_host.md).
 VLLM_REPLICAS = 4
 VLLM_MAX_NUM_SEQS = 256
 VLLM_SEQUENCES = VLLM_REPLICAS * VLLM_MAX_NUM_SEQS
@@ -147,7 +150,7 @@ VLLM_SEQUENCES = VLLM_REPLICAS * VLLM_MAX_NUM_SEQS
 def gptoss_config(benchmark: str, agent: str = "react") -> ml_collections.ConfigDict:
     """The paper's setting on a GPU host: gpt-oss-120b served by vLLM (``launch/serve_vllm.sh``
     writes ``vllm_urls.txt``), all paper defaults, as many requests in flight as the replicas
-    hold (replicas × max-num-seqs)."""
+    hold (replicas × max-num-seqs, read from the URL file; ``VLLM_SEQUENCES`` at most)."""
     c = base_config()
     c.data.benchmark = benchmark
     c.agent.update(kind=agent, max_tokens=4096, token_budget=60_000)

@@ -46,6 +46,13 @@ _PARSE_ARGS = {"GENERATE_LOCAL_ALTERNATIVES": {"action": _ACTION, "k": 2},
                "BEST_OF_N_JUDGE": {"n": 2}, "EXPEL_UPDATE": {"n": 1},
                "MEMGPT_MANAGE": {"allowed": ("core_memory_append", "archival_memory_insert")},
                "MEMGPT_RECALL": {"allowed": ("archival_memory_search",)}}
+# The per-request timeout of the preflight (``request_timeout_s``): a sequence decodes at about
+# this many tokens per second in a full batch (our assumption for gpt-oss-120b at hundreds of
+# requests in flight per replica; a slower server only makes the timeout generous), after up to
+# PREFLIGHT_QUEUE_S of prefill and queueing; a low reasoning effort spends about half the budget.
+PREFLIGHT_TOKENS_PER_S = 20.0
+PREFLIGHT_QUEUE_S = 30.0
+EFFORT_SHARE = {"low": 0.5, "medium": 1.0, "high": 1.0}
 # Markers of a reasoning trace left in the content (no reasoning parser on the server).
 _TRACE_MARKERS = ("<|channel|>", "<|start|>", "<think>", "assistantfinal")
 
@@ -176,23 +183,42 @@ async def _throughput(backbone: Backbone, cfg, concurrency: int, duration_s: flo
     return done, time.monotonic() - start, errors
 
 
+def request_timeout_s(cfg, names: list[str]) -> float:
+    """How long one preflight request may take: its largest token budget (over ``names``, the
+    templates probed) at ``PREFLIGHT_TOKENS_PER_S``, scaled by the reasoning effort's share,
+    after ``PREFLIGHT_QUEUE_S``; at least 60 s, at most the config's own ``timeout_s``. A
+    medium-effort gpt-oss run (4,096 tokens) gets about 235 s, where a fixed 60 s cut off
+    replies that a loaded server was still writing."""
+    effort = cfg.backbone.get("reasoning_effort") or ""
+    tokens = max(request_of(cfg, n, effort or None)[1].max_tokens for n in names)
+    wanted = PREFLIGHT_QUEUE_S + EFFORT_SHARE.get(effort, 1.0) * tokens / PREFLIGHT_TOKENS_PER_S
+    return min(float(cfg.backbone.get("timeout_s") or wanted), max(60.0, wanted))
+
+
 async def run_async(cfg, duration_s: float = 60.0, concurrency: int | None = None) -> Report:
     """Probes every template of ``cfg``'s method, then measures throughput for ``duration_s``."""
     names = templates_of(cfg)
     bcfg = cfg.backbone.copy_and_resolve_references()
     bcfg.cache_dir = ""   # the servers are being tested, not the response cache
-    # bounded so that a dead or stuck server still ends the preflight within five minutes:
-    # probes (two attempts of at most 60 s), then the measurement and its last requests
-    bcfg.timeout_s = min(float(bcfg.get("timeout_s", 60.0)), 60.0)
+    # bounded so that a dead or stuck server still ends the preflight: two attempts per probe,
+    # each as long as the config's reasoning effort and token budget need (request_timeout_s)
+    bcfg.timeout_s = request_timeout_s(cfg, names)
     bcfg.max_attempts = min(int(bcfg.get("max_attempts", 2)), 2)
     backbone = factory.make_backbone(bcfg)
     try:
         rows = list(await asyncio.gather(*[_probe(backbone, cfg, n) for n in names]))
-        concurrency = concurrency or int(cfg.backbone.get("max_concurrency", 1) or 1)
+        # what the client holds: the configured cap, lowered to what the URL file's replicas hold
+        concurrency = concurrency or backbone_limit(backbone)
         done, elapsed, errors = await _throughput(backbone, cfg, concurrency, duration_s)
     finally:
         await backbone.aclose()
     return Report(rows, concurrency, elapsed, done, errors)
+
+
+def backbone_limit(backbone) -> int:
+    """The requests in flight ``backbone`` allows (through a response cache, its inner one)."""
+    inner = getattr(backbone, "inner", backbone)
+    return int(getattr(inner, "max_concurrency", None) or getattr(backbone, "max_concurrency", 1))
 
 
 def run(cfg, duration_s: float = 60.0, concurrency: int | None = None) -> Report:

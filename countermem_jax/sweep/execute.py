@@ -1,12 +1,14 @@
 """Runs one phase run in the current process: on a Ray worker (``ray_backend``) or in the
 sweep's own process (``--local``).
 
-Which LLM server a run talks to is decided where it runs: when the environment variable named by
-the sweep's ``urls_env`` (default ``COUNTERMEM_LLM_URLS``) is set on the host, it replaces
-``backbone.base_urls`` (a file with one URL per line, as ``launch/serve_vllm.sh`` writes, or
-comma-separated URLs). ``launch/ray_cluster.sh`` sets it for every Ray node to the node's own
-vLLM replicas, so each node's runs use that node's servers and the node's ``llm_slots`` resource
-bounds what is in flight there.
+Which LLM server a run talks to is decided where it runs, for the runs whose config names a URL
+file (``backbone.base_urls = "vllm_urls.txt"``: the gpt-oss settings, served on the hosts): when
+the environment variable named by the sweep's ``urls_env`` (default ``COUNTERMEM_LLM_URLS``) is
+set on the host, it replaces ``backbone.base_urls`` (the URL file ``launch/serve_vllm.sh``
+writes, or comma-separated URLs). ``launch/ray_cluster.sh`` sets it for every Ray node to the
+node's own vLLM replicas, so each node's runs use that node's servers and the node's
+``llm_slots`` resource bounds what is in flight there. A run whose config gives URLs itself (a
+hosted API such as the Gemini cells, ``https://...``) keeps its endpoint (``uses_node_servers``).
 
 A run that returns writes its marker (``WORKDIR/.sweep/<phase>_<label>.done.json``); a run
 whose marker and result exist is skipped by the scheduler, and a run killed midway is started
@@ -20,6 +22,8 @@ import os
 import pathlib
 import socket
 import time
+
+from countermem_jax.backbones import served_urls
 
 DEFAULT_URLS_ENV = "COUNTERMEM_LLM_URLS"
 
@@ -67,11 +71,18 @@ def _memory_intact(run) -> bool:
     return True
 
 
+def uses_node_servers(cfg) -> bool:
+    """Whether a run of ``cfg`` talks to the host's own servers: a served backbone whose config
+    names a URL file, not URLs of its own (a hosted API)."""
+    return cfg.backbone.kind == "openai" and not served_urls.names_urls(cfg.backbone.base_urls)
+
+
 def phase_config(run, urls_env: str = DEFAULT_URLS_ENV):
-    """The run's config with the host's LLM server URLs, when the host names them."""
+    """The run's config with the host's LLM server URLs, when the host names them and the run
+    uses the host's servers (``uses_node_servers``)."""
     cfg = copy.deepcopy(run.config)
     urls = os.environ.get(urls_env, "").strip()
-    if urls:
+    if urls and uses_node_servers(cfg):
         cfg.backbone.base_urls = urls
     return cfg
 
@@ -82,7 +93,9 @@ def execute(run, urls_env: str = DEFAULT_URLS_ENV, imports: tuple = ()) -> dict:
     for module in imports:
         importlib.import_module(module)
     from countermem_jax import experiment
+    from countermem_jax.runtime import file_limits
     cfg = phase_config(run, urls_env)
+    file_limits.check(cfg)   # a Ray worker is no binary: its soft open-file limit is raised here
     started = time.time()
     summary = getattr(experiment, run.phase)(cfg, run.workdir)
     done = {"run": run.name, "host": socket.gethostname(), "pid": os.getpid(),

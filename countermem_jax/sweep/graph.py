@@ -15,8 +15,10 @@ phase hold the same phase lock, and every phase appends to the workdir's ``log.j
 must have one writer at a time (appends from two hosts to a shared file system can interleave).
 Parallelism is across workdirs: stores, methods, agents, benchmarks, backbones, variants.
 
-LLM slots are reserved only by runs whose backbone is a server (``backbone.kind`` "openai"); an
-in-process model (llama.cpp) reserves none.
+LLM slots are reserved only by runs that talk to the hosts' own servers
+(``execute.uses_node_servers``: a served backbone whose config names a URL file), by every phase
+alike (construction and selector waves, evaluation tasks: what each phase has in flight); a
+hosted API (URLs of its own) and an in-process model (llama.cpp) reserve none.
 """
 import dataclasses
 import hashlib
@@ -26,7 +28,7 @@ import re
 
 from countermem_jax import baselines
 from countermem_jax.phases import config_fingerprint
-from countermem_jax.sweep import spec as spec_lib
+from countermem_jax.sweep import execute, spec as spec_lib
 
 
 @dataclasses.dataclass
@@ -76,7 +78,7 @@ class _Builder:
             return name
         lane = self.lanes.get(workdir)
         deps = list(deps) + ([lane] if lane and lane not in deps else [])
-        reserved = slots if cfg.backbone.kind == "openai" else 0
+        reserved = slots if execute.uses_node_servers(cfg) else 0
         self.runs[name] = PhaseRun(name, phase, workdir, cfg, deps, self.cpus[phase], reserved,
                                    label)
         self.lanes[workdir] = name
@@ -113,16 +115,36 @@ def build_graph(sweep) -> list[PhaseRun]:
     return list(b.runs.values())
 
 
+def steps(runs: list[PhaseRun]) -> list[list[PhaseRun]]:
+    """The runs by step: step 1 needs nothing, step k+1 only runs of steps <= k. The runs of one
+    step may run side by side (as many at once as the nodes' CPUs and llm_slots hold)."""
+    depth = {}
+    for r in runs:   # dependencies come first
+        depth[r.name] = 1 + max((depth[d] for d in r.deps), default=0)
+    out = [[] for _ in range(max(depth.values(), default=0))]
+    for r in runs:
+        out[depth[r.name] - 1].append(r)
+    return out
+
+
 def describe(runs: list[PhaseRun], root) -> str:
-    """The ``--dry_run`` listing: one line per run with its resources and dependencies."""
+    """The ``--dry_run`` listing: one line per run with its resources and dependencies (a run on
+    a hosted API says so), the steps whose runs may run side by side, the runs per phase."""
     index = {r.name: i for i, r in enumerate(runs)}
     root = str(root).rstrip("/") + "/"
     workdirs = sorted({r.workdir for r in runs})
     lines = [f"sweep: {len(runs)} phase runs in {len(workdirs)} workdirs under {root}"]
     for i, r in enumerate(runs):
         deps = ", ".join(f"#{index[d]}" for d in r.deps) or "-"
+        where = "" if r.llm_slots or r.config.backbone.kind != "openai" else " own-endpoint"
         lines.append(f"#{i:<3} {r.name.removeprefix(root):<70} cpus={r.cpus:g} "
-                     f"llm_slots={r.llm_slots:<3} after: {deps}")
+                     f"llm_slots={r.llm_slots:<3}{where} after: {deps}")
+    for k, step in enumerate(steps(runs), 1):
+        ids = " ".join(f"#{index[r.name]}" for r in step[:12]) + (" ..." if len(step) > 12 else "")
+        hosted = sum(not r.llm_slots and r.config.backbone.kind == "openai" for r in step)
+        lines.append(f"side by side, step {k}: {len(step)} runs ({ids}), llm_slots "
+                     f"{sum(r.llm_slots for r in step)} on the hosts' servers, {hosted} on "
+                     "their own endpoints")
     by_phase = {p: sum(r.phase == p for r in runs) for p in spec_lib.PHASES}
     lines.append("runs per phase: " + ", ".join(f"{p} {n}" for p, n in by_phase.items()))
     return "\n".join(lines)

@@ -9,9 +9,11 @@ servers never exceed what the node advertised. Workers are reused from run to ru
 logs), and JAX's compiled functions stay warm.
 
 A worker or node that dies is retried by Ray up to ``max_retries`` times, and so are transient
-errors (a backbone that stopped answering); the retried run resumes from its log. Other errors
-(a bad config, a workdir made with another config) fail the run at once, with the reason in the
-sweep's report.
+errors (a backbone that stopped answering after the client's own retries, a dropped
+connection); the retried run resumes from its log. Other errors fail the run at once, with the
+reason in the sweep's report: a bad config, a workdir made with another config, and a request
+the server refused (HTTP 4xx: an unknown model name, a bad key), which a retry would only
+repeat (``RunRefused``).
 """
 from countermem_jax.runtime import jax_platform
 from countermem_jax.sweep import execute
@@ -32,11 +34,20 @@ def import_ray():
     return ray
 
 
+class RunRefused(RuntimeError):
+    """A run stopped by a server refusing its request (``openai_http.RequestRejected``); not a
+    transient error, so Ray does not retry it."""
+
+
 def _run_remote(run, urls_env, imports):
     # a worker of a node started without launch/ray_cluster.sh: JAX still stays off the GPUs
     # vLLM holds (countermem_jax/runtime/jax_platform.py)
     jax_platform.choose_platform([])
-    return execute.execute(run, urls_env, imports)
+    from countermem_jax.backbones.openai_http import RequestRejected
+    try:
+        return execute.execute(run, urls_env, imports)
+    except RequestRejected as err:   # a BackboneError, which would be retried as transient
+        raise RunRefused(str(err)) from None
 
 
 def _transient_errors() -> list:
