@@ -86,3 +86,14 @@ def replay_edit(original: str, improved: str, draft: str, feedback: str = "",
         edited, bound = edited[:start] + text + edited[end:], start
     edited = edited.strip()
     return edited if edited != draft.strip() else None
+
+
+def record_fits(record, task) -> bool:
+    """Whether ``record``'s edit has a place in the decision's draft (``task``: a retrieval
+    ``TaskContext``; outside a decision, with no draft, every record fits). Under
+    ``memory.revision=replay`` retrieval offers only records that fit, so the condition check
+    and the replay agree: a record is compatible where it can change the draft."""
+    if task.draft is None:
+        return True
+    return replay_edit(record.original_action, record.improved_action, task.draft,
+                       task.feedback or "") is not None

@@ -87,7 +87,10 @@ def base_config() -> ml_collections.ConfigDict:
     # from the solving budget but gives no number.
     c.construction = ml_collections.ConfigDict(dict(
         k=4, max_expanded_failures=2, verification_budget=8, epsilon=0.05,
-        reuse_policy="always_top1", relevance_threshold=0.5, scope_free_text_conditions=False))
+        reuse_policy="always_top1", relevance_threshold=0.5, scope_free_text_conditions=False,
+        # 0: no transfer checks (the paper); N: each record's edit is checked on up to N other
+        # construction tasks' failed actions of its database (method/transfer_checks.py)
+        transfer_checks=0))
     # Appendix C.2, Table 3: 2,000 training decisions, learning starts after 100, an update
     # every 4, target sync every 250, batch 32, seeds 0-4; a checkpoint every 250 decisions
     # is scored on the validation split and the best one is evaluated.

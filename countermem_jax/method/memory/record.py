@@ -118,6 +118,17 @@ class MemoryRecord:
     harmful_uses: int = 0
     admission_score: float = 0.0
     insertion_seq: int = 0
+    # Transfer evidence (docs/method.md): the record's edit replayed on other construction
+    # tasks' failed drafts of its database (never its own reference group's), and how many of
+    # those replays the checker passed.
+    transfer_tries: int = 0
+    transfer_verified: int = 0
+
+    @property
+    def transfer_failed(self) -> bool:
+        """Tried on other tasks' drafts and never verified there: a correction of one
+        reference's quirk, not a rule; retrieval does not offer it."""
+        return self.transfer_tries > 0 and self.transfer_verified == 0
 
     @property
     def delta(self) -> float:
@@ -259,11 +270,16 @@ def _record_from_json(obj: Mapping[str, Any]) -> MemoryRecord:
         raise RecordFieldError("reuse_utility", f"must lie in [-1, 1], got {reuse}")
     counts = {k: _get(obj, k, (int,)) for k in ("uses", "helpful_uses", "harmful_uses",
                                                 "insertion_seq")}
+    # stores written before transfer evidence existed have none: 0 tries
+    counts |= {k: _get(obj, k, (int,)) for k in ("transfer_tries", "transfer_verified")
+               if k in obj}
     for key, value in counts.items():
         if value < 0:
             raise RecordFieldError(key, f"must be >= 0, got {value}")
     if counts["helpful_uses"] + counts["harmful_uses"] > counts["uses"]:
         raise RecordFieldError("uses", "smaller than helpful_uses + harmful_uses")
+    if counts.get("transfer_verified", 0) > counts.get("transfer_tries", 0):
+        raise RecordFieldError("transfer_tries", "smaller than transfer_verified")
     return MemoryRecord(
         record_id=_get(obj, "record_id", (str,)),
         source_task_id=_get(obj, "source_task_id", (str,)),
