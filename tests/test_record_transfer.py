@@ -12,7 +12,7 @@ import pytest
 from countermem_jax import experiment
 from countermem_jax.method.agents import TaskContext as AgentTaskContext
 from countermem_jax.method.counterfactual import repeats_itself, without_repeats
-from countermem_jax.method.edit_replay import record_fits, replay_edit
+from countermem_jax.method.edit_replay import record_fits, replay, replay_edit
 from countermem_jax.method.memory import load_frozen
 from countermem_jax.method.memory_use import CounterMemAugmentation
 from countermem_jax.method.retrieval.conditions import TaskContext
@@ -172,9 +172,8 @@ def test_transfer_evidence_survives_the_store_file(tmp_path):
     from countermem_jax.method.memory import MemoryRecord
     record = dataclasses.replace(BOUND, transfer_tries=4, transfer_verified=2)
     assert MemoryRecord.from_json(record.to_json()) == record
-    old = BOUND.to_json()
-    del old["transfer_tries"], old["transfer_verified"]   # a store written before the fields
-    assert MemoryRecord.from_json(old).transfer_tries == 0
+    old = BOUND.to_json()   # no evidence: the fields are left out, as before they existed
+    assert "transfer_tries" not in old and MemoryRecord.from_json(old) == BOUND
     with pytest.raises(ValueError, match="transfer_tries"):
         MemoryRecord.from_json({**record.to_json(), "transfer_verified": 5})
 
@@ -232,3 +231,32 @@ def test_run_metrics_count_the_uses_that_changed_the_draft_and_those_that_were_r
             m["uses_no_place"]) == (4, 3, 1, 1)
     # without the paired memory-free run the reuse label judges
     assert metrics.run_metrics(ends, decisions)["uses_changed_right"] == 2
+
+
+def _with_feedback(record, feedback):
+    return dataclasses.replace(record, evidence=dataclasses.replace(
+        record.evidence, original=dataclasses.replace(record.evidence.original,
+                                                      feedback=feedback)))
+
+
+def test_a_name_the_checker_reports_is_fixed_only_where_it_reports_the_same_mistake():
+    # The record replaced car_names.Model (its checker: no such column: car_names.Model); a
+    # draft whose checker reports car_names.Year reads car_names for another column.
+    error = "SQL error: OperationalError: no such column: "
+    record = _with_feedback(helpers.make_record(
+        original="SELECT COUNT(car_names.Model) FROM car_makers JOIN model_list ON a = b",
+        improved="SELECT COUNT(model_list.Model) FROM car_makers JOIN model_list ON a = b",
+        condition=""), error + "car_names.Model")
+    draft = ("SELECT FullName FROM car_makers JOIN car_names ON car_makers.Id = car_names.Maker "
+             "WHERE car_names.Year = 1970")
+    assert replay_edit(record.original_action, record.improved_action, draft,
+                       error + "car_names.Year") is not None   # the name alone: replaced
+    assert replay(record, draft, error + "car_names.Year") is None
+    # the same mistake, its qualifier aside, is fixed at every place the draft makes it
+    pets = _with_feedback(helpers.make_record(
+        original="SELECT PetType FROM Pets ORDER BY PetAge",
+        improved="SELECT PetType FROM Pets ORDER BY pet_age", condition=""), error + "PetAge")
+    draft = "SELECT AVG(PetAge), MAX(PetAge) FROM Pets GROUP BY PetType"
+    assert replay(pets, draft, error + "T1.PetAge") == \
+        "SELECT AVG(pet_age), MAX(pet_age) FROM Pets GROUP BY PetType"
+    assert replay(pets, draft, error + "PetType") is None

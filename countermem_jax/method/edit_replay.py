@@ -21,7 +21,10 @@ left open. A hunk whose context matches nowhere is placed by its removed text al
 the draft's checker feedback names that text as the mistake (``no such column: PetAge``), and
 then at every occurrence: the same wrong name written twice is wrong twice. Without that, a
 table swapped in one query (``car_names`` → ``model_list``) would be swapped into every query
-that reads the table. Hunks without a place in the draft are left out (a qualified column whose
+that reads the table. Given the record's own feedback (``original_feedback``), the draft's
+feedback must also report the same mistake: the same name, its qualifier aside (``no such
+column: car_names.Model`` is not ``no such column: car_names.Year``, though both name
+``car_names``). Hunks without a place in the draft are left out (a qualified column whose
 name the draft does not use, while the join that makes it resolvable fits); when none has a
 place, there is no replay. Tokens are words and runs of punctuation, compared
 case-insensitively, so the replay serves any domain whose actions are text and whose checker
@@ -75,16 +78,27 @@ def _contexts(left: list[str], right: list[str]):
         yield from ((left[-n:], right[:n]), (left[-n:], []), ([], right[:n]))
 
 
+def _reported(feedback: str) -> str:
+    """The last name a checker's feedback reports, its qualifier dropped (``no such column:
+    T2.MPG`` → ``mpg``), "" when it reports none."""
+    m = re.search(r":\s*([\w.]+)\s*$", (feedback or "").strip().splitlines()[0]
+                  if (feedback or "").strip() else "")
+    return m.group(1).rsplit(".", 1)[-1].lower() if m else ""
+
+
 def replay_edit(original: str, improved: str, draft: str, feedback: str = "",
-                context: int = 2) -> str | None:
+                context: int = 2, original_feedback: str | None = None) -> str | None:
     """``draft`` with the hunks of the edit ``original`` → ``improved`` made where they fit, or
     None when none fits or the result equals the draft. ``feedback`` is the checker's feedback
     on the draft's task so far (its last attempt); ``context`` tokens on either side of a hunk
-    locate it."""
+    locate it; ``original_feedback``, the checker's feedback on ``original``, restricts the
+    feedback-named placement to drafts whose feedback reports the same name."""
     a_toks, b_toks, d_toks = _tokens(original), _tokens(improved), _tokens(draft)
     a, b, d = ([t[0] for t in toks] for toks in (a_toks, b_toks, d_toks))
     d_shapes = [_shape(t) for t in d]
     named = [t[0] for t in _tokens(feedback)]
+    if original_feedback is not None and _reported(original_feedback) != _reported(feedback):
+        named = []   # the draft's checker reports another mistake than the record's did
     spans: list[tuple[int, int, str]] = []   # (start, end, new text) in the draft
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         if tag == "equal":
@@ -131,5 +145,11 @@ def record_fits(record, task) -> bool:
     and the replay agree: a record is compatible where it can change the draft."""
     if task.draft is None:
         return True
-    return replay_edit(record.original_action, record.improved_action, task.draft,
-                       task.feedback or "") is not None
+    return replay(record, task.draft, task.feedback or "") is not None
+
+
+def replay(record, draft: str, feedback: str = "") -> str | None:
+    """``replay_edit`` of a stored record on ``draft``, with the record's own feedback (its
+    evidence) as ``original_feedback``."""
+    return replay_edit(record.original_action, record.improved_action, draft, feedback,
+                       original_feedback=record.evidence.original.feedback)

@@ -31,7 +31,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from countermem_jax.method.agents import Augmentation, DecisionInfo, MemoryCalls
-from countermem_jax.method.edit_replay import replay_edit
+from countermem_jax.method.edit_replay import replay
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method.memory import reuse as reuse_lib
 from countermem_jax.method import text_embedding as embedding
@@ -183,8 +183,7 @@ class CounterMemAugmentation(Augmentation):
         REVISE_WITH_RECORD (replay_then_llm, "llm"), as under ``revision="llm"`` (an unparsable
         reply keeps the draft). ``log["revision"]`` says which made the action."""
         if self.revision in ("replay", "replay_then_llm"):
-            replayed = replay_edit(record.original_action, record.improved_action, draft,
-                                   feedback or "")
+            replayed = replay(record, draft, feedback or "")
             if replayed is not None:
                 log["revision"] = "replay"
                 return replayed

@@ -6,7 +6,7 @@ A record is verified on one task: its correction passed that task's checker. Tha
 dropped because that question's gold counts rows). The two differ in whether the same edit also
 corrects the same mistake elsewhere, and construction already holds the evidence: the failed
 actions of its other tasks. After the last construction task, ``transfer_checks`` replays every
-record's edit (``edit_replay.replay_edit``) on the failed actions the construction log holds
+record's edit (``edit_replay.replay``) on the failed actions the construction log holds
 for tasks of the record's environment, never on its own reference group (whose reference is the
 one the record was verified against), and asks the checker about each replay that has a place.
 Per record it keeps the tries and how many passed (``MemoryRecord.transfer_tries``,
@@ -21,7 +21,7 @@ import asyncio
 import dataclasses
 from typing import Awaitable, Callable, Sequence
 
-from countermem_jax.method.edit_replay import replay_edit
+from countermem_jax.method.edit_replay import replay
 from evaluators.grouping import group_key
 
 
@@ -73,8 +73,7 @@ async def transfer_checks(records: Sequence, tasks: Sequence, failed: Sequence[F
             if (tries >= max_tries or task is None or task.task_id == source.task_id
                     or task.environment != source.environment or group_key(task) == group):
                 continue
-            replayed = replay_edit(record.original_action, record.improved_action, f.action,
-                                   f.feedback)
+            replayed = replay(record, f.action, f.feedback)
             if replayed is None:
                 continue
             tries += 1

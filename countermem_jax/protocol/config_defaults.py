@@ -278,6 +278,10 @@ def spider_cpu_config(agent: str = "react") -> ml_collections.ConfigDict:
     # database leaves about one candidate per failure worth a check, so the checks are cheap.
     c.construction.update(scope_free_text_conditions=True, reuse_policy="relevance_threshold",
                           relevance_threshold=0.5)
+    # Each record's edit is checked on up to 8 other construction tasks' failed actions of its
+    # database (never its own reference group's); one never verified there is not offered
+    # (method/transfer_checks.py): a checked quirk of one reference is not a rule.
+    c.construction.transfer_checks = 8
     # Those records carry the condition derived from their checked edit (the names the fix
     # introduced must be in the new question, the draft must repeat the mistake and lack the
     # fix): checked at retrieval, not kept out of it.

@@ -149,8 +149,13 @@ class MemoryRecord:
         """Plain-JSON form of every field (nested dataclasses become objects).
 
         ``from_json`` inverts it exactly; the store file (memory/persistence.py) holds these objects.
+        A record without transfer evidence leaves its two fields out, so a store written before
+        they existed keeps its content hash.
         """
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if not (self.transfer_tries or self.transfer_verified):
+            del out["transfer_tries"], out["transfer_verified"]
+        return out
 
     def json_text(self, canonical: bool) -> str:
         """``to_json`` as text: canonical (sorted keys, no spaces: what the store's content hash
