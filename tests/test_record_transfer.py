@@ -156,6 +156,47 @@ def test_transfer_checks_replay_records_on_other_references_failed_actions(tmp_p
     assert evidence == {bound.record_id: (1, 0)}
 
 
+def test_a_try_that_removes_the_reported_mistake_counts_even_where_another_remains(tmp_path):
+    # Another question's draft misnames the same column (pet_type) and also reads a column its
+    # table lacks (age): the record's fix removes the first error, the checker then reports the
+    # second. A replay that brings in a name of its own (CountryId) does not count.
+    import sqlite3
+    from evaluators.sql import SQLEvaluator
+    from evaluators.sql.checker import SQLReference
+    db = tmp_path / "pets.sqlite"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE Pets (PetID INTEGER, PetType TEXT, weight REAL)")
+    conn.executemany("INSERT INTO Pets VALUES (?, ?, ?)", [(1, "cat", 3.0), (2, "dog", 9.0)])
+    conn.commit()
+    conn.close()
+    error = "SQL error: OperationalError: no such column: "
+    pets = _with_feedback(helpers.make_record(
+        source_task_id="src", original="SELECT count(DISTINCT pet_type) FROM Pets",
+        improved="SELECT count(DISTINCT PetType) FROM Pets", condition=""), error + "pet_type")
+    wrong = _with_feedback(helpers.make_record(
+        source_task_id="src", original="SELECT count(DISTINCT PetType) FROM Pets",
+        improved="SELECT count(DISTINCT PetKind) FROM Pets", condition=""), "")
+    task = lambda tid, gold: Task(tid, "sql", "spider", "q", "", "join / predicate",
+                                  reference=SQLReference(gold, str(db), "spider"),
+                                  environment="pets")
+    tasks = [task("src", "SELECT count(DISTINCT PetType) FROM Pets"),
+             task("other", "SELECT PetType, max(weight) FROM Pets GROUP BY PetType")]
+    evaluator = SQLEvaluator()
+    drafts = [("SELECT pet_type, max(age) FROM Pets GROUP BY pet_type", error + "pet_type"),
+              ("SELECT count(DISTINCT PetType) FROM Pets WHERE kind = 1", error + "kind")]
+    failed = failed_actions([{**_failed("other", a), "outcome": {"success": False,
+                                                                  "utility": 0.0, "feedback": f}}
+                             for a, f in drafts])
+
+    async def check(t, action):
+        return evaluator.evaluate(evaluator.reset(t), action)
+    evidence, entries = asyncio.run(transfer_checks([pets, wrong], tasks, failed, check, 8))
+    assert entries[0]["feedback"] == error + "age" and entries[0]["verified"]
+    assert evidence[pets.record_id] == (1, 1)
+    assert evidence[wrong.record_id] == (1, 0)   # PetKind: its own mistake, not a fix
+    assert "PetKind" in entries[1]["feedback"]
+
+
 def test_a_record_whose_every_transfer_try_failed_is_not_offered():
     refuted = dataclasses.replace(BOUND, transfer_tries=3, transfer_verified=0)
     carried = dataclasses.replace(NO_LIMIT, transfer_tries=3, transfer_verified=1)

@@ -78,7 +78,7 @@ def _contexts(left: list[str], right: list[str]):
         yield from ((left[-n:], right[:n]), (left[-n:], []), ([], right[:n]))
 
 
-def _reported(feedback: str) -> str:
+def reported_name(feedback: str) -> str:
     """The last name a checker's feedback reports, its qualifier dropped (``no such column:
     T2.MPG`` → ``mpg``), "" when it reports none."""
     m = re.search(r":\s*([\w.]+)\s*$", (feedback or "").strip().splitlines()[0]
@@ -97,7 +97,7 @@ def replay_edit(original: str, improved: str, draft: str, feedback: str = "",
     a, b, d = ([t[0] for t in toks] for toks in (a_toks, b_toks, d_toks))
     d_shapes = [_shape(t) for t in d]
     named = [t[0] for t in _tokens(feedback)]
-    if original_feedback is not None and _reported(original_feedback) != _reported(feedback):
+    if original_feedback is not None and reported_name(original_feedback) != reported_name(feedback):
         named = []   # the draft's checker reports another mistake than the record's did
     spans: list[tuple[int, int, str]] = []   # (start, end, new text) in the draft
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():

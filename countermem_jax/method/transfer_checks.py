@@ -12,16 +12,22 @@ one the record was verified against), and asks the checker about each replay tha
 Per record it keeps the tries and how many passed (``MemoryRecord.transfer_tries``,
 ``transfer_verified``); retrieval never offers a record whose every try failed
 (``MemoryRecord.transfer_failed``), and one without tries (its edit had no place elsewhere) is
-offered as before. A try passes when the check completes with Δ > ε against the failed action,
-and never against an empty reference result (any empty answer matches it). Nothing here reads an
+offered as before. A try passes when the check completes, its reference result is not empty
+(any empty answer matches one), and the replay either gains Δ > ε over the failed action or
+removes the mistake the checker reported on it (``no such column: pet_type`` gone) without
+bringing in one of its own: the checker then reports nothing, or a name the draft already used
+as often (``no such column: T2.age``, the draft's next mistake). Another question's draft often
+holds a second mistake the record never fixed, and the record's correction has still carried
+over. Nothing here reads an
 evaluation or training task: the actions and tasks are construction's, in split order, so the
 result does not depend on how many checks run at once.
 """
 import asyncio
 import dataclasses
+import re
 from typing import Awaitable, Callable, Sequence
 
-from countermem_jax.method.edit_replay import replay
+from countermem_jax.method.edit_replay import replay, reported_name
 from evaluators.grouping import group_key
 
 
@@ -55,6 +61,16 @@ def failed_actions(decisions: Sequence[dict], phase: str = "construction") -> li
 Check = Callable[[object, str], Awaitable]   # (task, action) -> the checker's Outcome
 
 
+def _fixed(failed: FailedAction, replayed: str, feedback: str) -> bool:
+    """Whether the replay removed the mistake the checker reported on the failed action and
+    brought in none: it reports no name now, or one the failed action used as often."""
+    before, after = reported_name(failed.feedback), reported_name(feedback)
+    if not before or after == before:
+        return False
+    count = lambda text: len(re.findall(rf"\b{re.escape(after)}\b", text, re.IGNORECASE))
+    return not after or 0 < count(replayed) <= count(failed.action)
+
+
 async def transfer_checks(records: Sequence, tasks: Sequence, failed: Sequence[FailedAction],
                           check: Check, max_tries: int, epsilon: float = 0.05
                           ) -> tuple[dict[str, tuple[int, int]], list[dict]]:
@@ -83,10 +99,12 @@ async def transfer_checks(records: Sequence, tasks: Sequence, failed: Sequence[F
     entries = []
     for (record, task, f, replayed), o in zip(plans, outcomes):
         empty = bool((getattr(o, "details", None) or {}).get("reference_empty"))
-        passed = bool(o.completed and not empty and o.utility - f.utility > epsilon)
+        fixed = _fixed(f, replayed, o.feedback)
+        passed = bool(o.completed and not empty and (o.utility - f.utility > epsilon or fixed))
         tries, verified = evidence[record.record_id]
         evidence[record.record_id] = (tries + 1, verified + passed)
         entries.append({"record_id": record.record_id, "task_id": task.task_id,
                         "decision": f.decision, "original": f.action, "replayed": replayed,
-                        "utility": o.utility, "verified": passed, "reference_empty": empty})
+                        "utility": o.utility, "feedback": o.feedback[:200],
+                        "verified": passed, "reference_empty": empty})
     return evidence, entries
