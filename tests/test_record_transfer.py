@@ -238,7 +238,8 @@ def test_a_repeating_distilled_situation_is_stored_once(tmp_path):
     fake = scripted()
     for rule in fake.rules:
         if rule.template == "DISTIL_RECORD":
-            rule.reply = f"SITUATION: {SENTENCE} {SENTENCE} {SENTENCE}\nCONDITION: bound == inclusive"
+            rule.reply = (f"SITUATION: {SENTENCE} {SENTENCE} {SENTENCE}\n"
+                          "CONDITION: bound == inclusive")
     bench = helpers.people_benchmark(tmp_path, {t: (q, g) for t, (q, g, _) in PIPELINE.items()})
     experiment.build_memory(_config(tmp_path), tmp_path / "wd", backbone=fake, benchmark=bench)
     record = load_frozen(tmp_path / "wd" / "store_frozen.jsonl").records[0]

@@ -26,7 +26,7 @@ feedback must also report the same mistake: the same name, its qualifier aside (
 column: car_names.Model`` is not ``no such column: car_names.Year``, though both name
 ``car_names``). Hunks without a place in the draft are left out (a qualified column whose
 name the draft does not use, while the join that makes it resolvable fits); when none has a
-place, there is no replay. Tokens are words and runs of punctuation, compared
+place, there is no replay. Tokens are literals, words and runs of punctuation, compared
 case-insensitively, so the replay serves any domain whose actions are text and whose checker
 names what it rejects (SQL, code, proofs).
 """
@@ -97,7 +97,8 @@ def replay_edit(original: str, improved: str, draft: str, feedback: str = "",
     a, b, d = ([t[0] for t in toks] for toks in (a_toks, b_toks, d_toks))
     d_shapes = [_shape(t) for t in d]
     named = [t[0] for t in _tokens(feedback)]
-    if original_feedback is not None and reported_name(original_feedback) != reported_name(feedback):
+    if (original_feedback is not None
+            and reported_name(original_feedback) != reported_name(feedback)):
         named = []   # the draft's checker reports another mistake than the record's did
     spans: list[tuple[int, int, str]] = []   # (start, end, new text) in the draft
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():

@@ -198,8 +198,9 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
           f"store {wd.frozen} (hash {frozen.content_hash()[:16]}); {len(gated)} withheld by the "
           "low-utility gate during construction (offered again from selector training on)")
     if transfer:
-        print(f"transfer checks: {transfer['transfer_checks']} replays of {transfer['records_tried']} "
-              f"records on other tasks' failed actions, {transfer['transfer_verified']} verified; "
+        print(f"transfer checks: {transfer['transfer_checks']} replays of "
+              f"{transfer['records_tried']} records on other tasks' failed actions, "
+              f"{transfer['transfer_verified']} verified; "
               f"{transfer['records_transfer_failed']} records never verified elsewhere (not "
               "offered)")
     if counts["repeated_situations"]:
