@@ -60,6 +60,10 @@ class ConstructionConfig:
     # and its text moves into the situation.
     scope_free_text_conditions: bool = False
     corrections: str = "verified"    # | "unverified_advice" | "within_task" (§6.1 ablation)
+    # After the last task, each record's edit is replayed on at most this many other
+    # construction tasks' failed actions of its database and checked (transfer_checks.py;
+    # 0 = off, the paper's method).
+    transfer_checks: int = 0
 
     def __post_init__(self):
         if self.corrections not in CORRECTION_MODES:
@@ -103,6 +107,41 @@ def locality_problem(action: str, edited: str) -> str:
         return "rewrites the query's shape"
     return ""
 NEVER_HOLDS = "condition never holds"   # admission refused: the record could never be offered
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
+_LOOP_WORDS = 6   # a run of this many words met twice in one situation is a loop
+
+
+def _sentences(text: str) -> list[str]:
+    return [p.strip() for p in _SENTENCE_END.split(text) if p.strip()]
+
+
+def _words(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def repeats_itself(text: str) -> bool:
+    """Whether a distilled situation says something twice: a sentence written again (the 0.5B
+    repeats one sentence three times) or the same run of ``_LOOP_WORDS`` words twice (a greedy
+    loop inside one sentence). Compared without case, spacing or punctuation."""
+    seen = [w for w in map(_words, _sentences(text)) if w]
+    if len(set(seen)) < len(seen):
+        return True
+    words = _words(text).split()
+    runs = [tuple(words[i:i + _LOOP_WORDS]) for i in range(len(words) - _LOOP_WORDS + 1)]
+    return len(set(runs)) < len(runs)
+
+
+def without_repeats(text: str) -> str:
+    """``text`` with each sentence kept once, in order; "" when a loop remains inside a
+    sentence (then the caller uses the situation derived from the edit)."""
+    kept, seen = [], set()
+    for s in _sentences(text):
+        key = _words(s)
+        if key and key not in seen:
+            seen.add(key)
+            kept.append(s)
+    out = " ".join(kept)
+    return "" if repeats_itself(out) else out
 UNCHECKED = "not checked: unverified advice (CF without WM)"
 
 
@@ -110,11 +149,12 @@ def tally(entries, parse_failures=()) -> dict:
     """What construction's checks came to, from the run log's "counterfactual" entries and the
     parse-failure items: per candidate source (the label each candidate carries: the model's
     edits, each rule family) the checks and verified improvements, the admitted records,
-    records refused because their condition never holds, and the replies per template that
+    records refused because their condition never holds, distilled situations that repeated
+    themselves (replaced, ``repeats_itself``), and the replies per template that
     could not be parsed (a repaired reply counts once per failed attempt) apart from the
     well-formed replies whose content was refused (no usable edit)."""
     sources: dict[str, dict] = {}
-    verified = admitted = never = 0
+    verified = admitted = never = repeated = 0
     for e in entries:
         row = sources.setdefault(str(e.get("source", "?")),
                                  {"checks": 0, "verified": 0, "screened": 0})
@@ -127,6 +167,7 @@ def tally(entries, parse_failures=()) -> dict:
         verified += better
         admitted += bool(e.get("admitted"))
         never += e.get("reason") == NEVER_HOLDS
+        repeated += bool(e.get("situation_repeated"))
     unparseable = collections.Counter(f.get("template", "?") for f in parse_failures
                                       if f.get("kind", "parse") == "parse")
     not_local = sum(f.get("kind") == "not_local" for f in parse_failures)
@@ -134,7 +175,8 @@ def tally(entries, parse_failures=()) -> dict:
                                     if f.get("kind") == "content")
     return {"sources": dict(sorted(sources.items())),
             "checks": sum(r["checks"] for r in sources.values()), "verified": verified,
-            "admitted": admitted, "never_holds": never, "unparseable": dict(unparseable),
+            "admitted": admitted, "never_holds": never, "repeated_situations": repeated,
+            "unparseable": dict(unparseable),
             "no_usable_content": dict(no_usable), "not_local": not_local}
 
 
@@ -318,8 +360,17 @@ class CounterfactualBuilder:
                 f"improved scored {o2.utility:.2f} ({o2.feedback})" if o2.completed
                 else "the improved action was not checked"),
             "condition_hint": self.agent.domain.condition_hint})
+        repeated = False
         if parsed.ok:
             distilled, fallback = parsed.value, False
+            if repeats_itself(distilled.situation):
+                # a situation that says one thing three times is a degenerate reply, not
+                # content: each sentence once, or the edit itself where a loop remains
+                repeated = True
+                distilled = parsers.DistilledRecord(
+                    without_repeats(distilled.situation) or
+                    f"the failed action needed this edit: {edit_text(original, improved)}",
+                    distilled.condition)
         else:
             # A verified correction is not thrown away because a small model broke the format
             # twice: the edit itself becomes the situation, and the condition is derived from what
@@ -343,7 +394,7 @@ class CounterfactualBuilder:
         if never_holds(condition):
             return {"admitted": False, "reason": NEVER_HOLDS, "score": None, "record_id": "",
                     "condition": condition, "situation": situation, "evicted": [],
-                    "distil_fallback": fallback}
+                    "distil_fallback": fallback, "situation_repeated": repeated}
         record = MemoryRecord(
             record_id=make_record_id(ctx.task.task_id, situation, original, improved, condition),
             source_task_id=ctx.task.task_id, source_group=group_id(ctx.task),
@@ -361,7 +412,8 @@ class CounterfactualBuilder:
                              else self.store.insert_unverified(record))
         return {"admitted": decision.admitted, "reason": decision.reason,
                 "score": decision.score, "record_id": record.record_id, "condition": condition,
-                "situation": situation, "evicted": evicted, "distil_fallback": fallback}
+                "situation": situation, "evicted": evicted, "distil_fallback": fallback,
+                "situation_repeated": repeated}
 
 
 class WithinTaskChecks(Augmentation):

@@ -12,20 +12,30 @@ calls a checker: the revised action is checked like any other.
 
 A hunk is placed by its own tokens together with the tokens around it in a−: at least one of
 them for a hunk that removes text, at least ``context`` for an insertion (one shared keyword is
-no place). A hunk whose context matches nowhere is placed by its removed text alone only where
+no place). The tokens around a hunk are the record's question's as much as its mistake's: a
+literal there (a number, a quoted string) stands for any literal of its kind, so the fix of
+``age > 18`` is placed in ``age > 21``, and ``Name = 'France'`` → ``Nationality = 'France'``
+in ``Name = 'Russia'`` (a value in the wrong column); the text a hunk removes must match
+exactly (it is the mistake). An exact context is tried before the same context with literals
+left open. A hunk whose context matches nowhere is placed by its removed text alone only where
 the draft's checker feedback names that text as the mistake (``no such column: PetAge``), and
 then at every occurrence: the same wrong name written twice is wrong twice. Without that, a
 table swapped in one query (``car_names`` → ``model_list``) would be swapped into every query
-that reads the table. Hunks without a place in the draft are left out (a qualified column whose
+that reads the table. Given the record's own feedback (``original_feedback``), the draft's
+feedback must also report the same mistake: the same name, its qualifier aside (``no such
+column: car_names.Model`` is not ``no such column: car_names.Year``, though both name
+``car_names``). Hunks without a place in the draft are left out (a qualified column whose
 name the draft does not use, while the join that makes it resolvable fits); when none has a
-place, there is no replay. Tokens are words and runs of punctuation, compared
+place, there is no replay. Tokens are literals, words and runs of punctuation, compared
 case-insensitively, so the replay serves any domain whose actions are text and whose checker
 names what it rejects (SQL, code, proofs).
 """
 import difflib
 import re
 
-_TOKEN = re.compile(r"\w+|[^\w\s]+")
+# A quoted string and a number are one token each (a literal); then words and punctuation runs.
+_TOKEN = re.compile(r"'[^']*'|\"[^\"]*\"|\d+(?:\.\d+)?\b|\w+|[^\w\s]+")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
 def _tokens(text: str) -> list[tuple[str, int, int]]:
@@ -38,21 +48,58 @@ def _occurrences(words: list[str], pattern: list[str]) -> list[int]:
     return [k for k in range(len(words) - n + 1) if words[k:k + n] == pattern]
 
 
+def _shape(token: str) -> str:
+    """What a context token must match: a literal's kind ("<number>", "<string>"), else the
+    token itself."""
+    if _NUMBER.fullmatch(token):
+        return "<number>"
+    if len(token) >= 2 and token[0] == token[-1] and token[0] in "'\"":
+        return "<string>"
+    return token
+
+
+def _placed(words: list[str], shapes: list[str], lhs: list[str], removed: list[str],
+            rhs: list[str], open_literals: bool) -> list[int]:
+    """Positions k where ``lhs + removed + rhs`` starts in the draft (``words``); with
+    ``open_literals`` a literal of the context matches any literal of its kind (``shapes``:
+    the draft's token shapes), the removed tokens always exactly."""
+    if not open_literals:
+        return _occurrences(words, lhs + removed + rhs)
+    n_l, n_r = len(lhs), len(removed)
+    want_l, want_r = [_shape(t) for t in lhs], [_shape(t) for t in rhs]
+    return [k for k in range(len(words) - n_l - n_r - len(rhs) + 1)
+            if shapes[k:k + n_l] == want_l and words[k + n_l:k + n_l + n_r] == removed
+            and shapes[k + n_l + n_r:k + n_l + n_r + len(rhs)] == want_r]
+
+
 def _contexts(left: list[str], right: list[str]):
     """The (left, right) context pairs that may locate a hunk, longest first."""
     for n in range(max(len(left), len(right)), 0, -1):
         yield from ((left[-n:], right[:n]), (left[-n:], []), ([], right[:n]))
 
 
+def reported_name(feedback: str) -> str:
+    """The last name a checker's feedback reports, its qualifier dropped (``no such column:
+    T2.MPG`` → ``mpg``), "" when it reports none."""
+    m = re.search(r":\s*([\w.]+)\s*$", (feedback or "").strip().splitlines()[0]
+                  if (feedback or "").strip() else "")
+    return m.group(1).rsplit(".", 1)[-1].lower() if m else ""
+
+
 def replay_edit(original: str, improved: str, draft: str, feedback: str = "",
-                context: int = 2) -> str | None:
+                context: int = 2, original_feedback: str | None = None) -> str | None:
     """``draft`` with the hunks of the edit ``original`` → ``improved`` made where they fit, or
     None when none fits or the result equals the draft. ``feedback`` is the checker's feedback
     on the draft's task so far (its last attempt); ``context`` tokens on either side of a hunk
-    locate it."""
+    locate it; ``original_feedback``, the checker's feedback on ``original``, restricts the
+    feedback-named placement to drafts whose feedback reports the same name."""
     a_toks, b_toks, d_toks = _tokens(original), _tokens(improved), _tokens(draft)
     a, b, d = ([t[0] for t in toks] for toks in (a_toks, b_toks, d_toks))
+    d_shapes = [_shape(t) for t in d]
     named = [t[0] for t in _tokens(feedback)]
+    if (original_feedback is not None
+            and reported_name(original_feedback) != reported_name(feedback)):
+        named = []   # the draft's checker reports another mistake than the record's did
     spans: list[tuple[int, int, str]] = []   # (start, end, new text) in the draft
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         if tag == "equal":
@@ -62,11 +109,15 @@ def replay_edit(original: str, improved: str, draft: str, feedback: str = "",
         left, right = a[max(0, i1 - context):i1], a[i2:i2 + context]
         place = None
         for lhs, rhs in _contexts(left, right):
-            if len(lhs) + len(rhs) >= (1 if removed else context):
-                hits = _occurrences(d, lhs + removed + rhs)
+            if len(lhs) + len(rhs) < (1 if removed else context):
+                continue
+            for open_literals in (False, True):
+                hits = _placed(d, d_shapes, lhs, removed, rhs, open_literals)
                 if len(hits) == 1:
                     place = hits[0] + len(lhs)
                     break
+            if place is not None:
+                break
         if place is None and removed and _occurrences(named, removed):
             spans += [(d_toks[k][1], d_toks[k + len(removed) - 1][2], added)
                       for k in _occurrences(d, removed)]
@@ -86,3 +137,20 @@ def replay_edit(original: str, improved: str, draft: str, feedback: str = "",
         edited, bound = edited[:start] + text + edited[end:], start
     edited = edited.strip()
     return edited if edited != draft.strip() else None
+
+
+def record_fits(record, task) -> bool:
+    """Whether ``record``'s edit has a place in the decision's draft (``task``: a retrieval
+    ``TaskContext``; outside a decision, with no draft, every record fits). Under
+    ``memory.revision=replay`` retrieval offers only records that fit, so the condition check
+    and the replay agree: a record is compatible where it can change the draft."""
+    if task.draft is None:
+        return True
+    return replay(record, task.draft, task.feedback or "") is not None
+
+
+def replay(record, draft: str, feedback: str = "") -> str | None:
+    """``replay_edit`` of a stored record on ``draft``, with the record's own feedback (its
+    evidence) as ``original_feedback``."""
+    return replay_edit(record.original_action, record.improved_action, draft, feedback,
+                       original_feedback=record.evidence.original.feedback)

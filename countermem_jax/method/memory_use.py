@@ -14,7 +14,9 @@ which phase it serves; what differs between phases is passed in:
                 the condition judge) on the agent's backbone, domain and settings;
   revision      how a chosen record revises the draft (``REVISIONS``): "llm", the paper's
                 REVISE_WITH_RECORD; "replay", the record's checked edit made on the draft where
-                it fits (``edit_replay``), the draft kept where it has no place, no LLM call.
+                it fits (``edit_replay``), no LLM call (retrieval offers only records whose edit
+                has a place in the draft, ``edit_replay.record_fits``); "replay_then_llm", the
+                free replay first and REVISE_WITH_RECORD where the edit has no place.
 Every closed decision becomes a ``selector.transition.Transition`` with Eq. 10's reward, appended
 to ``transitions`` (kept for the log and offline retraining) and handed to the selector.
 Retrieval always excludes the records of the current task's reference group (its own among
@@ -30,7 +32,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from countermem_jax.method.agents import Augmentation, DecisionInfo, MemoryCalls
-from countermem_jax.method.edit_replay import replay_edit
+from countermem_jax.method.edit_replay import replay
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method.memory import reuse as reuse_lib
 from countermem_jax.method import text_embedding as embedding
@@ -42,7 +44,7 @@ from countermem_jax.method.selector.transition import Transition
 from evaluators.grouping import group_id
 
 SKIP_ONLY = np.array([True, False, False, False, False])
-REVISIONS = ("llm", "replay")
+REVISIONS = ("llm", "replay", "replay_then_llm")
 
 
 def condition_query(task, run: str, draft: str | None = None,
@@ -70,6 +72,27 @@ def judged_conditions(index: RetrievalIndex, task_id: str, group: str = "") -> t
     return tuple(dict.fromkeys(r.condition.strip()
                                for r in index.visible_records(task_id, group)
                                if r.condition.strip()))
+
+
+def _no_place_counts(index: RetrievalIndex, result, counts: dict) -> dict:
+    """The decision's condition counts with the revision's place test folded in: a distinct
+    condition that held, but whose every record (other than the task's own) has no place for
+    its edit in the draft, moves from "compatible" to "no_place" (``record_fits``); nothing
+    changes for an index without a place test (``RetrievalIndex.fits``)."""
+    if getattr(index, "fits", None) is None:
+        return {}
+    skipped = set(result.excluded_no_place) if result else set()
+    if not skipped:
+        return {"no_place": 0}
+    held: dict[str, bool] = {}   # condition -> some record with it fits
+    out_of_play = set(result.excluded_same_task) | set(result.excluded_condition) | set(
+        result.excluded_transfer)
+    for r in index.records:
+        c = r.condition.strip()
+        if c and r.record_id not in out_of_play:
+            held[c] = held.get(c, False) or r.record_id not in skipped
+    moved = sum(1 for fits in held.values() if not fits)
+    return {"compatible": counts.get("compatible", 0) - moved, "no_place": moved}
 
 
 def state_text(ctx) -> str:
@@ -141,11 +164,13 @@ class CounterMemAugmentation(Augmentation):
                               "relevance": round(c.relevance, 4)} for c in candidates],
                "excluded_same_task": list(result.excluded_same_task) if result else [],
                "excluded_condition": list(result.excluded_condition) if result else [],
+               "excluded_no_place": list(result.excluded_no_place) if result else [],
+               "excluded_transfer": list(result.excluded_transfer) if result else [],
                "covered": bool(candidates), "selector_action": int(action),
                "selector": self.selector.name,
                "q_values": None if q_values is None else np.round(np.asarray(q_values), 4)}
         if condition_log:
-            log["conditions"] = condition_log
+            log["conditions"] = condition_log | _no_place_counts(index, result, condition_log)
         info = DecisionInfo(draft, None, log)
         if action > 0:
             record = candidates[action - 1].record
@@ -157,15 +182,19 @@ class CounterMemAugmentation(Augmentation):
         return info
 
     async def _revise(self, ctx, draft: str, record, feedback: str, log: dict) -> str:
-        """The draft revised with the chosen ``record``: under ``revision="replay"`` its edit
-        made where it fits (``feedback``: the last attempt's), the draft itself where it has no
-        place (``log["revision"]`` "replay" / "no_place"); else REVISE_WITH_RECORD (an
-        unparsable reply keeps the draft)."""
-        if self.revision == "replay":
-            replayed = replay_edit(record.original_action, record.improved_action, draft,
-                                   feedback or "")
-            log["revision"] = "no_place" if replayed is None else "replay"
-            return draft if replayed is None else replayed
+        """The draft revised with the chosen ``record``: under ``revision="replay"`` and
+        ``"replay_then_llm"`` its edit made where it fits (``feedback``: the last attempt's);
+        where it has no place the draft itself (replay, ``log["revision"]`` "no_place") or
+        REVISE_WITH_RECORD (replay_then_llm, "llm"), as under ``revision="llm"`` (an unparsable
+        reply keeps the draft). ``log["revision"]`` says which made the action."""
+        if self.revision in ("replay", "replay_then_llm"):
+            replayed = replay(record, draft, feedback or "")
+            if replayed is not None:
+                log["revision"] = "replay"
+                return replayed
+            if self.revision == "replay":
+                log["revision"] = "no_place"
+                return draft
         log["revision"] = "llm"
         parsed = await self.calls.revise_with_record(
             ctx, draft, prompts.render_record(record, self.render_condition))

@@ -21,6 +21,7 @@ from countermem_jax.runtime import curves
 from countermem_jax.phases import construction_waves as waves
 from countermem_jax.method.agents import Agent, MemoryCalls
 from countermem_jax.method.counterfactual import CounterfactualBuilder, empty_store_reason, tally
+from countermem_jax.method import transfer_checks
 from countermem_jax.method.memory import load_frozen, load_store, save_store
 from countermem_jax.method.memory.reuse import suppressed
 from countermem_jax.method.memory.store import MemoryStore
@@ -139,6 +140,28 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
         await ctx.backbone.aclose()
 
 
+async def _transfer(wd: Workdir, ctx: context.PhaseContext, store: MemoryStore) -> dict:
+    """Each record's edit replayed on the other construction tasks' failed actions of its
+    database and checked (``method/transfer_checks.py``); the evidence goes into the store,
+    one "transfer" event per try; returns the totals."""
+    cfg = ctx.method.construction
+    failed = transfer_checks.failed_actions(wd.log.events("decision"))
+
+    async def check(task, action):
+        return await ctx.checks.run(ctx.evaluator.evaluate, ctx.evaluator.reset(task), action)
+    evidence, entries = await transfer_checks.transfer_checks(
+        store.records, ctx.splits.build, failed, check, cfg.transfer_checks, cfg.epsilon)
+    for record_id, (tries, verified) in evidence.items():
+        store.set_transfer(record_id, tries, verified)
+    for entry in entries:
+        wd.log.write("transfer", phase="construction", **entry)
+    save_store(store, wd.store)
+    return {"transfer_checks": len(entries),
+            "transfer_verified": sum(e["verified"] for e in entries),
+            "records_tried": sum(t > 0 for t, _ in evidence.values()),
+            "records_transfer_failed": sum(t > 0 and v == 0 for t, v in evidence.values())}
+
+
 @workdir_guard.guarded_phase("build_memory")  # config checked, phase locked, fingerprint
 def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     """Phase 1 on the construction split: CounterMem's Modules I–II (§3.2–3.3), or the memory of
@@ -164,8 +187,12 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     store = resumed if resumed is not None else MemoryStore(ctx.method.store)
     constructs = ctx.method.construction.corrections != "within_task"
     wave_totals = {}
+    transfer = {}
     if constructs:
         store, wave_totals = phase_loop.run(_construct(cfg, wd, ctx, store))
+        if ctx.method.construction.transfer_checks and ctx.method.construction.corrections \
+                == "verified":
+            transfer = phase_loop.run(_transfer(wd, ctx, store))
     else:  # §6.1 "WM without CF" keeps nothing for later tasks: there is no memory to build
         phase_loop.run(ctx.backbone.aclose())
         print("construction.corrections=within_task: nothing is stored for later tasks, so no "
@@ -184,16 +211,27 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
                  after_uses=gate.suppress_after_uses)
     summary = {"records": len(frozen), "hash": frozen.content_hash(), "suppressed": len(gated),
                "tasks": len(ctx.splits.build) if constructs else 0,
-               "tokens": ctx.ledger.total("construction").total, "waves": wave_totals}
+               "tokens": ctx.ledger.total("construction").total, "waves": wave_totals,
+               "transfer": transfer}
     failures = ([json.loads(line) for line in wd.parse_failures.read_text().splitlines() if line]
                 if wd.parse_failures.exists() else [])
     counts = tally(wd.log.events("counterfactual"), failures)
     summary["never_holding_conditions"] = counts["never_holds"]
+    summary["repeated_situations"] = counts["repeated_situations"]
     wd.log.write("phase_end", phase="construction", ledger=ctx.ledger.summary(),
                  replies=ctx.parse_failures.summary(), **summary)
     print(f"built {len(frozen)} records from {summary['tasks']} construction tasks; frozen "
           f"store {wd.frozen} (hash {frozen.content_hash()[:16]}); {len(gated)} withheld by the "
           "low-utility gate during construction (offered again from selector training on)")
+    if transfer:
+        print(f"transfer checks: {transfer['transfer_checks']} replays of "
+              f"{transfer['records_tried']} records on other tasks' failed actions, "
+              f"{transfer['transfer_verified']} verified; "
+              f"{transfer['records_transfer_failed']} records never verified elsewhere (not "
+              "offered)")
+    if counts["repeated_situations"]:
+        print(f"{counts['repeated_situations']} distilled situations repeated themselves "
+              "(replaced by their sentences once, or by the edit)")
     if constructs and not len(frozen):
         print(empty_store_reason(counts))
     return summary

@@ -61,6 +61,7 @@ ADDED_FIELDS = {
     "selector.wave_size": 1,                  # selector training in waves
     "backbone.cpu_model": "",                 # the pinned CPU models (gguf.MODELS)
     "memory.revision": "llm",                 # the record's edit replayed (edit_replay.py)
+    "construction.transfer_checks": 0,        # records' transfer evidence (transfer_checks.py)
     # the paper's values, once fixed in the code, now config fields (Appendix B.4, Table 3)
     **{f"memory.admission.{k}": v for k, v in dict(
         w_delta=1.0, w_reuse=0.5, w_repeat=0.7, w_conflict=1.0, threshold=0.1).items()},

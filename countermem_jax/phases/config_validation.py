@@ -55,6 +55,7 @@ INT_RANGES = {
     "memory.capacity": (1, None), "memory.suppress_after_uses": (0, None), "memory.top_k": (1, features.NUM_SLOTS),
     "construction.k": (1, None), "construction.max_expanded_failures": (0, None),
     "construction.verification_budget": (0, None), "construction.wave_size": (1, None),
+    "construction.transfer_checks": (0, None),
     "selector.total_decisions": (1, None), "selector.learning_starts": (0, None),
     "selector.train_every": (1, None), "selector.target_sync_every": (1, None),
     "selector.checkpoint_every": (1, None), "selector.batch_size": (1, None),

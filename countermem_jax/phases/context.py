@@ -23,6 +23,7 @@ from countermem_jax.backbones.base import TokenLedger
 from countermem_jax.backbones.factory import make_backbone
 from countermem_jax.runtime.checker_pool import CheckerPool
 from countermem_jax.method.counterfactual import ConstructionConfig
+from countermem_jax.method import edit_replay
 from countermem_jax.method.memory import scoring
 from countermem_jax.method.memory.reuse import suppressed
 from countermem_jax.method.memory.store import StoreConfig
@@ -189,7 +190,9 @@ def retrieval_index(method: MethodConfig, records, checker, evaluation: bool = F
                    if not suppressed(rec, r.suppress_below, r.suppress_after_uses)]
     interventions = dict(intervention=r.intervention,
                          intervention_seed=r.intervention_seed) if evaluation else {}
+    # under replay a record is offered only where its edit has a place in the draft
+    fits = edit_replay.record_fits if r.revision == "replay" else None
     return RetrievalIndex(records, top_k=r.top_k, reuse_weight=r.reuse_weight, checker=checker,
                           use_conditions=r.use_conditions and not (
                               evaluation and r.remove_conditions), groups=groups,
-                          **interventions)
+                          fits=fits, **interventions)

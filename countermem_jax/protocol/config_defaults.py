@@ -93,7 +93,10 @@ def base_config() -> ml_collections.ConfigDict:
     # from the solving budget but gives no number.
     c.construction = ml_collections.ConfigDict(dict(
         k=4, max_expanded_failures=2, verification_budget=8, epsilon=0.05,
-        reuse_policy="always_top1", relevance_threshold=0.5, scope_free_text_conditions=False))
+        reuse_policy="always_top1", relevance_threshold=0.5, scope_free_text_conditions=False,
+        # 0: no transfer checks (the paper); N: each record's edit is checked on up to N other
+        # construction tasks' failed actions of its database (method/transfer_checks.py)
+        transfer_checks=0))
     # Appendix C.2, Table 3: 2,000 training decisions, learning starts after 100, an update
     # every 4, target sync every 250, batch 32, seeds 0-4; a checkpoint every 250 decisions
     # is scored on the validation split and the best one is evaluated.
@@ -288,12 +291,21 @@ def spider_cpu_config(agent: str = "react") -> ml_collections.ConfigDict:
     # database leaves about one candidate per failure worth a check, so the checks are cheap.
     c.construction.update(scope_free_text_conditions=True, reuse_policy="relevance_threshold",
                           relevance_threshold=0.5)
+    # Each record's edit is checked on up to 8 other construction tasks' failed actions of its
+    # database (never its own reference group's); one never verified there is not offered
+    # (method/transfer_checks.py): a checked quirk of one reference is not a rule.
+    c.construction.transfer_checks = 8
     # Those records carry the condition derived from their checked edit (the names the fix
     # introduced must be in the new question, the draft must repeat the mistake and lack the
     # fix): checked at retrieval, not kept out of it.
     c.memory.fallback_condition = "derive"
     # Neither CPU model adapts a record to another question: shown one, they copy its action or
-    # keep their draft (docs/cpu_models.md); the record's edit is replayed on the draft instead.
+    # keep their draft (docs/cpu_models.md); the record's edit is replayed on the draft instead,
+    # and only records whose edit has a place in the draft are offered. Not "replay_then_llm"
+    # (tuning pool, this config, 2026-11-27, /work/notes ledger rows of i36d): its 0.5B
+    # revisions where the replay had no place were 0 right of 2 (DQN) and 0 of 1 (always-top-1),
+    # each a copy of the record's own query, against 2 right of 3 replayed uses, for +13 % tokens
+    # at the same score (45.0 vs 35.0 for ReAct in both).
     c.memory.revision = "replay"
     c.selector.update(total_decisions=30, learning_starts=6, train_every=1, target_sync_every=10,
                       checkpoint_every=15, batch_size=16, seeds=(0,))

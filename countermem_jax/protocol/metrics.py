@@ -13,6 +13,13 @@
   harmful_vs_draft_rate   beyond the paper (study 10): selected uses whose outcome is worse than
                           that of the paired memory-free run's action at the same decision of the
                           same task (the draft the record revised) / selected uses so paired
+  uses_changed_draft      selected uses whose action differs from the draft they revised
+  uses_changed_right      of those, the uses whose change was right: the revised action solved
+                          where the draft did not, or scored a higher utility (judged against the
+                          paired memory-free run's outcome of the same draft; a use without that
+                          pairing by its reuse label, +1 = solved or improved on the last attempt)
+  uses_no_place           selected uses whose record's edit had no place in the draft
+                          (``memory.revision=replay``: the draft ran unchanged)
 
 Over selector seeds (``seed_aggregate``): every CounterMem metric per seed and its mean, and for
 the score and the paired score difference to the base agent also the standard deviation and a 95%
@@ -82,6 +89,7 @@ def run_metrics(task_ends: list[dict], decisions: list[dict],
                     "action_changes_per_retrieved": len(changed) / retrieved if retrieved else None,
                     "harmful_changes_per_retrieved":
                         harmful_changes / retrieved if retrieved else None})
+        out.update(changed_uses(used, base_decisions))
         if base_decisions is not None:
             out.update(draft_paired_harm(base_decisions, used))
         # condition verdicts per decision (memory_use: memory.conditions), summed over decisions
@@ -91,7 +99,30 @@ def run_metrics(task_ends: list[dict], decisions: list[dict],
             out["condition_verdicts"] = {k: sum(v.get(k, 0) for v in verdicts) for k in (
                 "compatible", "incompatible", "undecided", "judged_by_llm", "judge_calls",
                 "judge_tokens")}
+            if any("no_place" in v for v in verdicts):   # revision=replay's place test
+                out["condition_verdicts"]["no_place"] = sum(v.get("no_place", 0)
+                                                            for v in verdicts)
     return out
+
+
+def changed_uses(used: list[dict], base_decisions: list[dict] | None = None) -> dict:
+    """The selected uses that changed their draft, those whose change was right, and those
+    whose record had no place in the draft (module docstring). With the memory-free run's
+    decisions (``base_decisions``), a use at a decision where that run executed the same
+    draft is judged against its outcome; otherwise by the use's reuse label."""
+    base = {(d["task_id"], d.get("decision")): d for d in base_decisions or ()}
+    changed = [d for d in used if d.get("changed")]
+    right = 0
+    for d in changed:
+        b = base.get((d["task_id"], d.get("decision")))
+        if b is not None and normalize_action(b.get("action", "")) == normalize_action(
+                d.get("draft", "")):
+            right += _outcome_key(d) > _outcome_key(b)
+        else:
+            right += (d.get("reuse") or {}).get("label") == 1
+    return {"uses_changed_draft": len(changed), "uses_changed_right": right,
+            "uses_no_place": sum((d.get("memory") or {}).get("revision") == "no_place"
+                                 for d in used)}
 
 
 def _outcome_key(decision: dict) -> tuple:
@@ -297,6 +328,8 @@ def comparison_table(result: dict, agent: str, method: str = "CounterMem") -> st
             ("calls per solved task", "calls_per_solved"),
             ("failed attempts per solved", "failures_per_solved"),
             ("retrieval coverage", "retrieval_coverage"), ("selected record uses", "selected_uses"),
+            ("  that changed the draft", "uses_changed_draft"),
+            ("  whose change was right", "uses_changed_right"),
             ("harmful use rate", "harmful_use_rate"),
             ("harmful vs paired draft", "harmful_vs_draft_rate")]  # study 10, beside the paper's
     for label, key in rows:
@@ -319,8 +352,10 @@ def comparison_table(result: dict, agent: str, method: str = "CounterMem") -> st
         v = agg["per_seed"][s].get("condition_verdicts")
         if v:  # §4 / Appendix B.4: how the applicability conditions of offered records were judged
             lines.append(f"    conditions: {v['compatible']} compatible, {v['incompatible']} "
-                         f"incompatible, {v['undecided']} undecided ({v['judge_calls']} judge "
-                         f"calls, {v['judge_tokens']} tokens)")
+                         f"incompatible, {v['undecided']} undecided"
+                         + (f", {v['no_place']} with no place for the edit" if "no_place" in v
+                            else "")
+                         + f" ({v['judge_calls']} judge calls, {v['judge_tokens']} tokens)")
     lines += ["", building_table(result["cost_of_building"], result.get("evaluation_cost"))]
     return "\n".join(lines)
 

@@ -123,6 +123,17 @@ class MemoryRecord:
     admission_score: float = 0.0
     insertion_seq: int = 0
     source_group: str = ""
+    # Transfer evidence (docs/method.md): the record's edit replayed on other construction
+    # tasks' failed drafts of its database (never its own reference group's), and how many of
+    # those replays the checker passed.
+    transfer_tries: int = 0
+    transfer_verified: int = 0
+
+    @property
+    def transfer_failed(self) -> bool:
+        """Tried on other tasks' drafts and never verified there: a correction of one
+        reference's quirk, not a rule; retrieval does not offer it."""
+        return self.transfer_tries > 0 and self.transfer_verified == 0
 
     @property
     def delta(self) -> float:
@@ -143,10 +154,14 @@ class MemoryRecord:
         """Plain-JSON form of every field (nested dataclasses become objects).
 
         ``from_json`` inverts it exactly; the store file (memory/persistence.py) holds these objects.
+        A record without transfer evidence leaves its two fields out, so a store written before
+        they existed keeps its content hash.
         """
         obj = dataclasses.asdict(self)
         if not obj["source_group"]:
             del obj["source_group"]   # a record without one reads and hashes as before
+        if not (self.transfer_tries or self.transfer_verified):
+            del obj["transfer_tries"], obj["transfer_verified"]
         return obj
 
     def json_text(self, canonical: bool) -> str:
@@ -267,11 +282,16 @@ def _record_from_json(obj: Mapping[str, Any]) -> MemoryRecord:
         raise RecordFieldError("reuse_utility", f"must lie in [-1, 1], got {reuse}")
     counts = {k: _get(obj, k, (int,)) for k in ("uses", "helpful_uses", "harmful_uses",
                                                 "insertion_seq")}
+    # stores written before transfer evidence existed have none: 0 tries
+    counts |= {k: _get(obj, k, (int,)) for k in ("transfer_tries", "transfer_verified")
+               if k in obj}
     for key, value in counts.items():
         if value < 0:
             raise RecordFieldError(key, f"must be >= 0, got {value}")
     if counts["helpful_uses"] + counts["harmful_uses"] > counts["uses"]:
         raise RecordFieldError("uses", "smaller than helpful_uses + harmful_uses")
+    if counts.get("transfer_verified", 0) > counts.get("transfer_tries", 0):
+        raise RecordFieldError("transfer_tries", "smaller than transfer_verified")
     return MemoryRecord(
         record_id=_get(obj, "record_id", (str,)),
         source_task_id=_get(obj, "source_task_id", (str,)),

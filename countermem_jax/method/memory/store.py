@@ -232,6 +232,16 @@ class MemoryStore(_StoreView):
                 return self._records[i]
         raise KeyError(f"no record {record_id!r} in store {self.snapshot_id}")
 
+    def set_transfer(self, record_id: str, tries: int, verified: int) -> MemoryRecord:
+        """A record's transfer evidence (construction's transfer checks, docs/method.md):
+        ``tries`` replays on other tasks' failed drafts, ``verified`` of them passed."""
+        for i, r in enumerate(self._records):
+            if r.record_id == record_id:
+                self._records[i] = dataclasses.replace(r, transfer_tries=tries,
+                                                       transfer_verified=verified)
+                return self._records[i]
+        raise KeyError(f"no record {record_id!r} in store {self.snapshot_id}")
+
     def freeze(self) -> "FrozenStore":
         """An immutable snapshot of the current records and counters, sharing the record objects.
 

@@ -28,11 +28,19 @@ reference group stay excluded under every intervention:
   shuffled  every record is reassigned to another record's decision state: matching runs on the
             situation, condition and reuse of record π(i) and returns record i, π a seeded
             derangement (a record keeps its own state only in a store of one record).
+
+Two more tests keep a record out where it could not act (matched and shuffled only):
+  fits      (``memory.revision=replay``) the revision's own test on the decision's draft: a
+            record whose checked edit has no place in it (``edit_replay.record_fits``) would
+            leave the draft as it is, so it is not offered; listed as ``excluded_no_place``;
+  transfer  a record whose every transfer try failed (``MemoryRecord.transfer_failed``: its
+            edit, replayed on other construction tasks' failed drafts of its database, never
+            passed the checker) is never offered; listed as ``excluded_transfer``.
 """
 import dataclasses
 import functools
 import hashlib
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import chex
 import jax
@@ -96,6 +104,8 @@ class RetrievalResult:
     excluded_same_task: tuple[str, ...]
     excluded_condition: tuple[str, ...]
     eligible_count: int
+    excluded_no_place: tuple[str, ...] = ()   # condition held, the revision has no place
+    excluded_transfer: tuple[str, ...] = ()   # every transfer try of the record failed
 
     @property
     def covered(self) -> bool:
@@ -125,7 +135,8 @@ class RetrievalIndex:
                  reuse_weight: float = REUSE_WEIGHT,
                  checker: cond_lib.CompositeChecker | None = None, use_conditions: bool = True,
                  intervention: str = "matched", intervention_seed: int = 0,
-                 groups: Mapping[str, str] | None = None):
+                 groups: Mapping[str, str] | None = None,
+                 fits: Callable[[MemoryRecord, cond_lib.TaskContext], bool] | None = None):
         if intervention not in INTERVENTIONS:
             raise ValueError(f"unknown retrieval intervention {intervention!r}; expected one of "
                              f"{INTERVENTIONS}")
@@ -158,6 +169,9 @@ class RetrievalIndex:
         self._size = size
         self._conditions = [r.condition.strip() for r in state_of]
         self._conditioned = [i for i, c in enumerate(self._conditions) if c]
+        # the revision's place test (None: every record can act) and the transfer evidence
+        self.fits = fits if intervention in ("matched", "shuffled") else None
+        self._transfer_ok = np.array([not r.transfer_failed for r in self.records], bool)
 
     def _code(self, group: str) -> int:
         return self._group_codes.setdefault(group, len(self._group_codes))
@@ -193,6 +207,25 @@ class RetrievalIndex:
                 mask[qi, i] = verdicts[c]
         return mask
 
+    def _action_mask(self, tasks: Sequence[cond_lib.TaskContext],
+                     cond_mask: np.ndarray | None) -> np.ndarray | None:
+        """[Q, size]: records that can act on each decision: transfer not refuted, and (with
+        ``fits``) a place for the revision in the decision's draft, tested only for records
+        the other tests leave eligible; None when nothing restricts."""
+        if self.fits is None and self._transfer_ok.all():
+            return None
+        n = len(self.records)
+        mask = np.ones((len(tasks), self._size), dtype=bool)
+        mask[:, :n] &= self._transfer_ok[None, :]
+        if self.fits is not None:
+            for qi, task in enumerate(tasks):
+                own = self.group_code(task.task_id, task.group)
+                for i in range(n):
+                    if (mask[qi, i] and self._key_group_np[i] != own
+                            and (cond_mask is None or cond_mask[qi, i])):
+                        mask[qi, i] = self.fits(self.records[i], task)
+        return mask
+
     def retrieve(self, task: cond_lib.TaskContext, state_text: str | None = None) -> RetrievalResult:
         """The top-k eligible records for one decision (Eq. 7-8); ``state_text`` defaults to the
         task's text."""
@@ -214,16 +247,23 @@ class RetrievalIndex:
             return [self._random(t, q) for t, q in zip(tasks, np.asarray(query_embeddings))]
         query_group = np.array([self.group_code(t.task_id, t.group) for t in tasks], np.int32)
         cond_mask = self._condition_mask(tasks)
+        act_mask = self._action_mask(tasks, cond_mask)
+        ok_mask = (cond_mask if act_mask is None else act_mask if cond_mask is None
+                   else cond_mask & act_mask)
         k = min(self.top_k, self._size)
         scores, idx, rel = row_blocks.in_blocks(
             functools.partial(self._score_block, k=k), QUERY_ROWS,
-            [np.asarray(query_embeddings, np.float32), query_group, cond_mask],
+            [np.asarray(query_embeddings, np.float32), query_group, ok_mask],
             [0.0, _NO_QUERY, True])
         results = []
+        n = len(self.records)
         for qi, task in enumerate(tasks):
             same = self._key_group_np == query_group[qi]
-            cond_false = (~cond_mask[qi, : len(self.records)] & ~same if cond_mask is not None
-                          else np.zeros(len(self.records), bool))
+            cond_false = (~cond_mask[qi, :n] & ~same if cond_mask is not None
+                          else np.zeros(n, bool))
+            refuted = ~self._transfer_ok & ~same & ~cond_false
+            no_place = (~act_mask[qi, :n] & ~same & ~cond_false & ~refuted
+                        if act_mask is not None else np.zeros(n, bool))
             candidates = tuple(
                 Candidate(self.records[j], float(s), float(r), rank)
                 for rank, (s, j, r) in enumerate(zip(scores[qi], idx[qi], rel[qi]))
@@ -232,7 +272,9 @@ class RetrievalIndex:
                 task.task_id, candidates,
                 tuple(self.records[i].record_id for i in np.flatnonzero(same)),
                 tuple(self.records[i].record_id for i in np.flatnonzero(cond_false)),
-                int(len(self.records) - same.sum() - cond_false.sum())))
+                int(n - same.sum() - cond_false.sum() - refuted.sum() - no_place.sum()),
+                tuple(self.records[i].record_id for i in np.flatnonzero(no_place)),
+                tuple(self.records[i].record_id for i in np.flatnonzero(refuted))))
         return results
 
     def _score_block(self, queries: np.ndarray, query_group: np.ndarray,
