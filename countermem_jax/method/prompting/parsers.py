@@ -11,11 +11,13 @@ edits must be local (``parse_local_edits``, §3.2), and Module II's condition mu
 checkable requirement or explicitly none (``parse_distilled``, §3.3). The parsers of the
 baselines' templates (Appendix D.5) follow the same rules, so no method gets a laxer contract.
 """
+import bisect
 import dataclasses
-import difflib
+import itertools
 import json
 import re
 
+from countermem_jax.method import bounded_diff
 from countermem_jax.method.condition_text import normalize_condition
 
 
@@ -99,13 +101,19 @@ _TOKENS = re.compile(r"\w+|[^\w\s]")
 
 def is_local_edit(original: str, edited: str, max_removed_fraction: float = 0.5) -> bool:
     """One decision unit changed: at most two changed token regions, and at most half of the
-    original's tokens removed or replaced (at least 3 always allowed)."""
+    original's tokens removed or replaced (at least 3 always allowed). A changed region too
+    long to align within ``bounded_diff``'s bound is no one decision unit: not local."""
     # Case-insensitive: re-printing a query may upper-case its keywords without changing it.
     a, b = _TOKENS.findall(original.lower()), _TOKENS.findall(edited.lower())
-    ops = [op for op in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
-           if op[0] != "equal"]
+    diff = bounded_diff.opcodes(a, b)
+    ops = diff.changes
     removed = sum(i2 - i1 for _, i1, i2, _, _ in ops)
-    return 0 < len(ops) <= 2 and removed <= max(3, max_removed_fraction * len(a))
+    return diff.exact and 0 < len(ops) <= 2 and removed <= max(3, max_removed_fraction * len(a))
+
+
+# The whitespace-tolerant FIND match scans the action once per word of FIND: bounded by
+# (characters of the action) x (words of FIND), past which only the exact match is tried.
+LOCATE_CELLS = 2_000_000
 
 
 def _locate(find: str, action: str) -> tuple[int, int] | None:
@@ -114,8 +122,10 @@ def _locate(find: str, action: str) -> tuple[int, int] | None:
     i = action.find(find)
     if i >= 0:
         return i, i + len(find)
-    pattern = r"\s+".join(re.escape(part) for part in find.split())
-    m = re.search(pattern, action) if pattern else None
+    parts = find.split()
+    if not parts or len(parts) * len(action) > LOCATE_CELLS:
+        return None
+    m = re.search(r"\s+".join(re.escape(part) for part in parts), action)
     return (m.start(), m.end()) if m else None
 
 
@@ -151,12 +161,8 @@ def parse_local_edits(text: str, action: str, k: int) -> list[str]:
     Returns the edited actions (distinct, different from the original).
     """
     clean = strip_markup(text)
-    # A REPLACE body runs to the next EDIT / FIND / numbered item or the end, so multi-line
-    # replacements survive.
-    pairs = re.findall(r"FIND\s*:\s*(.+?)\s*\n\s*REPLACE\s*:\s*(.*?)(?=\n\s*(?:EDIT\b|FIND\s*:|\d+[.)]"
-                       r"|$)|\Z)", clean, re.I | re.S)
     out, problems = [], []
-    for find, replace in pairs:
+    for find, replace in itertools.islice(_edit_pairs(clean), MAX_EDITS_READ):
         find, replace = _unquote(find), _unquote(replace)
         span = _locate(find, action) if find else None
         if span is None:
@@ -175,6 +181,50 @@ def parse_local_edits(text: str, action: str, k: int) -> list[str]:
         raise ParseError("no usable edit: write each as 'FIND: <exact text from the action>' then "
                          "'REPLACE: <new text>'" + (f" ({problems[0]})" if problems else ""))
     return out
+
+
+# A reply's first this many FIND/REPLACE pairs are read; a reply of thousands of FIND lines
+# costs no more than that.
+MAX_EDITS_READ = 32
+_FIND = re.compile(r"FIND\s*:", re.I)
+_SPACES = re.compile(r"\s*")
+_REPLACE_LINE = re.compile(r"[^\S\n]*REPLACE\s*:\s*", re.I)
+_STOP_LINE = re.compile(r"[^\S\n]*(?:EDIT\b|FIND\s*:|\d+[.)])", re.I)
+
+
+def _edit_pairs(text: str):
+    """(FIND text, REPLACE text) of each edit in ``text``, in order, read line by line in
+    linear time. FIND runs to the next line that starts with ``REPLACE:``; a REPLACE body runs
+    to the end of the last line before the next EDIT / FIND / numbered item (or the end), so
+    multi-line replacements survive."""
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    lines = [text[a:b - 1] for a, b in zip(starts, starts[1:])] + [text[starts[-1]:]]
+    replace_lines = [i for i, line in enumerate(lines) if _REPLACE_LINE.match(line)]
+    # ends[j]: the next edit begins after line j (its next non-blank line starts one, or none)
+    ends, following = [False] * len(lines), True
+    for j in range(len(lines) - 1, -1, -1):
+        ends[j] = following
+        if lines[j].strip():
+            following = bool(_STOP_LINE.match(lines[j]))
+    pos = 0
+    while m := _FIND.search(text, pos):
+        # the first REPLACE line with at least one character of FIND text before its newline,
+        # the text read after the spaces that follow ``FIND:`` (or, failing that, in them)
+        for start in (_SPACES.match(text, m.end()).end(), m.end()):
+            k = bisect.bisect_left(replace_lines, bisect.bisect_right(starts, start + 1))
+            if k < len(replace_lines):
+                break
+        else:
+            return
+        line = replace_lines[k]
+        body = _REPLACE_LINE.match(text, starts[line]).end()
+        j = bisect.bisect_right(starts, body) - 1   # the line the body starts on
+        while j < len(lines) - 1 and not ends[j]:
+            j += 1
+        end = starts[j + 1] - 1 if j < len(lines) - 1 else len(text)
+        end = max(end, body)
+        yield text[m.end():starts[line] - 1], text[body:end]
+        pos = end
 
 
 def _unquote(s: str) -> str:
@@ -329,7 +379,7 @@ def parse_function_calls(text: str, allowed: tuple[str, ...]) -> list[dict]:
     calls = []
     for m in re.finditer(r"CALL\s*:\s*", clean, re.I):
         try:
-            obj, _ = decoder.raw_decode(clean[m.end():])
+            obj, _ = decoder.raw_decode(clean, m.end())   # no copy of the rest per CALL
         except json.JSONDecodeError:
             raise ParseError("a CALL is not followed by one JSON object") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("arguments", {}), dict):
