@@ -14,7 +14,9 @@ server at ~100 requests/s whatever the concurrency; aiohttp keeps ≥ 0.8 of ide
   decoded leniently (invalid UTF-8 replaced), and a 200 whose JSON holds no usable answer
   (empty ``choices``, a message or field of the wrong type) is an empty reply named in
   ``ChatResult.malformed``, counted and never raised;
-* when retries run out, ``BackboneError`` says which server failed and why;
+* when retries run out, ``BackboneError`` says which server failed and why; a server that
+  answered every attempt with a body that is not JSON gives an empty reply instead
+  (``malformed`` "not_json"), so one request it cannot answer never ends a run;
 * usage comes from the server (cached prompt tokens included); the reasoning text is read from
   ``reasoning_content`` or ``reasoning`` (vLLM has used both spellings), apart from the content;
   when a server reports no usage the gpt-oss tokenizer counts it; ``finish_reason`` is kept;
@@ -60,9 +62,9 @@ class _Retryable(Exception):
     Internal to ``_chat``: tenacity retries on it, and when attempts run out it becomes a
     ``BackboneError`` naming the last server and reason.
     """
-    def __init__(self, server: str, reason: str):
+    def __init__(self, server: str, reason: str, not_json: bool = False):
         super().__init__(f"{server}: {reason}")
-        self.server, self.reason = server, reason
+        self.server, self.reason, self.not_json = server, reason, not_json
 
 
 class _SharedLimit:
@@ -238,6 +240,12 @@ class OpenAICompatibleBackbone(Backbone):
                         last["server"] = replica.url
                         return await self._post(client, replica, body, messages)
         except _Retryable as err:
+            if err.not_json:
+                # the server answers, but not in JSON, whenever asked this: an empty reply,
+                # counted, so one request cannot end the run (issue 39)
+                log.warning("%s answered %d times with a body that is not JSON: %s; an empty "
+                            "reply is used", err.server, self.max_attempts, err.reason)
+                return self._malformed({}, "not_json", err.server, messages)
             raise BackboneError(f"{err.server} failed after {self.max_attempts} attempts: "
                                 f"{err.reason}") from None
         raise AssertionError("unreachable")
@@ -254,8 +262,7 @@ class OpenAICompatibleBackbone(Backbone):
             try:
                 async with client.post(f"{replica.url}/chat/completions", json=body) as response:
                     status = response.status
-                    # read no more than the boundary admits: a body past it is not parsed
-                    raw = await response.content.read(replies.MAX_BODY_BYTES + 1)
+                    raw = await _read_body(response.content, replies.MAX_BODY_BYTES + 1)
             except (asyncio.TimeoutError, aiohttp.ClientError) as err:
                 replica.failed_until = time.monotonic() + 5.0
                 raise _Retryable(replica.url, f"{type(err).__name__}: {err or 'connection failed'}")
@@ -281,7 +288,7 @@ class OpenAICompatibleBackbone(Backbone):
                 payload = json.loads(text)
             except json.JSONDecodeError as err:
                 raise _Retryable(replica.url, f"malformed response ({type(err).__name__}): "
-                                 f"{text[:200]!r}")
+                                 f"{text[:200]!r}", not_json=True)
             choices = payload.get("choices") if isinstance(payload, dict) else None
             if not isinstance(choices, list) or not choices:
                 # a well-formed HTTP 200 without an answer: an empty reply, counted, not raised
@@ -364,6 +371,16 @@ class OpenAICompatibleBackbone(Backbone):
             session = self._sessions.pop(asyncio.get_running_loop(), None)
         if session is not None:
             await session.close()
+
+
+async def _read_body(stream, limit: int) -> bytes:
+    """The body up to ``limit`` bytes: a body past the boundary's bound is not read further
+    (nor parsed), however much the server sends."""
+    chunks, size = [], 0
+    while size < limit and (chunk := await stream.read(limit - size)):
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def _constraint_fields(constraint) -> dict:

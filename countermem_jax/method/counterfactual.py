@@ -24,10 +24,10 @@ task's own actions are checked as usual in every mode:
 import collections
 import dataclasses
 import datetime
-import difflib
 import logging
 import re
 
+from countermem_jax.method import bounded_diff
 from countermem_jax.method.agents import Augmentation
 from countermem_jax.method.prompting import parsers, prompts
 from countermem_jax.method.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
@@ -88,8 +88,7 @@ def locality_problem(action: str, edited: str) -> str:
     if not parsers.is_local_edit(action, edited):
         return "changes more than one part or removes most of the action"
     a, b = _TOKENS.findall(action.lower()), _TOKENS.findall(edited.lower())
-    ops = [op for op in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
-           if op[0] != "equal"]
+    ops = bounded_diff.opcodes(a, b).changes   # exact: is_local_edit aligned it in bound
     if len(a) >= 8 and ops[-1][2] - ops[0][1] >= 0.9 * len(a):
         return "covers the whole action"
     inserted = [t for _, _, _, j1, j2 in ops for t in b[j1:j2]]

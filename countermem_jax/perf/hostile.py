@@ -9,6 +9,8 @@ One line per case: checker, case, outcome, wall time, peak host memory growth (V
 RSS at the case's start, reset before each case), original state byte-identical, processes left; last line ``result: {json}`` with the
 number of cases and of failures (goal: 0 failures). ``tests/test_hostile_checkers.py`` runs the
 same catalogue, one test per case. Needs the benchmark data (QuixBugs, Spider) and bubblewrap.
+The hostile-server family (``hostile_replies.py``, cases ``reply_*``) sends broken model replies
+through a real build instead.
 """
 import concurrent.futures
 import dataclasses
@@ -24,6 +26,7 @@ from typing import Callable
 
 from absl import app, flags
 
+from countermem_jax.perf import hostile_replies
 from countermem_jax.perf.common import print_result
 from countermem_jax.runtime.paths import data_root
 
@@ -571,10 +574,19 @@ def _operator(fx: Fixture, name: str) -> CaseResult:
     return CaseResult("sql-operators", name, label, wall, 0, True, 0, failures)
 
 
-# Case name -> the runner for its checker; names are unique across the four catalogues.
+# Case name -> the runner for its checker; names are unique across the catalogues.
 CASES: dict[str, Callable[[Fixture, str], CaseResult]] = {
     **{name: _coding for name in CODING_CASES}, **{name: _sql for name in SQL_CASES},
     **{name: _solver for name in SOLVER_CASES}, **{name: _operator for name in OPERATOR_CASES}}
+
+
+def _reply(fx: Fixture, name: str) -> CaseResult:
+    """A hostile-server case (``hostile_replies``): broken model replies through a real build."""
+    outcome, wall, store_ok, failures = hostile_replies.run_case(name)
+    return CaseResult("hostile-server", name, outcome, wall, 0, store_ok, 0, failures)
+
+
+CASES.update({name: _reply for name in hostile_replies.CASES})
 
 
 def run_case(fx: Fixture, name: str) -> CaseResult:
