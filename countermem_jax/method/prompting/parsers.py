@@ -188,42 +188,37 @@ def parse_local_edits(text: str, action: str, k: int) -> list[str]:
 MAX_EDITS_READ = 32
 _FIND = re.compile(r"FIND\s*:", re.I)
 _SPACES = re.compile(r"\s*")
-_REPLACE_LINE = re.compile(r"[^\S\n]*REPLACE\s*:\s*", re.I)
-_STOP_LINE = re.compile(r"[^\S\n]*(?:EDIT\b|FIND\s*:|\d+[.)])", re.I)
+_REPLACE_LINE = re.compile(r"^[^\S\n]*REPLACE\s*:\s*", re.I | re.M)
+_REPLACE_HEAD = re.compile(r"^(?=[^\S\n]*REPLACE\s*:)", re.I | re.M)   # zero-width: each line
+_STOP_LINE = re.compile(r"^[^\S\n]*(?:EDIT\b|FIND\s*:|\d+[.)])", re.I | re.M)
 
 
 def _edit_pairs(text: str):
-    """(FIND text, REPLACE text) of each edit in ``text``, in order, read line by line in
-    linear time. FIND runs to the next line that starts with ``REPLACE:``; a REPLACE body runs
-    to the end of the last line before the next EDIT / FIND / numbered item (or the end), so
-    multi-line replacements survive."""
-    starts = [0] + [m.end() for m in re.finditer("\n", text)]
-    lines = [text[a:b - 1] for a, b in zip(starts, starts[1:])] + [text[starts[-1]:]]
-    replace_lines = [i for i, line in enumerate(lines) if _REPLACE_LINE.match(line)]
-    # ends[j]: the next edit begins after line j (its next non-blank line starts one, or none)
-    ends, following = [False] * len(lines), True
-    for j in range(len(lines) - 1, -1, -1):
-        ends[j] = following
-        if lines[j].strip():
-            following = bool(_STOP_LINE.match(lines[j]))
+    """(FIND text, REPLACE text) of each edit in ``text``, in order, in linear time. FIND runs
+    to the next line that starts with ``REPLACE:``; a REPLACE body runs to the end of the last
+    line before the next EDIT / FIND / numbered item (or the end), so multi-line replacements
+    survive."""
+    replace_lines = [m.start() for m in _REPLACE_HEAD.finditer(text)]
     pos = 0
     while m := _FIND.search(text, pos):
         # the first REPLACE line with at least one character of FIND text before its newline,
         # the text read after the spaces that follow ``FIND:`` (or, failing that, in them)
         for start in (_SPACES.match(text, m.end()).end(), m.end()):
-            k = bisect.bisect_left(replace_lines, bisect.bisect_right(starts, start + 1))
+            k = bisect.bisect_left(replace_lines, start + 2)
             if k < len(replace_lines):
                 break
         else:
             return
         line = replace_lines[k]
-        body = _REPLACE_LINE.match(text, starts[line]).end()
-        j = bisect.bisect_right(starts, body) - 1   # the line the body starts on
-        while j < len(lines) - 1 and not ends[j]:
-            j += 1
-        end = starts[j + 1] - 1 if j < len(lines) - 1 else len(text)
-        end = max(end, body)
-        yield text[m.end():starts[line] - 1], text[body:end]
+        body = _REPLACE_LINE.match(text, line).end()
+        # the body ends at the newline after its last non-blank line before the next item
+        newline = text.find("\n", body)
+        stop = _STOP_LINE.search(text, newline + 1) if newline >= 0 else None
+        limit = stop.start() if stop else len(text)
+        last = body + len(text[body:limit].rstrip())
+        end = text.find("\n", last, limit) if last < limit else -1
+        end = len(text) if end < 0 else end
+        yield text[m.end():line - 1], text[body:end]
         pos = end
 
 
@@ -231,7 +226,8 @@ def _unquote(s: str) -> str:
     """The text with a wrapping code fence or matching quotes removed (how models set off the
     FIND and REPLACE text)."""
     s = s.strip()
-    s = re.sub(r"^```\w*\s*|\s*```$", "", s).strip()
+    # (?<!\s): a closing fence's spaces are matched from their start only (linear in a run)
+    s = re.sub(r"^```\w*\s*|(?<!\s)\s*```$", "", s).strip()
     if len(s) >= 2 and s[0] == s[-1] and s[0] in "`'\"":
         s = s[1:-1]
     return s.strip()
@@ -306,6 +302,10 @@ def parse_look_alike(text: str) -> str:
 INSIGHT_OPERATIONS = ("ADD", "AGREE", "EDIT", "REMOVE")
 
 
+_OPERATION = re.compile(r"^[ \t>*-]*(ADD|AGREE|EDIT|REMOVE)\b[ \t]*(?:#|RULE[ \t]*)?(\d+)?"
+                        r"[ \t]*[:.)-]?[ \t]*(.*)$", re.I)
+
+
 def parse_insight_operations(text: str, n_insights: int) -> list[tuple[str, int | None, str]]:
     """EXPEL_UPDATE: lines 'ADD: <insight>', 'AGREE <n>: …', 'EDIT <n>: <new text>',
     'REMOVE <n>: …' (n numbers the current list, 1-based), or 'NONE'. Returns
@@ -315,8 +315,7 @@ def parse_insight_operations(text: str, n_insights: int) -> list[tuple[str, int 
     # Lines that are not operations are ignored; an operation with a missing or out-of-range
     # number is skipped, and named in the error only when no operation is usable.
     for line in clean.splitlines():
-        m = re.match(r"^[ \t>*-]*(ADD|AGREE|EDIT|REMOVE)\b[ \t]*(?:#|RULE[ \t]*)?(\d+)?[ \t]*[:.)-]?"
-                     r"[ \t]*(.*)$", line.strip(), re.I)
+        m = _OPERATION.match(line.strip())
         if not m:
             continue
         op, number, body = m.group(1).upper(), m.group(2), " ".join(m.group(3).split())
@@ -333,7 +332,7 @@ def parse_insight_operations(text: str, n_insights: int) -> list[tuple[str, int 
             problems.append("EDIT needs the new text after ':'")
             continue
         ops.append((op, int(number) - 1, body))
-    if not ops and re.search(r"^\s*NONE\b", clean, re.I | re.M):
+    if not ops and re.search(r"^[^\S\n]*NONE\b", clean, re.I | re.M):
         return []
     if not ops:
         raise ParseError("no operation: write lines 'ADD: <insight>', 'AGREE <n>: …', "
@@ -392,7 +391,7 @@ def parse_function_calls(text: str, allowed: tuple[str, ...]) -> list[dict]:
         if missing:
             raise ParseError(f"{name} needs string argument(s) {', '.join(missing)}")
         calls.append({"name": name, "arguments": {a: args[a] for a in MEMORY_TOOLS[name]}})
-    if not calls and not re.search(r"^\s*DONE\b", clean, re.I | re.M):
+    if not calls and not re.search(r"^[^\S\n]*DONE\b", clean, re.I | re.M):
         raise ParseError('write one line per call, CALL: {"name": ..., "arguments": {...}}, '
                          "then DONE (or only DONE)")
     return calls
