@@ -54,6 +54,11 @@ MAX_REPLAY_CHARS = 10_000
 MAX_REPLAY_HUNKS = 8
 
 
+def too_long(*actions: str) -> bool:
+    """Whether an action is past ``MAX_REPLAY_CHARS`` (``replay_edit`` then does not replay)."""
+    return max(map(len, actions)) > MAX_REPLAY_CHARS
+
+
 def replay_edit(original: str, improved: str, draft: str, feedback: str = "",
                 context: int = 2) -> str | None:
     """``draft`` with the hunks of the edit ``original`` → ``improved`` made where they fit, or
@@ -61,7 +66,7 @@ def replay_edit(original: str, improved: str, draft: str, feedback: str = "",
     bounded cost (an action over ``MAX_REPLAY_CHARS``, more than ``MAX_REPLAY_HUNKS`` hunks,
     a change too long to align). ``feedback`` is the checker's feedback on the draft's task
     so far (its last attempt); ``context`` tokens on either side of a hunk locate it."""
-    if max(len(original), len(improved), len(draft)) > MAX_REPLAY_CHARS:
+    if too_long(original, improved, draft):
         return None   # too long to place hunks in at a bounded cost (issue 39): no replay
     a_toks, b_toks, d_toks = _tokens(original), _tokens(improved), _tokens(draft)
     a, b, d = ([t[0] for t in toks] for toks in (a_toks, b_toks, d_toks))

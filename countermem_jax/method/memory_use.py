@@ -29,7 +29,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from countermem_jax.method.agents import Augmentation, DecisionInfo, MemoryCalls
-from countermem_jax.method.edit_replay import replay_edit
+from countermem_jax.method.edit_replay import replay_edit, too_long
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method.memory import reuse as reuse_lib
 from countermem_jax.method import text_embedding as embedding
@@ -154,12 +154,13 @@ class CounterMemAugmentation(Augmentation):
     async def _revise(self, ctx, draft: str, record, feedback: str, log: dict) -> str:
         """The draft revised with the chosen ``record``: under ``revision="replay"`` its edit
         made where it fits (``feedback``: the last attempt's), the draft itself where it has no
-        place (``log["revision"]`` "replay" / "no_place"); else REVISE_WITH_RECORD (an
-        unparsable reply keeps the draft)."""
+        place (``log["revision"]`` "replay" / "no_place", "too_long" past the replay's length
+        bound); else REVISE_WITH_RECORD (an unparsable reply keeps the draft)."""
         if self.revision == "replay":
             replayed = replay_edit(record.original_action, record.improved_action, draft,
                                    feedback or "")
-            log["revision"] = "no_place" if replayed is None else "replay"
+            log["revision"] = ("replay" if replayed is not None else "too_long" if too_long(
+                record.original_action, record.improved_action, draft) else "no_place")
             return draft if replayed is None else replayed
         log["revision"] = "llm"
         parsed = await self.calls.revise_with_record(
