@@ -48,10 +48,6 @@ def template_of(text: str) -> str:
     return "draft"
 
 
-def _deep_sql(depth: int = 60) -> str:
-    return "SELECT " + "(" * depth + "1" + ")" * depth
-
-
 def _append(suffix: str):
     """A change of the reply's text: ``suffix`` added inside it (inside the SQL code block, so
     the draft carries it; after a JSON value's last string, so structured replies do too)."""
@@ -67,8 +63,13 @@ def _append(suffix: str):
 
 def _nested(text: str) -> str:
     """The reply with a 60-deep parenthesised expression where its query or text is."""
-    if text.startswith("```sql"):   # a draft: a query SQLite accepts and sqlglot cannot parse
-        return "```sql\n" + _deep_sql() + "\n```"
+    if text.startswith("```sql"):
+        # a draft: its query filtered by a 60-deep true condition (SQLite accepts it, sqlglot
+        # cannot parse it), with the mistake the scripted edit removes, so a verified edit of
+        # a 60-deep query reaches the distillation and its derived condition
+        query = text[len("```sql\n"):-len("\n```")].replace(scripted_sql.MISTAKE, "")
+        return (f"```sql\nSELECT * FROM ({query}) WHERE " + "(" * 60 + "1" + ")" * 60
+                + scripted_sql.MISTAKE + "\n```")
     if '"find"' in text:            # structured edits: LIMIT 0 becomes a 60-deep LIMIT
         return json.dumps({"edits": [{"find": "LIMIT 0",
                                       "replace": "LIMIT " + "(" * 60 + "1" + ")" * 60}]})
