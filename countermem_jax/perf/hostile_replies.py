@@ -16,6 +16,8 @@ asked for and counted (``malformed_replies`` in the ledger and the reply outcome
 log's ``phase_end``; a cut reply among the truncations), the frozen store loads and the run
 log and store are valid UTF-8. One line per case as ``hostile.py`` prints them.
 """
+import contextlib
+import io
 import json
 import pathlib
 import re
@@ -205,7 +207,8 @@ def run(kind: str, target: str, workdir: pathlib.Path, data_dir: str = "") -> di
     with HostileServer(_responder(cfg), kind, target) as server:
         cfg.backbone.base_urls = server.base_url
         try:
-            experiment.build_memory(cfg, workdir)
+            with contextlib.redirect_stdout(io.StringIO()):   # one line per case is printed
+                experiment.build_memory(cfg, workdir)
         except BaseException as err:   # the failure being tested for (SystemExit included)
             out["raised"] = f"{type(err).__name__}: {str(err)[:80]}"
         out["served"] = server.served
@@ -262,5 +265,6 @@ def run_case(name: str) -> tuple[str, float, bool, list[str]]:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     outcome = (f"raised {out['raised']}" if out["raised"] else
-               f"{out['served']} sent, {out['malformed']} malformed, {out['truncated']} cut")
+               f"{out['served']} sent, {out['malformed']} malformed, {out['truncated']} cut, "
+               f"{out['records']} records")
     return outcome[:42], out["wall_s"], out["store_ok"], check(kind, target, out)
