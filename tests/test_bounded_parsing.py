@@ -138,6 +138,15 @@ def test_a_condition_from_a_60_deep_draft_is_derived_without_raising():
     assert edit_conditions.nesting_depth(DEEP) == 60
 
 
+def test_a_statement_too_large_for_the_tree_diff_is_not_parsed():
+    small = "SELECT a FROM t WHERE b > 1 AND d IN (1, 2, 3)"
+    assert edit_conditions.sql_touched(small, small.replace("b > 1", "b >= 1")) is not None
+    wide = "SELECT a FROM t WHERE b > 1 AND d IN (" + ", ".join(map(str, range(400))) + ")"
+    assert len(wide) < edit_conditions.MAX_SQL_CHARS
+    assert edit_conditions.sql_touched(wide, wide.replace("b > 1", "b >= 1")) is None
+    assert edit_conditions.action_names("sql", wide) is None
+
+
 def test_a_statement_sqlglot_parses_but_cannot_walk_gives_no_names():
     chain = "SELECT 1 WHERE " + "NOT " * 3000 + "1"
     assert edit_conditions.sql_touched(chain, chain + " LIMIT 1") is None

@@ -54,6 +54,8 @@ def _case_inputs():
     task = conditions.TaskContext("t", "How old is the singer?", {"bound": "strict"},
                                   draft=long_action, feedback="no such column: x")
     deep = "SELECT " + "(" * 60 + "1" + ")" * 60
+    at_bound = _in_lists(edit_conditions.MAX_SQL_CHARS, edit_conditions.MAX_SQL_NODES)
+    wide = _in_lists(edit_conditions.MAX_SQL_CHARS, 10 ** 9)
     very_deep = "SELECT " + "(" * 50_000 + "1" + ")" * 50_000
     return {
         "reply_sanitize_surrogates_1mb": (
@@ -108,6 +110,10 @@ def _case_inputs():
         "derived_condition_sql_50k_deep": (
             lambda: edit_conditions.derived_condition("sql", very_deep, very_deep + " LIMIT 1",
                                                       "db"), len(very_deep)),
+        "derived_condition_sql_at_its_size_bound": (
+            lambda: edit_conditions.derived_condition("sql", *at_bound, "db"), len(at_bound[0])),
+        "derived_condition_sql_4kb_in_list": (
+            lambda: edit_conditions.derived_condition("sql", *wide, "db"), len(wide[0])),
         "derived_condition_sql_1mb": (
             lambda: edit_conditions.derived_condition("sql", long_action, long_edit, "db"), MB),
         "derived_condition_code_1mb": (
@@ -132,6 +138,26 @@ def _raises(fn, *args):
         return fn(*args)
     except ParseError:
         return None
+
+
+def _in_lists(chars: int, nodes: int) -> tuple[str, str]:
+    """A query with the longest IN list that ``chars`` and ``nodes`` allow (sqlglot's tree diff
+    is slowest on wide trees; found by bisection), and the same query with one comparison
+    changed."""
+    import sqlglot
+
+    def query(n: int) -> str:
+        return "SELECT a FROM t WHERE b > 1 AND d IN (" + ", ".join(map(str, range(n))) + ")"
+
+    def fits(n: int) -> bool:
+        text = query(n)
+        return len(text) <= chars and sum(
+            1 for _ in sqlglot.parse_one(text, read="sqlite").walk()) <= nodes
+    lo, hi = 1, chars
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return query(lo), query(lo).replace("b > 1", "b >= 1")
 
 
 def _replay_worst(chars: int):
