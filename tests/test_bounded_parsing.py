@@ -96,6 +96,20 @@ def test_a_reply_of_many_find_lines_is_refused_with_a_reason():
         parsers.parse_local_edits("FIND: x\n" * 50_000, "SELECT a FROM t", 4)
 
 
+def test_json_nested_past_the_parser_stack_is_a_broken_reply_not_a_crash():
+    from countermem_jax.method.prompting import constraints
+    deep = "[" * 100_000 + "]" * 100_000
+    assert constraints.json_object(deep) is None
+    assert constraints.violation(constraints.JUDGE_VERDICT, deep) == \
+        "the reply is not one JSON object"
+    nested = {"verdict": "YES"}
+    for _ in range(900):
+        nested = {"x": nested}
+    assert constraints.violation(constraints.JUDGE_VERDICT, json.dumps(nested)) != ""
+    with pytest.raises(parsers.ParseError, match="not followed by one JSON object"):
+        parsers.parse_function_calls("CALL: " + "[" * 100_000, ("archival_memory_insert",))
+
+
 def test_the_whitespace_tolerant_find_is_skipped_past_its_bound():
     action = "SELECT a\n  FROM t WHERE b > 1"
     assert parsers._locate("a FROM t", action) is not None

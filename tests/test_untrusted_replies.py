@@ -106,6 +106,12 @@ def test_a_body_that_is_never_json_gives_an_empty_reply_after_the_retries():
     assert (result.text, result.malformed) == ("", "not_json")
 
 
+def test_a_body_nested_past_the_parser_stack_gives_an_empty_reply():
+    with BrokenServer(body=b'{"choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}") as srv:
+        result = _chat(srv, max_attempts=2)
+    assert (result.text, result.malformed) == ("", "not_json")
+
+
 def test_a_reply_past_the_cap_is_cut_and_reads_as_a_truncation():
     cap = replies.reply_char_cap(200)
     with BrokenServer(content="x" * (cap + 5000)) as srv:

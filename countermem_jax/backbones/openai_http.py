@@ -286,7 +286,7 @@ class OpenAICompatibleBackbone(Backbone):
                                     f"retried): {text[:500]}")
             try:
                 payload = json.loads(text)
-            except json.JSONDecodeError as err:
+            except (json.JSONDecodeError, RecursionError) as err:   # or nested past the stack
                 raise _Retryable(replica.url, f"malformed response ({type(err).__name__}): "
                                  f"{text[:200]!r}", not_json=True)
             choices = payload.get("choices") if isinstance(payload, dict) else None

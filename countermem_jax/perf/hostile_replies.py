@@ -10,11 +10,12 @@ SQL model does (``perf/scripted_sql.py``) except that the replies to one prompt 
 draft, the local edits, the distillation, or every one) come back broken in one way: a lone
 surrogate, bytes that are not UTF-8, a query nested 60 parentheses deep, 1 MB, thousands of
 ``FIND:`` lines, NUL, empty ``choices``, ``finish_reason`` "length" on valid JSON, a 40k-space
-run, a body that is not JSON, content that is not text, a choice without a message, a 9 MB
-body. A case passes when the build finishes within ``CASE_SECONDS``, the broken replies were
-asked for and counted (``malformed_replies`` in the ledger and the reply outcomes of the run
-log's ``phase_end``; a cut reply among the truncations), the frozen store loads and the run
-log and store are valid UTF-8. One line per case as ``hostile.py`` prints them.
+run, JSON nested 100,000 deep (in the reply, or the whole body), a body that is not JSON,
+content that is not text, a choice without a message, a 9 MB body. A case passes when the
+build finishes within ``CASE_SECONDS``, the broken replies were asked for and counted
+(``malformed_replies`` in the ledger and the reply outcomes of the run log's ``phase_end``; a
+cut reply among the truncations), the frozen store loads and the run log and store are valid
+UTF-8. One line per case as ``hostile.py`` prints them.
 """
 import contextlib
 import io
@@ -96,6 +97,8 @@ KINDS = {
     "one_mb": (TARGETS, _append(" -- " + "x y " * 262144), None),
     "many_find": (("edits", "every"), _many_find, None),
     "whitespace_40k": (("draft", "distil"), _append(" " * 40000 + "and x"), None),
+    "deep_json": (("edits", "distil", "every"), lambda text: "[" * 100_000 + text, None),
+    "deep_json_body": (("draft",), None, "deep_json_body"),
     "empty_choices": (("draft", "edits", "every"), None, "empty_choices"),
     "length_valid_json": (TARGETS, None, "length"),
     "not_json": (("draft", "every"), None, "not_json"),
@@ -106,8 +109,9 @@ KINDS = {
 # Kinds whose replies the backbone boundary repairs, so each must be counted as malformed;
 # and kinds whose replies are cut, so each must be counted as a truncation.
 MALFORMED_KINDS = {"lone_surrogate", "invalid_bytes", "nul", "one_mb", "many_find",
-                   "empty_choices", "not_json", "content_not_text", "no_message", "body_9mb"}
-TRUNCATED_KINDS = {"one_mb", "many_find", "length_valid_json", "body_9mb"}
+                   "deep_json", "empty_choices", "not_json", "deep_json_body", "content_not_text",
+                   "no_message", "body_9mb"}
+TRUNCATED_KINDS = {"one_mb", "many_find", "deep_json", "length_valid_json", "body_9mb"}
 
 CASES = {f"reply_{kind}_{target}": (kind, target)
          for kind, (targets, _, _) in KINDS.items() for target in targets}
@@ -170,6 +174,8 @@ class HostileServer(LocalOpenAIServer):
         raw = payload.pop("_raw", None)
         if raw == "not_json":
             return b'{"choices": [ this is not json'
+        if raw == "deep_json_body":   # JSON nested past any parser's stack
+            return b'{"choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
         if raw == "body_9mb":
             payload["choices"][0]["message"]["content"] = "x" * (9 << 20)
         body = json.dumps(payload).encode()

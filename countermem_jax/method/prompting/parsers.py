@@ -379,7 +379,7 @@ def parse_function_calls(text: str, allowed: tuple[str, ...]) -> list[dict]:
     for m in re.finditer(r"CALL\s*:\s*", clean, re.I):
         try:
             obj, _ = decoder.raw_decode(clean, m.end())   # no copy of the rest per CALL
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             raise ParseError("a CALL is not followed by one JSON object") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("arguments", {}), dict):
             raise ParseError('write CALL: {"name": "<function>", "arguments": {...}}')
