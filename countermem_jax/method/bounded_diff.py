@@ -35,13 +35,8 @@ def opcodes(a: Sequence, b: Sequence, max_cells: int = MAX_CELLS) -> Diff:
     """The opcodes turning ``a`` into ``b`` at a cost bounded by ``max_cells`` per alignment."""
     if len(a) * len(b) <= max_cells:
         return Diff(difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes())
-    n = min(len(a), len(b))
-    head = 0
-    while head < n and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < n - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
-        tail += 1
+    head = _common_length(a, b)
+    tail = _common_length(a[head:][::-1], b[head:][::-1])
     mid_a, mid_b = a[head:len(a) - tail], b[head:len(b) - tail]
     exact = len(mid_a) * len(mid_b) <= max_cells
     if exact:
@@ -54,3 +49,16 @@ def opcodes(a: Sequence, b: Sequence, max_cells: int = MAX_CELLS) -> Diff:
     if tail:
         ops.append(("equal", len(a) - tail, len(a), len(b) - tail, len(b)))
     return Diff(ops, exact)
+
+
+def _common_length(a: Sequence, b: Sequence) -> int:
+    """The length of the common prefix of ``a`` and ``b``, found by bisection on slices (each
+    comparison runs in C; the slices compared add up to about the prefix's length)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

@@ -21,7 +21,6 @@ import contextlib
 import io
 import json
 import pathlib
-import re
 import shutil
 import tempfile
 import threading

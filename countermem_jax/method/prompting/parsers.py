@@ -99,16 +99,23 @@ def require_fields(text: str, names: tuple[str, ...], optional: tuple[str, ...] 
 _TOKENS = re.compile(r"\w+|[^\w\s]")
 
 
-def is_local_edit(original: str, edited: str, max_removed_fraction: float = 0.5) -> bool:
+def edit_diff(original: str, edited: str) -> tuple[list, list, bounded_diff.Diff]:
+    """The tokens of both texts (lower-cased: re-printing a query may upper-case its keywords
+    without changing it) and the bounded diff between them."""
+    a, b = _TOKENS.findall(original.lower()), _TOKENS.findall(edited.lower())
+    return a, b, bounded_diff.opcodes(a, b)
+
+
+def is_local_edit(original: str, edited: str, max_removed_fraction: float = 0.5,
+                  diff: tuple | None = None) -> bool:
     """One decision unit changed: at most two changed token regions, and at most half of the
     original's tokens removed or replaced (at least 3 always allowed). A changed region too
-    long to align within ``bounded_diff``'s bound is no one decision unit: not local."""
-    # Case-insensitive: re-printing a query may upper-case its keywords without changing it.
-    a, b = _TOKENS.findall(original.lower()), _TOKENS.findall(edited.lower())
-    diff = bounded_diff.opcodes(a, b)
-    ops = diff.changes
+    long to align within ``bounded_diff``'s bound is no one decision unit: not local.
+    ``diff``: ``edit_diff(original, edited)`` when the caller has it already."""
+    a, _, found = diff or edit_diff(original, edited)
+    ops = found.changes
     removed = sum(i2 - i1 for _, i1, i2, _, _ in ops)
-    return diff.exact and 0 < len(ops) <= 2 and removed <= max(3, max_removed_fraction * len(a))
+    return found.exact and 0 < len(ops) <= 2 and removed <= max(3, max_removed_fraction * len(a))
 
 
 # The whitespace-tolerant FIND match scans the action once per word of FIND: bounded by
