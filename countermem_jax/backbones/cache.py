@@ -144,7 +144,7 @@ class CachedBackbone(Backbone):
             result = ChatResult(obj["text"], obj["reasoning"], Usage(**obj["usage"]), obj["model"],
                                 finish_reason=obj.get("finish_reason", ""),
                                 constrained=obj.get("constrained", False),
-                                malformed=obj.get("malformed", ""))
+                                malformed=str(obj.get("malformed") or ""))
         except FileNotFoundError:
             pass
         except (json.JSONDecodeError, KeyError, TypeError):
