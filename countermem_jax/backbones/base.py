@@ -18,6 +18,8 @@ import logging
 import threading
 from typing import Any, Sequence
 
+from countermem_jax.backbones import replies
+
 Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
 
 log = logging.getLogger(__name__)
@@ -124,6 +126,9 @@ class ChatResult:
     ``finish_reason`` is the server's ("stop", "length" when the token budget cut the reply off;
     empty when the backend says nothing); ``constrained`` whether the call's output constraint
     was sent to a backend that enforces it (a reply that breaks it then is a violation).
+    ``malformed`` names, comma-separated, what the backbone boundary repaired in a reply the
+    server sent broken ("invalid_utf8", "surrogate", "nul", "empty_choices", "over_length",
+    ...: ``backbones/replies.py``); empty for a well-formed reply.
     """
     text: str
     reasoning: str = ""
@@ -133,6 +138,7 @@ class ChatResult:
     server: str = ""
     finish_reason: str = ""
     constrained: bool = False
+    malformed: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,10 +166,15 @@ class TokenLedger:
         self.by_purpose: dict[str, Usage] = collections.defaultdict(Usage)
         self.calls: dict[str, int] = collections.Counter()
         self.cached_calls = 0
+        # replies the backbone boundary had to repair (``ChatResult.malformed``), per phase
+        self.malformed: dict[str, int] = collections.Counter()
 
-    def record(self, charge: Charge, usage: Usage, cached: bool = False) -> None:
-        """Books one call's usage to its phase, decision and purpose."""
+    def record(self, charge: Charge, usage: Usage, cached: bool = False,
+               malformed: bool = False) -> None:
+        """Books one call's usage to its phase, decision and purpose; a ``malformed`` reply is
+        counted as such under its phase."""
         with self._lock:
+            self.malformed[charge.phase] += bool(malformed)
             self.by_phase[charge.phase] += usage
             if charge.decision:
                 self.by_decision[charge.decision] += usage
@@ -183,11 +194,13 @@ class TokenLedger:
             return out
 
     def summary(self) -> dict[str, Any]:
-        """JSON-ready totals per phase (with ``total``), call counts, cached calls."""
+        """JSON-ready totals per phase (with ``total``), call counts, cached calls and the
+        malformed replies per phase."""
         with self._lock:
             return {"by_phase": {k: dataclasses.asdict(v) | {"total": v.total}
                                  for k, v in self.by_phase.items()},
-                    "calls": dict(self.calls), "cached_calls": self.cached_calls}
+                    "calls": dict(self.calls), "cached_calls": self.cached_calls,
+                    "malformed_replies": {k: v for k, v in self.malformed.items() if v}}
 
 
 class Backbone(abc.ABC):
@@ -216,10 +229,12 @@ class Backbone(abc.ABC):
         """Sends one chat and books its usage under ``charge``; the only public way to call a model.
 
         Cached responses are booked too (flagged ``cached``), so a rerun from the response cache
-        reports the same token totals as the run that filled it.
+        reports the same token totals as the run that filled it. The reply is untrusted input:
+        it leaves here cleaned and capped (``replies.sanitize``), every repair counted.
         """
-        result = await self._chat(list(messages), params)
-        (charge.ledger or self.ledger).record(charge, result.usage, result.cached)
+        result = replies.sanitize(await self._chat(list(messages), params), params.max_tokens)
+        (charge.ledger or self.ledger).record(charge, result.usage, result.cached,
+                                              malformed=bool(result.malformed))
         return result
 
     @abc.abstractmethod

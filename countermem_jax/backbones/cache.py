@@ -143,7 +143,8 @@ class CachedBackbone(Backbone):
             obj = json.loads(path.read_text(encoding="utf-8"))
             result = ChatResult(obj["text"], obj["reasoning"], Usage(**obj["usage"]), obj["model"],
                                 finish_reason=obj.get("finish_reason", ""),
-                                constrained=obj.get("constrained", False))
+                                constrained=obj.get("constrained", False),
+                                malformed=str(obj.get("malformed") or ""))
         except FileNotFoundError:
             pass
         except (json.JSONDecodeError, KeyError, TypeError):
@@ -190,7 +191,8 @@ def _store(path: pathlib.Path, result: ChatResult) -> None:
     text = json.dumps({"text": result.text, "reasoning": result.reasoning,
                        "usage": dataclasses.asdict(result.usage), "model": result.model,
                        "finish_reason": result.finish_reason,
-                       "constrained": result.constrained})
+                       "constrained": result.constrained}
+                      | ({"malformed": result.malformed} if result.malformed else {}))
     try:
         _write_entry(path, text)
     except FileNotFoundError:

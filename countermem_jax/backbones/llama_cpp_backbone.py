@@ -5,7 +5,8 @@ The stand-in for the paper's served gpt-oss-120b on machines without an accelera
 reports no separate reasoning channel. A call's output constraint is enforced while decoding as
 a ``LlamaGrammar``: a GBNF grammar as given, a JSON schema compiled by ``schema_grammar`` (the
 library's converter with its literal escaping corrected); the finish reason ("length" when
-``max_tokens`` cut the reply off) is passed on.
+``max_tokens`` cut the reply off) is passed on. Its replies are cleaned and capped at the
+backbone boundary like every backend's (``Backbone.chat``, ``replies.py``).
 """
 import asyncio
 import json

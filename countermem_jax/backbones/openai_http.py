@@ -9,8 +9,14 @@ server at ~100 requests/s whatever the concurrency; aiohttp keeps ≥ 0.8 of ide
   calls one after another, threads running their own loops) has its own session, but all draw on
   one shared limit, and ``aclose`` closes only the calling loop's session;
 * retries with exponential backoff and full jitter (tenacity) on 429, 5xx, timeouts, dropped
-  connections and malformed responses; never on other 4xx (the request itself is wrong);
-* when retries run out, ``BackboneError`` says which server failed and why;
+  connections and bodies that are not JSON; never on other 4xx (the request itself is wrong);
+* a reply is untrusted input (``replies.py``): the body is read up to ``MAX_BODY_BYTES`` and
+  decoded leniently (invalid UTF-8 replaced), and a 200 whose JSON holds no usable answer
+  (empty ``choices``, a message or field of the wrong type) is an empty reply named in
+  ``ChatResult.malformed``, counted and never raised;
+* when retries run out, ``BackboneError`` says which server failed and why; a server that
+  answered every attempt with a body that is not JSON gives an empty reply instead
+  (``malformed`` "not_json"), so one request it cannot answer never ends a run;
 * usage comes from the server (cached prompt tokens included); the reasoning text is read from
   ``reasoning_content`` or ``reasoning`` (vLLM has used both spellings), apart from the content;
   when a server reports no usage the gpt-oss tokenizer counts it; ``finish_reason`` is kept;
@@ -31,7 +37,7 @@ from typing import Sequence
 import aiohttp
 import tenacity
 
-from countermem_jax.backbones import tokens
+from countermem_jax.backbones import replies, tokens
 from countermem_jax.backbones.base import (Backbone, ChatResult, Message,
                                           SamplingParams, Usage)
 
@@ -61,9 +67,9 @@ class _Retryable(Exception):
     Internal to ``_chat``: tenacity retries on it, and when attempts run out it becomes a
     ``BackboneError`` naming the last server and reason.
     """
-    def __init__(self, server: str, reason: str):
+    def __init__(self, server: str, reason: str, not_json: bool = False):
         super().__init__(f"{server}: {reason}")
-        self.server, self.reason = server, reason
+        self.server, self.reason, self.not_json = server, reason, not_json
 
 
 class _SharedLimit:
@@ -239,6 +245,12 @@ class OpenAICompatibleBackbone(Backbone):
                         last["server"] = replica.url
                         return await self._post(client, replica, body, messages)
         except _Retryable as err:
+            if err.not_json:
+                # the server answers, but not in JSON, whenever asked this: an empty reply,
+                # counted, so one request cannot end the run (issue 39)
+                log.warning("%s answered %d times with a body that is not JSON: %s; an empty "
+                            "reply is used", err.server, self.max_attempts, err.reason)
+                return self._malformed({}, "not_json", err.server, messages)
             raise BackboneError(f"{err.server} failed after {self.max_attempts} attempts: "
                                 f"{err.reason}") from None
         raise AssertionError("unreachable")
@@ -254,10 +266,18 @@ class OpenAICompatibleBackbone(Backbone):
         try:
             try:
                 async with client.post(f"{replica.url}/chat/completions", json=body) as response:
-                    status, text = response.status, await response.text()
+                    status = response.status
+                    raw = await _read_body(response.content, replies.MAX_BODY_BYTES + 1)
             except (asyncio.TimeoutError, aiohttp.ClientError) as err:
                 replica.failed_until = time.monotonic() + 5.0
                 raise _Retryable(replica.url, f"{type(err).__name__}: {err or 'connection failed'}")
+            if len(raw) > replies.MAX_BODY_BYTES:
+                if status >= 400:
+                    raise _Retryable(replica.url, f"HTTP {status} with a body over "
+                                     f"{replies.MAX_BODY_BYTES} bytes")
+                # a reply no token budget allows: counted as malformed and cut, never parsed
+                return self._malformed("", "over_length", replica.url, messages, "length")
+            text, bad_bytes = replies.decode_body(raw)
             if status == 429 or status >= 500 or status == 408:
                 if status >= 500:
                     replica.failed_until = time.monotonic() + 2.0
@@ -271,37 +291,72 @@ class OpenAICompatibleBackbone(Backbone):
                                       f"not retried): {text[:500]}")
             try:
                 payload = json.loads(text)
-                message = payload["choices"][0]["message"]
-            except (json.JSONDecodeError, KeyError, IndexError, TypeError) as err:
+            except (json.JSONDecodeError, RecursionError) as err:   # or nested past the stack
                 raise _Retryable(replica.url, f"malformed response ({type(err).__name__}): "
-                                 f"{text[:200]!r}")
-            return self._result(payload, message, messages, replica.url)
+                                 f"{text[:200]!r}", not_json=True)
+            choices = payload.get("choices") if isinstance(payload, dict) else None
+            if not isinstance(choices, list) or not choices:
+                # a well-formed HTTP 200 without an answer: an empty reply, counted, not raised
+                return self._malformed(payload, "empty_choices", replica.url, messages)
+            result = self._result(payload, choices[0], messages, replica.url)
+            if bad_bytes:
+                result = dataclasses.replace(result, malformed=",".join(
+                    bad_bytes + [r for r in result.malformed.split(",") if r]))
+            return result
         finally:
             replica.in_flight -= 1
 
-    def _result(self, payload: dict, message: dict, messages, server: str) -> ChatResult:
-        """``ChatResult`` from a response; usage from the server, else counted with the gpt-oss tokenizer.
+    def _malformed(self, payload, reason: str, server: str, messages,
+                   finish: str = "") -> ChatResult:
+        """The empty reply a response without a usable answer stands for, ``reason`` named
+        (usage from the server when it gave one, else the prompt counted locally)."""
+        usage = self._usage(payload if isinstance(payload, dict) else {}, messages, "", "")
+        return ChatResult("", "", usage, self.model_name, server=server, finish_reason=finish,
+                          malformed=reason)
+
+    def _result(self, payload: dict, choice, messages, server: str) -> ChatResult:
+        """``ChatResult`` from a response's first choice; usage from the server, else counted
+        with the gpt-oss tokenizer. A choice, message or field of the wrong JSON type gives
+        an empty field, named in ``malformed`` (the text is cleaned and capped in
+        ``Backbone.chat``).
 
         A locally counted usage is marked ``source="tokenizer"`` so reports can tell estimates from
         what the server billed.
         """
-        text = message.get("content") or ""
-        reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
-        finish = payload["choices"][0].get("finish_reason") or ""
+        reasons = []
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict):
+            message = {}
+            reasons.append("no_message")
+        text, found = replies.clean_text(message.get("content"))
+        reasoning, found_r = replies.clean_text(message.get("reasoning_content")
+                                                or message.get("reasoning"))
+        reasons += [r for r in found + found_r if r not in reasons]
+        finish = choice.get("finish_reason") if isinstance(choice, dict) else ""
+        model = payload.get("model")
+        return ChatResult(text, reasoning, self._usage(payload, messages, text, reasoning),
+                          model if isinstance(model, str) else self.model_name, server=server,
+                          finish_reason=finish if isinstance(finish, str) else "",
+                          malformed=",".join(reasons))
+
+    @staticmethod
+    def _usage(payload: dict, messages, text: str, reasoning: str) -> Usage:
+        """The usage the server reported, else the gpt-oss tokenizer's count; counts that are
+        not numbers are read as absent."""
         usage = payload.get("usage")
-        if usage and usage.get("prompt_tokens") is not None:
-            details = usage.get("completion_tokens_details") or {}
-            prompt_details = usage.get("prompt_tokens_details") or {}
-            used = Usage(int(usage.get("prompt_tokens") or 0),
-                         int(usage.get("completion_tokens") or 0),
-                         int(details.get("reasoning_tokens") or 0), "server",
-                         int(prompt_details.get("cached_tokens") or 0))
-        else:
-            used = Usage(tokens.count_messages(messages),
-                         tokens.count_tokens(text) + tokens.count_tokens(reasoning),
-                         tokens.count_tokens(reasoning), "tokenizer")
-        return ChatResult(text, reasoning, used, payload.get("model", self.model_name),
-                          server=server, finish_reason=str(finish))
+        try:
+            if isinstance(usage, dict) and usage.get("prompt_tokens") is not None:
+                details = usage.get("completion_tokens_details") or {}
+                prompt_details = usage.get("prompt_tokens_details") or {}
+                return Usage(int(usage.get("prompt_tokens") or 0),
+                             int(usage.get("completion_tokens") or 0),
+                             int(details.get("reasoning_tokens") or 0), "server",
+                             int(prompt_details.get("cached_tokens") or 0))
+        except (TypeError, ValueError, AttributeError, OverflowError):
+            pass
+        return Usage(tokens.count_messages(messages),
+                     tokens.count_tokens(text) + tokens.count_tokens(reasoning),
+                     tokens.count_tokens(reasoning), "tokenizer")
 
     def chat_sync(self, messages, params=SamplingParams(), charge=None):
         """One blocking call (its own event loop, whose session is closed afterwards)."""
@@ -321,6 +376,16 @@ class OpenAICompatibleBackbone(Backbone):
             session = self._sessions.pop(asyncio.get_running_loop(), None)
         if session is not None:
             await session.close()
+
+
+async def _read_body(stream, limit: int) -> bytes:
+    """The body up to ``limit`` bytes: a body past the boundary's bound is not read further
+    (nor parsed), however much the server sends."""
+    chunks, size = [], 0
+    while size < limit and (chunk := await stream.read(limit - size)):
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def _constraint_fields(constraint) -> dict:

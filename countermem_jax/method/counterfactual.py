@@ -24,9 +24,7 @@ task's own actions are checked as usual in every mode:
 import collections
 import dataclasses
 import datetime
-import difflib
 import logging
-import re
 
 from countermem_jax.method.agents import Augmentation
 from countermem_jax.method.prompting import parsers, prompts
@@ -73,9 +71,8 @@ class ConstructionConfig:
 
 CORRECTION_MODES = ("verified", "unverified_advice", "within_task")
 
-# Words and single punctuation marks, the units a change is measured in (as in
-# ``parsers.is_local_edit``), and the clause keywords that give a query (or program) its shape.
-_TOKENS = re.compile(r"\w+|[^\w\s]")
+# The clause keywords that give a query (or program) its shape (a change is measured in
+# ``parsers.edit_diff``'s tokens: words and single punctuation marks).
 _CLAUSES = frozenset({"select", "from", "where", "join", "group", "order", "having", "limit",
                       "union", "intersect", "except", "with"})
 
@@ -90,11 +87,10 @@ def locality_problem(action: str, edited: str) -> str:
     whole action (a FIND that covers all of it, re-written), may insert at most half the action's
     length (12 tokens always allowed: one join with its keys), and may not add more than one
     clause or any nested query (an insertion that rewrites the query's shape)."""
-    if not parsers.is_local_edit(action, edited):
+    a, b, diff = parsers.edit_diff(action, edited)   # once, at a bounded cost
+    if not parsers.is_local_edit(action, edited, diff=(a, b, diff)):
         return "changes more than one part or removes most of the action"
-    a, b = _TOKENS.findall(action.lower()), _TOKENS.findall(edited.lower())
-    ops = [op for op in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
-           if op[0] != "equal"]
+    ops = diff.changes
     if len(a) >= 8 and ops[-1][2] - ops[0][1] >= 0.9 * len(a):
         return "covers the whole action"
     inserted = [t for _, _, _, j1, j2 in ops for t in b[j1:j2]]

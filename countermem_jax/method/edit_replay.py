@@ -30,8 +30,9 @@ place, there is no replay. Tokens are literals, words and runs of punctuation, c
 case-insensitively, so the replay serves any domain whose actions are text and whose checker
 names what it rejects (SQL, code, proofs).
 """
-import difflib
 import re
+
+from countermem_jax.method import bounded_diff
 
 # A quoted string and a number are one token each (a literal); then words and punctuation runs.
 _TOKEN = re.compile(r"'[^']*'|\"[^\"]*\"|\d+(?:\.\d+)?\b|\w+|[^\w\s]+")
@@ -45,7 +46,10 @@ def _tokens(text: str) -> list[tuple[str, int, int]]:
 
 def _occurrences(words: list[str], pattern: list[str]) -> list[int]:
     n = len(pattern)
-    return [k for k in range(len(words) - n + 1) if words[k:k + n] == pattern]
+    if not n:
+        return list(range(len(words) + 1))
+    return [k for k in range(len(words) - n + 1)
+            if words[k] == pattern[0] and words[k:k + n] == pattern]
 
 
 def _shape(token: str) -> str:
@@ -86,24 +90,41 @@ def reported_name(feedback: str) -> str:
     return m.group(1).rsplit(".", 1)[-1].lower() if m else ""
 
 
+# Actions longer than this, or edits of more hunks, are not replayed: placing a hunk scans the
+# draft once per context length, and a record's checked edit is local (one or two hunks).
+MAX_REPLAY_CHARS = 10_000
+MAX_REPLAY_HUNKS = 8
+
+
+def too_long(*actions: str) -> bool:
+    """Whether an action is past ``MAX_REPLAY_CHARS`` (``replay_edit`` then does not replay)."""
+    return max(map(len, actions)) > MAX_REPLAY_CHARS
+
+
 def replay_edit(original: str, improved: str, draft: str, feedback: str = "",
                 context: int = 2, original_feedback: str | None = None) -> str | None:
     """``draft`` with the hunks of the edit ``original`` → ``improved`` made where they fit, or
-    None when none fits or the result equals the draft. ``feedback`` is the checker's feedback
-    on the draft's task so far (its last attempt); ``context`` tokens on either side of a hunk
-    locate it; ``original_feedback``, the checker's feedback on ``original``, restricts the
-    feedback-named placement to drafts whose feedback reports the same name."""
+    None when none fits, the result equals the draft, or the edit is too large to place at a
+    bounded cost (an action over ``MAX_REPLAY_CHARS``, more than ``MAX_REPLAY_HUNKS`` hunks,
+    a change too long to align). ``feedback`` is the checker's feedback on the draft's task
+    so far (its last attempt); ``context`` tokens on either side of a hunk locate it;
+    ``original_feedback``, the checker's feedback on ``original``, restricts the feedback-named
+    placement to drafts whose feedback reports the same name."""
+    if too_long(original, improved, draft):
+        return None   # too long to place hunks in at a bounded cost (issue 39): no replay
+    feedback = feedback[:MAX_REPLAY_CHARS]
     a_toks, b_toks, d_toks = _tokens(original), _tokens(improved), _tokens(draft)
     a, b, d = ([t[0] for t in toks] for toks in (a_toks, b_toks, d_toks))
     d_shapes = [_shape(t) for t in d]
     named = [t[0] for t in _tokens(feedback)]
     if (original_feedback is not None
-            and reported_name(original_feedback) != reported_name(feedback)):
+            and reported_name(original_feedback[:MAX_REPLAY_CHARS]) != reported_name(feedback)):
         named = []   # the draft's checker reports another mistake than the record's did
     spans: list[tuple[int, int, str]] = []   # (start, end, new text) in the draft
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
-        if tag == "equal":
-            continue
+    diff = bounded_diff.opcodes(a, b)
+    if not diff.exact or len(diff.changes) > MAX_REPLAY_HUNKS:
+        return None
+    for tag, i1, i2, j1, j2 in diff.changes:
         removed = a[i1:i2]
         added = improved[b_toks[j1][1]:b_toks[j2 - 1][2]] if j2 > j1 else ""
         left, right = a[max(0, i1 - context):i1], a[i2:i2 + context]

@@ -32,7 +32,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from countermem_jax.method.agents import Augmentation, DecisionInfo, MemoryCalls
-from countermem_jax.method.edit_replay import replay
+from countermem_jax.method.edit_replay import replay, too_long
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method.memory import reuse as reuse_lib
 from countermem_jax.method import text_embedding as embedding
@@ -184,16 +184,18 @@ class CounterMemAugmentation(Augmentation):
     async def _revise(self, ctx, draft: str, record, feedback: str, log: dict) -> str:
         """The draft revised with the chosen ``record``: under ``revision="replay"`` and
         ``"replay_then_llm"`` its edit made where it fits (``feedback``: the last attempt's);
-        where it has no place the draft itself (replay, ``log["revision"]`` "no_place") or
-        REVISE_WITH_RECORD (replay_then_llm, "llm"), as under ``revision="llm"`` (an unparsable
-        reply keeps the draft). ``log["revision"]`` says which made the action."""
+        where it has no place the draft itself (replay, ``log["revision"]`` "no_place", or
+        "too_long" past the replay's length bound) or REVISE_WITH_RECORD (replay_then_llm,
+        "llm"), as under ``revision="llm"`` (an unparsable reply keeps the draft).
+        ``log["revision"]`` says which made the action."""
         if self.revision in ("replay", "replay_then_llm"):
             replayed = replay(record, draft, feedback or "")
             if replayed is not None:
                 log["revision"] = "replay"
                 return replayed
             if self.revision == "replay":
-                log["revision"] = "no_place"
+                log["revision"] = ("too_long" if too_long(
+                    record.original_action, record.improved_action, draft) else "no_place")
                 return draft
         log["revision"] = "llm"
         parsed = await self.calls.revise_with_record(

@@ -71,7 +71,8 @@ def compute_embeddings(texts: list[str] | tuple[str, ...]) -> np.ndarray:
     """``embed_texts`` without the cache: every text hashed (what the embedding benchmark
     times). Texts are processed in chunks of about ``_CHUNK_BYTES``; the result does not
     depend on how they are chunked."""
-    encoded = [t.lower().encode("utf-8") for t in texts]
+    # "replace": a lone surrogate embeds as "?" instead of raising (issue 39)
+    encoded = [t.lower().encode("utf-8", "replace") for t in texts]
     out = np.zeros((len(encoded), DIM), dtype=np.float32)
     start, size = 0, 0
     for i, item in enumerate(encoded):

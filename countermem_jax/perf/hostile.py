@@ -12,6 +12,8 @@ same catalogue, one test per case. Needs the benchmark data (QuixBugs, Spider) a
 The bad-paths family (``perf/hostile_paths.py``, cases ``paths/<binary>/<path>``) runs every
 binary on paths it cannot use and a build stopped by SIGINT: one line, no traceback, nothing
 left behind or lost.
+The hostile-server family (``hostile_replies.py``, cases ``reply_*``) sends broken model replies
+through a real build instead.
 """
 import concurrent.futures
 import dataclasses
@@ -28,6 +30,7 @@ from typing import Callable
 from absl import app, flags
 
 from countermem_jax.perf import hostile_paths
+from countermem_jax.perf import hostile_replies
 from countermem_jax.perf.common import print_result
 from countermem_jax.runtime.paths import data_root
 
@@ -590,6 +593,15 @@ CASES: dict[str, Callable[[Fixture, str], CaseResult]] = {
     **{name: _coding for name in CODING_CASES}, **{name: _sql for name in SQL_CASES},
     **{name: _solver for name in SOLVER_CASES}, **{name: _operator for name in OPERATOR_CASES}}
 CASES.update({name: _paths for name in hostile_paths.NAMES})
+
+
+def _reply(fx: Fixture, name: str) -> CaseResult:
+    """A hostile-server case (``hostile_replies``): broken model replies through a real build."""
+    outcome, wall, store_ok, failures = hostile_replies.run_case(name)
+    return CaseResult("hostile-server", name, outcome, wall, 0, store_ok, 0, failures)
+
+
+CASES.update({name: _reply for name in hostile_replies.CASES})
 
 
 def run_case(fx: Fixture, name: str) -> CaseResult:

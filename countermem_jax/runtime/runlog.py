@@ -10,6 +10,7 @@ import atexit
 import json
 import os
 import pathlib
+import re
 import threading
 
 import numpy as np
@@ -24,8 +25,15 @@ def _default(obj):
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
+# A lone surrogate is no character and has no UTF-8 form: one in an event (never in a reply
+# the backbone passed, issue 39) is written as U+FFFD, so the log stays UTF-8 and the write
+# never fails.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _line(event: str, fields: dict) -> str:
-    return json.dumps({"event": event, **fields}, default=_default, ensure_ascii=False) + "\n"
+    text = json.dumps({"event": event, **fields}, default=_default, ensure_ascii=False)
+    return _SURROGATE.sub("\ufffd", text) + "\n"
 
 
 class _Writer:

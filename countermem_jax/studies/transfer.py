@@ -26,12 +26,12 @@ runs are logged in ``pairs/eval/<condition>-<method>/log.jsonl`` and resume afte
 """
 import asyncio
 import dataclasses
-import difflib
 import json
 
 import numpy as np
 
 from countermem_jax import baselines
+from countermem_jax.method import bounded_diff
 from countermem_jax.method.agents import Agent, AgentConfig, Augmentation, MemoryCalls
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method.prompting.failures import ParseFailureLog
@@ -62,9 +62,9 @@ def _edit(original: str, improved: str) -> tuple[list, list] | None:
     """The record's edit as (original tokens, improved tokens): the one differing token run,
     widened by a token on each side when one side is empty (so it has an anchor)."""
     a, b = original.split(), improved.split()
-    ops = [op for op in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
-           if op[0] != "equal"]
-    if len(ops) != 1:
+    diff = bounded_diff.opcodes(a, b)   # bounded cost: a stored action may be long
+    ops = diff.changes
+    if len(ops) != 1 or not diff.exact:
         return None
     _, i1, i2, j1, j2 = ops[0]
     if i1 == i2 or j1 == j2:

@@ -95,7 +95,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if behavior == "malformed":
                 self._send(200, b'{"choices": [ this is not json')
                 return
-            self._send(200, json.dumps(server.reply(request)).encode())
+            self._send(200, server.encode(server.reply(request)))
         finally:
             with server.lock:
                 server.in_flight -= 1
@@ -201,6 +201,11 @@ class LocalOpenAIServer:
             if self.cached_tokens:
                 out["usage"]["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
         return out
+
+    def encode(self, payload: dict) -> bytes:
+        """The response body of a reply (a hostile server overrides it to send broken bytes,
+        ``perf/hostile_replies.py``)."""
+        return json.dumps(payload).encode()
 
     def __enter__(self):
         self._thread.start()

@@ -226,7 +226,34 @@ def _parse_json(path: pathlib.Path, lineno: int, line: str) -> dict:
     if not isinstance(obj, dict):
         raise StoreFormatError(f"{path}:{lineno}: expected a JSON object, got "
                                f"{type(obj).__name__}")
+    # a "\udcff" escape is valid JSON but no character: the text would not be UTF-8 (issue 39)
+    try:
+        field = _lone_surrogate(obj) if _SURROGATE_ESCAPE.search(line) else None
+    except RecursionError:
+        raise StoreFormatError(f"{path}:{lineno}: not valid JSON (nested too deeply)") from None
+    if field is not None:
+        raise StoreFormatError(f"{path}:{lineno}: field {field!r}: not valid UTF-8 text (a lone "
+                               "surrogate escape)")
     return obj
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _lone_surrogate(value, prefix: str = "") -> str | None:
+    """The dotted path of the first key or string in ``value`` holding a lone surrogate (a
+    pair of escapes decodes to one character), or None."""
+    if isinstance(value, str):
+        return (prefix or "<value>") if re.search("[\ud800-\udfff]", value) else None
+    items = (value.items() if isinstance(value, dict) else enumerate(value)
+             if isinstance(value, list) else ())
+    for key, item in items:
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(key, str) and re.search("[\ud800-\udfff]", key):
+            return name
+        if (found := _lone_surrogate(item, name)) is not None:
+            return found
+    return None
 
 
 def _check_header(path: pathlib.Path, header: dict) -> StoreConfig:

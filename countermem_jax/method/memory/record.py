@@ -9,13 +9,13 @@ edited by hand, and a silently coerced value would change retrieval (Eq. 8) or t
 features (Appendix C.1) without anyone noticing.
 """
 import dataclasses
-import difflib
 import hashlib
 import json
 import math
 import re
 from typing import Any, Mapping
 
+from countermem_jax.method import bounded_diff
 from countermem_jax.method.condition_text import normalize_condition
 
 
@@ -37,7 +37,7 @@ def edit_text(original: str, improved: str) -> str:
     """
     a, b = _TOKEN.findall(original.lower()), _TOKEN.findall(improved.lower())
     removed, added = [], []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+    for op, i1, i2, j1, j2 in bounded_diff.opcodes(a, b).opcodes:   # bounded cost (issue 39)
         if op != "equal":
             removed += a[i1:i2]
             added += b[j1:j2]
@@ -189,7 +189,8 @@ def make_record_id(source_task_id: str, situation: str, original: str, improved:
     what makes re-running an interrupted build idempotent."""
     payload = json.dumps([source_task_id, situation, normalize_action(original),
                           normalize_action(improved), condition], ensure_ascii=False)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:20]
+    # a lone surrogate (never in a reply the backbone passed, issue 39) hashes as "?": no raise
+    return hashlib.sha256(payload.encode("utf-8", "replace")).hexdigest()[:20]
 
 
 class RecordFieldError(ValueError):

@@ -184,7 +184,7 @@ def json_object(reply: str) -> dict | None:
     for candidate in (text, text[text.find("{"): text.rfind("}") + 1]):
         try:
             obj = json.loads(candidate)
-        except (json.JSONDecodeError, ValueError):
+        except (json.JSONDecodeError, ValueError, RecursionError):   # nested past the stack
             continue
         if isinstance(obj, dict):
             return obj
@@ -201,6 +201,8 @@ def violation(constraint: OutputConstraint, reply: str) -> str:
     except jsonschema.ValidationError as err:
         where = "/".join(str(p) for p in err.absolute_path)
         return f"{where + ': ' if where else ''}{err.message[:160]}"
+    except RecursionError:
+        return "the reply is nested too deeply"
     return ""
 
 

@@ -13,9 +13,11 @@ import threading
 
 # What is counted per template: calls made, replies cut off at their token limit, the retries
 # with the larger budget, replies that broke their output constraint, edits refused because
-# their FIND text is not in the action, and parse failures (violations included).
+# their FIND text is not in the action, parse failures (violations included), and replies the
+# backbone boundary had to repair (invalid UTF-8, lone surrogates, NUL, no answer, over length:
+# ``backbones/replies.py``).
 REPLY_OUTCOMES = ("calls", "truncated", "truncation_retries", "constraint_violations",
-                  "refused_edits", "parse_failures")
+                  "refused_edits", "parse_failures", "malformed_replies")
 
 
 class ParseFailureLog:
@@ -35,7 +37,7 @@ class ParseFailureLog:
             self.items.append(item)
             self.counts[item.get("template", "")]["parse_failures"] += 1
             if self.path:
-                with open(self.path, "a", encoding="utf-8") as f:
+                with open(self.path, "a", encoding="utf-8", errors="replace") as f:
                     f.write(json.dumps(item, ensure_ascii=False) + "\n")
 
     def count(self, template: str, outcome: str, n: int = 1) -> None:

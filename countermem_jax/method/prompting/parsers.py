@@ -11,11 +11,13 @@ edits must be local (``parse_local_edits``, §3.2), and Module II's condition mu
 checkable requirement or explicitly none (``parse_distilled``, §3.3). The parsers of the
 baselines' templates (Appendix D.5) follow the same rules, so no method gets a laxer contract.
 """
+import bisect
 import dataclasses
-import difflib
+import itertools
 import json
 import re
 
+from countermem_jax.method import bounded_diff
 from countermem_jax.method.condition_text import normalize_condition
 
 
@@ -97,15 +99,28 @@ def require_fields(text: str, names: tuple[str, ...], optional: tuple[str, ...] 
 _TOKENS = re.compile(r"\w+|[^\w\s]")
 
 
-def is_local_edit(original: str, edited: str, max_removed_fraction: float = 0.5) -> bool:
-    """One decision unit changed: at most two changed token regions, and at most half of the
-    original's tokens removed or replaced (at least 3 always allowed)."""
-    # Case-insensitive: re-printing a query may upper-case its keywords without changing it.
+def edit_diff(original: str, edited: str) -> tuple[list, list, bounded_diff.Diff]:
+    """The tokens of both texts (lower-cased: re-printing a query may upper-case its keywords
+    without changing it) and the bounded diff between them."""
     a, b = _TOKENS.findall(original.lower()), _TOKENS.findall(edited.lower())
-    ops = [op for op in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
-           if op[0] != "equal"]
+    return a, b, bounded_diff.opcodes(a, b)
+
+
+def is_local_edit(original: str, edited: str, max_removed_fraction: float = 0.5,
+                  diff: tuple | None = None) -> bool:
+    """One decision unit changed: at most two changed token regions, and at most half of the
+    original's tokens removed or replaced (at least 3 always allowed). A changed region too
+    long to align within ``bounded_diff``'s bound is no one decision unit: not local.
+    ``diff``: ``edit_diff(original, edited)`` when the caller has it already."""
+    a, _, found = diff or edit_diff(original, edited)
+    ops = found.changes
     removed = sum(i2 - i1 for _, i1, i2, _, _ in ops)
-    return 0 < len(ops) <= 2 and removed <= max(3, max_removed_fraction * len(a))
+    return found.exact and 0 < len(ops) <= 2 and removed <= max(3, max_removed_fraction * len(a))
+
+
+# The whitespace-tolerant FIND match scans the action once per word of FIND: bounded by
+# (characters of the action) x (words of FIND), past which only the exact match is tried.
+LOCATE_CELLS = 2_000_000
 
 
 def _locate(find: str, action: str) -> tuple[int, int] | None:
@@ -114,8 +129,10 @@ def _locate(find: str, action: str) -> tuple[int, int] | None:
     i = action.find(find)
     if i >= 0:
         return i, i + len(find)
-    pattern = r"\s+".join(re.escape(part) for part in find.split())
-    m = re.search(pattern, action) if pattern else None
+    parts = find.split()
+    if not parts or len(parts) * len(action) > LOCATE_CELLS:
+        return None
+    m = re.search(r"\s+".join(re.escape(part) for part in parts), action)
     return (m.start(), m.end()) if m else None
 
 
@@ -151,12 +168,8 @@ def parse_local_edits(text: str, action: str, k: int) -> list[str]:
     Returns the edited actions (distinct, different from the original).
     """
     clean = strip_markup(text)
-    # A REPLACE body runs to the next EDIT / FIND / numbered item or the end, so multi-line
-    # replacements survive.
-    pairs = re.findall(r"FIND\s*:\s*(.+?)\s*\n\s*REPLACE\s*:\s*(.*?)(?=\n\s*(?:EDIT\b|FIND\s*:|\d+[.)]"
-                       r"|$)|\Z)", clean, re.I | re.S)
     out, problems = [], []
-    for find, replace in pairs:
+    for find, replace in itertools.islice(_edit_pairs(clean), MAX_EDITS_READ):
         find, replace = _unquote(find), _unquote(replace)
         span = _locate(find, action) if find else None
         if span is None:
@@ -177,11 +190,51 @@ def parse_local_edits(text: str, action: str, k: int) -> list[str]:
     return out
 
 
+# A reply's first this many FIND/REPLACE pairs are read; a reply of thousands of FIND lines
+# costs no more than that.
+MAX_EDITS_READ = 32
+_FIND = re.compile(r"FIND\s*:", re.I)
+_SPACES = re.compile(r"\s*")
+_REPLACE_LINE = re.compile(r"^[^\S\n]*REPLACE\s*:\s*", re.I | re.M)
+_REPLACE_HEAD = re.compile(r"^(?=[^\S\n]*REPLACE\s*:)", re.I | re.M)   # zero-width: each line
+_STOP_LINE = re.compile(r"^[^\S\n]*(?:EDIT\b|FIND\s*:|\d+[.)])", re.I | re.M)
+
+
+def _edit_pairs(text: str):
+    """(FIND text, REPLACE text) of each edit in ``text``, in order, in linear time. FIND runs
+    to the next line that starts with ``REPLACE:``; a REPLACE body runs to the end of the last
+    line before the next EDIT / FIND / numbered item (or the end), so multi-line replacements
+    survive."""
+    replace_lines = [m.start() for m in _REPLACE_HEAD.finditer(text)]
+    pos = 0
+    while m := _FIND.search(text, pos):
+        # the first REPLACE line with at least one character of FIND text before its newline,
+        # the text read after the spaces that follow ``FIND:`` (or, failing that, in them)
+        for start in (_SPACES.match(text, m.end()).end(), m.end()):
+            k = bisect.bisect_left(replace_lines, start + 2)
+            if k < len(replace_lines):
+                break
+        else:
+            return
+        line = replace_lines[k]
+        body = _REPLACE_LINE.match(text, line).end()
+        # the body ends at the newline after its last non-blank line before the next item
+        newline = text.find("\n", body)
+        stop = _STOP_LINE.search(text, newline + 1) if newline >= 0 else None
+        limit = stop.start() if stop else len(text)
+        last = body + len(text[body:limit].rstrip())
+        end = text.find("\n", last, limit) if last < limit else -1
+        end = len(text) if end < 0 else end
+        yield text[m.end():line - 1], text[body:end]
+        pos = end
+
+
 def _unquote(s: str) -> str:
     """The text with a wrapping code fence or matching quotes removed (how models set off the
     FIND and REPLACE text)."""
     s = s.strip()
-    s = re.sub(r"^```\w*\s*|\s*```$", "", s).strip()
+    # (?<!\s): a closing fence's spaces are matched from their start only (linear in a run)
+    s = re.sub(r"^```\w*\s*|(?<!\s)\s*```$", "", s).strip()
     if len(s) >= 2 and s[0] == s[-1] and s[0] in "`'\"":
         s = s[1:-1]
     return s.strip()
@@ -256,6 +309,10 @@ def parse_look_alike(text: str) -> str:
 INSIGHT_OPERATIONS = ("ADD", "AGREE", "EDIT", "REMOVE")
 
 
+_OPERATION = re.compile(r"^[ \t>*-]*(ADD|AGREE|EDIT|REMOVE)\b[ \t]*(?:#|RULE[ \t]*)?(\d+)?"
+                        r"[ \t]*[:.)-]?[ \t]*(.*)$", re.I)
+
+
 def parse_insight_operations(text: str, n_insights: int) -> list[tuple[str, int | None, str]]:
     """EXPEL_UPDATE: lines 'ADD: <insight>', 'AGREE <n>: …', 'EDIT <n>: <new text>',
     'REMOVE <n>: …' (n numbers the current list, 1-based), or 'NONE'. Returns
@@ -265,8 +322,7 @@ def parse_insight_operations(text: str, n_insights: int) -> list[tuple[str, int 
     # Lines that are not operations are ignored; an operation with a missing or out-of-range
     # number is skipped, and named in the error only when no operation is usable.
     for line in clean.splitlines():
-        m = re.match(r"^[ \t>*-]*(ADD|AGREE|EDIT|REMOVE)\b[ \t]*(?:#|RULE[ \t]*)?(\d+)?[ \t]*[:.)-]?"
-                     r"[ \t]*(.*)$", line.strip(), re.I)
+        m = _OPERATION.match(line.strip())
         if not m:
             continue
         op, number, body = m.group(1).upper(), m.group(2), " ".join(m.group(3).split())
@@ -283,7 +339,7 @@ def parse_insight_operations(text: str, n_insights: int) -> list[tuple[str, int 
             problems.append("EDIT needs the new text after ':'")
             continue
         ops.append((op, int(number) - 1, body))
-    if not ops and re.search(r"^\s*NONE\b", clean, re.I | re.M):
+    if not ops and re.search(r"^[^\S\n]*NONE\b", clean, re.I | re.M):
         return []
     if not ops:
         raise ParseError("no operation: write lines 'ADD: <insight>', 'AGREE <n>: …', "
@@ -329,8 +385,8 @@ def parse_function_calls(text: str, allowed: tuple[str, ...]) -> list[dict]:
     calls = []
     for m in re.finditer(r"CALL\s*:\s*", clean, re.I):
         try:
-            obj, _ = decoder.raw_decode(clean[m.end():])
-        except json.JSONDecodeError:
+            obj, _ = decoder.raw_decode(clean, m.end())   # no copy of the rest per CALL
+        except (json.JSONDecodeError, RecursionError):
             raise ParseError("a CALL is not followed by one JSON object") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("arguments", {}), dict):
             raise ParseError('write CALL: {"name": "<function>", "arguments": {...}}')
@@ -342,7 +398,7 @@ def parse_function_calls(text: str, allowed: tuple[str, ...]) -> list[dict]:
         if missing:
             raise ParseError(f"{name} needs string argument(s) {', '.join(missing)}")
         calls.append({"name": name, "arguments": {a: args[a] for a in MEMORY_TOOLS[name]}})
-    if not calls and not re.search(r"^\s*DONE\b", clean, re.I | re.M):
+    if not calls and not re.search(r"^[^\S\n]*DONE\b", clean, re.I | re.M):
         raise ParseError('write one line per call, CALL: {"name": ..., "arguments": {...}}, '
                          "then DONE (or only DONE)")
     return calls

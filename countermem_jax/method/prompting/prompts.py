@@ -332,6 +332,7 @@ async def checked_chat(backbone: Backbone, messages: list, params: SamplingParam
     result = await backbone.chat(messages, params, charge)
     spent, calls = result.usage, 1
     failures.count(name, "calls")
+    _count_malformed(failures, name, charge, result)
     if result.finish_reason == "length":
         failures.count(name, "truncated")
         budget = getattr(backbone, "max_tokens_on_truncation", 0) or 2 * params.max_tokens
@@ -344,6 +345,7 @@ async def checked_chat(backbone: Backbone, messages: list, params: SamplingParam
                 params, max_tokens=budget, repetition_penalty=penalty), charge)
             spent, calls = spent + result.usage, 2
             failures.count(name, "calls")
+            _count_malformed(failures, name, charge, result)
             if result.finish_reason == "length":
                 failures.count(name, "truncated")
     if (validate and params.constraint is not None and result.constrained
@@ -355,6 +357,15 @@ async def checked_chat(backbone: Backbone, messages: list, params: SamplingParam
                      error=f"the reply breaks its output format ({broken})",
                      reply=result.text[:1000])
     return result, spent, calls
+
+
+def _count_malformed(failures, name: str, charge: Charge, result: ChatResult) -> None:
+    """Counts a reply the backbone boundary repaired (``ChatResult.malformed``) and says what
+    was repaired in the log: the reply was used as repaired, never raised."""
+    if result.malformed:
+        failures.count(name, "malformed_replies")
+        log.warning("%s: malformed reply repaired at the backbone (%s; %s)", name,
+                    result.malformed, charge.decision)
 
 
 async def call_template(backbone: Backbone, template: Template, fields: dict, *,

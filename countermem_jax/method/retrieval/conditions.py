@@ -57,7 +57,9 @@ class ConditionChecker(Protocol):
 
 
 # Patterns of the rule grammar in the module docstring, one per clause form.
-_CLAUSE_SPLIT = re.compile(r"\s+(?:and|&&)\s+", re.IGNORECASE)
+# A split starts only where a whitespace run starts, so a run of n spaces is scanned once, not
+# n times (40k spaces took 10.8 s, issue 39); the splits are those of ``\s+(?:and|&&)\s+``.
+_CLAUSE_SPLIT = re.compile(r"(?<!\s)\s+(?:and|&&)\s+", re.IGNORECASE)
 _CMP = re.compile(r"^([A-Za-z_][\w.]*)\s*(==|!=|=)\s*(.+)$")
 _IN = re.compile(r"^([A-Za-z_][\w.]*)\s+in\s+\[(.*)\]$", re.IGNORECASE)
 _HAS = re.compile(r"^(has|not)\s+([A-Za-z_][\w.]*)$", re.IGNORECASE)

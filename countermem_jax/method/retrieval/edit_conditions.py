@@ -24,12 +24,13 @@ such records are
 offered under their derived condition or kept out of retrieval altogether is the retrieval-time
 choice ``memory.fallback_condition`` ("derive" or "exclude"), applied by ``RuleChecker``.
 """
-import difflib
 import re
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.diff import Insert, Remove, Update, diff
+
+from countermem_jax.method import bounded_diff
 
 # Clause keyword shared with ``conditions.RuleChecker``, which evaluates these conditions.
 EDIT_CLAUSE = "edit touches"
@@ -117,12 +118,42 @@ def _touch(node: exp.Expression, tables: dict, out: dict, names: bool = True) ->
         out["names"] |= found["names"]
 
 
+# sqlglot's recursive parser fails past about 45 nested levels (SQLite accepts about 99) and
+# its tree diff grows faster than the tree (about 1 s at 250 nodes, 10 s at 2,000): deeper,
+# longer or larger statements are not parsed here, and their conditions are derived from the
+# text (issue 39). Spider's queries reach 361 characters and 88 nodes.
+MAX_SQL_DEPTH = 32
+MAX_SQL_CHARS = 4_000
+MAX_SQL_NODES = 160
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest parenthesis nesting of ``text`` (one linear scan; quotes not excluded)."""
+    depth = deepest = 0
+    for char in text:
+        if char == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char == ")":
+            depth = max(0, depth - 1)
+    return deepest
+
+
 def _parse(sql: str) -> exp.Expression | None:
-    """The SQLite statement ``sql`` as a tree, None when it does not parse."""
-    try:
-        return sqlglot.parse_one(sql, read="sqlite")
-    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError, ValueError):
+    """The SQLite statement ``sql`` as a tree, None when it does not parse or is longer than
+    ``MAX_SQL_CHARS``, nested deeper than ``MAX_SQL_DEPTH`` or larger than ``MAX_SQL_NODES``."""
+    if len(sql) > MAX_SQL_CHARS or nesting_depth(sql) > MAX_SQL_DEPTH:
         return None
+    try:
+        tree = sqlglot.parse_one(sql, read="sqlite")
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError, ValueError, RecursionError):
+        return None
+    nodes = 0
+    for _ in tree.walk():   # iterative (breadth first): no recursion on a deep tree
+        nodes += 1
+        if nodes > MAX_SQL_NODES:
+            return None
+    return tree
 
 
 def sql_touched(original: str, improved: str) -> dict[str, set] | None:
@@ -133,7 +164,14 @@ def sql_touched(original: str, improved: str) -> dict[str, set] | None:
     root) is passed over in favour of the finer edits it reports with it. Names are taken from
     the improved side only (the column or value a fix introduces is what a later request asks
     for; the mistaken one need not be stated), tables from both."""
-    a, b = _parse(original), _parse(improved)
+    try:
+        return _sql_touched(_parse(original), _parse(improved))
+    except RecursionError:   # a tree sqlglot built but cannot walk (no parenthesis deepens it)
+        return None
+
+
+def _sql_touched(a, b) -> dict[str, set] | None:
+    """``sql_touched`` of two parsed statements (None when either is None)."""
     if a is None or b is None:
         return None
     ta, tb = _sql_tables(a), _sql_tables(b)
@@ -158,7 +196,7 @@ def text_touched(original: str, improved: str) -> set[str]:
     """Identifiers (keywords dropped) on the lines a textual edit changed."""
     a, b = original.splitlines(), improved.splitlines()
     changed = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+    for op, i1, i2, j1, j2 in bounded_diff.opcodes(a, b).opcodes:   # bounded cost (issue 39)
         if op != "equal":
             changed += a[i1:i2] + b[j1:j2]
     return {w.lower() for line in changed for w in _IDENT.findall(line)
@@ -177,14 +215,17 @@ def _listed(names) -> str:
 def action_names(domain: str, action: str) -> set[str] | None:
     """Every name an action uses, lower-cased: for SQL its tables, columns and string literals
     (aliases resolved; None when it does not parse), otherwise its identifiers less keywords."""
-    if domain != "sql":
-        return {w.lower() for w in _IDENT.findall(action)
+    if domain != "sql":   # each distinct identifier once: a long action repeats most
+        return {w.lower() for w in set(_IDENT.findall(action))
                 if len(w) > 1 and w.lower() not in _KEYWORDS}
     tree = _parse(action)
     if tree is None:
         return None
     found: dict[str, set] = {"names": set(), "tables": set()}
-    _sql_names(tree, _sql_tables(tree), found)
+    try:
+        _sql_names(tree, _sql_tables(tree), found)
+    except RecursionError:
+        return None
     return found["names"] | found["tables"]
 
 

@@ -1,0 +1,79 @@
+"""A model's reply is untrusted input: made safe at the backbone boundary, before any parser.
+
+Whatever a server sends back (a served model can return anything, paper §4.1's gpt-oss-120b
+included), what leaves ``Backbone.chat`` is text every later step can read, log and store:
+
+* bytes that are not UTF-8 are decoded with U+FFFD in their place (``decode_body``);
+* lone surrogates (``"\\udcff"`` is valid JSON but no character) and NUL become U+FFFD
+  (``clean_text``): the run log, the store, record ids and the text embedding write UTF-8;
+* the text is cut to ``reply_char_cap(max_tokens)`` characters, a bound no honest reply of
+  that token budget reaches (``CHARS_PER_TOKEN`` per token), whatever the server did with
+  ``max_tokens``; a reply cut here gets ``finish_reason == "length"``, so it is counted and
+  handled as a reply cut off at its token limit.
+
+Each repair is named in ``ChatResult.malformed`` and counted as a ``malformed_reply`` in the
+token ledger (``TokenLedger.malformed``) and, per template, in the run's reply outcomes
+(``prompting/failures.py``), which the run log's phase events carry. Nothing here raises.
+"""
+import dataclasses
+import re
+
+# Characters per token a reply may average before it is cut: gpt-oss's o200k tokens average
+# about 4 characters of prose or code; the longest (runs of spaces or dashes) are a few dozen.
+CHARS_PER_TOKEN = 32
+# The cap never goes below this, so a small budget (a 32-token verdict) keeps a readable reply.
+MIN_REPLY_CHARS = 4096
+# A response body larger than this is not read at all (a 1 MB reply fits with room to spare).
+MAX_BODY_BYTES = 8 << 20
+
+_SURROGATE_OR_NUL = re.compile("[\ud800-\udfff\x00]")
+
+
+def reply_char_cap(max_tokens: int) -> int:
+    """The most characters a reply to a call with ``max_tokens`` may keep."""
+    return max(MIN_REPLY_CHARS, CHARS_PER_TOKEN * int(max_tokens or 0))
+
+
+def decode_body(body: bytes) -> tuple[str, list[str]]:
+    """``body`` as text, invalid UTF-8 replaced by U+FFFD; ["invalid_utf8"] when any was."""
+    try:
+        return body.decode("utf-8"), []
+    except UnicodeDecodeError:
+        return body.decode("utf-8", errors="replace"), ["invalid_utf8"]
+
+
+def clean_text(text) -> tuple[str, list[str]]:
+    """``text`` with lone surrogates and NUL replaced by U+FFFD, and what was repaired
+    ("not_text" when the value was not a string at all: it becomes "")."""
+    if not isinstance(text, str):
+        return "", ([] if text is None else ["not_text"])
+    reasons = []
+    if _SURROGATE_OR_NUL.search(text):
+        if "\x00" in text:
+            reasons.append("nul")
+        if re.search("[\ud800-\udfff]", text):
+            reasons.append("surrogate")
+        text = _SURROGATE_OR_NUL.sub("\ufffd", text)
+    return text, reasons
+
+
+def sanitize(result, max_tokens: int):
+    """``result`` (a ``ChatResult``) with its text and reasoning cleaned and capped; every
+    repair added to ``result.malformed`` (comma-separated, in order, each once)."""
+    reasons = [r for r in result.malformed.split(",") if r]
+    text, found = clean_text(result.text)
+    reasoning, found_r = clean_text(result.reasoning)
+    cap = reply_char_cap(max_tokens)
+    finish = result.finish_reason
+    if len(text) > cap or len(reasoning) > cap:
+        text, reasoning, finish = text[:cap], reasoning[:cap], "length"
+        found.append("over_length")
+    for reason in found + found_r:
+        if reason not in reasons:
+            reasons.append(reason)
+    malformed = ",".join(reasons)
+    if (text, reasoning, finish, malformed) == (result.text, result.reasoning,
+                                                result.finish_reason, result.malformed):
+        return result
+    return dataclasses.replace(result, text=text, reasoning=reasoning, finish_reason=finish,
+                               malformed=malformed)
