@@ -25,6 +25,7 @@ import collections
 import dataclasses
 import datetime
 import logging
+import re
 
 from countermem_jax.method.agents import Augmentation
 from countermem_jax.method.prompting import parsers, prompts
