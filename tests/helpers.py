@@ -1,5 +1,7 @@
 """Builders for small, real test objects."""
+import importlib.util
 import itertools
+import pathlib
 import sqlite3
 
 from countermem_jax.method.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
@@ -58,3 +60,16 @@ def people_benchmark(directory, questions):
                   features={"db_id": "people", **question_features(q)}, environment="people")
              for tid, (q, gold) in questions.items()]
     return tasks, SQLEvaluator(), SQL
+
+
+def config_without_model(path):
+    """The config a config file's ``get_config()`` gives, with a model path that does not exist:
+    what a binary sees when a test runs it with ``--config.backbone.model_path=/nonexistent.gguf``
+    (to record a workdir's fingerprints without loading a model)."""
+    path = pathlib.Path(path)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cfg = module.get_config()
+    cfg.backbone.model_path = "/nonexistent.gguf"
+    return cfg

@@ -1,7 +1,6 @@
 """Bad user input to the phase binaries ends in one line naming the problem, exit status 1, before
 any model is loaded (the backbone's model path does not exist, so loading it would fail with
 another message), and leaves what is stored as it was."""
-import importlib.util
 import pathlib
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from countermem_jax.phases import config_fingerprint
 from countermem_jax.method.memory import MemoryStore, save_store
 from countermem_jax.phases.workdir import Workdir
 from countermem_jax.method.selector import checkpoint, dqn
+from helpers import config_without_model
 from test_binaries import CPU_CONFIG, _one_line_error
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -26,13 +26,7 @@ def _run(binary, workdir, *overrides):
 
 def _config():
     """The config the binaries see (same file and override), to record a workdir's fingerprints."""
-    path = ROOT / CPU_CONFIG.split("=", 1)[1].split(":")[0]
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    cfg = module.get_config()
-    cfg.backbone.model_path = "/nonexistent.gguf"
-    return cfg
+    return config_without_model(ROOT / CPU_CONFIG.split("=", 1)[1].split(":")[0])
 
 
 def _workdir_made_by(tmp_path, *phases):

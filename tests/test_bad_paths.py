@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from countermem_jax.perf import hostile_paths
+from helpers import config_without_model
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -73,14 +74,7 @@ def test_the_catalogue_has_thirty_distinct_cases_over_every_binary():
 
 # ------------------------------------------------------------------ a refused run leaves nothing
 def _phase_config():
-    import importlib.util
-    path = REPO / hostile_paths.PHASE_CONFIG
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    cfg = module.get_config()
-    cfg.backbone.model_path = "/nonexistent.gguf"
-    return cfg
+    return config_without_model(REPO / hostile_paths.PHASE_CONFIG)
 
 
 def test_a_refused_train_selector_leaves_an_existing_empty_workdir_empty(tmp_path, benchdata):

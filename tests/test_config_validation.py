@@ -92,5 +92,6 @@ def test_splits_larger_than_the_data_are_refused_before_the_backbone(
     cfg.splits.update(**sizes)
     with pytest.raises(ConfigError, match=re.escape(message)):
         experiment.build_memory(cfg, tmp_path / "wd", benchmark=people_benchmark)
-    left = sorted(p.name for p in (tmp_path / "wd").iterdir())
-    assert left == [".locks"]  # no fingerprint, no splits.json, no store
+    # a run refused before it wrote anything leaves nothing: no fingerprint, splits.json, store,
+    # lock, nor the workdir it made
+    assert not (tmp_path / "wd").exists()
