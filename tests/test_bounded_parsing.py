@@ -152,6 +152,16 @@ def test_a_condition_from_a_60_deep_draft_is_derived_without_raising():
     assert edit_conditions.nesting_depth(DEEP) == 60
 
 
+def test_the_reason_a_statement_is_read_as_text_is_named():
+    # what construction logs as ``condition_from_text`` beside a record derived from such an edit
+    assert edit_conditions.sql_refusal("SELECT a FROM t WHERE b > 1") == ""
+    assert edit_conditions.sql_refusal("SELEC nonsense ((") == ""   # not SQL: not a refusal
+    assert edit_conditions.sql_refusal(DEEP) == "nested deeper than 32"
+    assert edit_conditions.sql_refusal("SELECT 1" + " " * 5000) == "longer than 4000 characters"
+    wide = "SELECT a FROM t WHERE d IN (" + ", ".join(map(str, range(400))) + ")"
+    assert edit_conditions.sql_refusal(wide) == "more than 160 parse nodes"
+
+
 def test_a_statement_too_large_for_the_tree_diff_is_not_parsed():
     small = "SELECT a FROM t WHERE b > 1 AND d IN (1, 2, 3)"
     assert edit_conditions.sql_touched(small, small.replace("b > 1", "b >= 1")) is not None

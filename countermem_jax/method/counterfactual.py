@@ -388,10 +388,14 @@ class CounterfactualBuilder:
             # A distilled condition no task can satisfy falls back to the one derived from the
             # edit; if that cannot hold either, the record could never be offered: not admitted.
             condition = self._derived_condition(ctx, original, improved, o.feedback)
+        # an SQL edit too large for the parser's bounds is read as text: the event says why
+        unparsed = ({"condition_from_text": why} if ctx.task.domain == "sql" and (
+            why := edit_conditions.sql_refusal(original) or edit_conditions.sql_refusal(improved))
+            else {})
         if never_holds(condition):
             return {"admitted": False, "reason": NEVER_HOLDS, "score": None, "record_id": "",
                     "condition": condition, "situation": situation, "evicted": [],
-                    "distil_fallback": fallback, "situation_repeated": repeated}
+                    "distil_fallback": fallback, "situation_repeated": repeated, **unparsed}
         record = MemoryRecord(
             record_id=make_record_id(ctx.task.task_id, situation, original, improved, condition),
             source_task_id=ctx.task.task_id, source_group=group_id(ctx.task),
@@ -410,7 +414,7 @@ class CounterfactualBuilder:
         return {"admitted": decision.admitted, "reason": decision.reason,
                 "score": decision.score, "record_id": record.record_id, "condition": condition,
                 "situation": situation, "evicted": evicted, "distil_fallback": fallback,
-                "situation_repeated": repeated}
+                "situation_repeated": repeated, **unparsed}
 
 
 class WithinTaskChecks(Augmentation):

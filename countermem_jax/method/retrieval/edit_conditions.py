@@ -139,6 +139,23 @@ def nesting_depth(text: str) -> int:
     return deepest
 
 
+def sql_refusal(sql: str) -> str:
+    """Why ``_parse`` would not read ``sql`` as a tree although it may be valid SQL (too long,
+    too deep, too large: issue 39's bounds), or "" when the bounds do not refuse it. A derived
+    condition then reads the edit as text; construction logs the reason."""
+    if len(sql) > MAX_SQL_CHARS:
+        return f"longer than {MAX_SQL_CHARS} characters"
+    if nesting_depth(sql) > MAX_SQL_DEPTH:
+        return f"nested deeper than {MAX_SQL_DEPTH}"
+    try:
+        tree = sqlglot.parse_one(sql, read="sqlite")
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError, ValueError, RecursionError):
+        return ""
+    if sum(1 for _ in zip(tree.walk(), range(MAX_SQL_NODES + 1))) > MAX_SQL_NODES:
+        return f"more than {MAX_SQL_NODES} parse nodes"
+    return ""
+
+
 def _parse(sql: str) -> exp.Expression | None:
     """The SQLite statement ``sql`` as a tree, None when it does not parse or is longer than
     ``MAX_SQL_CHARS``, nested deeper than ``MAX_SQL_DEPTH`` or larger than ``MAX_SQL_NODES``."""
