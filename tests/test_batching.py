@@ -7,7 +7,7 @@ import pytest
 
 from countermem_jax.method import text_embedding as embedding
 from countermem_jax.method.retrieval import batching
-from countermem_jax.method.retrieval.conditions import TaskContext
+from countermem_jax.method.conditions import TaskFacts
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.method.selector import dqn, features
 from countermem_jax.method.selector.policies import AlwaysTop1, GreedyDQN
@@ -27,8 +27,8 @@ def _records(n: int) -> list:
 
 def _queries(n: int) -> tuple[list, np.ndarray]:
     rng = np.random.default_rng(1)
-    tasks = [TaskContext(f"b{i % 41}", " ".join(rng.choice(WORDS, 5)),
-                         {"bound": "inclusive" if i % 2 else "strict"}) for i in range(n)]
+    tasks = [TaskFacts(f"b{i % 41}", " ".join(rng.choice(WORDS, 5)),
+                       {"bound": "inclusive" if i % 2 else "strict"}) for i in range(n)]
     return tasks, embedding.embed_texts([t.text + f" state {i}" for i, t in enumerate(tasks)])
 
 

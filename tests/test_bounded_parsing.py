@@ -14,7 +14,9 @@ from countermem_jax.method.memory import record
 from countermem_jax.method.memory.persistence import StoreFormatError, load_store, save_store
 from countermem_jax.method.memory.store import MemoryStore, StoreConfig
 from countermem_jax.method.prompting import parsers
-from countermem_jax.method.retrieval import conditions, edit_conditions
+from countermem_jax.domains import sql_names
+from countermem_jax.method.conditions import TaskFacts, derive, grammar
+from countermem_jax.method.retrieval import conditions
 from countermem_jax.runtime.runlog import RunLog
 from helpers import make_record
 
@@ -145,35 +147,35 @@ def test_replay_refuses_an_edit_of_more_hunks_than_its_bound():
 
 
 def test_a_condition_from_a_60_deep_draft_is_derived_without_raising():
-    condition = edit_conditions.derived_condition("sql", DEEP, DEEP + " LIMIT 1", "db")
+    condition = str(derive(sql_names.SQL_NAMES, DEEP, DEEP + " LIMIT 1", "db"))
     assert condition.startswith("environment == db")
-    assert edit_conditions.sql_touched(DEEP, DEEP + " LIMIT 1") is None
-    assert edit_conditions.action_names("sql", DEEP) is None
-    assert edit_conditions.nesting_depth(DEEP) == 60
+    assert sql_names.sql_touched(DEEP, DEEP + " LIMIT 1") is None
+    assert sql_names.SQL_NAMES.action_names(DEEP) is None
+    assert sql_names.nesting_depth(DEEP) == 60
 
 
 def test_the_reason_a_statement_is_read_as_text_is_named():
     # what construction logs as ``condition_from_text`` beside a record derived from such an edit
-    assert edit_conditions.sql_refusal("SELECT a FROM t WHERE b > 1") == ""
-    assert edit_conditions.sql_refusal("SELEC nonsense ((") == ""   # not SQL: not a refusal
-    assert edit_conditions.sql_refusal(DEEP) == "nested deeper than 32"
-    assert edit_conditions.sql_refusal("SELECT 1" + " " * 5000) == "longer than 4000 characters"
+    assert sql_names.sql_refusal("SELECT a FROM t WHERE b > 1") == ""
+    assert sql_names.sql_refusal("SELEC nonsense ((") == ""   # not SQL: not a refusal
+    assert sql_names.sql_refusal(DEEP) == "nested deeper than 32"
+    assert sql_names.sql_refusal("SELECT 1" + " " * 5000) == "longer than 4000 characters"
     wide = "SELECT a FROM t WHERE d IN (" + ", ".join(map(str, range(400))) + ")"
-    assert edit_conditions.sql_refusal(wide) == "more than 160 parse nodes"
+    assert sql_names.sql_refusal(wide) == "more than 160 parse nodes"
 
 
 def test_a_statement_too_large_for_the_tree_diff_is_not_parsed():
     small = "SELECT a FROM t WHERE b > 1 AND d IN (1, 2, 3)"
-    assert edit_conditions.sql_touched(small, small.replace("b > 1", "b >= 1")) is not None
+    assert sql_names.sql_touched(small, small.replace("b > 1", "b >= 1")) is not None
     wide = "SELECT a FROM t WHERE b > 1 AND d IN (" + ", ".join(map(str, range(400))) + ")"
-    assert len(wide) < edit_conditions.MAX_SQL_CHARS
-    assert edit_conditions.sql_touched(wide, wide.replace("b > 1", "b >= 1")) is None
-    assert edit_conditions.action_names("sql", wide) is None
+    assert len(wide) < sql_names.MAX_SQL_CHARS
+    assert sql_names.sql_touched(wide, wide.replace("b > 1", "b >= 1")) is None
+    assert sql_names.SQL_NAMES.action_names(wide) is None
 
 
 def test_a_statement_sqlglot_parses_but_cannot_walk_gives_no_names():
     chain = "SELECT 1 WHERE " + "NOT " * 3000 + "1"
-    assert edit_conditions.sql_touched(chain, chain + " LIMIT 1") is None
+    assert sql_names.sql_touched(chain, chain + " LIMIT 1") is None
 
 
 _OLD_SPLIT = re.compile(r"\s+(?:and|&&)\s+", re.I)
@@ -184,12 +186,12 @@ def test_the_clause_splitter_splits_as_the_pattern_it_replaced():
     pieces = [" ", "  ", "\t", "\n", "and", "AND", "&&", "x", "sand", "andy", "==", " and "]
     for _ in range(20_000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))
-        assert conditions._CLAUSE_SPLIT.split(text) == _OLD_SPLIT.split(text), repr(text)
+        assert grammar._CLAUSE_SPLIT.split(text) == _OLD_SPLIT.split(text), repr(text)
 
 
 def test_a_condition_with_a_long_run_of_spaces_is_judged():
     checker = conditions.RuleChecker()
-    task = conditions.TaskContext("t", "q", {"bound": "strict"})
+    task = TaskFacts("t", "q", {"bound": "strict"})
     assert checker.check("bound == strict" + " " * 40_000 + "and bound != inclusive", task)
 
 

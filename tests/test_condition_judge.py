@@ -14,9 +14,9 @@ from countermem_jax.backbones.cache import CachedBackbone
 from countermem_jax.testing.openai_server import LocalOpenAIServer
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 from countermem_jax.method.memory_use import CounterMemAugmentation
+from countermem_jax.method.conditions import TaskFacts
 from countermem_jax.method.retrieval.conditions import (CompositeChecker, JudgeSettings,
-                                                 LLMJudgeChecker, RuleChecker, TaskContext,
-                                                 parse_verdict)
+                                                 LLMJudgeChecker, RuleChecker, parse_verdict)
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.method.selector import policies
 from evaluators.base import State, Task
@@ -225,7 +225,7 @@ def test_distinct_conditions_are_judged_together_with_sequential_verdicts():
         counts = await checker.judge_pending(conditions, task, ask)
         return checker, counts, started
 
-    task = TaskContext("a", "List people aged at least 30.", {"bound": "inclusive"}, "run")
+    task = TaskFacts("a", "List people aged at least 30.", {"bound": "inclusive"}, "run")
     conditions = [FREE_TEXT[0], "bound == inclusive", *FREE_TEXT, FREE_TEXT[2], " "]
     checker, counts, started = asyncio.run(together(conditions, task))
     reference, one_by_one = asyncio.run(sequential(dict.fromkeys(c.strip() for c in conditions

@@ -15,7 +15,7 @@ from countermem_jax.method.counterfactual import repeats_itself, without_repeats
 from countermem_jax.method.edit_replay import record_fits, replay, replay_edit
 from countermem_jax.method.memory import load_frozen
 from countermem_jax.method.memory_use import CounterMemAugmentation
-from countermem_jax.method.retrieval.conditions import TaskContext
+from countermem_jax.method.conditions import TaskFacts
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.method.selector import policies
 from countermem_jax.method.transfer_checks import failed_actions, transfer_checks
@@ -32,8 +32,8 @@ NO_LIMIT = helpers.make_record(source_task_id="b2", condition="draft has [age]",
 
 
 def _query(draft, task_id="q"):
-    return TaskContext(task_id, "Names of people aged at least 40.", {}, draft=draft,
-                       feedback="")
+    return TaskFacts(task_id, "Names of people aged at least 40.", {}, draft=draft,
+                     feedback="")
 
 
 # -- a record is offered only where its edit has a place in the draft ---------------------------

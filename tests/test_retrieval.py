@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from countermem_jax.method import text_embedding as embedding
+from countermem_jax.method.conditions import TaskFacts, never_holds
 from countermem_jax.method.retrieval.conditions import (CompositeChecker, LLMJudgeChecker, RuleChecker,
-                                                 TaskContext, never_holds, parse_yes_no)
+                                                 parse_yes_no)
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex, topk_eligible
 from helpers import make_record
 
@@ -88,7 +89,7 @@ def test_an_index_scores_a_repeated_query_block_once(monkeypatch):
 
     checker = Verdicts()
     index = RetrievalIndex(records, checker=checker)
-    task = TaskContext("q", "list the singers")
+    task = TaskFacts("q", "list the singers")
     first = index.retrieve(task)
     assert index.retrieve(task) == first and len(calls) == 1
     assert len(first.candidates) == 3
@@ -104,7 +105,7 @@ def test_projection_is_fixed():
 
 
 def _task(task_id, text, **features):
-    return TaskContext(task_id=task_id, text=text, features=features)
+    return TaskFacts(task_id=task_id, text=text, features=features)
 
 
 def test_same_task_records_are_excluded():
@@ -222,7 +223,15 @@ def test_unknown_policy():
 
 
 # ----------------------------------------------------------------- conditions from verified edits
-from countermem_jax.method.retrieval import edit_conditions  # noqa: E402
+from countermem_jax.domains import sql_names  # noqa: E402
+from countermem_jax.domains.base import TEXT_NAMES  # noqa: E402
+from countermem_jax.method.conditions import derive, draft_uses, mentions  # noqa: E402
+
+
+def derived_condition(domain, *edit):
+    """The derived condition's text, as the domain named ``domain`` reads its names."""
+    return str(derive(sql_names.SQL_NAMES if domain == "sql" else TEXT_NAMES, *edit))
+
 
 SWAP_BEFORE = ("SELECT T1.name FROM poker_player AS T1 JOIN people AS T2 "
                "ON T1.people_id = T2.people_id")
@@ -231,46 +240,46 @@ SWAP_AFTER = ("SELECT T2.name FROM poker_player AS T1 JOIN people AS T2 "
 
 
 def test_sql_edit_condition_names_what_the_edit_touched():
-    assert edit_conditions.derived_condition("sql", SWAP_BEFORE, SWAP_AFTER, "poker_player") == \
+    assert derived_condition("sql", SWAP_BEFORE, SWAP_AFTER, "poker_player") == \
         "environment == poker_player AND edit touches [name] AND edit touches any [people, poker_player]"
-    drop = edit_conditions.derived_condition(
+    drop = derived_condition(
         "sql", "SELECT count(*) FROM singer AS T1 JOIN concert AS T2 ON T1.singer_id = T2.singer_id "
         "WHERE T1.country = 'France'", "SELECT count(*) FROM singer WHERE country = 'France'", "cs")
     # a dropped join touches its tables; its keys follow from the schema and are not required
     assert drop == "environment == cs AND edit touches any [concert, singer] AND draft has " \
         "[concert, singer_id]"   # the draft still joins concert: the mistake is there
     # a join completed for a column of another table: the column, and either table
-    assert edit_conditions.derived_condition(
+    assert derived_condition(
         "sql", "SELECT Name FROM poker_player ORDER BY Earnings",
         "SELECT people.Name FROM poker_player JOIN people ON poker_player.people_id = "
         "people.people_id ORDER BY Earnings", "poker_player") == \
         "environment == poker_player AND edit touches [name] AND edit touches any " \
         "[people, poker_player] AND draft lacks [people, people_id]"
     # a column moved to a joined table: the column is what the fix is about
-    assert edit_conditions.derived_condition(
+    assert derived_condition(
         "sql", "SELECT Birth_Date FROM poker_player ORDER BY Earnings",
         "SELECT people.Birth_Date FROM poker_player JOIN people ON poker_player.people_id = "
         "people.people_id ORDER BY Earnings", "poker_player") == \
         "environment == poker_player AND edit touches [birth_date] AND edit touches any " \
         "[people, poker_player] AND draft lacks [people, people_id]"
     # a column renamed: the name the fix introduces, not the mistaken one
-    assert edit_conditions.derived_condition(
+    assert derived_condition(
         "sql", "SELECT director FROM cartoon", "SELECT directed_by FROM cartoon", "tv") == \
         "environment == tv AND edit touches [directed_by] AND draft has [director] AND " \
         "draft lacks [directed_by]"
-    assert edit_conditions.derived_condition("sql", "SELECT 1", "SELECT 2", "") == \
+    assert derived_condition("sql", "SELECT 1", "SELECT 2", "") == \
         "edit touches any []"  # nothing nameable: never holds
-    assert edit_conditions.derived_condition("python", "if x < n:", "if x <= n:", "") == \
+    assert derived_condition("python", "if x < n:", "if x <= n:", "") == \
         "edit touches any []"
-    assert edit_conditions.mentions("song_release_year", "Which songs were released in which year?")
-    assert edit_conditions.mentions("singer", "How many singers are there?")
-    assert not edit_conditions.mentions("people", "List the earnings of poker players")
+    assert mentions("song_release_year", "Which songs were released in which year?")
+    assert mentions("singer", "How many singers are there?")
+    assert not mentions("people", "List the earnings of poker players")
 
 
 def test_a_derived_condition_holds_only_for_a_draft_that_repeats_the_mistake_and_lacks_the_fix():
     """The case that broke a correct draft: a record fixing ``PetAge`` -> ``pet_age`` was offered
     to a draft that already read ``pet_age``, and the model copied the record's query over it."""
-    condition = edit_conditions.derived_condition(
+    condition = derived_condition(
         "sql", "SELECT PetType, weight FROM Pets ORDER BY PetAge ASC LIMIT 1",
         "SELECT PetType, weight FROM Pets ORDER BY Pets.pet_age ASC LIMIT 1", "pets_1")
     assert condition.endswith("AND draft has [petage] AND draft lacks [pet_age]")
@@ -279,18 +288,18 @@ def test_a_derived_condition_holds_only_for_a_draft_that_repeats_the_mistake_and
     question = "Find the id and weight of all pets whose age is older than 1"
 
     def offered(draft):
-        task = TaskContext("q", question, {"environment": "pets_1"}, draft=draft)
+        task = TaskFacts("q", question, {"environment": "pets_1"}, draft=draft)
         return bool(index.retrieve(task).candidates)
     assert offered("SELECT PetID, weight FROM Pets WHERE PetAge > 1")          # the mistake
     assert not offered("SELECT PetID, weight FROM Pets WHERE pet_age > 1")     # already fixed
     assert not offered("SELECT PetID, weight FROM Pets WHERE age > 1")         # another mistake
     assert offered(None)   # outside a decision the draft clauses do not restrict
     # string literals count as text; identifiers as whole words only
-    assert edit_conditions.draft_uses(["petage"], "SELECT petage FROM pets")
-    assert not edit_conditions.draft_uses(["age"], "SELECT petage FROM pets")
-    assert edit_conditions.draft_uses(["ben jones"], "WHERE d = 'Ben Jones'")
-    assert edit_conditions.draft_uses(["people", "cars"], "SELECT x FROM people", any_=True)
-    assert not edit_conditions.draft_uses(["people", "cars"], "SELECT x FROM people")
+    assert draft_uses(["petage"], "SELECT petage FROM pets")
+    assert not draft_uses(["age"], "SELECT petage FROM pets")
+    assert draft_uses(["ben jones"], "WHERE d = 'Ben Jones'")
+    assert draft_uses(["people", "cars"], "SELECT x FROM people", any_=True)
+    assert not draft_uses(["people", "cars"], "SELECT x FROM people")
     assert never_holds("draft lacks []") and not never_holds("draft has []")
 
 
@@ -299,7 +308,7 @@ def test_an_error_repair_is_offered_after_the_same_kind_of_error_whatever_column
     failed ``SELECT Name FROM poker_player`` needs: after that error, to a draft that reads one
     of the tables the repair touched (whatever the question calls them), not before any
     attempt, and not to a draft that already joins people."""
-    condition = edit_conditions.derived_condition(
+    condition = derived_condition(
         "sql", "SELECT Birth_Date FROM poker_player ORDER BY Earnings",
         "SELECT people.Birth_Date FROM poker_player JOIN people ON poker_player.people_id = "
         "people.people_id ORDER BY Earnings", "poker_player",
@@ -307,14 +316,14 @@ def test_an_error_repair_is_offered_after_the_same_kind_of_error_whatever_column
     assert condition == ('environment == poker_player AND feedback contains "no such column" '
                          'AND draft has any [people, poker_player] AND draft lacks [people, '
                          'people_id]')
-    assert edit_conditions.error_kind("SQL error: OperationalError: ambiguous column name: a") \
+    assert sql_names.error_kind("SQL error: OperationalError: ambiguous column name: a") \
         == "ambiguous column name"
-    assert edit_conditions.error_kind("Wrong result. Your query returned 0 rows") == ""
+    assert sql_names.error_kind("Wrong result. Your query returned 0 rows") == ""
     checker, question = RuleChecker(), "What are the names of poker players?"
 
     def holds(draft, feedback):
-        return checker.check(condition, TaskContext("q", question, {"environment": "poker_player"},
-                                                    draft=draft, feedback=feedback))
+        return checker.check(condition, TaskFacts("q", question, {"environment": "poker_player"},
+                                                  draft=draft, feedback=feedback))
     draft = "SELECT Name FROM poker_player"
     assert holds(draft, "SQL error: OperationalError: no such column: Name")
     assert not holds(draft, "")                                    # before any attempt
@@ -327,7 +336,7 @@ def test_an_error_repair_is_offered_after_the_same_kind_of_error_whatever_column
     assert holds(draft, "SQL error: OperationalError: no such column: Name")
     assert not holds("SELECT Name FROM players", "SQL error: OperationalError: no such column: x")
     assert not never_holds(condition) and never_holds("draft has any []")
-    assert RuleChecker("exclude").check(condition, TaskContext(
+    assert RuleChecker("exclude").check(condition, TaskFacts(
         "q", question, {"environment": "poker_player"}, draft=draft, feedback="no such column"))\
         is False    # a derived condition under memory.fallback_condition=exclude
 
@@ -335,7 +344,7 @@ def test_an_error_repair_is_offered_after_the_same_kind_of_error_whatever_column
 def test_a_column_repair_inside_one_table_gets_a_condition_that_can_hold():
     """``pet_type`` → ``PetType`` touches no table: the condition names the wrong column in the
     draft and the right one's absence, never an empty table list (which could never hold)."""
-    condition = edit_conditions.derived_condition(
+    condition = derived_condition(
         "sql", "SELECT count(DISTINCT pet_type) FROM Pets", "SELECT COUNT(DISTINCT PetType) FROM "
         "Pets", "pets_1", "SQL error: OperationalError: no such column: pet_type")
     assert condition == ('environment == pets_1 AND feedback contains "no such column" AND '
@@ -380,13 +389,13 @@ def test_a_decision_checks_the_draft_clauses_against_its_own_draft():
 
 
 def test_a_record_without_its_own_condition_is_not_offered_on_every_question_of_its_database():
-    condition = edit_conditions.derived_condition("sql", SWAP_BEFORE, SWAP_AFTER, "poker_player")
+    condition = derived_condition("sql", SWAP_BEFORE, SWAP_AFTER, "poker_player")
     record = make_record(source_task_id="src", condition=condition,
                          situation="poker players' names are stored in people")
     features = {"environment": "poker_player"}
     names = _task("q1", "What are the names of poker players?", **features)
     earnings = _task("q2", "What is the average earnings of poker players?", **features)
-    elsewhere = TaskContext("q3", "What are the names of singers?", {"environment": "singer"})
+    elsewhere = TaskFacts("q3", "What are the names of singers?", {"environment": "singer"})
     derive = RetrievalIndex([record], checker=CompositeChecker([RuleChecker("derive")]))
     results = derive.retrieve_batch([names, earnings, elsewhere])
     assert [bool(r.candidates) for r in results] == [True, False, False]

@@ -1,7 +1,7 @@
 """Retrieval interventions of §6.2 (none / random / shuffled / matched) at the index level."""
 import pytest
 
-from countermem_jax.method.retrieval.conditions import TaskContext
+from countermem_jax.method.conditions import TaskFacts
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from helpers import make_record
 
@@ -20,7 +20,7 @@ def _ids(result):
 
 
 def _task(task_id, text):
-    return TaskContext(task_id=task_id, text=text, features={})
+    return TaskFacts(task_id=task_id, text=text, features={})
 
 
 def test_none_returns_nothing():

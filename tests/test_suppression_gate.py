@@ -3,12 +3,13 @@ utility fell below the threshold after enough uses is not offered; training and 
 it."""
 from countermem_jax.protocol.config_defaults import base_config
 from countermem_jax.phases import context
-from countermem_jax.method.retrieval.conditions import CompositeChecker, TaskContext
+from countermem_jax.method.conditions import TaskFacts
+from countermem_jax.method.retrieval.conditions import CompositeChecker
 from helpers import make_record
 
 
 def _offered(index, task="t9"):
-    result = index.retrieve(TaskContext(task, "numeric threshold omits its boundary value"))
+    result = index.retrieve(TaskFacts(task, "numeric threshold omits its boundary value"))
     return {c.record.record_id for c in result.candidates}
 
 

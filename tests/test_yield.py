@@ -12,7 +12,7 @@ from countermem_jax import experiment
 from countermem_jax.method.counterfactual import locality_problem
 from countermem_jax.method.memory import load_frozen
 from countermem_jax.method.prompting import prompts
-from countermem_jax.method.retrieval import conditions
+from countermem_jax.method import conditions
 from countermem_jax.runtime.runlog import RunLog
 from countermem_jax.testing.scripted_backbone import Rule, ScriptedBackbone
 
@@ -60,9 +60,8 @@ def never_holding(monkeypatch):
     fake.rules.insert(0, Rule("SITUATION: strict for inclusive\n"
                               "CONDITION: bound == strict AND bound == inclusive",
                               template="DISTIL_RECORD"))
-    from countermem_jax.method.retrieval import edit_conditions
-    monkeypatch.setattr(edit_conditions, "derived_condition",
-                        lambda *a: "environment == people AND edit touches any []")
+    monkeypatch.setattr(conditions, "derive", lambda *a: conditions.Derivation(
+        conditions.parse("environment == people AND edit touches any []")))
     return fake
 
 

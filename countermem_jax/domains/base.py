@@ -3,16 +3,60 @@
 A ``Domain`` says how an action is written (the instructions of DRAFT_ACTION), how it is parsed
 out of a reply (fence languages and an optional extraction), which rule edits Module I may try
 (§3.2, Appendix B.4) and which task features a condition may test (the hint of DISTIL_RECORD,
-§3.3). A ``Benchmark`` is one setting of Appendix D.1: its facts from the paper and the loaders
+§3.3) and which names an action uses, the hook a derived condition reads (``names``, §3.3;
+``TEXT_NAMES`` unless the domain reads its actions more closely, as SQL does). A ``Benchmark`` is one setting of Appendix D.1: its facts from the paper and the loaders
 of its tasks and checker. Each domain family's module (``sql``, ``sat``, ``smt``, ``coding``,
 ``formal``) defines both; ``registry`` lists the benchmarks by name.
 """
 import dataclasses
 import pathlib
+import re
 from typing import Callable
 
 from countermem_jax.runtime.paths import data_root
+from countermem_jax.method import bounded_diff
+from countermem_jax.method.conditions import ActionNames, EditNames
 from countermem_jax.method.prompting import parsers
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Words that say nothing about which data an edit touched: language and SQL keywords,
+# plus option names of the solver domains.
+_KEYWORDS = frozenset("""
+    and or not if else elif for while return def class in is none true false null let var fn mut
+    pub use import from as with lambda pass break continue try except finally raise yield assert
+    int bool str float nat real requires ensures invariant decreases assert method function
+    lemma theorem by have show exact intro apply simp solver assumptions phases conflict_budget
+    select where group order limit distinct join on having count sum avg min max asc desc
+""".split())
+
+
+def _identifiers(text: str) -> set[str]:
+    """The identifiers of ``text`` longer than one letter, lower-cased, keywords dropped."""
+    return {w.lower() for w in set(_IDENT.findall(text))
+            if len(w) > 1 and w.lower() not in _KEYWORDS}
+
+
+class TextNames:
+    """The domain-neutral reading of an action's names (``ActionNames``): its identifiers, less
+    keywords. An edit touches the identifiers on the lines it changed, any one of which a
+    request must name; no error kinds are read from feedback."""
+
+    def edit_names(self, original: str, improved: str, feedback: str = "") -> EditNames:
+        """The identifiers on the lines the edit changed, as ``some`` (bounded diff, issue 39)."""
+        del feedback   # a textual edit's feedback names no kind of error
+        a, b = original.splitlines(), improved.splitlines()
+        changed = []
+        for op, i1, i2, j1, j2 in bounded_diff.opcodes(a, b).opcodes:
+            if op != "equal":
+                changed += a[i1:i2] + b[j1:j2]
+        return EditNames(some=frozenset().union(*map(_identifiers, changed)))
+
+    def action_names(self, action: str) -> frozenset[str]:
+        """Every identifier of ``action`` (each distinct one once: a long action repeats most)."""
+        return frozenset(_identifiers(action))
+
+
+TEXT_NAMES = TextNames()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +75,7 @@ class Domain:
     # (task, action, outcome, taken edits, k) -> up to k (edit, family) pairs ranked without the
     # reference; where set, Module I fills its free slots from it instead of ``rule_edits``.
     ranked_edits: Callable | None = None
+    names: ActionNames = TEXT_NAMES   # the names its actions use, for derived conditions (§3.3)
 
     def parse_action(self, reply: str) -> str:
         """The action in a model reply (ParseError when there is none), Appendix D.8."""

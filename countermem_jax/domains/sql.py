@@ -32,6 +32,7 @@ from countermem_jax.domains.base import (Domain, data_dir, distinct_edits, requi
 from countermem_jax.domains import sql_operators as operators
 from countermem_jax.domains.sql_operators import (_column_swap_variants, _drop_join_variants,
                                                   _table_swap_variants, _variants)
+from countermem_jax.domains.sql_names import SQL_NAMES
 from countermem_jax.runtime.paths import data_root
 
 SQL_PARSE_LIMIT = 20_000  # characters; longer queries (e.g. huge IN-lists) get the regex edits
@@ -169,7 +170,8 @@ def question_features(question: str) -> dict:
 
 # The condition hint names the question features ``evaluators/sql/features.py`` computes, so
 # a distilled condition written with them is decided by the rule checker on a new task instead
-# of the LLM judge (``retrieval/conditions``, Module III's compatibility filter).
+# of the LLM judge (``method/conditions``, Module III's compatibility filter). A condition
+# derived from a verified edit reads the query's tables, columns and literals (``sql_names``).
 # The comparison rule is stated here, the same for every question, and never in the checker's
 # feedback (which would tell, question by question, a property of the reference).
 SQL = Domain(
@@ -180,7 +182,8 @@ SQL = Domain(
     "Prefer a condition written as a rule over the question's features, e.g. 'bound == inclusive', "
     "'bound == strict', 'distinct == true', 'aggregate == count', 'ordering == desc', "
     "'db_id == <name>', or 'question contains \"<phrase>\"'.",
-    rule_edits, fences=("sql", "sqlite"), extract=extract_sql, ranked_edits=ranked_edits)
+    rule_edits, fences=("sql", "sqlite"), extract=extract_sql, ranked_edits=ranked_edits,
+    names=SQL_NAMES)
 
 
 # --- Loaders (Appendix D.1: Spider, BIRD) ----------------------------------------------------

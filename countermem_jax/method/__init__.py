@@ -4,10 +4,11 @@
   counterfactual.py  Module I, counterfactual drafts checked by the world model (§3.2)
   memory_use.py      Module III, retrieval and the selector at decision time (§3.4)
   condition_text.py  the normal form of a record's condition text (§3.3)
+  conditions/        a record's condition as typed clauses: parse, print, derive, check (§3.3)
   bounded_diff.py    token diffs at a bounded cost, for edits a model wrote (§3.2, §3.4)
   text_embedding.py  the hashed text embedding shared by memory, retrieval and selector
   memory/            Module II, the store: records, admission, retention, persistence (§3.3, App. B)
-  retrieval/         candidate retrieval and condition checks (§3.4, App. B.2)
+  retrieval/         candidate retrieval and its condition checkers (§3.4, App. B.2)
   selector/          the DQN selector: features, network, training, checkpoints (§3.4, App. C)
   prompting/         the prompts and their parsers (App. E)
 

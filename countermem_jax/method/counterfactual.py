@@ -31,9 +31,7 @@ from countermem_jax.method.agents import Augmentation
 from countermem_jax.method.prompting import parsers, prompts
 from countermem_jax.method.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
 from countermem_jax.method.memory.record import edit_text, make_record_id, normalize_condition
-from countermem_jax.method.retrieval import edit_conditions
-from countermem_jax.method.retrieval.conditions import RuleChecker, never_holds
-from countermem_jax.method.retrieval.conditions import TaskContext as CondTask
+from countermem_jax.method import conditions
 from evaluators.base import Outcome, State
 from evaluators.grouping import group_id
 
@@ -336,13 +334,6 @@ class CounterfactualBuilder:
             results.append(self._logged(ctx, action, entry))
         return results
 
-    @staticmethod
-    def _derived_condition(ctx, original: str, improved: str, feedback: str) -> str:
-        """The condition derived from the checked edit itself and the original's ``feedback``
-        (``edit_conditions``)."""
-        return edit_conditions.derived_condition(ctx.task.domain, original, improved,
-                                                 ctx.task.environment, feedback)
-
     async def _distil_and_admit(self, ctx, original: str, o: Outcome, improved: str,
                                 o2: Outcome) -> dict:
         """Distils a verified contrast into a record m = (q, a-, a+, e, c, u) and proposes it to the store.
@@ -358,6 +349,10 @@ class CounterfactualBuilder:
                 else "the improved action was not checked"),
             "condition_hint": self.agent.domain.condition_hint})
         repeated = False
+        # the condition the checked edit supports, as the domain reads its names: derived once,
+        # used wherever the distilled one is missing, free text or never holds
+        derived = conditions.derive(self.agent.domain.names, original, improved,
+                                    ctx.task.environment, o.feedback)
         if parsed.ok:
             distilled, fallback = parsed.value, False
             if repeats_itself(distilled.situation):
@@ -371,28 +366,29 @@ class CounterfactualBuilder:
         else:
             # A verified correction is not thrown away because a small model broke the format
             # twice: the edit itself becomes the situation, and the condition is derived from what
-            # the edit changed (edit_conditions.py; retrieval's memory.fallback_condition decides
+            # the edit changed (method/conditions; retrieval's memory.fallback_condition decides
             # whether it is checked or the record kept out). Logged as a fallback.
             distilled = parsers.DistilledRecord(
                 f"the failed action needed this edit: {edit_text(original, improved)}",
-                self._derived_condition(ctx, original, improved, o.feedback))
+                str(derived))
             fallback = True
         # q carries the source request too, so that retrieval can match later requests to it.
         situation = f"{distilled.situation} (source request: {ctx.task.prompt[:300]})"
         condition = normalize_condition(distilled.condition)
         if (self.cfg.scope_free_text_conditions and condition and ctx.task.environment
-                and RuleChecker().check(condition, CondTask("", "", {})) is None):
+                and conditions.parse(condition).free_text):
             situation = f"{situation} [stated condition: {condition}]"
-            condition = self._derived_condition(ctx, original, improved, o.feedback)
-        if never_holds(condition):
+            condition = str(derived)
+        if conditions.never_holds(condition):
             # A distilled condition no task can satisfy falls back to the one derived from the
             # edit; if that cannot hold either, the record could never be offered: not admitted.
-            condition = self._derived_condition(ctx, original, improved, o.feedback)
-        # an SQL edit too large for the parser's bounds is read as text: the event says why
-        unparsed = ({"condition_from_text": why} if ctx.task.domain == "sql" and (
-            why := edit_conditions.sql_refusal(original) or edit_conditions.sql_refusal(improved))
-            else {})
-        if never_holds(condition):
+            condition = str(derived)
+        # an edit too large for the domain's parser bounds is read as text, a name no condition
+        # text can hold is left out of its clause: the event says which
+        unparsed = {key: value for key, value in (("condition_from_text", derived.refused),
+                                                  ("condition_unlisted", list(derived.unlisted)))
+                    if value}
+        if conditions.never_holds(condition):
             return {"admitted": False, "reason": NEVER_HOLDS, "score": None, "record_id": "",
                     "condition": condition, "situation": situation, "evicted": [],
                     "distil_fallback": fallback, "situation_repeated": repeated, **unparsed}

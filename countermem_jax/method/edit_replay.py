@@ -162,7 +162,7 @@ def replay_edit(original: str, improved: str, draft: str, feedback: str = "",
 
 def record_fits(record, task) -> bool:
     """Whether ``record``'s edit has a place in the decision's draft (``task``: a retrieval
-    ``TaskContext``; outside a decision, with no draft, every record fits). Under
+    ``TaskFacts``; outside a decision, with no draft, every record fits). Under
     ``memory.revision=replay`` retrieval offers only records that fit, so the condition check
     and the replay agree: a record is compatible where it can change the draft."""
     if task.draft is None:

@@ -37,7 +37,7 @@ from countermem_jax.method.prompting import prompts
 from countermem_jax.method.memory import reuse as reuse_lib
 from countermem_jax.method import text_embedding as embedding
 from countermem_jax.method.retrieval import batching
-from countermem_jax.method.retrieval.conditions import TaskContext as CondTask
+from countermem_jax.method.conditions import TaskFacts
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.method.selector import dqn, features, policies
 from countermem_jax.method.selector.transition import Transition
@@ -48,13 +48,13 @@ REVISIONS = ("llm", "replay", "replay_then_llm")
 
 
 def condition_query(task, run: str, draft: str | None = None,
-                    feedback: str | None = None) -> CondTask:
+                    feedback: str | None = None) -> TaskFacts:
     """What the condition checkers see of ``task`` at a decision of the task run ``run``: its
     draft, and the checker's feedback on the last attempt ("" before the first); and what
     retrieval excludes by: the task's reference group."""
-    return CondTask(task.task_id, task.prompt,
-                    {"environment": task.environment, **task.features}, scope=run, draft=draft,
-                    feedback=feedback, group=group_id(task))
+    return TaskFacts(task.task_id, task.prompt,
+                     {"environment": task.environment, **task.features}, scope=run, draft=draft,
+                     feedback=feedback, group=group_id(task))
 
 
 def judge_messages(prompt: str) -> list[dict]:
@@ -202,7 +202,7 @@ class CounterMemAugmentation(Augmentation):
             ctx, draft, prompts.render_record(record, self.render_condition))
         return parsed.value if parsed.ok else draft
 
-    async def _judge_conditions(self, ctx, index: RetrievalIndex, query: CondTask) -> dict:
+    async def _judge_conditions(self, ctx, index: RetrievalIndex, query: TaskFacts) -> dict:
         """Judges (once per task run) the conditions of the records this decision could
         retrieve; returns the verdict counts with the judge's calls and tokens, {} if none."""
         conditions = judged_conditions(index, ctx.task.task_id, query.group)

@@ -46,16 +46,19 @@ def _case_inputs():
     from countermem_jax.method import counterfactual, edit_replay, text_embedding
     from countermem_jax.method.memory import record
     from countermem_jax.method.prompting import parsers
-    from countermem_jax.method.retrieval import conditions, edit_conditions
+    from countermem_jax.domains import sql_names
+    from countermem_jax.domains.base import TEXT_NAMES
+    from countermem_jax.method.conditions import TaskFacts, derive, never_holds
+    from countermem_jax.method.retrieval import conditions
 
     long_action = SQL + " -- " + _words(MB)
     long_edit = _changed(long_action)
     checker = conditions.RuleChecker()
-    task = conditions.TaskContext("t", "How old is the singer?", {"bound": "strict"},
-                                  draft=long_action, feedback="no such column: x")
+    task = TaskFacts("t", "How old is the singer?", {"bound": "strict"},
+                     draft=long_action, feedback="no such column: x")
     deep = "SELECT " + "(" * 60 + "1" + ")" * 60
-    at_bound = _in_lists(edit_conditions.MAX_SQL_CHARS, edit_conditions.MAX_SQL_NODES)
-    wide = _in_lists(edit_conditions.MAX_SQL_CHARS, 10 ** 9)
+    at_bound = _in_lists(sql_names.MAX_SQL_CHARS, sql_names.MAX_SQL_NODES)
+    wide = _in_lists(sql_names.MAX_SQL_CHARS, 10 ** 9)
     very_deep = "SELECT " + "(" * 50_000 + "1" + ")" * 50_000
     return {
         "reply_sanitize_surrogates_1mb": (
@@ -105,26 +108,26 @@ def _case_inputs():
                               len(deep)),
         "sql_edits_1mb": (lambda: sql_domain.sql_edits(long_action, limit=4), MB),
         "derived_condition_sql_60_deep": (
-            lambda: edit_conditions.derived_condition("sql", deep, deep + " LIMIT 1", "db"),
+            lambda: derive(sql_names.SQL_NAMES, deep, deep + " LIMIT 1", "db"),
             len(deep)),
         "derived_condition_sql_50k_deep": (
-            lambda: edit_conditions.derived_condition("sql", very_deep, very_deep + " LIMIT 1",
-                                                      "db"), len(very_deep)),
+            lambda: derive(sql_names.SQL_NAMES, very_deep, very_deep + " LIMIT 1", "db"),
+            len(very_deep)),
         "derived_condition_sql_at_its_size_bound": (
-            lambda: edit_conditions.derived_condition("sql", *at_bound, "db"), len(at_bound[0])),
+            lambda: derive(sql_names.SQL_NAMES, *at_bound, "db"), len(at_bound[0])),
         "derived_condition_sql_4kb_in_list": (
-            lambda: edit_conditions.derived_condition("sql", *wide, "db"), len(wide[0])),
+            lambda: derive(sql_names.SQL_NAMES, *wide, "db"), len(wide[0])),
         "derived_condition_sql_1mb": (
-            lambda: edit_conditions.derived_condition("sql", long_action, long_edit, "db"), MB),
+            lambda: derive(sql_names.SQL_NAMES, long_action, long_edit, "db"), MB),
         "derived_condition_code_1mb": (
-            lambda: edit_conditions.derived_condition(
-                "coding", long_action.replace(" ", "\n"), long_edit.replace(" ", "\n"), ""), MB),
+            lambda: derive(TEXT_NAMES, long_action.replace(" ", "\n"),
+                           long_edit.replace(" ", "\n"), ""), MB),
         "condition_check_1mb_spaces": (
             lambda: checker.check("bound == strict" + " " * MB + "x", task), MB),
         "condition_check_1mb_clauses": (
             lambda: checker.check(" and ".join(["bound == strict"] * (MB // 20)), task), MB),
         "condition_never_holds_1mb_spaces": (
-            lambda: conditions.never_holds("a == b" + " " * MB + "and a == c"), MB),
+            lambda: never_holds("a == b" + " " * MB + "and a == c"), MB),
         "condition_draft_has_on_1mb_draft": (
             lambda: checker.check("draft has [singer, age, w5]", task), MB),
         "text_embedding_1mb": (lambda: text_embedding.compute_embeddings([long_action]), MB),

@@ -67,7 +67,7 @@ def base_config() -> ml_collections.ConfigDict:
                                              temperature=0.0)),
         # Records without a condition of their own (distillation failed, or a free-text
         # condition scoped for a weak backbone): "derive" = the condition derived from the
-        # verified edit (edit_conditions.py), "exclude" = kept out of retrieval. "exclude" broke
+        # verified edit (method/conditions), "exclude" = kept out of retrieval. "exclude" broke
         # nothing where "derive" broke 1 of 20 tasks and rescued none (README, CPU measurement).
         fallback_condition="exclude",
         # How a selected record revises the draft (§3.4): "llm" = the LLM rewrites the draft

@@ -39,7 +39,8 @@ from countermem_jax.backbones.base import Charge
 from countermem_jax.experiment import METHOD_LABELS, Workdir
 from countermem_jax.method.memory_use import CounterMemAugmentation
 from countermem_jax.phases import context
-from countermem_jax.method.retrieval.conditions import RuleChecker, TaskContext
+from countermem_jax.method.conditions import TaskFacts
+from countermem_jax.method.retrieval.conditions import RuleChecker
 from countermem_jax.method.selector import policies
 from countermem_jax.studies import cells
 
@@ -54,7 +55,7 @@ NO_MEMORY = "no memory"
 # ----------------------------------------------------------------------------- applicability
 def applies(checker: RuleChecker, condition: str, task) -> bool | None:
     """The rule checker's verdict on ``condition`` for ``task`` (None: it cannot decide)."""
-    return checker.check(condition, TaskContext(task.task_id, task.prompt, {
+    return checker.check(condition, TaskFacts(task.task_id, task.prompt, {
         "environment": task.environment, **task.features}))
 
 

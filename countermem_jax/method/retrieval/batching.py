@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from countermem_jax.method.retrieval.conditions import TaskContext
+from countermem_jax.method.conditions import TaskFacts
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex, RetrievalResult
 from countermem_jax.method.selector.network import masked_argmax
 from countermem_jax.method.selector.policies import Choice
@@ -124,7 +124,7 @@ class BatchedIndex:
             raise AttributeError(name)
         return getattr(self.index, name)
 
-    async def retrieve_one(self, task: TaskContext, embedding: np.ndarray) -> RetrievalResult:
+    async def retrieve_one(self, task: TaskFacts, embedding: np.ndarray) -> RetrievalResult:
         """The index's retrieval for one embedded decision state, batched with the others in
         flight; the same result as ``index.retrieve_embedded([task], ...)`` alone."""
         return await self.batcher.submit((self.index, task, np.asarray(embedding, np.float32)))
@@ -147,7 +147,7 @@ class BatchedSelector:
         return await self.batcher.submit((self.selector, np.asarray(obs, np.float32), mask))
 
 
-async def retrieve(index, task: TaskContext, embedding: np.ndarray) -> RetrievalResult:
+async def retrieve(index, task: TaskFacts, embedding: np.ndarray) -> RetrievalResult:
     """One decision's retrieval: batched with the decisions in flight if ``index`` is a
     ``BatchedIndex``, else on its own."""
     if isinstance(index, BatchedIndex):

@@ -4,18 +4,9 @@ Checkers are pluggable. Each returns True (holds), False (fails) or None (cannot
 condition); ``CompositeChecker`` asks them in order and applies a policy to conditions nobody
 could judge. The empty condition is universal and never reaches a checker.
 
-Rule grammar (``RuleChecker``), case-insensitive, clauses joined by ``AND``:
-  feature == value      feature != value      feature in [v1, v2, ...]
-  has feature           not feature           text contains "phrase"    feedback contains "phrase"
-  edit touches [a, b]   edit touches any [a, b]     (derived from a verified edit, see
-  draft has [a, b]      draft has any [a, b]         ``edit_conditions``)
-  draft lacks [a, b]
-Features come from the task (each domain computes its own, e.g. SQL's ``bound`` = inclusive/strict
-from the question's wording); values compare as lower-case strings. ``draft has`` holds when the
-decision's draft uses every listed name (``any``: one of them), ``draft lacks`` when it does not
-use them all;
-``feedback contains`` reads the checker's feedback on the task's last attempt (none before the
-first). Outside a decision (no draft, no feedback known) these three do not restrict.
+``RuleChecker`` decides conditions written in the rule grammar (``method/conditions``: features,
+environment, feedback kind, and the clauses derived from a verified edit); a condition with a
+clause outside it is left to the next checker.
 
 Free-text conditions go to ``LLMJudgeChecker``, whose backbone calls are asynchronous and made by
 the decision that needs them (``CompositeChecker.judge_pending`` before retrieval, with the
@@ -28,85 +19,22 @@ import asyncio
 import collections
 import dataclasses
 import re
-from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Protocol, Sequence
 
+from countermem_jax.method import conditions
+from countermem_jax.method.conditions import TaskFacts
 from countermem_jax.method.prompting import constraints
-from countermem_jax.method.retrieval import edit_conditions
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskContext:
-    """What a condition may look at: the task's id, its visible text, its features and, at a
-    decision, the draft the record would revise.
-    ``scope`` (the run) keys the judge's verdict cache, so each task run judges, and pays for,
-    its own conditions."""
-    task_id: str
-    text: str
-    features: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    scope: str = ""
-    draft: str | None = None   # the decision's draft action (Module III), None outside one
-    feedback: str | None = None   # the checker's feedback on the last attempt ("" before one)
-    group: str = ""   # the task's reference group id: retrieval never offers its group's records
 
 
 class ConditionChecker(Protocol):
     """Anything that can rule on a condition c for a task (the eligibility test of Eq. 7)."""
 
-    def check(self, condition: str, task: TaskContext) -> bool | None:
+    def check(self, condition: str, task: TaskFacts) -> bool | None:
         """True if ``condition`` holds for ``task``, False if it fails, None if it cannot tell."""
 
 
-# Patterns of the rule grammar in the module docstring, one per clause form.
-# A split starts only where a whitespace run starts, so a run of n spaces is scanned once, not
-# n times (40k spaces took 10.8 s, issue 39); the splits are those of ``\s+(?:and|&&)\s+``.
-_CLAUSE_SPLIT = re.compile(r"(?<!\s)\s+(?:and|&&)\s+", re.IGNORECASE)
-_CMP = re.compile(r"^([A-Za-z_][\w.]*)\s*(==|!=|=)\s*(.+)$")
-_IN = re.compile(r"^([A-Za-z_][\w.]*)\s+in\s+\[(.*)\]$", re.IGNORECASE)
-_HAS = re.compile(r"^(has|not)\s+([A-Za-z_][\w.]*)$", re.IGNORECASE)
-_CONTAINS = re.compile(r"^(text|question|prompt|feedback)\s+contains\s+(['\"])(.+)\2$",
-                       re.IGNORECASE)
-
-
-def _norm(value: Any) -> str:
-    """Lower-case string form of a feature value or literal, quotes and outer spaces removed."""
-    return str(value).strip().strip("'\"").strip().lower()
-
-
-def _listed(text: str) -> list[str]:
-    """The names of a bracketed clause list (``a, b`` -> ["a", "b"])."""
-    return [n.strip() for n in text.split(",") if n.strip()]
-
-
-_EDIT = re.compile(r"^edit\s+touches\s+(any\s+)?\[(.*)\]$", re.IGNORECASE)
-_DRAFT = re.compile(r"^draft\s+(has|lacks)\s+(any\s+)?\[(.*)\]$", re.IGNORECASE)
-FALLBACK_POLICIES = ("derive", "exclude")
-
-
-def never_holds(condition: str) -> bool:
-    """Whether a condition in the rule grammar can hold for no task at all: a clause that asks
-    for one of an empty list (``edit touches any []``, ``feature in []``), or one feature
-    required equal to two different values. Such a record could never be offered, so admission
-    refuses it (paper §3.3: a condition must be checkable and able to hold)."""
-    required: dict[str, str] = {}
-    for clause in _CLAUSE_SPLIT.split((condition or "").strip()):
-        clause = clause.strip()
-        edit, member, draft = _EDIT.match(clause), _IN.match(clause), _DRAFT.match(clause)
-        # ``edit touches []`` (all of nothing) always holds; "any of nothing" never does, nor
-        # do ``draft lacks []`` (not all of nothing) and ``draft has any []``
-        listed = (edit.group(2) if edit and edit.group(1) else member.group(2) if member else
-                  draft.group(3) if draft and (draft.group(1).lower() == "lacks"
-                                               or draft.group(2)) else None)
-        if listed is not None and not listed.replace(",", "").strip():
-            return True
-        if (m := _CMP.match(clause)) and m.group(2) in ("==", "="):
-            name, value = m.group(1).lower(), _norm(m.group(3))
-            if required.setdefault(name, value) != value:
-                return True
-    return False
-
-
 class RuleChecker:
-    """Checks conditions written in the rule grammar above against task features.
+    """Checks conditions written in the rule grammar (``conditions.check``) against the task.
 
     ``fallback`` decides conditions derived from a verified edit (records without a condition of
     their own): "derive" checks their ``edit touches`` and ``draft`` clauses against the request
@@ -114,61 +42,21 @@ class RuleChecker:
     """
 
     def __init__(self, fallback: str = "derive"):
-        if fallback not in FALLBACK_POLICIES:
-            raise ValueError(f"fallback-condition policy must be one of {FALLBACK_POLICIES}, "
-                             f"got {fallback!r}")
+        if fallback not in conditions.FALLBACK_POLICIES:
+            raise ValueError(f"fallback-condition policy must be one of "
+                             f"{conditions.FALLBACK_POLICIES}, got {fallback!r}")
         self.fallback = fallback
 
-    def check(self, condition: str, task: TaskContext) -> bool | None:
+    def check(self, condition: str, task: TaskFacts) -> bool | None:
         """Conjunction of the condition's clauses; None as soon as one clause is outside the grammar.
 
         A condition the rules only half understand is undecided rather than judged on its known
-        half, so that it can go on to the LLM judge or the ``unknown`` policy.
+        half, so that it can go on to the LLM judge or the ``unknown`` policy. The empty
+        condition is ``CompositeChecker``'s to answer: asked here, the rules cannot tell.
         """
-        results = [self._clause(c.strip(), task) for c in _CLAUSE_SPLIT.split(condition.strip())]
-        if any(r is None for r in results):
+        if not condition.strip():
             return None
-        return all(results)
-
-    def _clause(self, clause: str, task: TaskContext) -> bool | None:
-        """Verdict of one clause of the rule grammar, or None when no grammar form matches.
-
-        A comparison on a feature the task does not have is False for ``==`` and True for ``!=``:
-        a condition about, say, a SQL bound cannot hold for a task that has no bound.
-        """
-        features = {k.lower(): v for k, v in task.features.items()}
-        if m := _EDIT.match(clause):
-            if self.fallback == "exclude":
-                return False
-            found = [edit_conditions.mentions(n, task.text) for n in _listed(m.group(2))]
-            return any(found) if m.group(1) else all(found)
-        if m := _DRAFT.match(clause):
-            if self.fallback == "exclude":
-                return False
-            if task.draft is None:
-                return True
-            used = edit_conditions.draft_uses(_listed(m.group(3)), task.draft,
-                                              any_=bool(m.group(2)))
-            return used if m.group(1).lower() == "has" else not used
-        if m := _CONTAINS.match(clause):
-            if m.group(1).lower() == "feedback":
-                return task.feedback is None or m.group(3).lower() in task.feedback.lower()
-            return m.group(3).lower() in task.text.lower()
-        if m := _IN.match(clause):
-            name = m.group(1).lower()
-            options = {_norm(v) for v in m.group(2).split(",") if v.strip()}
-            return name in features and _norm(features[name]) in options
-        if m := _HAS.match(clause):
-            value = features.get(m.group(2).lower())
-            present = value not in (None, False, "", 0)
-            return present if m.group(1).lower() == "has" else not present
-        if m := _CMP.match(clause):
-            name, op, value = m.group(1).lower(), m.group(2), _norm(m.group(3))
-            if name not in features:
-                return False if op != "!=" else True
-            equal = _norm(features[name]) == value
-            return equal if op in ("==", "=") else not equal
-        return None
+        return conditions.check(conditions.parse(condition), task, self.fallback)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,7 +98,7 @@ class LLMJudgeChecker:
         self._max = max_task_chars
         self._cache: dict[tuple[str, str, str], bool | None] = {}
 
-    async def judge(self, condition: str, task: TaskContext, ask: Ask) -> bool | None:
+    async def judge(self, condition: str, task: TaskFacts, ask: Ask) -> bool | None:
         """Verdict for (condition, task), asking the backbone through ``ask`` at most once per run scope.
 
         Accepts a plain string reply or a reply object with ``.text`` and optional ``.reasoning``
@@ -228,7 +116,7 @@ class LLMJudgeChecker:
             self._cache[key] = verdict if verdict is not None else parse_verdict(text, reasoning)
         return self._cache[key]
 
-    def check(self, condition: str, task: TaskContext) -> bool | None:
+    def check(self, condition: str, task: TaskFacts) -> bool | None:
         """The cached verdict; ``RuntimeError`` if this condition was never judged."""
         key = (condition, task.task_id, task.scope)
         if key not in self._cache:
@@ -316,7 +204,7 @@ class CompositeChecker:
         """The LLM judge among the checkers, or None when conditions are judged by rules only."""
         return next((c for c in self._checkers if isinstance(c, LLMJudgeChecker)), None)
 
-    def verdict(self, condition: str, task: TaskContext) -> bool | None:
+    def verdict(self, condition: str, task: TaskFacts) -> bool | None:
         """True / False, or None when no checker could decide."""
         if not condition.strip():
             return True
@@ -326,7 +214,7 @@ class CompositeChecker:
                 return verdict
         return None
 
-    def compatible(self, condition: str, task: TaskContext) -> bool:
+    def compatible(self, condition: str, task: TaskFacts) -> bool:
         """The eligibility test of Eq. 7 for one condition: the verdict, or the ``unknown`` policy.
 
         With the default "exclude", a record whose condition nobody could decide is not offered.
@@ -334,7 +222,7 @@ class CompositeChecker:
         verdict = self.verdict(condition, task)
         return (self._unknown == "include") if verdict is None else verdict
 
-    async def judge_pending(self, conditions: Sequence[str], task: TaskContext,
+    async def judge_pending(self, conditions: Sequence[str], task: TaskFacts,
                             ask: Ask) -> VerdictCounts:
         """Has the LLM judge decide, with ``ask``, the conditions the checkers before it cannot;
         returns the verdict counts over ``conditions`` (distinct, non-empty) for this task.
@@ -365,7 +253,7 @@ class CompositeChecker:
 
 
 def _first_verdict(checkers: Sequence[ConditionChecker], condition: str,
-                   task: TaskContext) -> bool | None:
+                   task: TaskFacts) -> bool | None:
     """The first verdict of ``checkers`` asked in turn, or None when none could decide."""
     for checker in checkers:
         verdict = checker.check(condition, task)

@@ -9,7 +9,7 @@ the task's own reference answer as its corrected action (in Spider, construction
 group of its source task (``groups``, task id -> group id, what the phases pass from their
 splits), else the group the record carries (``MemoryRecord.source_group``), else its source task
 alone; a decision's group is the pool's group of its task, else the group of the records that
-task wrote, else the group its ``TaskContext`` carries (``memory_use.condition_query`` sets it),
+task wrote, else the group its ``TaskFacts`` carries (``memory_use.condition_query`` sets it),
 so a task's own records are always excluded. The scoring and top-k run in one jitted function,
 batched over queries; the store's embeddings are copied to an accelerator once per index (on
 the CPU backend they stay host arrays). Queries are scored in blocks of exactly ``QUERY_ROWS``
@@ -49,6 +49,7 @@ import numpy as np
 
 from countermem_jax.runtime import row_blocks
 from countermem_jax.method.memory.record import MemoryRecord
+from countermem_jax.method.conditions import TaskFacts
 from countermem_jax.method.retrieval import conditions as cond_lib
 from countermem_jax.method import text_embedding as embedding
 
@@ -136,7 +137,7 @@ class RetrievalIndex:
                  checker: cond_lib.CompositeChecker | None = None, use_conditions: bool = True,
                  intervention: str = "matched", intervention_seed: int = 0,
                  groups: Mapping[str, str] | None = None,
-                 fits: Callable[[MemoryRecord, cond_lib.TaskContext], bool] | None = None):
+                 fits: Callable[[MemoryRecord, TaskFacts], bool] | None = None):
         if intervention not in INTERVENTIONS:
             raise ValueError(f"unknown retrieval intervention {intervention!r}; expected one of "
                              f"{INTERVENTIONS}")
@@ -191,7 +192,7 @@ class RetrievalIndex:
         hidden = self.excluded(task_id, group)
         return [r for r, h in zip(self.records, hidden) if not h]
 
-    def _condition_mask(self, tasks: Sequence[cond_lib.TaskContext]) -> np.ndarray | None:
+    def _condition_mask(self, tasks: Sequence[TaskFacts]) -> np.ndarray | None:
         if not self.use_conditions or not self._conditioned:
             return None
         mask = np.ones((len(tasks), self._size), dtype=bool)
@@ -207,7 +208,7 @@ class RetrievalIndex:
                 mask[qi, i] = verdicts[c]
         return mask
 
-    def _action_mask(self, tasks: Sequence[cond_lib.TaskContext],
+    def _action_mask(self, tasks: Sequence[TaskFacts],
                      cond_mask: np.ndarray | None) -> np.ndarray | None:
         """[Q, size]: records that can act on each decision: transfer not refuted, and (with
         ``fits``) a place for the revision in the decision's draft, tested only for records
@@ -226,18 +227,18 @@ class RetrievalIndex:
                         mask[qi, i] = self.fits(self.records[i], task)
         return mask
 
-    def retrieve(self, task: cond_lib.TaskContext, state_text: str | None = None) -> RetrievalResult:
+    def retrieve(self, task: TaskFacts, state_text: str | None = None) -> RetrievalResult:
         """The top-k eligible records for one decision (Eq. 7-8); ``state_text`` defaults to the
         task's text."""
         return self.retrieve_batch([task], None if state_text is None else [state_text])[0]
 
-    def retrieve_batch(self, tasks: Sequence[cond_lib.TaskContext],
+    def retrieve_batch(self, tasks: Sequence[TaskFacts],
                        state_texts: Sequence[str] | None = None) -> list[RetrievalResult]:
         """Retrieves for many decisions at once; ``state_texts`` default to the tasks' text."""
         texts = [t.text for t in tasks] if state_texts is None else list(state_texts)
         return self.retrieve_embedded(tasks, embedding.embed_texts(texts))
 
-    def retrieve_embedded(self, tasks: Sequence[cond_lib.TaskContext],
+    def retrieve_embedded(self, tasks: Sequence[TaskFacts],
                           query_embeddings: np.ndarray) -> list[RetrievalResult]:
         """``retrieve_batch`` on decision states already embedded (one row per task), under this
         index's intervention; results come back in the order of ``tasks``."""
@@ -296,7 +297,7 @@ class RetrievalIndex:
             self._scored[key] = scored
         return scored
 
-    def _random(self, task: cond_lib.TaskContext, query: np.ndarray) -> RetrievalResult:
+    def _random(self, task: TaskFacts, query: np.ndarray) -> RetrievalResult:
         """k records drawn uniformly among the other groups' records, seeded by the intervention
         seed, the task id and the decision state (its query embedding); ranked by their score."""
         own = self.excluded(task.task_id, task.group)

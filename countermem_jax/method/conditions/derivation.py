@@ -1,0 +1,103 @@
+"""The condition a record gets from its own verified edit when it has none of its own (paper
+§3.3; a distillation that failed, or a free-text condition a weak backbone cannot judge).
+
+Scoping such a record to its source environment alone (``environment == <db>``) offers it on
+every question about that database, which is how such records broke tasks they had nothing to
+do with. Instead the condition is derived from what the checked edit changed, as the task's
+domain reads it (``ActionNames``, a hook each domain provides: SQL reads the parse trees'
+tables, columns and literals; the default reads identifiers on the changed lines):
+
+  edit touches [every]        the request names or implies every name the fix introduced;
+  edit touches any [some]     and one of the others (SQL: its tables, often implied: "poker
+                              players" for ``people`` joined through ``poker_player``); an edit
+                              that touches nothing nameable gets ``edit touches any []``, which
+                              never holds;
+  draft has [...]             the draft still uses every name only the original used (it
+                              repeats the mistake);
+  draft lacks [...]           it does not use all the names only the improved action uses (the
+                              fix is not already there, as when the draft already includes the
+                              requested boundary value, §3.4).
+
+A repair of an error of a kind the domain names (SQL: ``no such column``) is offered after an
+attempt that failed with the same kind of error, ``feedback contains "no such column"``, in
+place of the names clause: the lesson (``Name`` of a poker player lives in ``people``) holds for
+the table's other columns too. The ``some`` names then go to ``draft has any [...]``: the repair
+goes into a draft that reads one of them, whatever the question calls them. Whether such records
+are offered under their derived condition or kept out of retrieval altogether is the
+retrieval-time choice ``memory.fallback_condition`` ("derive" or "exclude").
+"""
+import dataclasses
+from typing import Protocol
+
+from countermem_jax.method.conditions.grammar import (Condition, DraftHas, DraftLacks,
+                                                      EditTouches, Environment,
+                                                      FeedbackContains, listable)
+
+
+@dataclasses.dataclass(frozen=True)
+class EditNames:
+    """What an edit touched, as a domain reads it: ``every`` must all be named by a request,
+    one of ``some`` must be; ``feedback_kind`` is the kind of error the original's feedback
+    reports ("" for none, or where the domain reads errors not); ``refused`` says why the domain
+    read the edit as plain text although it may be well formed (too long, too deep), "" if not."""
+    every: frozenset[str] = frozenset()
+    some: frozenset[str] = frozenset()
+    feedback_kind: str = ""
+    refused: str = ""
+
+
+class ActionNames(Protocol):
+    """The names an action uses, as one domain reads them (``Domain.names``)."""
+
+    def edit_names(self, original: str, improved: str, feedback: str) -> EditNames:
+        """What the edit ``original`` -> ``improved`` touched; ``feedback`` is the checker's on
+        the original."""
+
+    def action_names(self, action: str) -> frozenset[str] | None:
+        """Every name ``action`` uses, lower-cased; None when the domain cannot read it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Derivation:
+    """A derived condition with what it could not hold: ``unlisted`` are the names (or a
+    feedback kind) the text form cannot hold (``grammar.listable``), left out of their clause
+    and counted; ``refused`` is the domain's reason for reading the edit as text."""
+    condition: Condition
+    unlisted: tuple[str, ...] = ()
+    refused: str = ""
+
+    def __str__(self) -> str:
+        return str(self.condition)
+
+
+def _listed(found, unlisted: list[str]) -> tuple[str, ...]:
+    """The sorted names of ``found`` that a list can hold; the others go to ``unlisted``."""
+    unlisted.extend(sorted(n for n in found if not listable(n)))
+    return tuple(sorted(n for n in found if listable(n)))
+
+
+def derive(names: ActionNames, original: str, improved: str, environment: str,
+           original_feedback: str = "") -> Derivation:
+    """The condition the checked edit ``original`` -> ``improved`` supports (module docstring),
+    prefixed by ``environment == <env>`` when the task has one."""
+    edit = names.edit_names(original, improved, original_feedback)
+    unlisted: list[str] = []   # what the text form cannot hold, in the order it was met
+    clauses: list = [Environment(environment)] if environment else []
+    kind = edit.feedback_kind
+    if kind and not listable(kind):
+        unlisted.append(kind)
+        kind = ""
+    if kind:
+        clauses.append(FeedbackContains(kind))
+    if edit.every and not kind:
+        clauses.append(EditTouches(_listed(edit.every, unlisted)))
+    if edit.some and kind:   # where the repair goes: a draft that reads one of them
+        clauses.append(DraftHas(_listed(edit.some, unlisted), any_=True))
+    elif edit.some or not edit.every:
+        clauses.append(EditTouches(_listed(edit.some, unlisted), any_=True))
+    before, after = names.action_names(original), names.action_names(improved)
+    if before is not None and after is not None:
+        for clause, only in ((DraftHas, before - after), (DraftLacks, after - before)):
+            if held := _listed(only, unlisted):
+                clauses.append(clause(held))
+    return Derivation(Condition(tuple(clauses)), tuple(unlisted), edit.refused)
