@@ -50,20 +50,29 @@ def check(condition: Condition, task: TaskFacts, fallback: str = "derive") -> bo
     decide no condition on its known half: it goes whole to the LLM judge or the ``unknown``
     policy). ``fallback`` "exclude" makes a clause derived from an edit (``EDIT_CLAUSES``)
     false: records without a condition of their own are kept out of retrieval."""
-    results = [_holds(c, task, fallback) for c in condition.clauses]
+    features = {k.lower(): v for k, v in task.features.items()}
+    # each distinct clause once: a conjunction's verdict does not depend on repeats
+    results = [_holds(c, task, features, fallback) for c in dict.fromkeys(condition.clauses)]
     if any(r is None for r in results):
         return None
     return all(results)
 
 
-def _holds(clause, task: TaskFacts, fallback: str) -> bool | None:
-    """One clause's verdict. A comparison on a feature the task does not have is False for
-    ``==`` and True for ``!=``: a condition about, say, a SQL bound cannot hold for a task
-    that has no bound."""
+def _holds(clause, task: TaskFacts, features: Mapping[str, Any], fallback: str) -> bool | None:
+    """One clause's verdict (``features``: the task's, names lower-cased). A comparison on a
+    feature the task does not have is False for ``==`` and True for ``!=``: a condition about,
+    say, a SQL bound cannot hold for a task that has no bound."""
     if isinstance(clause, EDIT_CLAUSES) and fallback == "exclude":
         return False
-    features = {k.lower(): v for k, v in task.features.items()}
-    match clause:
+    match clause:   # the kinds are disjoint: the order only puts the common ones first
+        case Environment(name):
+            return "environment" in features and _norm(features["environment"]) == _norm(name)
+        case Compare(feature, op, value):
+            name = feature.lower()
+            if name not in features:
+                return op == "!="
+            equal = _norm(features[name]) == _norm(value)
+            return equal if op in ("==", "=") else not equal
         case EditTouches(names, any_):
             found = [mentions(n, task.text) for n in names]
             return any(found) if any_ else all(found)
@@ -82,14 +91,6 @@ def _holds(clause, task: TaskFacts, fallback: str) -> bool | None:
         case Has(feature, present):
             value = features.get(feature.lower())
             return (value not in (None, False, "", 0)) == present
-        case Environment(name):
-            return "environment" in features and _norm(features["environment"]) == _norm(name)
-        case Compare(feature, op, value):
-            name = feature.lower()
-            if name not in features:
-                return op == "!="
-            equal = _norm(features[name]) == _norm(value)
-            return equal if op in ("==", "=") else not equal
         case FreeText():
             return None
     raise TypeError(f"not a condition clause: {clause!r}")

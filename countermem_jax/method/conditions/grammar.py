@@ -24,6 +24,7 @@ name holding a comma: a name the text form cannot hold is never silently dropped
 (``listable`` says which names a list can hold; ``derive`` counts the ones it leaves out).
 """
 import dataclasses
+import functools
 import re
 
 # A split starts only where a whitespace run starts, so a run of n spaces is scanned once, not
@@ -160,9 +161,25 @@ Clause = (Environment | Compare | OneOf | Has | RequestContains | FeedbackContai
 EDIT_CLAUSES = (EditTouches, DraftHas, DraftLacks)
 
 
+# Clauses up to this many characters are parsed once per process: retrieval checks the same few
+# conditions for every decision, and clauses are immutable, so a parsed one can be shared.
+_CACHED_CLAUSE_CHARS = 512
+
+
 def parse_clause(text: str) -> Clause:
     """The typed form of one clause (outer spaces ignored); ``FreeText`` outside the grammar."""
     text = text.strip()
+    return _cached_clause(text) if len(text) <= _CACHED_CLAUSE_CHARS else _clause(text)
+
+
+@functools.lru_cache(maxsize=8192)
+def _cached_clause(text: str) -> Clause:
+    """``_clause``, remembered."""
+    return _clause(text)
+
+
+def _clause(text: str) -> Clause:
+    """The typed form of one stripped clause."""
     if m := _EDIT.match(text):
         return EditTouches(_names(m.group(2)), any_=bool(m.group(1)))
     if m := _DRAFT.match(text):
