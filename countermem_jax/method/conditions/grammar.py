@@ -43,7 +43,8 @@ _UNLISTABLE = re.compile(r",|\[|\]|\n|\s(?:and|&&)\s", re.IGNORECASE)
 
 
 def listable(name: str) -> bool:
-    """Whether a bracketed list can hold ``name`` so that it reads back as itself."""
+    """Whether ``derive`` may write ``name`` into a bracketed list: it reads back as itself and
+    splits nothing. Brackets would read back, but derived conditions have never held them."""
     return bool(name) and name == name.strip() and not _UNLISTABLE.search(f" {name} ")
 
 
@@ -217,7 +218,7 @@ class Condition:
                 raise ValueError(f"the clause {clause!r} cannot be written as condition text: "
                                  "it would read back differently")
         written = " AND ".join(str(c) for c in self.clauses)
-        if len(_CLAUSE_SPLIT.split(written)) != len(self.clauses) and self.clauses:
+        if self.clauses and len(_CLAUSE_SPLIT.split(written)) != len(self.clauses):
             raise ValueError(f"the clauses of {written[:80]!r} would split differently when read")
         return written
 
