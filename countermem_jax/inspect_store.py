@@ -19,7 +19,7 @@ stderr and exit status 1, for either flag (``cli.run_main``).
 """
 import sys
 
-from absl import flags
+from absl import flags, logging
 from ml_collections import config_flags
 
 from countermem_jax import cli
@@ -52,6 +52,8 @@ def main(argv):
     check = None
     if _CONFIG.value is not None:   # the data after the store: a broken store costs nothing
         from countermem_jax import domains
+        if not flags.FLAGS["verbosity"].present:   # the loaders' INFO lines; -v 0 shows them
+            logging.set_verbosity(logging.WARNING)
         tasks, evaluator, _ = domains.load_benchmark(cli.loaded_config(_CONFIG, "config").data)
         check = world.WorldCheck(evaluator, tasks)
     print(summarize(store, top=_TOP.value))

@@ -16,7 +16,7 @@ are one line on stderr and exit status 1, before any check runs.
 """
 import pathlib
 
-from absl import flags
+from absl import flags, logging
 from ml_collections import config_flags
 
 from countermem_jax import cli, domains
@@ -35,6 +35,8 @@ _INCLUDE_UNSTAMPED = flags.DEFINE_bool(
 def main(argv):
     """Loads the store, then the benchmark, re-verifies, writes ``--out``, prints the verdicts."""
     del argv
+    if not flags.FLAGS["verbosity"].present:   # the loaders' INFO lines; -v 0 shows them
+        logging.set_verbosity(logging.WARNING)
     cfg = cli.loaded_config(_CONFIG, "config")
     out = pathlib.Path(_OUT.value)
     if out.exists() or out.resolve() == pathlib.Path(_STORE.value).resolve():

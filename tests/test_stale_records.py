@@ -286,3 +286,30 @@ def test_reverify_store_refuses_bad_paths_in_one_line(case, tmp_path):
     assert lines[-1].startswith("error: ") and len(lines) == 1, out.stderr
     assert store.read_bytes() == before and not (tmp_path / "new.jsonl").exists()
     assert other.read_text() == "kept\n"
+
+
+def test_a_build_stamps_its_records_and_evaluation_after_a_data_change_refuses_them(tmp_path):
+    """End to end (the scripted backbone, the real checker): construction stamps its record
+    with the checker and the database it was verified on; a row added to that database before
+    evaluation makes it stale, and the run refuses it at every decision and counts it."""
+    from countermem_jax import experiment
+    from countermem_jax.method.memory import load_frozen
+    from countermem_jax.runtime.runlog import RunLog
+    import test_pipeline as pipeline
+    benchmark = people_benchmark(tmp_path, {t: (q, gold)
+                                            for t, (q, gold, _) in pipeline.QUESTIONS.items()})
+    tasks, evaluator, _ = benchmark
+    cfg = pipeline._config(tmp_path)
+    wd = tmp_path / "wd"
+    experiment.build_memory(cfg, wd, backbone=pipeline.scripted(), benchmark=benchmark)
+    record = load_frozen(wd / "store_frozen.jsonl").records[0]
+    b1 = next(t for t in tasks if t.task_id == "b1")
+    assert record.verified_under == stamp(evaluator, b1)
+    _add_row(pathlib.Path(b1.reference.db_path), "Hal", 20)   # no question's answer changes
+    result = experiment.evaluate(cfg, wd, backbone=pipeline.scripted(), benchmark=benchmark)
+    decisions = [d for d in RunLog(wd / "eval" / "countermem-always_top1" / "log.jsonl")
+                 .events("decision") if d.get("memory")]
+    assert decisions and all(d["memory"]["excluded_stale"] == [record.record_id]
+                             and d["memory"]["retrieved"] == [] for d in decisions)
+    assert result["countermem"]["stale_refusals"] == len(decisions)
+    assert result["paired"]["fixed"]["rescued"] == 0   # e1 is rescued by the fresh record
