@@ -323,7 +323,6 @@ def _record_from_json(obj: Mapping[str, Any]) -> MemoryRecord:
     if counts.get("transfer_verified", 0) > counts.get("transfer_tries", 0):
         raise RecordFieldError("transfer_tries", "smaller than transfer_verified")
     return MemoryRecord(
-        verified_under=_stamp(obj["verified_under"]) if "verified_under" in obj else None,
         record_id=_get(obj, "record_id", (str,)),
         source_task_id=_get(obj, "source_task_id", (str,)),
         situation=_get(obj, "situation", (str,)),
@@ -335,5 +334,6 @@ def _record_from_json(obj: Mapping[str, Any]) -> MemoryRecord:
         reuse_utility=reuse,
         admission_score=float(_get(obj, "admission_score", (int, float))),
         source_group=_get(obj, "source_group", (str,)) if "source_group" in obj else "",
+        verified_under=_stamp(obj["verified_under"]) if "verified_under" in obj else None,
         **counts,
     )
