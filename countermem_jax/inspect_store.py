@@ -1,7 +1,14 @@
 """Prints a readable summary of a memory store file, or of a workdir's memory at work.
 
     python -m countermem_jax.inspect_store --store=WORKDIR/store.jsonl [--top=10]
+    python -m countermem_jax.inspect_store --store=WORKDIR/store.jsonl --config=configs/X.py
     python -m countermem_jax.inspect_store --workdir=WORKDIR
+
+With ``--config`` (the experiment's config: its benchmark and data, no model is loaded) the
+summary ends with the records' worlds: how many are current, stale, unstamped or not in the
+benchmark, and each stale record marked ``STALE`` with why (checker version X → Y, or its
+environment changed: the database file's hash); without it, how many carry a stamp
+(``method/memory/world.py``).
 
 With ``--workdir`` (after the three phases) it shows one evaluation task where a record was
 used (§3.4): the memory-free draft, the record, the revised action, the checker's verdict and
@@ -12,16 +19,21 @@ stderr and exit status 1, for either flag (``cli.run_main``).
 """
 import sys
 
-from absl import flags
+from absl import flags, logging
+from ml_collections import config_flags
 
 from countermem_jax import cli
 from countermem_jax.method.memory import load_store
+from countermem_jax.method.memory import world
 from countermem_jax.method.memory.summary import summarize
 from countermem_jax.protocol.record_at_work import record_at_work
 
 _STORE = flags.DEFINE_string("store", None, "Path of a store file (open or frozen).")
 _WORKDIR = flags.DEFINE_string("workdir", None, "A workdir: show a record used in evaluation.")
 _TOP = flags.DEFINE_integer("top", 10, "How many records to show in full.")
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", None, "The experiment config: check the records' worlds against its data.",
+    lock_config=True)
 
 
 def main(argv):
@@ -36,7 +48,17 @@ def main(argv):
     if not _STORE.value:
         print("error: give --store=FILE or --workdir=DIR", file=sys.stderr)
         sys.exit(1)
-    print(summarize(load_store(_STORE.value), top=_TOP.value))
+    store = load_store(_STORE.value)
+    check = None
+    if _CONFIG.value is not None:   # the data after the store: a broken store costs nothing
+        from countermem_jax import domains
+        if not flags.FLAGS["verbosity"].present:   # the loaders' INFO lines; -v 0 shows them
+            logging.set_verbosity(logging.WARNING)
+        tasks, evaluator, _ = domains.load_benchmark(cli.loaded_config(_CONFIG, "config").data)
+        check = world.WorldCheck(evaluator, tasks)
+    print(summarize(store, top=_TOP.value))
+    print()
+    print(world.report(store.records, check))
 
 
 if __name__ == "__main__":

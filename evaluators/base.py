@@ -101,6 +101,18 @@ class Evaluator(abc.ABC):
                               reason=f"crash: {type(err).__name__}")
         return dataclasses.replace(outcome, wall_time=time.perf_counter() - start)
 
+    def environment_digest(self, task: Task) -> str:
+        """A digest of what ``task`` is checked against outside the task itself (a database
+        file), or "" when the check reads nothing else (a formula, a test suite in the task).
+
+        A stored record carries it with ``version`` (the world it was verified in): a record
+        whose environment digest or checker version has changed since is stale, and retrieval
+        refuses it until it is verified again (``countermem_jax.reverify_store``). May raise
+        ``OSError`` when the environment cannot be read.
+        """
+        del task
+        return ""
+
     @abc.abstractmethod
     def _check(self, task: Task, action: str) -> Outcome:
         """Domain check; may raise TimeoutError when its deadline passes."""

@@ -191,9 +191,11 @@ def _construction_events(wd):
 # first pinned before construction in waves existed (main at c6b3308) and pinned again when Modules
 # I-II stopped checking an alternative twice within one task (a deliberate change of the method),
 # and again when records came to carry their source's reference group and the SQL checker its
-# version 2 (issue 36: same decisions and records; new fields and feedback wording only).
-SEQUENTIAL_STORE_SHA256 = "4dcfa79b9e055a9b234ce0ef8127f875c54ee18f085440be267584b1fdc72dd1"
-SEQUENTIAL_FROZEN_SHA256 = "bd9c5ab4f0d61e6e7b03527a0aea5a714cb9a393a558b28d098a3e4f03643fe1"
+# version 2 (issue 36: same decisions and records; new fields and feedback wording only), and
+# again when records came to carry the world they were verified in (issue 38: ``verified_under``,
+# the checker version and the database's sha256; with it left out the earlier hashes hold).
+SEQUENTIAL_STORE_SHA256 = "16faf15d3650f424e562b6c41ebf03a703d0581f06dad561623ec84f66697f29"
+SEQUENTIAL_FROZEN_SHA256 = "4cc555eb3c1fcd9c4dc4317ab944cc26419e5571471e59e896b2a67bcb66fbbc"
 
 
 def test_one_task_in_flight_is_the_sequential_build(tmp_path, people, pinned):

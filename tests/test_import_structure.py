@@ -38,7 +38,7 @@ LAYERS = (
     # data: the `python -m countermem_jax.data` command; its calibration reads protocol/pools.py
     ("studies", "sweep", "reporting", "perf", "data"),  # drivers of many runs
     ("build_memory", "train_selector", "evaluate", "inspect_store", "report", "study",
-     "study_cost", "preflight"),                       # binaries
+     "study_cost", "preflight", "reverify_store"),     # binaries
 )
 LAYER_PACKAGES = ("countermem_jax.method", "countermem_jax.runtime", "countermem_jax.protocol")
 BINARIES = LAYERS[-1]

@@ -7,6 +7,7 @@
   conditions/        a record's condition as typed clauses: parse, print, derive, check (§3.3)
   bounded_diff.py    token diffs at a bounded cost, for edits a model wrote (§3.2, §3.4)
   text_embedding.py  the hashed text embedding shared by memory, retrieval and selector
+  reverify.py        stale records checked again under the current checker: kept or retired
   memory/            Module II, the store: records, admission, retention, persistence (§3.3, App. B)
   retrieval/         candidate retrieval and its condition checkers (§3.4, App. B.2)
   selector/          the DQN selector: features, network, training, checkpoints (§3.4, App. C)

@@ -32,6 +32,7 @@ from countermem_jax.method.prompting import parsers, prompts
 from countermem_jax.method.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
 from countermem_jax.method.memory.record import edit_text, make_record_id, normalize_condition
 from countermem_jax.method import conditions
+from countermem_jax.method.memory.world import stamp
 from evaluators.base import Outcome, State
 from evaluators.grouping import group_id
 
@@ -404,7 +405,8 @@ class CounterfactualBuilder:
                                   evaluator_version=self.agent.evaluator.version,
                                   created_at=datetime.datetime.now(datetime.timezone.utc)
                                   .isoformat(timespec="seconds"),
-                                  snapshot_id=self.store.snapshot_id))
+                                  snapshot_id=self.store.snapshot_id),
+            verified_under=stamp(self.agent.evaluator, ctx.task))   # checker and data now
         decision, evicted = (self.store.propose(record) if self.cfg.corrections == "verified"
                              else self.store.insert_unverified(record))
         return {"admitted": decision.admitted, "reason": decision.reason,

@@ -166,6 +166,7 @@ class CounterMemAugmentation(Augmentation):
                "excluded_condition": list(result.excluded_condition) if result else [],
                "excluded_no_place": list(result.excluded_no_place) if result else [],
                "excluded_transfer": list(result.excluded_transfer) if result else [],
+               "excluded_stale": list(result.excluded_stale) if result else [],
                "covered": bool(candidates), "selector_action": int(action),
                "selector": self.selector.name,
                "q_values": None if q_values is None else np.round(np.asarray(q_values), 4)}

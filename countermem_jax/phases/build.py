@@ -131,7 +131,8 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
         return await waves.InFlight(
             store, run_task, wave_size=cfg.construction.wave_size,
             make_index=functools.partial(context.retrieval_index, ctx.method,
-                                        construction=True, groups=ctx.splits.groups),
+                                        construction=True, groups=ctx.splits.groups,
+                                        world=context.world_check(ctx)),
             make_checker=functools.partial(context.condition_checker, ctx.method), log=wd.log,
             commit=commit, position=len(done)).build(todo)
     finally:

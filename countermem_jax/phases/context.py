@@ -27,6 +27,7 @@ from countermem_jax.method import edit_replay
 from countermem_jax.method.memory import scoring
 from countermem_jax.method.memory.reuse import suppressed
 from countermem_jax.method.memory.store import StoreConfig
+from countermem_jax.method.memory.world import WorldCheck
 from countermem_jax.phases.workdir import PhaseError, Workdir
 from countermem_jax.method.prompting.failures import ParseFailureLog
 from countermem_jax.method.retrieval.conditions import (CompositeChecker, JudgeSettings, LLMJudgeChecker,
@@ -35,7 +36,7 @@ from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.method.selector import dqn
 
 __all__ = ["MethodConfig", "PhaseContext", "PhaseError", "setup", "draw_splits", "method_config",
-           "condition_checker", "retrieval_index"]
+           "condition_checker", "retrieval_index", "world_check"]
 
 
 def typed(cls, section, **fields):
@@ -175,15 +176,23 @@ def condition_checker(method: MethodConfig) -> CompositeChecker:
                             method.unknown_condition)
 
 
+def world_check(ctx: PhaseContext) -> WorldCheck:
+    """The current checker and the data of every task of the phase's splits: what retrieval
+    compares each record's stamp with, refusing the stale ones (``method/memory/world.py``)."""
+    sp = ctx.splits
+    return WorldCheck(ctx.evaluator, (*sp.build, *sp.train, *sp.validation, *sp.eval))
+
+
 def retrieval_index(method: MethodConfig, records, checker, evaluation: bool = False,
-                    construction: bool = False, groups=None) -> RetrievalIndex:
+                    construction: bool = False, groups=None, world=None) -> RetrievalIndex:
     """Module III's index over ``records`` with the config's top-k, reuse weight (Eq. 8) and
     condition filter; at ``evaluation`` also the studies' evaluation-only interventions on the
     same store (``eval.retrieval_intervention`` and its seed, §6.2; ``eval.remove_conditions``,
     Appendix E.3). During ``construction`` the low-utility suppression gate leaves out the
     records it withholds (Appendix D.2; inactive in training and evaluation). ``groups`` (the
     splits' task id -> reference group, ``Splits.groups``) keeps every decision from the records
-    of its reference group, in every phase."""
+    of its reference group, in every phase; ``world`` (``world_check``) keeps out the stale records.
+    """
     r = method.retrieval
     if construction:
         records = [rec for rec in records
@@ -195,4 +204,4 @@ def retrieval_index(method: MethodConfig, records, checker, evaluation: bool = F
     return RetrievalIndex(records, top_k=r.top_k, reuse_weight=r.reuse_weight, checker=checker,
                           use_conditions=r.use_conditions and not (
                               evaluation and r.remove_conditions), groups=groups,
-                          fits=fits, **interventions)
+                          fits=fits, world=world, **interventions)

@@ -67,7 +67,8 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
     # together are scored in one batch, with the one-at-a-time result (retrieval/batching.py).
     index = batching.BatchedIndex(
         context.retrieval_index(ctx.method, frozen.records, context.condition_checker(ctx.method),
-                                evaluation=True, groups=ctx.splits.groups),
+                                evaluation=True, groups=ctx.splits.groups,
+                                world=context.world_check(ctx)),
         batching.retrieval_batcher())
     selections = batching.selection_batcher()
     # (run name, seed, selector, checkpoint fingerprint): a fixed policy has neither seed nor

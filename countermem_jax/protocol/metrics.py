@@ -5,6 +5,9 @@
   calls_per_solved        world-model calls (counterfactual checks included) / solved tasks
   failures_per_solved     failed evaluated attempts / solved tasks
   retrieval_coverage      retrieval opportunities with ≥ 1 eligible record returned / opportunities
+  stale_refusals          records refused at retrieval opportunities because their checker
+                          version or environment changed since they were verified, summed over
+                          opportunities (``method/memory/world.py``)
   harmful_use_rate        selected record uses labelled harmful (reuse label −1) / selected uses
   rescued, broken         paired tasks: failed without memory and solved with it / the reverse
   action_changes_per_retrieved, harmful_changes_per_retrieved
@@ -77,6 +80,7 @@ def run_metrics(task_ends: list[dict], decisions: list[dict],
         harmful = sum(1 for d in used if (d.get("reuse") or {}).get("label") == -1)
         out.update({"retrieval_opportunities": opportunities,
                     "retrieval_coverage": covered / opportunities,
+                    "stale_refusals": sum(len(m.get("excluded_stale") or ()) for m in memory),
                     "selected_uses": len(used),
                     "harmful_uses": harmful,
                     "harmful_use_rate": harmful / len(used) if used else None,
@@ -356,6 +360,10 @@ def comparison_table(result: dict, agent: str, method: str = "CounterMem") -> st
                          + (f", {v['no_place']} with no place for the edit" if "no_place" in v
                             else "")
                          + f" ({v['judge_calls']} judge calls, {v['judge_tokens']} tokens)")
+        stale = agg["per_seed"][s].get("stale_refusals")
+        if stale:   # records checked in a world that has changed since (docs/method.md)
+            lines.append(f"    stale records refused {stale} times (checker version or "
+                         "environment changed since verification)")
     lines += ["", building_table(result["cost_of_building"], result.get("evaluation_cost"))]
     return "\n".join(lines)
 

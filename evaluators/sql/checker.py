@@ -25,7 +25,9 @@ comparison rule is the same for every question and is stated in the task's instr
 """
 import collections
 import dataclasses
+import hashlib
 import itertools
+import os
 import re
 import sqlite3
 import threading
@@ -186,6 +188,26 @@ class SQLEvaluator(Evaluator):
         self.keep_distinct = keep_distinct
         self._local = threading.local()
         self._gold_cache: dict[tuple[str, str], tuple[list, bool]] = {}
+        self._digests: dict[str, tuple[tuple, str]] = {}   # db path -> (stat key, digest)
+
+    def environment_digest(self, task: Task) -> str:
+        """sha256 of the task's database file (``sha256:<hex>``): a row added, removed or
+        changed is a new environment. Hashed once per file state (size, modification time
+        and inode), so asking for every record of a store costs one ``stat`` each."""
+        path = getattr(task.reference, "db_path", "")
+        if not path:
+            return ""
+        st = os.stat(path)
+        key = (st.st_size, st.st_mtime_ns, st.st_ino)
+        cached = self._digests.get(path)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        self._digests[path] = (key, f"sha256:{digest.hexdigest()}")
+        return self._digests[path][1]
 
     def _connection(self, db_path: str) -> sqlite3.Connection:
         conns = self._local.__dict__.setdefault("conns", {})

@@ -7,6 +7,8 @@
   store        the open construction-time store and its frozen, hashed snapshot
   persistence  store files: atomic writes, validation on load, a lock for writers
   summary      a readable report of a store (``python -m countermem_jax.inspect_store``)
+  world        the world a record was verified in (checker version, environment digest) and
+               whether it has changed since: stale records (docs/method.md)
 Retrieval over the store (Eq. 7–8) lives in ``countermem_jax.method.retrieval``; deciding whether
 to use a retrieved record is the selector's job (``countermem_jax.method.selector``).
 """

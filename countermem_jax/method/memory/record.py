@@ -96,6 +96,18 @@ class Provenance:
 
 
 @dataclasses.dataclass(frozen=True)
+class WorldStamp:
+    """The world a record's evidence was checked in: the checker's version and its digest of the
+    source task's environment (``Evaluator.environment_digest``: the database file's sha256 for
+    SQL, "" where the check reads nothing outside the task). Unlike ``Provenance``, which says
+    where the record came from and never changes, the stamp moves when the record is verified
+    again (``countermem_jax.reverify_store``); ``method/memory/world.py`` compares it with the
+    current world."""
+    checker_version: str
+    environment: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class MemoryRecord:
     """One verified correction.
 
@@ -128,6 +140,9 @@ class MemoryRecord:
     # those replays the checker passed.
     transfer_tries: int = 0
     transfer_verified: int = 0
+    # The world the evidence was checked in (``WorldStamp``); None for records stored before
+    # stamps existed (left out of their JSON: their stores keep their hashes), never stale.
+    verified_under: WorldStamp | None = None
 
     @property
     def transfer_failed(self) -> bool:
@@ -154,14 +169,16 @@ class MemoryRecord:
         """Plain-JSON form of every field (nested dataclasses become objects).
 
         ``from_json`` inverts it exactly; the store file (memory/persistence.py) holds these objects.
-        A record without transfer evidence leaves its two fields out, so a store written before
-        they existed keeps its content hash.
+        A record without transfer evidence or a world stamp leaves those fields out, so a store
+        written before they existed keeps its content hash.
         """
         obj = dataclasses.asdict(self)
         if not obj["source_group"]:
             del obj["source_group"]   # a record without one reads and hashes as before
         if not (self.transfer_tries or self.transfer_verified):
             del obj["transfer_tries"], obj["transfer_verified"]
+        if self.verified_under is None:
+            del obj["verified_under"]
         return obj
 
     def json_text(self, canonical: bool) -> str:
@@ -263,6 +280,18 @@ def _outcome(obj: Any, prefix: str) -> CheckOutcome:
                         feedback=_get(obj, "feedback", (str,), prefix))
 
 
+def _stamp(obj: Any) -> WorldStamp:
+    """Parses a record's ``verified_under``: two strings, nothing else."""
+    prefix = "verified_under."
+    if not isinstance(obj, Mapping):
+        raise RecordFieldError("verified_under", f"expected an object, got {type(obj).__name__}")
+    for name in sorted(obj):
+        if name not in ("checker_version", "environment"):
+            raise RecordFieldError(prefix + name, "unknown field")
+    return WorldStamp(_get(obj, "checker_version", (str,), prefix),
+                      _get(obj, "environment", (str,), prefix))
+
+
 def _record_from_json(obj: Mapping[str, Any]) -> MemoryRecord:
     """Strict JSON → ``MemoryRecord``: types, ranges and the count invariants are checked.
 
@@ -305,5 +334,6 @@ def _record_from_json(obj: Mapping[str, Any]) -> MemoryRecord:
         reuse_utility=reuse,
         admission_score=float(_get(obj, "admission_score", (int, float))),
         source_group=_get(obj, "source_group", (str,)) if "source_group" in obj else "",
+        verified_under=_stamp(obj["verified_under"]) if "verified_under" in obj else None,
         **counts,
     )

@@ -36,6 +36,9 @@ Two more tests keep a record out where it could not act (matched and shuffled on
   transfer  a record whose every transfer try failed (``MemoryRecord.transfer_failed``: its
             edit, replayed on other construction tasks' failed drafts of its database, never
             passed the checker) is never offered; listed as ``excluded_transfer``.
+And one under every intervention: a stale record (``world``, ``method/memory/world.py``: its
+checker version or environment changed since its evidence was checked) is never offered, nor
+its condition judged; listed as ``excluded_stale``.
 """
 import dataclasses
 import functools
@@ -107,6 +110,7 @@ class RetrievalResult:
     eligible_count: int
     excluded_no_place: tuple[str, ...] = ()   # condition held, the revision has no place
     excluded_transfer: tuple[str, ...] = ()   # every transfer try of the record failed
+    excluded_stale: tuple[str, ...] = ()      # checked in a world that has changed since
 
     @property
     def covered(self) -> bool:
@@ -130,14 +134,16 @@ def _padded_size(n: int) -> int:
 
 class RetrievalIndex:
     """Retrieval over a fixed set of records (a frozen snapshot, or the store as it is now);
-    ``groups`` maps the task pool's ids to their reference group ids (``Splits.groups``)."""
+    ``groups`` maps the task pool's ids to their reference group ids (``Splits.groups``);
+    ``world`` says why a record is stale ("" when not: ``world.WorldCheck``), read once here."""
 
     def __init__(self, records: Sequence[MemoryRecord], *, top_k: int = TOP_K,
                  reuse_weight: float = REUSE_WEIGHT,
                  checker: cond_lib.CompositeChecker | None = None, use_conditions: bool = True,
                  intervention: str = "matched", intervention_seed: int = 0,
                  groups: Mapping[str, str] | None = None,
-                 fits: Callable[[MemoryRecord, TaskFacts], bool] | None = None):
+                 fits: Callable[[MemoryRecord, TaskFacts], bool] | None = None,
+                 world: Callable[[MemoryRecord], str] | None = None):
         if intervention not in INTERVENTIONS:
             raise ValueError(f"unknown retrieval intervention {intervention!r}; expected one of "
                              f"{INTERVENTIONS}")
@@ -173,6 +179,8 @@ class RetrievalIndex:
         # the revision's place test (None: every record can act) and the transfer evidence
         self.fits = fits if intervention in ("matched", "shuffled") else None
         self._transfer_ok = np.array([not r.transfer_failed for r in self.records], bool)
+        self.stale = {r.record_id: why for r in self.records if world and (why := world(r))}
+        self._stale = np.array([r.record_id in self.stale for r in self.records], bool)
 
     def _code(self, group: str) -> int:
         return self._group_codes.setdefault(group, len(self._group_codes))
@@ -189,7 +197,7 @@ class RetrievalIndex:
 
     def visible_records(self, task_id: str, group: str = "") -> list[MemoryRecord]:
         """The records a decision of ``task_id`` may retrieve, conditions aside."""
-        hidden = self.excluded(task_id, group)
+        hidden = self.excluded(task_id, group) | self._stale
         return [r for r, h in zip(self.records, hidden) if not h]
 
     def _condition_mask(self, tasks: Sequence[TaskFacts]) -> np.ndarray | None:
@@ -200,7 +208,7 @@ class RetrievalIndex:
             verdicts: dict[str, bool] = {}
             own = self.group_code(task.task_id, task.group)
             for i in self._conditioned:
-                if self._key_group_np[i] == own:  # excluded with the task's group, never checked
+                if self._key_group_np[i] == own or self._stale[i]:  # excluded, never checked
                     continue
                 c = self._conditions[i]
                 if c not in verdicts:
@@ -213,11 +221,11 @@ class RetrievalIndex:
         """[Q, size]: records that can act on each decision: transfer not refuted, and (with
         ``fits``) a place for the revision in the decision's draft, tested only for records
         the other tests leave eligible; None when nothing restricts."""
-        if self.fits is None and self._transfer_ok.all():
+        if self.fits is None and self._transfer_ok.all() and not self._stale.any():
             return None
         n = len(self.records)
         mask = np.ones((len(tasks), self._size), dtype=bool)
-        mask[:, :n] &= self._transfer_ok[None, :]
+        mask[:, :n] &= (self._transfer_ok & ~self._stale)[None, :]
         if self.fits is not None:
             for qi, task in enumerate(tasks):
                 own = self.group_code(task.task_id, task.group)
@@ -260,10 +268,11 @@ class RetrievalIndex:
         n = len(self.records)
         for qi, task in enumerate(tasks):
             same = self._key_group_np == query_group[qi]
+            stale = self._stale & ~same
             cond_false = (~cond_mask[qi, :n] & ~same if cond_mask is not None
                           else np.zeros(n, bool))
-            refuted = ~self._transfer_ok & ~same & ~cond_false
-            no_place = (~act_mask[qi, :n] & ~same & ~cond_false & ~refuted
+            refuted = ~self._transfer_ok & ~same & ~cond_false & ~stale
+            no_place = (~act_mask[qi, :n] & ~same & ~cond_false & ~refuted & ~stale
                         if act_mask is not None else np.zeros(n, bool))
             candidates = tuple(
                 Candidate(self.records[j], float(s), float(r), rank)
@@ -273,9 +282,11 @@ class RetrievalIndex:
                 task.task_id, candidates,
                 tuple(self.records[i].record_id for i in np.flatnonzero(same)),
                 tuple(self.records[i].record_id for i in np.flatnonzero(cond_false)),
-                int(n - same.sum() - cond_false.sum() - refuted.sum() - no_place.sum()),
+                int(n - same.sum() - cond_false.sum() - refuted.sum() - no_place.sum()
+                    - stale.sum()),
                 tuple(self.records[i].record_id for i in np.flatnonzero(no_place)),
-                tuple(self.records[i].record_id for i in np.flatnonzero(refuted))))
+                tuple(self.records[i].record_id for i in np.flatnonzero(refuted)),
+                tuple(self.records[i].record_id for i in np.flatnonzero(stale))))
         return results
 
     def _score_block(self, queries: np.ndarray, query_group: np.ndarray,
@@ -301,7 +312,7 @@ class RetrievalIndex:
         """k records drawn uniformly among the other groups' records, seeded by the intervention
         seed, the task id and the decision state (its query embedding); ranked by their score."""
         own = self.excluded(task.task_id, task.group)
-        pool = np.flatnonzero(~own)
+        pool = np.flatnonzero(~own & ~self._stale)
         digest = hashlib.sha256(f"{self.intervention_seed}/{task.task_id}/".encode()
                                 + np.asarray(query, np.float32).tobytes()).digest()
         rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
@@ -313,7 +324,9 @@ class RetrievalIndex:
                            for rank, o in enumerate(order))
         return RetrievalResult(task.task_id, candidates,
                                tuple(self.records[i].record_id for i in np.flatnonzero(own)), (),
-                               int(len(pool)))
+                               int(len(pool)), excluded_stale=tuple(
+                                   self.records[i].record_id
+                                   for i in np.flatnonzero(self._stale & ~own)))
 
 
 def _derangement(n: int, seed: int) -> np.ndarray:
