@@ -206,7 +206,8 @@ def test_construction_logs_the_names_a_derived_condition_left_out():
             proposed.append(record)
             return types.SimpleNamespace(admitted=True, reason="admitted", score=1.0), []
     agent = types.SimpleNamespace(llm=llm, domain=SQL, backbone=types.SimpleNamespace(
-        model_name="m"), evaluator=types.SimpleNamespace(name="sql", version="1"))
+        model_name="m"), evaluator=types.SimpleNamespace(
+        name="sql", version="1", environment_digest=lambda task: ""))
     builder = CounterfactualBuilder(agent, Store(), ConstructionConfig())
     ctx = TaskContext(task, "construction", "r", State(task), 100, 10_000, 3)
     failed, passed = Outcome(0.0, False, True, "Wrong result"), Outcome(1.0, True, True, "ok")

@@ -20,7 +20,7 @@ from countermem_jax.method import reverify
 from countermem_jax.method.memory import MemoryStore, load_store, save_store
 from countermem_jax.method.memory.record import MemoryRecord, RecordFieldError, WorldStamp
 from countermem_jax.method.memory.world import WorldCheck, stamp
-from countermem_jax.method.retrieval.conditions import TaskContext
+from countermem_jax.method.conditions import TaskFacts
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.protocol.metrics import run_metrics
 from evaluators.sql import SQLEvaluator
@@ -55,7 +55,7 @@ def _stamped(task, evaluator, original, improved, situation="people above an age
 
 
 def _query(task_id="p2"):
-    return TaskContext(task_id=task_id, text="people above an age threshold")
+    return TaskFacts(task_id=task_id, text="people above an age threshold")
 
 
 def test_a_row_added_to_the_database_makes_a_record_stale_and_retrieval_refuses_it(people):
