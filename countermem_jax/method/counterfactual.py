@@ -15,8 +15,8 @@ verify them from the same state, and admit the verified improvements to the stor
   admit    (Module II, §3.3, App. B.1)   a candidate with a completed check and Δ > ε_adm is
            distilled into a record (DISTIL_RECORD) and offered to the store's admission rules
            (``memory/``, the store Module II admits into).
-Each checked candidate is one "counterfactual" event of the run log; ``protocol/
-construction_tally.py`` counts them for the construction phase's summary.
+Each candidate is one "counterfactual" event of the run log (checked, screened out, or stored
+unchecked); ``protocol/construction_tally.py`` counts them for the construction phase's summary.
 
 ``ConstructionConfig.corrections`` selects the component ablation of §6.1 (Appendix D.5); the
 task's own actions are checked as usual in every mode:
