@@ -62,7 +62,7 @@ def test_a_change_too_long_to_align_is_not_a_local_edit():
 
 
 def test_the_locality_check_of_a_long_draft_judges_a_one_place_edit():
-    from countermem_jax.method.counterfactual import locality_problem
+    from countermem_jax.method.locality import locality_problem
     long_sql = "SELECT a FROM t WHERE b > 1 LIMIT 0 -- " + "x y " * 20_000
     assert locality_problem(long_sql, long_sql.replace(" LIMIT 0", "", 1)) == ""
 

@@ -31,6 +31,8 @@ MIN_DENSITY = 0.3
 # a module is added here once its public API is documented.
 DOCUMENTED_MODULES = (
     "method/counterfactual.py",
+    "method/locality.py",
+    "protocol/construction_tally.py",
     "method/memory/record.py",
     "method/memory/persistence.py",
     "method/memory/scoring.py",

@@ -97,7 +97,7 @@ def test_the_edit_constraint_offers_only_units_of_the_action():
 
 
 def test_a_well_formed_reply_without_a_usable_edit_is_counted_apart_from_unparseable():
-    from countermem_jax.method.counterfactual import tally
+    from countermem_jax.protocol.construction_tally import tally
     noop = json.dumps({"edits": [{"find": "age > 30", "replace": "age > 30"}]})
     failures = ParseFailureLog()
     with LocalOpenAIServer(gpt_oss_style=True, responder=lambda r: noop) as srv:

@@ -9,7 +9,7 @@ import pytest
 import test_pipeline as tp
 
 from countermem_jax import experiment
-from countermem_jax.method.counterfactual import locality_problem
+from countermem_jax.method.locality import locality_problem
 from countermem_jax.method.memory import load_frozen
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method import conditions

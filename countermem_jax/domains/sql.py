@@ -6,7 +6,7 @@ the SQL checker, the action format (a ```sql block, cut to its one statement by
 database schema they need from ``evaluators.sql.schema_columns`` rather than opening the
 database themselves.
 
-Module II takes its operator edits from ``ranked_edits`` (``sql_operators``: error repair, schema
+Module I takes its operator edits from ``ranked_edits`` (``sql_operators``: error repair, schema
 and value linking, joins, and the rule edits below as one family, ranked on the task's database
 without its reference). The rule operators fill the candidate slots the LLM's own edits leave
 free, up to K = 4, where no database can be read. Each changes

@@ -1,15 +1,22 @@
-"""Modules I and II: propose local alternatives to a failed action, check them from the same
-state, and store the verified improvements (paper §3.2–3.3, Appendix B.1, B.4).
+"""Modules I and II during memory construction: propose local alternatives to a failed action,
+verify them from the same state, and admit the verified improvements to the store (paper
+§3.2–3.3, Appendix B.1, B.4). Read top down: ``CounterfactualBuilder.expand`` is the whole step.
 
-Triggered after a failed decision during construction, for at most two failed decisions per task
-and while the task's construction verification budget lasts. The backbone proposes local edits
-first (GENERATE_LOCAL_ALTERNATIVES); rule operators fill the free slots up to K = 4. A domain
-with ranked operators (SQL) screens every candidate, the model's included, on the task's own
-environment without the reference: one that cannot run or answers as the failed action did is
-dropped before it costs a check (logged as screened). Every check runs from the state *before*
-the failed action, counts as a world-model call (and as a failed attempt if it fails), and a
-candidate with a completed check and Δ > ε_adm is distilled (DISTIL_RECORD) and offered to the
-store's admission rules.
+  propose  (Module I, §3.2, Eq. 1)   after a failed decision (at most two per task, while the
+           task's construction verification budget lasts), the backbone proposes local edits
+           (GENERATE_LOCAL_ALTERNATIVES; an edit that is not local, ``locality.py``, is refused);
+           rule operators fill the free slots up to K = 4. A domain with ranked operators (SQL)
+           screens every candidate, the model's included, on the task's own environment without
+           the reference: one that cannot run or answers as the failed action did is dropped
+           before it costs a check (logged as screened).
+  verify   (Module II, §3.3, Eq. 2)   every candidate is checked from the state *before* the
+           failed action; a check counts as a world-model call (and as a failed attempt if it
+           fails), and Δ compares the two actions from the same start.
+  admit    (Module II, §3.3, App. B.1)   a candidate with a completed check and Δ > ε_adm is
+           distilled into a record (DISTIL_RECORD) and offered to the store's admission rules
+           (``memory/``, the store Module II admits into).
+Each candidate is one "counterfactual" event of the run log (checked, screened out, or stored
+unchecked); ``protocol/construction_tally.py`` counts them for the construction phase's summary.
 
 ``ConstructionConfig.corrections`` selects the component ablation of §6.1 (Appendix D.5); the
 task's own actions are checked as usual in every mode:
@@ -21,13 +28,13 @@ task's own actions are checked as usual in every mode:
                      verified one becomes the task's next action (``WithinTaskChecks``) and is
                      forgotten when the task ends.
 """
-import collections
 import dataclasses
 import datetime
 import logging
 import re
 
 from countermem_jax.method.agents import Augmentation
+from countermem_jax.method.locality import locality_problem
 from countermem_jax.method.prompting import parsers, prompts
 from countermem_jax.method.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
 from countermem_jax.method.memory.record import edit_text, make_record_id, normalize_condition
@@ -38,159 +45,11 @@ from evaluators.grouping import group_id
 
 log = logging.getLogger(__name__)
 
-
-@dataclasses.dataclass(frozen=True)
-class ConstructionConfig:
-    """Budgets and thresholds of Modules I–II during memory construction (Appendix B.4).
-
-    ``k`` is K, the most alternatives proposed for one failed action; ``max_expanded_failures``
-    caps how many failed decisions of one task are expanded (the paper's two);
-    ``verification_budget`` is the construction checking allowance per task, kept apart from the
-    agent's ordinary solving budget but counted in interaction totals; ``epsilon`` is ε_adm, the
-    raw-gain floor a checked alternative must exceed before it is distilled at all.
-    """
-    k: int = 4
-    max_expanded_failures: int = 2
-    verification_budget: int = 8     # counterfactual checks per task
-    epsilon: float = 0.05
-    # For backbones too weak to judge free-text conditions: a condition outside the rule grammar
-    # is replaced by the condition derived from the verified edit (as for a failed distillation)
-    # and its text moves into the situation.
-    scope_free_text_conditions: bool = False
-    corrections: str = "verified"    # | "unverified_advice" | "within_task" (§6.1 ablation)
-    # After the last task, each record's edit is replayed on at most this many other
-    # construction tasks' failed actions of its database and checked (transfer_checks.py;
-    # 0 = off, the paper's method).
-    transfer_checks: int = 0
-
-    def __post_init__(self):
-        if self.corrections not in CORRECTION_MODES:
-            raise ValueError(f"unknown construction.corrections {self.corrections!r}; expected "
-                             f"one of {CORRECTION_MODES}")
-
-
-CORRECTION_MODES = ("verified", "unverified_advice", "within_task")
-
-# The clause keywords that give a query (or program) its shape (a change is measured in
-# ``parsers.edit_diff``'s tokens: words and single punctuation marks).
-_CLAUSES = frozenset({"select", "from", "where", "join", "group", "order", "having", "limit",
-                      "union", "intersect", "except", "with"})
-
-
-def locality_problem(action: str, edited: str) -> str:
-    """Why ``edited`` is not one decision unit away from ``action`` ("" when it is), the
-    contract of Module I's generator (§3.2, Appendix D.8: one changed decision unit per
-    candidate, never a complete replacement submission).
-
-    Beyond ``parsers.is_local_edit`` (at most two changed regions, at most half the tokens
-    removed), which measures only what is removed: the changed regions may not span nearly the
-    whole action (a FIND that covers all of it, re-written), may insert at most half the action's
-    length (12 tokens always allowed: one join with its keys), and may not add more than one
-    clause or any nested query (an insertion that rewrites the query's shape)."""
-    a, b, diff = parsers.edit_diff(action, edited)   # once, at a bounded cost
-    if not parsers.is_local_edit(action, edited, diff=(a, b, diff)):
-        return "changes more than one part or removes most of the action"
-    ops = diff.changes
-    if len(a) >= 8 and ops[-1][2] - ops[0][1] >= 0.9 * len(a):
-        return "covers the whole action"
-    inserted = [t for _, _, _, j1, j2 in ops for t in b[j1:j2]]
-    removed = [t for _, i1, i2, _, _ in ops for t in a[i1:i2]]
-    if len(inserted) > max(12, len(a) // 2):
-        return "inserts more than one part"
-    added = collections.Counter(t for t in inserted if t in _CLAUSES)
-    added.subtract(t for t in removed if t in _CLAUSES)
-    if added["select"] > 0 or sum(n for n in added.values() if n > 0) > 1:
-        return "rewrites the query's shape"
-    return ""
+# What the builder itself writes: the reason it refuses a record whose condition can never hold
+# (``protocol/construction_tally.py`` counts it), and the feedback of an improvement that was
+# never checked (the evidence of a "CF without WM" record, §6.1).
 NEVER_HOLDS = "condition never holds"   # admission refused: the record could never be offered
-_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
-_LOOP_WORDS = 6   # a run of this many words met twice in one situation is a loop
-
-
-def _sentences(text: str) -> list[str]:
-    return [p.strip() for p in _SENTENCE_END.split(text) if p.strip()]
-
-
-def _words(text: str) -> str:
-    return " ".join(re.findall(r"\w+", text.lower()))
-
-
-def repeats_itself(text: str) -> bool:
-    """Whether a distilled situation says something twice: a sentence written again (the 0.5B
-    repeats one sentence three times) or the same run of ``_LOOP_WORDS`` words twice (a greedy
-    loop inside one sentence). Compared without case, spacing or punctuation."""
-    seen = [w for w in map(_words, _sentences(text)) if w]
-    if len(set(seen)) < len(seen):
-        return True
-    words = _words(text).split()
-    runs = [tuple(words[i:i + _LOOP_WORDS]) for i in range(len(words) - _LOOP_WORDS + 1)]
-    return len(set(runs)) < len(runs)
-
-
-def without_repeats(text: str) -> str:
-    """``text`` with each sentence kept once, in order; "" when a loop remains inside a
-    sentence (then the caller uses the situation derived from the edit)."""
-    kept, seen = [], set()
-    for s in _sentences(text):
-        key = _words(s)
-        if key and key not in seen:
-            seen.add(key)
-            kept.append(s)
-    out = " ".join(kept)
-    return "" if repeats_itself(out) else out
 UNCHECKED = "not checked: unverified advice (CF without WM)"
-
-
-def tally(entries, parse_failures=()) -> dict:
-    """What construction's checks came to, from the run log's "counterfactual" entries and the
-    parse-failure items: per candidate source (the label each candidate carries: the model's
-    edits, each rule family) the checks and verified improvements, the admitted records,
-    records refused because their condition never holds, distilled situations that repeated
-    themselves (replaced, ``repeats_itself``), and the replies per template that
-    could not be parsed (a repaired reply counts once per failed attempt) apart from the
-    well-formed replies whose content was refused (no usable edit)."""
-    sources: dict[str, dict] = {}
-    verified = admitted = never = repeated = 0
-    for e in entries:
-        row = sources.setdefault(str(e.get("source", "?")),
-                                 {"checks": 0, "verified": 0, "screened": 0})
-        checked = e.get("checked", True)
-        row["checks"] += bool(checked)
-        row["screened"] += bool(e.get("screened"))
-        # verified: the checker completed and the gain passed ε, i.e. distillation was reached
-        better = checked and "admitted" in e
-        row["verified"] += better
-        verified += better
-        admitted += bool(e.get("admitted"))
-        never += e.get("reason") == NEVER_HOLDS
-        repeated += bool(e.get("situation_repeated"))
-    unparseable = collections.Counter(f.get("template", "?") for f in parse_failures
-                                      if f.get("kind", "parse") == "parse")
-    not_local = sum(f.get("kind") == "not_local" for f in parse_failures)
-    no_usable = collections.Counter(f.get("template", "?") for f in parse_failures
-                                    if f.get("kind") == "content")
-    return {"sources": dict(sorted(sources.items())),
-            "checks": sum(r["checks"] for r in sources.values()), "verified": verified,
-            "admitted": admitted, "never_holds": never, "repeated_situations": repeated,
-            "unparseable": dict(unparseable),
-            "no_usable_content": dict(no_usable), "not_local": not_local}
-
-
-def empty_store_reason(t: dict) -> str:
-    """One line saying why construction admitted nothing, with the counts of ``tally``."""
-    per = ", ".join(f"{s} {r['verified']}/{r['checks']}" for s, r in t["sources"].items())
-    return (f"the store is empty: {t['verified']} of {t['checks']} counterfactual checks verified "
-            f"(verified/checks per source: {per or 'no checks'}), {t['never_holds']} refused "
-            f"for a condition that never holds, {sum(t['unparseable'].values())} replies "
-            f"unparseable ({', '.join(f'{k} {v}' for k, v in t['unparseable'].items()) or '-'}), "
-            f"{sum(t['no_usable_content'].values())} well-formed replies with no usable "
-            f"content, {t['not_local']} model edits not local, "
-            f"{sum(r['screened'] for r in t['sources'].values())} screened out before a check")
-
-
-def _check(o: Outcome) -> CheckOutcome:
-    """A world-model ``Outcome`` as stored evidence, its feedback clipped like a prompt field."""
-    return CheckOutcome(o.utility, o.success, o.completed, prompts.clip(o.feedback, "feedback"))
 
 
 class CounterfactualBuilder:
@@ -203,12 +62,50 @@ class CounterfactualBuilder:
     decision can be audited afterwards. Used only in the construction phase: selector training
     and evaluation never create records (§4.2).
     """
-    def __init__(self, agent, store, cfg: ConstructionConfig, runlog=None, backbone_name: str = ""):
+    def __init__(self, agent, store, cfg: "ConstructionConfig", runlog=None,
+                 backbone_name: str = ""):
         self.agent, self.store, self.cfg, self.runlog = agent, store, cfg, runlog
         self.backbone_name = backbone_name or agent.backbone.model_name
 
-    async def alternatives(self, ctx, action: str,
-                           outcome: Outcome) -> tuple[list[str], list[str], list[str]]:
+    # The construction hooks of ``memory_use`` (``ConstructionHooks``).
+
+    async def after_failure(self, ctx, state_before: State, action: str, outcome: Outcome):
+        """Modules I–II on a failed action: the construction hooks of ``memory_use``."""
+        await self.expand(ctx, state_before, action, outcome)
+
+    def observe_reuse(self, record_id: str, label: int):
+        """u <- (1-ρ)u + ρy for a record a decision used (Eq. 8), in the store admitted into."""
+        return self.store.observe_reuse(record_id, label)
+
+    async def expand(self, ctx, state_before: State, action: str, outcome: Outcome) -> list[dict]:
+        """Runs Modules I and II for one failed decision; returns one log entry per checked alternative.
+
+        ``state_before`` is the state s_t the failed ``action`` was taken from: every alternative is
+        evaluated from it, so Δ (Eq. 2) compares the two actions from the same start. Returns []
+        without any call when this task already expanded its share of failures, spent its
+        verification budget or expanded this very action before; an alternative already checked
+        in this task is not checked again. Tokens spent here are also booked to ``ctx.cf_tokens``.
+        """
+        if ctx.expanded_failures >= self.cfg.max_expanded_failures:
+            return []
+        if ctx.cf_checks >= self.cfg.verification_budget:
+            return []
+        if action.strip() in ctx.cf_expanded:   # the same action failed again: nothing new
+            return []
+        ctx.cf_expanded.add(action.strip())
+        ctx.expanded_failures += 1
+        tokens_before = ctx.tokens
+        try:
+            candidates, sources, screened = await self.propose(ctx, action, outcome)
+            return await self._verify(ctx, state_before, action, outcome,
+                                      candidates, sources, screened)
+        finally:
+            # Construction cost (Appendix B.4): the checks are in ctx.calls / ctx.failures, the
+            # proposal and distillation tokens in ctx.tokens and, separately, in ctx.cf_tokens.
+            ctx.cf_tokens += ctx.tokens - tokens_before
+
+    async def propose(self, ctx, action: str,
+                      outcome: Outcome) -> tuple[list[str], list[str], list[str]]:
         """Module I (Eq. 1): A_cf = G(s_t, a_t, o_t; K). LLM edits first, the domain's operators
         fill the free slots.
 
@@ -246,47 +143,15 @@ class CounterfactualBuilder:
         screened = [e for e in llm_edits if e not in candidates]
         return candidates[: self.cfg.k], sources[: self.cfg.k], screened
 
-    def observe_reuse(self, record_id: str, label: int):
-        """u <- (1-ρ)u + ρy for a record a decision used (Eq. 8), in the store admitted into."""
-        return self.store.observe_reuse(record_id, label)
-
-    async def after_failure(self, ctx, state_before: State, action: str, outcome: Outcome):
-        """Modules I–II on a failed action: the construction hooks of ``memory_use``."""
-        await self.expand(ctx, state_before, action, outcome)
-
-    async def expand(self, ctx, state_before: State, action: str, outcome: Outcome) -> list[dict]:
-        """Runs Modules I and II for one failed decision; returns one log entry per checked alternative.
-
-        ``state_before`` is the state s_t the failed ``action`` was taken from: every alternative is
-        evaluated from it, so Δ (Eq. 2) compares the two actions from the same start. Returns []
-        without any call when this task already expanded its share of failures, spent its
-        verification budget or expanded this very action before; an alternative already checked
-        in this task is not checked again. Tokens spent here are also booked to ``ctx.cf_tokens``.
-        """
-        if ctx.expanded_failures >= self.cfg.max_expanded_failures:
-            return []
-        if ctx.cf_checks >= self.cfg.verification_budget:
-            return []
-        if action.strip() in ctx.cf_expanded:   # the same action failed again: nothing new
-            return []
-        ctx.cf_expanded.add(action.strip())
-        ctx.expanded_failures += 1
-        tokens_before = ctx.tokens
-        try:
-            return await self._check_alternatives(ctx, state_before, action, outcome)
-        finally:
-            # Construction cost (Appendix B.4): the checks are in ctx.calls / ctx.failures, the
-            # proposal and distillation tokens in ctx.tokens and, separately, in ctx.cf_tokens.
-            ctx.cf_tokens += ctx.tokens - tokens_before
-
-    async def _check_alternatives(self, ctx, state_before: State, action: str,
-                                  outcome: Outcome) -> list[dict]:
-        """Module II: evaluates each alternative from ``state_before`` and distils those with Δ > ε.
+    async def _verify(self, ctx, state_before: State, action: str, outcome: Outcome,
+                      candidates: list[str], sources: list[str],
+                      screened: list[str]) -> list[dict]:
+        """Module II (Eq. 2): evaluates each alternative from ``state_before`` and distils and
+        admits those with Δ > ε (``_distil_and_admit``).
 
         Every check is a world-model call and, if it fails, a failed attempt (Appendix D.6), charged
         to the task's context like any other evaluation.
         """
-        candidates, sources, screened = await self.alternatives(ctx, action, outcome)
         for alt in screened:
             self._logged(ctx, action, {"candidate": alt, "source": "llm", "checked": False,
                                        "screened": True})
@@ -456,3 +321,81 @@ class WithinTaskChecks(Augmentation):
         """Forgets the task's pending alternative, so no later task can use it."""
         self._next.pop(ctx.task.task_id, None)
         await self.inner.end_task(ctx)
+
+
+CORRECTION_MODES = ("verified", "unverified_advice", "within_task")
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstructionConfig:
+    """Budgets and thresholds of Modules I–II during memory construction (Appendix B.4).
+
+    ``k`` is K, the most alternatives proposed for one failed action; ``max_expanded_failures``
+    caps how many failed decisions of one task are expanded (the paper's two);
+    ``verification_budget`` is the construction checking allowance per task, kept apart from the
+    agent's ordinary solving budget but counted in interaction totals; ``epsilon`` is ε_adm, the
+    raw-gain floor a checked alternative must exceed before it is distilled at all.
+    """
+    k: int = 4
+    max_expanded_failures: int = 2
+    verification_budget: int = 8     # counterfactual checks per task
+    epsilon: float = 0.05
+    # For backbones too weak to judge free-text conditions: a condition outside the rule grammar
+    # is replaced by the condition derived from the verified edit (as for a failed distillation)
+    # and its text moves into the situation.
+    scope_free_text_conditions: bool = False
+    corrections: str = "verified"    # | "unverified_advice" | "within_task" (§6.1 ablation)
+    # After the last task, each record's edit is replayed on at most this many other
+    # construction tasks' failed actions of its database and checked (transfer_checks.py;
+    # 0 = off, the paper's method).
+    transfer_checks: int = 0
+
+    def __post_init__(self):
+        if self.corrections not in CORRECTION_MODES:
+            raise ValueError(f"unknown construction.corrections {self.corrections!r}; expected "
+                             f"one of {CORRECTION_MODES}")
+
+
+# Helpers of the admission step: the stored form of a check, and distilled situations that
+# repeat themselves (a degenerate reply of a small backbone, replaced before storage).
+
+def _check(o: Outcome) -> CheckOutcome:
+    """A world-model ``Outcome`` as stored evidence, its feedback clipped like a prompt field."""
+    return CheckOutcome(o.utility, o.success, o.completed, prompts.clip(o.feedback, "feedback"))
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
+_LOOP_WORDS = 6   # a run of this many words met twice in one situation is a loop
+
+
+def repeats_itself(text: str) -> bool:
+    """Whether a distilled situation says something twice: a sentence written again (the 0.5B
+    repeats one sentence three times) or the same run of ``_LOOP_WORDS`` words twice (a greedy
+    loop inside one sentence). Compared without case, spacing or punctuation."""
+    seen = [w for w in map(_words, _sentences(text)) if w]
+    if len(set(seen)) < len(seen):
+        return True
+    words = _words(text).split()
+    runs = [tuple(words[i:i + _LOOP_WORDS]) for i in range(len(words) - _LOOP_WORDS + 1)]
+    return len(set(runs)) < len(runs)
+
+
+def without_repeats(text: str) -> str:
+    """``text`` with each sentence kept once, in order; "" when a loop remains inside a
+    sentence (then the caller uses the situation derived from the edit)."""
+    kept, seen = [], set()
+    for s in _sentences(text):
+        key = _words(s)
+        if key and key not in seen:
+            seen.add(key)
+            kept.append(s)
+    out = " ".join(kept)
+    return "" if repeats_itself(out) else out
+
+
+def _sentences(text: str) -> list[str]:
+    return [p.strip() for p in _SENTENCE_END.split(text) if p.strip()]
+
+
+def _words(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))

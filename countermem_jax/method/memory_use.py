@@ -43,7 +43,7 @@ from countermem_jax.method.selector import dqn, features, policies
 from countermem_jax.method.selector.transition import Transition
 from evaluators.grouping import group_id
 
-SKIP_ONLY = np.array([True, False, False, False, False])
+SKIP_ONLY = features.skip_only_mask()   # the mask after a task's last decision
 REVISIONS = ("llm", "replay", "replay_then_llm")
 
 
@@ -173,7 +173,7 @@ class CounterMemAugmentation(Augmentation):
         if condition_log:
             log["conditions"] = condition_log | _no_place_counts(index, result, condition_log)
         info = DecisionInfo(draft, None, log)
-        if action > 0:
+        if action != features.SKIP:
             record = candidates[action - 1].record
             info.action = await self._revise(ctx, draft, record, query.feedback, log)
             info.record_id = record.record_id

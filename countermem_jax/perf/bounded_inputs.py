@@ -43,7 +43,7 @@ def _case_inputs():
     from countermem_jax.backbones import replies
     from countermem_jax.backbones.base import ChatResult
     from countermem_jax.domains import sql as sql_domain
-    from countermem_jax.method import counterfactual, edit_replay, text_embedding
+    from countermem_jax.method import edit_replay, locality, text_embedding
     from countermem_jax.method.memory import record
     from countermem_jax.method.prompting import parsers
     from countermem_jax.domains import sql_names
@@ -68,7 +68,7 @@ def _case_inputs():
         "is_local_edit_1mb_all_changed": (
             lambda: parsers.is_local_edit(long_action, _words(MB, vocab=89)), MB),
         "locality_problem_1mb_one_change": (
-            lambda: counterfactual.locality_problem(long_action, long_edit), MB),
+            lambda: locality.locality_problem(long_action, long_edit), MB),
         "parse_local_edits_1mb_find_lines": (
             lambda: _raises(parsers.parse_local_edits, "FIND: x\n" * (MB // 8), SQL, 4), MB),
         "parse_local_edits_1mb_pairs_on_1mb_action": (

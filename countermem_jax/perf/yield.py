@@ -33,7 +33,7 @@ from absl import app, flags
 
 from countermem_jax import experiment
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
-from countermem_jax.method.counterfactual import tally
+from countermem_jax.protocol.construction_tally import tally
 from countermem_jax.method.memory import load_frozen
 from countermem_jax.perf.common import print_result
 from countermem_jax.method.prompting import prompts

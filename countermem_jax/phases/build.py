@@ -20,7 +20,7 @@ from countermem_jax import baselines
 from countermem_jax.runtime import curves
 from countermem_jax.phases import construction_waves as waves
 from countermem_jax.method.agents import Agent, MemoryCalls
-from countermem_jax.method.counterfactual import CounterfactualBuilder, empty_store_reason, tally
+from countermem_jax.method.counterfactual import CounterfactualBuilder
 from countermem_jax.method import transfer_checks
 from countermem_jax.method.memory import load_frozen, load_store, save_store
 from countermem_jax.method.memory.reuse import suppressed
@@ -31,6 +31,7 @@ from countermem_jax.phases import context
 from countermem_jax.phases.workdir import Workdir
 from countermem_jax.method.selector import policies
 from countermem_jax.phases import workdir_guard
+from countermem_jax.protocol.construction_tally import empty_store_reason, tally
 
 RUN = "build"  # the construction task runs' name (log events, ledger, the judge's verdict scope)
 

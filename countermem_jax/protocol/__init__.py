@@ -5,6 +5,7 @@ summarised and traced, and the paper's default values.
   metrics.py          success rates, rescued and broken tasks, costs (§4.4)
   intervals.py        confidence intervals
   summaries.py        per-domain and four-domain summaries (§4.4)
+  construction_tally.py  what construction's counterfactual checks came to (Modules I–II)
   provenance.py       seeds, config, hashes and code version of every figure
   record_at_work.py   one evaluation task where a record changed the draft, or why none did
   analysis.py         loading a trained selector for analysis

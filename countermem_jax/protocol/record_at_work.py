@@ -6,8 +6,8 @@ last (``inspect_store --workdir``).
 import json
 import pathlib
 
-from countermem_jax.method.counterfactual import empty_store_reason, tally
 from countermem_jax.method.memory.persistence import load_frozen
+from countermem_jax.protocol.construction_tally import empty_store_reason, tally
 
 
 def _rows(path: pathlib.Path) -> list[dict]:

@@ -7,18 +7,10 @@ _REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def data_root() -> pathlib.Path:
-    """The benchmark data folder (it may not exist; loaders say so clearly)."""
+    """The benchmark data folder (it may not exist: each loader names what it misses and the
+    command that gets it, ``domains/base.require``)."""
     env = os.environ.get("COUNTERMEM_DATA")
     if env:
         return pathlib.Path(env).expanduser().resolve()
     return (_REPO_ROOT.parent / "shared" / "benchdata").resolve()
 
-
-def require_data(*parts: str) -> pathlib.Path:
-    """A path under the data root, or FileNotFoundError saying how to provide it."""
-    path = data_root().joinpath(*parts)
-    if not path.exists():
-        raise FileNotFoundError(
-            f"benchmark data not found: {path} (set COUNTERMEM_DATA to the folder that holds "
-            f"{parts[0]!r}; see docs/data.md)")
-    return path

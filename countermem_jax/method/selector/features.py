@@ -33,6 +33,7 @@ SLOT_FEATURES = 7
 BUDGET_FEATURES = 6
 TEXT_DIM = embedding.PROJECTION_DIM
 OBS_DIM = 2 * TEXT_DIM + NUM_SLOTS * SLOT_FEATURES + BUDGET_FEATURES
+SKIP = 0                  # the action that uses no record (always valid)
 NUM_ACTIONS = 1 + NUM_SLOTS
 SLOT_OFFSET = 2 * TEXT_DIM
 BUDGET_OFFSET = SLOT_OFFSET + NUM_SLOTS * SLOT_FEATURES
@@ -90,14 +91,20 @@ def build_observation(state_embedding: np.ndarray, draft_embedding: np.ndarray,
     obs = np.zeros(OBS_DIM, np.float32)
     obs[:TEXT_DIM] = embedding.project(state_embedding)
     obs[TEXT_DIM:SLOT_OFFSET] = embedding.project(draft_embedding)
-    mask = np.zeros(NUM_ACTIONS, bool)
-    mask[0] = True
+    mask = skip_only_mask()
     for j, cand in enumerate(candidates):
         start = SLOT_OFFSET + j * SLOT_FEATURES
         obs[start:start + SLOT_FEATURES] = slot_features(cand)
         mask[j + 1] = True
     obs[BUDGET_OFFSET:] = budget.features()
     return obs, mask
+
+
+def skip_only_mask() -> np.ndarray:
+    """The valid-action mask [5] of a decision with no record to offer: skip alone."""
+    mask = np.zeros(NUM_ACTIONS, bool)
+    mask[SKIP] = True
+    return mask
 
 
 def relevance_of_slots(obs: np.ndarray) -> np.ndarray:
