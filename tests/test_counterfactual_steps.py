@@ -64,7 +64,8 @@ def _builder(ev, replies, checks):
         return ev.evaluate(state, action)
 
     domain = types.SimpleNamespace(ranked_edits=None, rule_edits=lambda task, action: [],
-                                   condition_hint=sql_domain.SQL.condition_hint)
+                                   condition_hint=sql_domain.SQL.condition_hint,
+                                   names=sql_domain.SQL.names)
     agent = types.SimpleNamespace(llm=llm, check=check, domain=domain, evaluator=ev,
                                   failures=ParseFailureLog(),
                                   backbone=types.SimpleNamespace(model_name="m"))
