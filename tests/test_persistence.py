@@ -11,12 +11,12 @@ import pytest
 from countermem_jax.method.memory import (FrozenStoreError, MemoryStore, SnapshotHashMismatch,
                                    StoreFormatError, load_frozen, load_store, locked_store,
                                    persistence, save_store)
-from countermem_jax.method.memory.store import FrozenStore, StoreConfig
-from helpers import make_record
+from countermem_jax.method.memory.store import FrozenStore
+from helpers import make_record, paper
 
 
 def _store(n=3):
-    store = MemoryStore(StoreConfig(capacity=50))
+    store = MemoryStore(paper("store", capacity=50))
     for i in range(n):
         store.propose(make_record(source_task_id=f"t{i}", situation=f"case {i}",
                                   original=f"SELECT a{i} FROM t WHERE v > {i}",
@@ -159,7 +159,7 @@ def test_process_killed_mid_write_leaves_previous_snapshot(tmp_path):
 
 def _writer(path, worker, n, shared_ids):
     for i in range(n):
-        with locked_store(path, StoreConfig(capacity=1000)) as store:
+        with locked_store(path, paper("store", capacity=1000)) as store:
             task = f"w{worker}-{i}" if not shared_ids else f"shared-{i}"
             store.propose(make_record(source_task_id=task, situation=f"case {task}",
                                       original=f"SELECT x FROM t{task.replace('-', '_')} WHERE a > 1",
