@@ -249,6 +249,24 @@ def test_malformed_fields_name_file_line_and_field(tmp_path, line, field, value,
     assert f"{path}:{line}:" in message and f"field '{field}'" in message and needle in message
 
 
+@pytest.mark.parametrize("field", ["config.reuse_rho", "config.admission.w_delta",
+                                   "config.retention_weights"])
+def test_a_store_setting_missing_from_the_header_is_refused_naming_it(tmp_path, field):
+    """The header states every setting the store was built with; a missing one is not filled
+    in from values stated elsewhere."""
+    path = save_store(_store(), tmp_path / "s.jsonl")
+
+    def drop(obj):
+        *parents, last = field.split(".")
+        for key in parents:
+            obj = obj[key]
+        del obj[last]
+    _edit_line(path, 1, drop)
+    with pytest.raises(StoreFormatError) as err:
+        load_store(path)
+    assert f"field '{field}': missing" in str(err.value)
+
+
 def test_non_utf8_bytes_name_the_line(tmp_path):
     path = save_store(_store(), tmp_path / "s.jsonl")
     lines = path.read_bytes().split(b"\n")
