@@ -1,4 +1,5 @@
 """Builders for small, real test objects."""
+import dataclasses
 import importlib.util
 import itertools
 import pathlib
@@ -6,6 +7,22 @@ import sqlite3
 
 from countermem_jax.method.memory import CheckOutcome, Evidence, MemoryRecord, Provenance
 from countermem_jax.method.memory.record import make_record_id, normalize_condition
+
+
+def paper(section: str, **changes):
+    """The default config's typed method section ``section`` (``context.default_method()``:
+    store, construction, dqn, retrieval, use, judge), with ``changes``: a test takes the paper's
+    values from the config, as the phases do."""
+    from countermem_jax.phases import context
+    return dataclasses.replace(getattr(context.default_method(), section), **changes)
+
+
+def agent_config(**changes):
+    """The default config's ``AgentConfig`` (``config_defaults.base_config().agent``) with
+    ``changes``."""
+    from countermem_jax.method.agents import AgentConfig
+    from countermem_jax.protocol.config_defaults import base_config
+    return AgentConfig(**{**base_config().agent.to_dict(), **changes})
 
 
 def make_record(source_task_id="t1", situation="numeric threshold omits its boundary value",

@@ -11,7 +11,7 @@ from countermem_jax.phases import config_fingerprint
 from countermem_jax.method.memory import MemoryStore, save_store
 from countermem_jax.phases.workdir import Workdir
 from countermem_jax.method.selector import checkpoint, dqn
-from helpers import config_without_model
+from helpers import config_without_model, paper
 from test_binaries import CPU_CONFIG, _one_line_error
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -68,7 +68,7 @@ def test_a_workdir_that_is_a_file_is_refused(tmp_path, below):
 
 def test_a_store_whose_processed_tasks_is_a_string_is_refused(tmp_path, benchdata):
     root = _workdir_made_by(tmp_path, "build_memory")
-    store = MemoryStore()
+    store = MemoryStore(paper("store"))
     store.meta["processed_tasks"] = "spider/pets_1/3"   # a set() of it would be its characters
     save_store(store, Workdir(root).store)
     before = _files(root)
@@ -82,8 +82,8 @@ def test_a_store_whose_processed_tasks_is_a_string_is_refused(tmp_path, benchdat
 def test_a_broken_orbax_metrics_file_is_named(tmp_path, binary, benchdata):
     root = _workdir_made_by(tmp_path, "build_memory", "train_selector")
     wd = Workdir(root)
-    wd.write_frozen(MemoryStore().freeze())
-    cfg = dqn.DQNConfig(total_decisions=500, learning_starts=10, checkpoint_every=250)
+    wd.write_frozen(MemoryStore(paper("store")).freeze())
+    cfg = paper("dqn", total_decisions=500, learning_starts=10, checkpoint_every=250)
     ckpt = checkpoint.SelectorCheckpointer(wd.seed_dir(0), cfg, seed=0)
     ckpt.save(250, dqn.init_state(cfg, 0).params, 0.5)
     ckpt.close()

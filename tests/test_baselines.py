@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from countermem_jax import baselines
-from countermem_jax.method.agents import Agent, AgentConfig, TaskContext
+from countermem_jax.method.agents import Agent, TaskContext
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method.prompting.failures import ParseFailureLog
 from countermem_jax.testing.scripted_backbone import ScriptedBackbone
@@ -22,6 +22,7 @@ from countermem_jax.protocol.config_defaults import base_config
 from countermem_jax.method.memory import SnapshotHashMismatch
 from countermem_jax.runtime.runlog import RunLog
 from evaluators.base import Outcome
+from helpers import agent_config
 from test_pipeline import QUESTIONS, _revise, people_benchmark  # noqa: F401  (fixture)
 
 MEMORY_METHODS = ("expel", "generative_agents", "voyager", "memgpt", "reasoningbank",
@@ -73,7 +74,7 @@ def _cfg(**sections):
 
 def _agent(fake, bench, wd, attempts=2, failures=None):
     tasks, evaluator, domain = bench
-    return Agent(fake, evaluator, domain, AgentConfig(max_attempts=attempts),
+    return Agent(fake, evaluator, domain, agent_config(max_attempts=attempts),
                  RunLog(wd / "log.jsonl"), failures)
 
 

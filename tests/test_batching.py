@@ -11,7 +11,7 @@ from countermem_jax.method.conditions import TaskFacts
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.method.selector import dqn, features
 from countermem_jax.method.selector.policies import AlwaysTop1, GreedyDQN
-from helpers import make_record
+from helpers import make_record, paper
 
 WORDS = ["singer", "concert", "age", "stadium", "capacity", "country", "pets", "weight", "course",
          "teacher", "museum", "visit", "employee", "hire", "tv", "show", "poker", "earnings"]
@@ -69,7 +69,7 @@ def test_decisions_in_flight_are_retrieved_in_one_batch_with_the_same_results():
 
 
 def _greedy(seed: int) -> GreedyDQN:
-    cfg = dqn.DQNConfig()
+    cfg = paper("dqn")
     return GreedyDQN(cfg, dqn.init_state(cfg, seed).params)
 
 

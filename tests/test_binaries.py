@@ -9,7 +9,7 @@ import pytest
 
 from countermem_jax.phases import workdir_guard
 from countermem_jax.method.memory import MemoryStore, save_store
-from helpers import make_record
+from helpers import make_record, paper
 
 
 def _run(*args):
@@ -17,7 +17,7 @@ def _run(*args):
 
 
 def test_inspect_store_prints_the_summary(tmp_path):
-    store = MemoryStore()
+    store = MemoryStore(paper("store"))
     store.propose(make_record(source_task_id="spider/pets_1/3"))
     store.propose(make_record(source_task_id="spider/pets_1/4", situation="count distinct pets",
                               original="SELECT count(pettype) FROM pets",

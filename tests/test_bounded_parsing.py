@@ -12,13 +12,13 @@ import pytest
 from countermem_jax.method import bounded_diff, edit_replay, text_embedding
 from countermem_jax.method.memory import record
 from countermem_jax.method.memory.persistence import StoreFormatError, load_store, save_store
-from countermem_jax.method.memory.store import MemoryStore, StoreConfig
+from countermem_jax.method.memory.store import MemoryStore
 from countermem_jax.method.prompting import parsers
 from countermem_jax.domains import sql_names
 from countermem_jax.method.conditions import TaskFacts, derive, grammar
 from countermem_jax.method.retrieval import conditions
 from countermem_jax.runtime.runlog import RunLog
-from helpers import make_record
+from helpers import make_record, paper
 
 DEEP = "SELECT " + "(" * 60 + "1" + ")" * 60
 
@@ -209,7 +209,7 @@ def test_record_ids_and_embeddings_take_a_lone_surrogate():
 
 
 def _store_file(tmp_path, condition: str):
-    store = MemoryStore(StoreConfig(capacity=10))
+    store = MemoryStore(paper("store", capacity=10))
     store.propose(make_record(condition=condition))
     assert len(store) == 1
     return save_store(store, tmp_path / "store.jsonl")

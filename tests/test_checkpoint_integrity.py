@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from countermem_jax.method.selector import checkpoint, dqn
+from helpers import paper
 
-CFG = dqn.DQNConfig(total_decisions=1000, learning_starts=10, checkpoint_every=250)
+CFG = paper("dqn", total_decisions=1000, learning_starts=10, checkpoint_every=250)
 RETURNS = [(250, 0.1), (500, 0.7), (750, 0.2)]  # best = 500
 
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from countermem_jax.method.agents import Agent, AgentConfig, MemoryCalls
+from countermem_jax.method.agents import Agent, MemoryCalls
 from countermem_jax.method.agents import TaskContext as AgentTaskContext
 from countermem_jax.backbones.base import Backbone, ChatResult, TokenLedger, Usage
 from countermem_jax.backbones.cache import CachedBackbone
@@ -15,12 +15,12 @@ from countermem_jax.testing.openai_server import LocalOpenAIServer
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 from countermem_jax.method.memory_use import CounterMemAugmentation
 from countermem_jax.method.conditions import TaskFacts
-from countermem_jax.method.retrieval.conditions import (CompositeChecker, JudgeSettings,
-                                                 LLMJudgeChecker, RuleChecker, parse_verdict)
+from countermem_jax.method.retrieval.conditions import (CompositeChecker, LLMJudgeChecker,
+                                                 RuleChecker, parse_verdict)
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.method.selector import policies
 from evaluators.base import State, Task
-from helpers import make_record
+from helpers import agent_config, make_record, paper
 
 CONDITION = "the request asks about people who are at least some age (an inclusive bound)"
 
@@ -60,16 +60,16 @@ def _task(task_id: str, question: str) -> Task:
     return Task(task_id, "sql", "spider", question, "", "join / predicate", environment="db")
 
 
-def _setup(url, unknown="exclude", settings=JudgeSettings(), cache_dir=None, effort="medium"):
+def _setup(url, unknown="exclude", settings=None, cache_dir=None, effort="medium"):
     backbone = OpenAICompatibleBackbone(url, "openai/gpt-oss-120b", reasoning_effort=effort,
                                         ledger=TokenLedger(), backoff_initial_s=0.01)
     if cache_dir is not None:
         backbone = CachedBackbone(backbone, cache_dir)
-    agent = Agent(backbone, None, None, AgentConfig())
+    agent = Agent(backbone, None, None, agent_config())
     record = make_record(source_task_id="src", condition=CONDITION,
                          situation="List the names of people older than a threshold")
     index = RetrievalIndex([record], checker=CompositeChecker(
-        [RuleChecker(), LLMJudgeChecker(settings)], unknown))
+        [RuleChecker(), LLMJudgeChecker(settings or paper("judge"))], unknown))
     aug = CounterMemAugmentation(MemoryCalls(agent), index_source=lambda: index,
                                  selector=policies.make_fixed("always_skip"))
     return backbone, aug, record
@@ -118,7 +118,7 @@ def test_the_judge_does_not_block_the_event_loop():
 
 
 def test_a_judge_with_too_few_tokens_is_undecided_and_the_policy_decides():
-    tight = JudgeSettings(max_tokens=8)  # what the judge asked for before: still thinking
+    tight = paper("judge", max_tokens=8)  # what the judge asked for before: still thinking
     with ReasoningServer("bold") as srv:
         _, aug, record = _setup(srv.base_url, unknown="exclude", settings=tight)
         _, (info,) = asyncio.run(_decide(aug, _task("q", "List people aged at least 30.")))
@@ -203,7 +203,7 @@ def test_distinct_conditions_are_judged_together_with_sequential_verdicts():
         return "YES" if "inclusive" in prompt else ("maybe" if "salary" in prompt else "NO")
 
     async def sequential(conditions, task):   # the reference: one condition per call
-        checker, counts = CompositeChecker([RuleChecker(), LLMJudgeChecker()]), []
+        checker, counts = CompositeChecker([RuleChecker(), LLMJudgeChecker(paper("judge"))]), []
 
         async def ask(prompt):
             return reply(prompt)
@@ -212,8 +212,8 @@ def test_distinct_conditions_are_judged_together_with_sequential_verdicts():
         return checker, counts
 
     async def together(conditions, task):
-        checker, started, all_started = CompositeChecker([RuleChecker(), LLMJudgeChecker()]), \
-            [], asyncio.Event()
+        checker = CompositeChecker([RuleChecker(), LLMJudgeChecker(paper("judge"))])
+        started, all_started = [], asyncio.Event()
 
         async def ask(prompt):
             started.append(prompt)
@@ -269,11 +269,11 @@ class _HeldReplies(Backbone):
 def test_charges_and_logs_do_not_depend_on_the_order_replies_arrive():
     def run(reverse: bool):
         backbone = _HeldReplies(len(FREE_TEXT), reverse)
-        agent = Agent(backbone, None, None, AgentConfig())
+        agent = Agent(backbone, None, None, agent_config())
         records = [make_record(source_task_id=f"src{i}", condition=c, situation=f"case {i}")
                    for i, c in enumerate(FREE_TEXT)]
         index = RetrievalIndex(records, checker=CompositeChecker(
-            [RuleChecker(), LLMJudgeChecker()]))
+            [RuleChecker(), LLMJudgeChecker(paper("judge"))]))
         aug = CounterMemAugmentation(MemoryCalls(agent), index_source=lambda: index,
                                      selector=policies.make_fixed("always_skip"))
         (ctx,), (info,) = asyncio.run(_decide(aug, _task("q", "List people aged at least 30.")))

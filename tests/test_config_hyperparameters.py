@@ -8,14 +8,14 @@ import pytest
 from absl import flags
 from ml_collections import config_flags
 
-from countermem_jax.method.counterfactual import ConstructionConfig
 from countermem_jax.method.memory import MemoryStore
-from countermem_jax.method.memory.store import StoreConfig
-from countermem_jax.phases import context
-from countermem_jax.method.retrieval.conditions import JudgeSettings, LLMJudgeChecker, RuleChecker
+from countermem_jax.phases import build, context
+from countermem_jax.method.retrieval.conditions import LLMJudgeChecker, RuleChecker
+from countermem_jax.method import edit_replay
+from countermem_jax.method.agents import Agent
 from countermem_jax.method.selector import dqn, features
 from countermem_jax.method.selector.transition import Transition
-from helpers import make_record
+from helpers import agent_config, make_record
 from test_pipeline import people_benchmark  # noqa: F401 (fixture)
 
 PAPER = "--config=configs/paper.py:spider,react,gptoss"
@@ -46,10 +46,6 @@ def test_defaults_are_the_papers_values():
     assert (w.alpha, w.beta, w.omega, w.eta, m.store.reuse_rho) == (1.0, 1.0, 0.5, 0.7, 0.3)
     assert (m.store.capacity, m.retrieval.top_k, m.retrieval.reuse_weight) == (200, 3, 0.2)
     assert (m.construction.k, m.construction.max_expanded_failures) == (4, 2)
-    # the library's own defaults are the same numbers (the config is the one place to change them)
-    assert (m.dqn, m.store, m.construction, m.retrieval, m.judge) == (
-        dqn.DQNConfig(), StoreConfig(), ConstructionConfig(), context.RetrievalConfig(),
-        JudgeSettings())
 
 
 def test_learning_rate_reaches_the_optimizer():
@@ -165,6 +161,23 @@ def test_top_k_and_reuse_weight_reach_retrieval():
     rule, judge = context.condition_checker(m)._checkers
     assert isinstance(rule, RuleChecker) and rule.fallback == "derive"
     assert isinstance(judge, LLMJudgeChecker) and judge.settings.max_tokens == 77
+
+
+def test_revision_and_condition_rendering_are_one_section_read_by_every_phase():
+    """``memory.revision`` and ``memory.render_condition`` reach construction's augmentation
+    and retrieval's place test through the typed ``use`` section, as training and evaluation
+    read them; the construction's fixed selector comes from its own section."""
+    m = _method("memory.revision=replay", "memory.render_condition=False",
+                "construction.reuse_policy=relevance_threshold",
+                "construction.relevance_threshold=0.25")
+    assert (m.use.revision, m.use.render_condition) == ("replay", False)
+    aug = build._construction_augmentation(m, Agent(None, None, None, agent_config()),
+                                           lambda: None, hooks=None)
+    assert (aug.revision, aug.render_condition) == ("replay", False)
+    assert aug.selector.name == "relevance_threshold@0.25"
+    index = context.retrieval_index(m, [], context.condition_checker(m))
+    assert index.fits is edit_replay.record_fits      # replay offers only records that fit
+    assert context.retrieval_index(_method(), [], context.condition_checker(m)).fits is None
 
 
 def test_construction_budgets_reach_modules_one_and_two():

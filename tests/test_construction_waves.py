@@ -293,7 +293,8 @@ def test_a_read_the_sequential_order_would_have_answered_otherwise_is_stale(reco
     """B looked at the store before A's record was committed: B is re-run. D only observed a
     reuse of a record A did not touch: D commits as it ran, after A, as in the sequential run."""
     old = record_factory(source_task_id="t0")
-    empty, start = store_lib.MemoryStore(), store_lib.MemoryStore(records=[old])
+    empty = store_lib.MemoryStore(helpers.paper("store"))
+    start = store_lib.MemoryStore(helpers.paper("store"), records=[old])
     a, b = _view(empty, "a"), _view(empty, "b")
     a.propose(record_factory(source_task_id="a"))
     b.index()
@@ -318,7 +319,7 @@ def test_a_read_the_sequential_order_would_have_answered_otherwise_is_stale(reco
     # A reuse of a record that an earlier commit evicted is stale too.
     e = _view(start, "e")
     e.observe_reuse(old.record_id, -1)
-    assert waves.replay(store_lib.MemoryStore(), e) is None
+    assert waves.replay(store_lib.MemoryStore(helpers.paper("store")), e) is None
 
 
 def test_the_condition_filter_is_the_decisions(record_factory):
@@ -328,10 +329,10 @@ def test_the_condition_filter_is_the_decisions(record_factory):
                record_factory(source_task_id="b", condition="c1", situation="s2"),
                record_factory(source_task_id="b", condition="c2", situation="s3"),
                record_factory(source_task_id="me", condition="mine", situation="s4")]
-    view = _view(store_lib.MemoryStore(records=records), "me")
+    view = _view(store_lib.MemoryStore(helpers.paper("store"), records=records), "me")
     view.index()
     assert view.reads[-1] == ("index", None, (True, ("c1", "c2")))
-    ignoring = waves.TaskView(store_lib.MemoryStore(records=records), "me",
+    ignoring = waves.TaskView(store_lib.MemoryStore(helpers.paper("store"), records=records), "me",
                               lambda rs, c: RetrievalIndex(rs, checker=c, use_conditions=False),
                               cond_lib.CompositeChecker())
     ignoring.index()
@@ -349,7 +350,8 @@ def _unit_build(tmp_path, wave_size, steps, tasks, order, initial=()):
 
     log = RunLog(tmp_path / f"log-{wave_size}.jsonl")
     store, _ = asyncio.run(waves.InFlight(
-        store_lib.MemoryStore(records=initial), run_task, wave_size=wave_size,
+        store_lib.MemoryStore(helpers.paper("store"), records=initial), run_task,
+        wave_size=wave_size,
         make_index=lambda records, c: RetrievalIndex(records, checker=c),
         make_checker=cond_lib.CompositeChecker, log=log,
         commit=lambda committed, task, ctx, out: order.append(("commit", task.task_id)),

@@ -14,7 +14,7 @@ import pytest
 from countermem_jax import experiment
 from countermem_jax.baselines.common import eligible
 from countermem_jax.method.memory import MemoryRecord
-from countermem_jax.method.memory.store import StoreConfig, content_hash
+from countermem_jax.method.memory.store import content_hash
 from countermem_jax.method.memory_use import condition_query, judged_conditions
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.protocol import splits as splits_lib
@@ -101,8 +101,8 @@ def test_the_group_field_round_trips_and_old_records_keep_their_hash(car_twins):
     assert MemoryRecord.from_json(old.to_json()) == old
     # the hash of a store written before the field is what it was
     legacy = {k: v for k, v in new.to_json().items() if k != "source_group"}
-    assert content_hash(StoreConfig(), [MemoryRecord.from_json(legacy)]) == \
-        content_hash(StoreConfig(), [old])
+    assert content_hash(helpers.paper("store"), [MemoryRecord.from_json(legacy)]) == \
+        content_hash(helpers.paper("store"), [old])
 
 
 def test_baseline_items_written_by_a_twin_are_not_shown(car_twins):

@@ -5,8 +5,7 @@ import pytest
 
 from countermem_jax.method.memory import FrozenStoreError, MemoryStore, reuse_label, update_reuse
 from countermem_jax.method.memory.record import normalize_condition
-from countermem_jax.method.memory.store import StoreConfig
-from helpers import make_record
+from helpers import make_record, paper
 
 
 def _distinct(i, **kw):
@@ -16,32 +15,32 @@ def _distinct(i, **kw):
 
 
 def test_delta_equal_to_epsilon_is_rejected():
-    store = MemoryStore()
+    store = MemoryStore(paper("store"))
     decision, _ = store.propose(make_record(before=0.5, after=0.55))
     assert not decision.admitted and decision.reason == "delta<=epsilon"
     assert len(store) == 0
 
 
 def test_delta_just_above_epsilon_passes_the_gain_gate():
-    decision, _ = MemoryStore().propose(make_record(before=0.5, after=0.56))
+    decision, _ = MemoryStore(paper("store")).propose(make_record(before=0.5, after=0.56))
     assert decision.reason in ("admitted", "score<=threshold")
     assert decision.reason != "delta<=epsilon"
 
 
 def test_small_gain_below_score_threshold_is_rejected():
     # Δ = 0.08 > ε, but S_adm = 0.08 <= τ_adm = 0.1.
-    decision, _ = MemoryStore().propose(make_record(before=0.5, after=0.58))
+    decision, _ = MemoryStore(paper("store")).propose(make_record(before=0.5, after=0.58))
     assert not decision.admitted and decision.reason == "score<=threshold"
     assert decision.score == pytest.approx(0.08, abs=1e-6)
 
 
 def test_unverified_record_is_rejected_however_large_its_gain():
-    decision, _ = MemoryStore().propose(make_record(completed=False))
+    decision, _ = MemoryStore(paper("store")).propose(make_record(completed=False))
     assert not decision.admitted and decision.reason == "unverified"
 
 
 def test_admitted_record_stores_its_score():
-    store = MemoryStore()
+    store = MemoryStore(paper("store"))
     decision, _ = store.propose(make_record())
     assert decision.admitted and decision.score == pytest.approx(1.0)
     assert store.records[0].admission_score == pytest.approx(1.0)
@@ -49,7 +48,7 @@ def test_admitted_record_stores_its_score():
 
 
 def test_duplicate_advice_is_rejected():
-    store = MemoryStore()
+    store = MemoryStore(paper("store"))
     store.propose(make_record(source_task_id="a"))
     decision, _ = store.propose(make_record(source_task_id="b"))
     assert not decision.admitted and decision.reason == "duplicate"
@@ -57,7 +56,7 @@ def test_duplicate_advice_is_rejected():
 
 
 def test_conflicting_advice_is_rejected():
-    store = MemoryStore()
+    store = MemoryStore(paper("store"))
     store.propose(make_record(source_task_id="a"))
     conflict = make_record(source_task_id="b", improved="SELECT name FROM people WHERE age > 17")
     decision, _ = store.propose(conflict)
@@ -66,7 +65,7 @@ def test_conflicting_advice_is_rejected():
 
 
 def test_repeated_partial_advice_is_penalised():
-    store = MemoryStore()
+    store = MemoryStore(paper("store"))
     store.propose(make_record(source_task_id="a", situation="s1"))
     near = make_record(source_task_id="b", situation="s2", before=0.0, after=0.5,
                        improved="SELECT name FROM people WHERE age >= 18 ", condition="")
@@ -90,7 +89,7 @@ def test_none_condition_maps_to_empty():
     ("similarity", "t2"),   # t2 and t3 nearly repeat each other; the older of the pair goes
 ])
 def test_eviction_order_per_rule(rule, expected_victim):
-    store = MemoryStore(StoreConfig(capacity=3, retention=rule))
+    store = MemoryStore(paper("store", capacity=3, retention=rule))
     records = [
         _distinct(0, reuse=0.5),
         _distinct(1, before=0.3, after=0.8),
@@ -114,7 +113,7 @@ def test_eviction_order_per_rule(rule, expected_victim):
 
 def test_random_eviction_is_seeded():
     def run(seed):
-        store = MemoryStore(StoreConfig(capacity=4, retention="random", seed=seed))
+        store = MemoryStore(paper("store", capacity=4, retention="random", seed=seed))
         evicted = []
         for i in range(12):
             evicted += store.propose(_distinct(i))[1]
@@ -124,7 +123,7 @@ def test_random_eviction_is_seeded():
 
 
 def test_capacity_is_never_exceeded():
-    store = MemoryStore(StoreConfig(capacity=5))
+    store = MemoryStore(paper("store", capacity=5))
     for i in range(20):
         store.propose(_distinct(i))
     assert len(store) == 5
@@ -144,17 +143,17 @@ def test_reuse_labels(draft, executed, solved, utility, previous, label):
 
 def test_reuse_update_is_exponential_average():
     r = make_record()
-    r = update_reuse(r, 1)
+    r = update_reuse(r, 1, paper("store").reuse_rho)
     assert r.reuse_utility == pytest.approx(0.3)
-    r = update_reuse(r, -1)
+    r = update_reuse(r, -1, paper("store").reuse_rho)
     assert r.reuse_utility == pytest.approx(0.7 * 0.3 - 0.3)
     assert (r.uses, r.helpful_uses, r.harmful_uses) == (2, 1, 1)
     with pytest.raises(ValueError):
-        update_reuse(r, 2)
+        update_reuse(r, 2, paper("store").reuse_rho)
 
 
 def test_frozen_store_rejects_every_mutation():
-    store = MemoryStore()
+    store = MemoryStore(paper("store"))
     store.propose(make_record())
     frozen = store.freeze()
     rid = frozen.records[0].record_id
@@ -163,7 +162,7 @@ def test_frozen_store_rejects_every_mutation():
     with pytest.raises(FrozenStoreError):
         frozen.observe_reuse(rid, 1)
     with pytest.raises(FrozenStoreError):
-        frozen.config = StoreConfig(capacity=1)
+        frozen.config = paper("store", capacity=1)
     with pytest.raises(AttributeError):
         frozen.records.append(_distinct(6))
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -172,7 +171,7 @@ def test_frozen_store_rejects_every_mutation():
 
 
 def test_content_hash_tracks_content():
-    store = MemoryStore()
+    store = MemoryStore(paper("store"))
     store.propose(make_record())
     h1 = store.freeze().content_hash()
     store.observe_reuse(store.records[0].record_id, 1)
@@ -181,7 +180,7 @@ def test_content_hash_tracks_content():
 
 def _built(created_at: str, **record) -> MemoryStore:
     """A store of one record built by its own run: its own random store id and record time."""
-    store = MemoryStore()
+    store = MemoryStore(paper("store"))
     rec = make_record(**record)
     store.propose(dataclasses.replace(rec, provenance=dataclasses.replace(
         rec.provenance, created_at=created_at, snapshot_id=store.snapshot_id)))

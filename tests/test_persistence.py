@@ -11,12 +11,12 @@ import pytest
 from countermem_jax.method.memory import (FrozenStoreError, MemoryStore, SnapshotHashMismatch,
                                    StoreFormatError, load_frozen, load_store, locked_store,
                                    persistence, save_store)
-from countermem_jax.method.memory.store import FrozenStore, StoreConfig
-from helpers import make_record
+from countermem_jax.method.memory.store import FrozenStore
+from helpers import make_record, paper
 
 
 def _store(n=3):
-    store = MemoryStore(StoreConfig(capacity=50))
+    store = MemoryStore(paper("store", capacity=50))
     for i in range(n):
         store.propose(make_record(source_task_id=f"t{i}", situation=f"case {i}",
                                   original=f"SELECT a{i} FROM t WHERE v > {i}",
@@ -159,7 +159,7 @@ def test_process_killed_mid_write_leaves_previous_snapshot(tmp_path):
 
 def _writer(path, worker, n, shared_ids):
     for i in range(n):
-        with locked_store(path, StoreConfig(capacity=1000)) as store:
+        with locked_store(path, paper("store", capacity=1000)) as store:
             task = f"w{worker}-{i}" if not shared_ids else f"shared-{i}"
             store.propose(make_record(source_task_id=task, situation=f"case {task}",
                                       original=f"SELECT x FROM t{task.replace('-', '_')} WHERE a > 1",
@@ -247,6 +247,24 @@ def test_malformed_fields_name_file_line_and_field(tmp_path, line, field, value,
         load_store(path)
     message = str(err.value)
     assert f"{path}:{line}:" in message and f"field '{field}'" in message and needle in message
+
+
+@pytest.mark.parametrize("field", ["config.reuse_rho", "config.admission.w_delta",
+                                   "config.retention_weights"])
+def test_a_store_setting_missing_from_the_header_is_refused_naming_it(tmp_path, field):
+    """The header states every setting the store was built with; a missing one is not filled
+    in from values stated elsewhere."""
+    path = save_store(_store(), tmp_path / "s.jsonl")
+
+    def drop(obj):
+        *parents, last = field.split(".")
+        for key in parents:
+            obj = obj[key]
+        del obj[last]
+    _edit_line(path, 1, drop)
+    with pytest.raises(StoreFormatError) as err:
+        load_store(path)
+    assert f"field '{field}': missing" in str(err.value)
 
 
 def test_non_utf8_bytes_name_the_line(tmp_path):

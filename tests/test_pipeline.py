@@ -240,12 +240,12 @@ def test_sql_split_follows_the_paper_seeds():
 
 def test_reflexion_writes_reflections_and_uses_them_in_later_attempts(people_benchmark):
     import asyncio
-    from countermem_jax.method.agents import Agent, AgentConfig, Augmentation
+    from countermem_jax.method.agents import Agent, Augmentation
     tasks, evaluator, domain = people_benchmark
     fake = scripted()
     fake.rules.insert(0, Rule(
         "REFLECTION: 'at least' includes the boundary, so use >=", template="REFLEXION_REFLECT"))
-    agent = Agent(fake, evaluator, domain, AgentConfig(kind="reflexion", max_attempts=2))
+    agent = Agent(fake, evaluator, domain, helpers.agent_config(kind="reflexion", max_attempts=2))
     ctx = asyncio.run(agent.run(tasks[0], Augmentation(), phase="evaluation", run="base"))
     assert ctx.reflections == ["'at least' includes the boundary, so use >="]
     drafts = [m for c, m in fake.calls if c.purpose == "DRAFT_ACTION"]

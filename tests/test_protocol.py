@@ -10,12 +10,13 @@ import pytest
 
 from countermem_jax import experiment
 from countermem_jax.protocol import intervals, metrics
-from countermem_jax.method.agents import Agent, AgentConfig, Augmentation
+from countermem_jax.method.agents import Agent, Augmentation
 from countermem_jax.protocol.analysis import load_selector
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
 from countermem_jax.testing.scripted_backbone import Rule
 from countermem_jax.runtime.runlog import RunLog
 from countermem_jax.method.selector import checkpoint, dqn, training
+from helpers import agent_config, paper
 from test_pipeline import MANIFEST, _config, people_benchmark, scripted  # noqa: F401 (fixture)
 
 
@@ -86,7 +87,7 @@ def jax_leaves(tree):
 
 
 def test_non_finite_validation_scores_are_errors(tmp_path):
-    cfg = dqn.DQNConfig()
+    cfg = paper("dqn")
     ckpt = checkpoint.SelectorCheckpointer(tmp_path / "sel", cfg, seed=0)
     with pytest.raises(ValueError, match="not finite"):
         ckpt.save(250, dqn.init_state(cfg, 0).params, float("nan"))
@@ -100,7 +101,7 @@ def test_non_finite_validation_scores_are_errors(tmp_path):
         next_mask=mask, done=np.ones(n, np.float32), mask=mask, episode=np.arange(n),
         split=np.array(["train"] * n))
     with pytest.raises(ValueError, match="no validation rows"):
-        training.train_offline(dqn.DQNConfig(checkpoint_every=10), log, seeds=(0,),
+        training.train_offline(paper("dqn", checkpoint_every=10), log, seeds=(0,),
                                checkpoint_dir=tmp_path / "offline")
 
 
@@ -108,7 +109,7 @@ def test_offline_analysis_of_a_seed_log_has_a_finite_proxy(tmp_path, people_benc
     _, wd, _ = _build_and_train(tmp_path, people_benchmark)
     log = training.load_log(wd / "selector" / "transitions_seed0.npz")
     assert len(log.subset("validation")) > 0 and len(log.subset("train")) >= 6
-    training.train_offline(dqn.DQNConfig(checkpoint_every=3, learning_starts=1, train_every=1,
+    training.train_offline(paper("dqn", checkpoint_every=3, learning_starts=1, train_every=1,
                                          batch_size=2, target_sync_every=2), log, seeds=(7, 8),
                            checkpoint_dir=tmp_path / "offline")
     for seed in (7, 8):
@@ -191,7 +192,7 @@ def test_reflexion_reflections_are_charged_to_their_decision(people_benchmark):
         async def observe(self, ctx, draft, info, outcome, previous_utility):
             seen.append(ctx.tokens - ctx.decision_tokens_start)  # the decision's token cost
             return {}
-    agent = Agent(fake, evaluator, domain, AgentConfig(kind="reflexion", max_attempts=2))
+    agent = Agent(fake, evaluator, domain, agent_config(kind="reflexion", max_attempts=2))
     ctx = asyncio.run(agent.run(tasks[0], Spy(), phase="evaluation", run="base"))
     by_decision = fake.ledger.by_decision
     assert seen == [by_decision["base/b1#0"].total, by_decision["base/b1#1"].total]
@@ -215,7 +216,7 @@ def test_llm_calls_made_through_a_task_context_are_booked_on_it(people_benchmark
         async def observe(self, ctx, draft, info, outcome, previous_utility):
             seen.append(ctx.tokens - ctx.decision_tokens_start)
             return {}
-    agent = Agent(fake, evaluator, domain, AgentConfig(max_attempts=1))
+    agent = Agent(fake, evaluator, domain, agent_config(max_attempts=1))
     ctx = asyncio.run(agent.run(tasks[0], Judging(), phase="evaluation", run="r"))
     judge = fake.ledger.by_purpose["CONDITION_JUDGE"].total
     assert judge > 0 and ctx.llm_calls == 2

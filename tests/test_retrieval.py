@@ -11,7 +11,7 @@ from countermem_jax.method.conditions import TaskFacts, never_holds
 from countermem_jax.method.retrieval.conditions import (CompositeChecker, LLMJudgeChecker, RuleChecker,
                                                  parse_yes_no)
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex, topk_eligible
-from helpers import make_record
+from helpers import agent_config, make_record, paper
 
 TEXTS = ["List singers aged at least 30", "SELECT name FROM singer WHERE age >= 30", "héllo wörld ✓"]
 
@@ -198,7 +198,7 @@ def test_llm_judge_for_free_text_conditions_with_fake_backbone():
         asked.append(prompt)
         return "Sure! The answer is: NO." if "strictly" in prompt else "```\nYES\n```"
 
-    checker = CompositeChecker([RuleChecker(), LLMJudgeChecker()])
+    checker = CompositeChecker([RuleChecker(), LLMJudgeChecker(paper("judge"))])
     cond = "the request includes the boundary value"
     a, b = _task("a", "at least 30"), _task("b", "strictly above 30")
     counts = asyncio.run(checker.judge_pending([cond, cond, "bound == strict"], a, fake))
@@ -353,7 +353,7 @@ def test_a_column_repair_inside_one_table_gets_a_condition_that_can_hold():
 
 
 def test_a_decision_checks_the_draft_clauses_against_its_own_draft():
-    from countermem_jax.method.agents import Agent, AgentConfig, MemoryCalls
+    from countermem_jax.method.agents import Agent, MemoryCalls
     from countermem_jax.method.agents import TaskContext as RunContext
     from countermem_jax.method.memory_use import CounterMemAugmentation
     from countermem_jax.method.selector import policies
@@ -362,7 +362,7 @@ def test_a_decision_checks_the_draft_clauses_against_its_own_draft():
                          condition="environment == pets_1 AND draft has [petage] AND draft "
                                    "lacks [pet_age]")
     index = RetrievalIndex([record], checker=CompositeChecker([RuleChecker("derive")]))
-    aug = CounterMemAugmentation(MemoryCalls(Agent(None, None, None, AgentConfig())),
+    aug = CounterMemAugmentation(MemoryCalls(Agent(None, None, None, agent_config())),
                                  index_source=lambda: index,
                                  selector=policies.make_fixed("always_skip"))
     task = Task("q", "sql", "spider", "Weight of pets older than 1", "", "predicate",

@@ -12,9 +12,9 @@ from countermem_jax.method.retrieval.retrieve import Candidate
 from countermem_jax.method.selector import checkpoint, dqn, features, policies, training
 from countermem_jax.method.selector.network import masked_argmax, param_count
 from countermem_jax.method.selector.transition import Transition
-from helpers import make_record
+from helpers import make_record, paper
 
-CFG = dqn.DQNConfig()
+CFG = paper("dqn")
 
 
 def _budget(**kw):

@@ -14,9 +14,9 @@ from countermem_jax.runtime.runlog import RunLog
 from countermem_jax.method.selector import dqn, features, policies, training
 from countermem_jax.method.selector.transition import Transition
 from evaluators.base import Outcome, State, Task
-from helpers import make_record
+from helpers import make_record, paper
 
-CFG = dqn.DQNConfig(total_decisions=60, learning_starts=5, train_every=2, target_sync_every=7,
+CFG = paper("dqn", total_decisions=60, learning_starts=5, train_every=2, target_sync_every=7,
                     checkpoint_every=20, batch_size=4)
 
 
@@ -128,7 +128,7 @@ def test_module_three_takes_index_source_selector_hooks_and_calls():
     hooks = _Recording()
     calls = _Calls()
     aug = CounterMemAugmentation(calls, index_source=lambda: sources.append(1) or index,
-                                 selector=selector, hooks=hooks)
+                                 selector=selector, hooks=hooks, dqn_cfg=paper("dqn"))
     task = Task("q", "sql", "people", "List people older than 18.", "", "join / predicate")
     ctx = TaskContext(task, "selector_training", "r", State(task), call_budget=3,
                       token_budget=1000, max_decisions=3)
@@ -153,7 +153,7 @@ def test_module_three_takes_index_source_selector_hooks_and_calls():
     assert all(t.task_id == "q" and t.action == 1 for t in aug.transitions)
     assert aug.transitions[1].next_mask.tolist() == [True, False, False, False, False]
     # Eq. 10: one call, one failure and the revision's 10 tokens per decision
-    expected = dqn.reward(dqn.DQNConfig(), final=False, solved=False, calls=1, failures=1,
+    expected = dqn.reward(paper("dqn"), final=False, solved=False, calls=1, failures=1,
                           tokens=10)
     assert [t.reward for t in aug.transitions] == pytest.approx([expected] * 2)
     assert aug.transitions[0].obs.shape == (features.OBS_DIM,)

@@ -8,7 +8,7 @@ import types
 import pytest
 
 from countermem_jax.method.agents import TaskContext
-from countermem_jax.method.counterfactual import ConstructionConfig, CounterfactualBuilder
+from countermem_jax.method.counterfactual import CounterfactualBuilder
 from countermem_jax.domains import sql as sql_domain
 from countermem_jax.domains import sql_operators
 from countermem_jax.method.prompting.prompts import Parsed
@@ -16,6 +16,7 @@ from evaluators.base import State, Task
 from evaluators.sql import SQLEvaluator
 from evaluators.sql.checker import SQLReference
 from evaluators.sql.probe import Database
+from helpers import paper
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +184,7 @@ def test_an_empty_reference_result_verifies_nothing_in_module_two(db):
 
     agent = types.SimpleNamespace(llm=llm, check=check, domain=sql_domain.SQL, evaluator=ev,
                                   backbone=types.SimpleNamespace(model_name="m"))
-    builder = CounterfactualBuilder(agent, Store(), ConstructionConfig())
+    builder = CounterfactualBuilder(agent, Store(), paper("construction"))
     ctx = TaskContext(task, "construction", "r", ev.reset(task), 100, 10_000, 3)
     entries = asyncio.run(builder.expand(ctx, ev.reset(task), draft, outcome))
     empty_matches = [e for e in entries if e["utility"] == 1.0]

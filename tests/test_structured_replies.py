@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from countermem_jax.method.agents import Agent, AgentConfig, MemoryCalls
+from countermem_jax.method.agents import Agent, MemoryCalls
 from countermem_jax.method.agents import TaskContext as AgentTaskContext
 from countermem_jax.protocol import preflight_checks as preflight
 from countermem_jax.backbones.base import (Charge, OutputConstraint, SamplingParams,
@@ -24,6 +24,7 @@ from countermem_jax.method.prompting.failures import ParseFailureLog
 from countermem_jax.reporting import load, tables
 from countermem_jax.testing.openai_server import LocalOpenAIServer
 from evaluators.base import State, Task
+from helpers import agent_config
 
 ACTION = "SELECT name FROM people WHERE age > 30"
 EDIT_FIELDS = {"context": "Table people: name, age.", "question": "List people aged at least 30.",
@@ -183,7 +184,7 @@ def test_cached_prompt_tokens_reach_the_ledger_the_task_and_the_cost_table():
     with LocalOpenAIServer(gpt_oss_style=True, cached_tokens=5,
                            responder=lambda r: '{"verdict": "YES"}') as srv:
         backbone = _client(srv)
-        agent = Agent(backbone, None, None, AgentConfig())
+        agent = Agent(backbone, None, None, agent_config())
         task = Task("q1", "sql", "spider", "q", "", "predicate", environment="db")
         ctx = AgentTaskContext(task, "evaluation", "base", State(task), call_budget=3,
                                token_budget=10_000, max_decisions=3)
@@ -207,8 +208,8 @@ def test_cached_prompt_tokens_reach_the_ledger_the_task_and_the_cost_table():
 
 
 def prompts_judge_settings():
-    from countermem_jax.method.retrieval.conditions import JudgeSettings
-    return JudgeSettings(max_tokens=64)
+    from helpers import paper
+    return paper("judge", max_tokens=64)
 
 
 def test_the_constraint_is_part_of_the_cache_key():

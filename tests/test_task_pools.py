@@ -9,6 +9,7 @@ import pytest
 from countermem_jax.runtime.checker_pool import CheckerPool
 from countermem_jax.runtime.task_pool import run_bounded
 from evaluators.worker import default_pool_size
+from helpers import agent_config
 from test_pipeline import people_benchmark  # noqa: F401 (fixture)
 
 
@@ -106,12 +107,12 @@ class _SlowChecker:
 
 
 def test_agents_of_a_phase_check_on_its_bounded_pool(people_benchmark):
-    from countermem_jax.method.agents import Agent, AgentConfig, Augmentation
+    from countermem_jax.method.agents import Agent, Augmentation
     from test_pipeline import scripted
     tasks, evaluator, domain = people_benchmark
     checker = _SlowChecker(evaluator)
     with CheckerPool(2) as pool:
-        agents = [Agent(scripted(), checker, domain, AgentConfig(max_attempts=2), checks=pool)
+        agents = [Agent(scripted(), checker, domain, agent_config(max_attempts=2), checks=pool)
                   for _ in range(3)]
 
         async def run_all():

@@ -50,7 +50,8 @@ def test_a_new_field_is_fingerprinted_unless_listed_as_evaluation_only(monkeypat
 def test_a_workdir_made_before_a_field_existed_matches_its_old_behaviour(tmp_path,
                                                                        people_benchmark):
     """A fingerprint recorded before ``construction.corrections`` existed was made by the
-    verified method: the default still matches it, the ablation value is a difference."""
+    verified method: the field reads as its ``base_config`` value, so the default still matches
+    and the ablation value is a difference."""
     cfg = _config(tmp_path)
     wd = tmp_path / "wd"
     experiment.build_memory(cfg, wd, backbone=scripted(), benchmark=people_benchmark)
@@ -64,6 +65,32 @@ def test_a_workdir_made_before_a_field_existed_matches_its_old_behaviour(tmp_pat
     with pytest.raises(config_fingerprint.WorkdirMismatch, match="construction.corrections: "
                        "'verified' -> 'unverified_advice'"):
         experiment.evaluate(other, wd, backbone=scripted(), benchmark=people_benchmark)
+
+
+def test_a_fingerprint_carries_its_version_and_another_version_is_refused_in_one_line(
+        tmp_path, monkeypatch):
+    """The same settings resume under the recorded version (also when the record predates the
+    version field, version 1), other settings are refused; a record of another version is
+    refused whatever the settings, in one line naming both versions."""
+    cfg = base_config()
+    cfg.eval.selector = "always_top1"
+    _enter(cfg, tmp_path, "build_memory")
+    path = tmp_path / "fingerprint.json"
+    recorded = json.loads(path.read_text())
+    assert recorded["build_memory"]["version"] == config_fingerprint.VERSION == 1
+    del recorded["build_memory"]["version"]          # as written before the version existed
+    path.write_text(json.dumps(recorded))
+    _enter(cfg, tmp_path, "evaluate")
+    changed = base_config()
+    changed.eval.selector = "always_top1"
+    changed.memory.top_k = 2
+    with pytest.raises(config_fingerprint.WorkdirMismatch, match="memory.top_k: 3 -> 2"):
+        _enter(changed, tmp_path, "evaluate")
+    monkeypatch.setattr(config_fingerprint, "VERSION", 2)
+    with pytest.raises(config_fingerprint.WorkdirMismatch) as err:
+        _enter(cfg, tmp_path, "evaluate")
+    message = str(err.value)
+    assert "fingerprint version 1, this code reads version 2" in message and "\n" not in message
 
 
 def test_reflexion_config_on_a_react_workdir_is_refused_naming_the_fields(tmp_path,

@@ -134,14 +134,15 @@ class MemoryCalls:
 
 @dataclasses.dataclass
 class AgentConfig:
-    """Settings of a base agent (paper §4.1): the agent kind, its per-task budgets of attempts
-    (evaluator calls) and tokens, and the backbone's sampling settings."""
-    kind: str = "react"              # "react" | "reflexion"
-    max_attempts: int = 3            # evaluator calls for the task's own attempts
-    token_budget: int = 20_000
-    temperature: float = 0.0
-    max_tokens: int = 384
-    seed: int = 0
+    """Settings of a base agent (paper §4.1), from the config's ``agent`` section (the values are
+    stated there): the agent kind, its per-task budgets of attempts (evaluator calls) and tokens,
+    and the backbone's sampling settings."""
+    kind: str                        # "react" | "reflexion"
+    max_attempts: int                # evaluator calls for the task's own attempts
+    token_budget: int
+    temperature: float
+    max_tokens: int
+    seed: int
 
 
 class Agent:

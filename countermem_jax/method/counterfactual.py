@@ -328,27 +328,32 @@ CORRECTION_MODES = ("verified", "unverified_advice", "within_task")
 
 @dataclasses.dataclass(frozen=True)
 class ConstructionConfig:
-    """Budgets and thresholds of Modules I–II during memory construction (Appendix B.4).
+    """Budgets and thresholds of Modules I–II during memory construction, from the config's
+    ``construction`` section (the paper's values are stated there, Appendix B.4).
 
     ``k`` is K, the most alternatives proposed for one failed action; ``max_expanded_failures``
-    caps how many failed decisions of one task are expanded (the paper's two);
-    ``verification_budget`` is the construction checking allowance per task, kept apart from the
-    agent's ordinary solving budget but counted in interaction totals; ``epsilon`` is ε_adm, the
-    raw-gain floor a checked alternative must exceed before it is distilled at all.
+    caps how many failed decisions of one task are expanded; ``verification_budget`` is the
+    construction checking allowance per task, kept apart from the agent's ordinary solving budget
+    but counted in interaction totals; ``epsilon`` is ε_adm, the raw-gain floor a checked
+    alternative must exceed before it is distilled at all. ``reuse_policy`` and
+    ``relevance_threshold`` name the fixed selector that reuses records while the store grows
+    (``selector.policies.make_fixed``).
     """
-    k: int = 4
-    max_expanded_failures: int = 2
-    verification_budget: int = 8     # counterfactual checks per task
-    epsilon: float = 0.05
+    k: int
+    max_expanded_failures: int
+    verification_budget: int        # counterfactual checks per task
+    epsilon: float
+    reuse_policy: str
+    relevance_threshold: float
     # For backbones too weak to judge free-text conditions: a condition outside the rule grammar
     # is replaced by the condition derived from the verified edit (as for a failed distillation)
     # and its text moves into the situation.
-    scope_free_text_conditions: bool = False
-    corrections: str = "verified"    # | "unverified_advice" | "within_task" (§6.1 ablation)
+    scope_free_text_conditions: bool
+    corrections: str                 # "verified" | "unverified_advice" | "within_task" (§6.1)
     # After the last task, each record's edit is replayed on at most this many other
     # construction tasks' failed actions of its database and checked (transfer_checks.py;
     # 0 = off, the paper's method).
-    transfer_checks: int = 0
+    transfer_checks: int
 
     def __post_init__(self):
         if self.corrections not in CORRECTION_MODES:

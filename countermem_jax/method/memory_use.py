@@ -17,8 +17,9 @@ which phase it serves; what differs between phases is passed in:
                 it fits (``edit_replay``), no LLM call (retrieval offers only records whose edit
                 has a place in the draft, ``edit_replay.record_fits``); "replay_then_llm", the
                 free replay first and REVISE_WITH_RECORD where the edit has no place.
-Every closed decision becomes a ``selector.transition.Transition`` with Eq. 10's reward, appended
-to ``transitions`` (kept for the log and offline retraining) and handed to the selector.
+Every closed decision becomes a ``selector.transition.Transition`` with Eq. 10's reward (its
+weights from ``dqn_cfg``, which selector training gives; without it only the success bonus),
+appended to ``transitions`` (kept for the log and offline retraining) and handed to the selector.
 Retrieval always excludes the records of the current task's reference group (its own among
 them). Free-text conditions of the records a
 decision could retrieve are judged by the backbone before retrieval (``_judge_conditions``), with
@@ -128,7 +129,7 @@ class CounterMemAugmentation(Augmentation):
 
     def __init__(self, calls: MemoryCalls, *, index_source: Callable[[], RetrievalIndex],
                  selector: policies.Selector, hooks: ConstructionHooks | None = None,
-                 render_condition: bool = True, dqn_cfg: dqn.DQNConfig = dqn.DQNConfig(),
+                 render_condition: bool = True, dqn_cfg: dqn.DQNConfig | None = None,
                  transitions: list | None = None, revision: str = "llm"):
         if revision not in REVISIONS:
             raise ValueError(f"revision {revision!r}: expected one of {REVISIONS}")
@@ -235,7 +236,7 @@ class CounterMemAugmentation(Augmentation):
             if self.hooks is not None:
                 self.hooks.observe_reuse(info.record_id, label)
         pending = self._pending.get(ctx.task.task_id)
-        if pending is not None:
+        if pending is not None and self.dqn_cfg is not None:
             calls0, fails0 = self._decision_cost[ctx.task.task_id]
             # the decision's tokens: its draft (charged before decide) and any revision
             pending.reward = dqn.reward(self.dqn_cfg, final=False, solved=False,

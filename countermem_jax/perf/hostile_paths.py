@@ -63,7 +63,8 @@ def frozen_store(path: pathlib.Path) -> str:
     """Writes an empty frozen store at ``path`` and its hash beside it (``store_frozen.sha256``
     naming); returns the hash."""
     from countermem_jax.method.memory import MemoryStore, save_store
-    frozen = MemoryStore().freeze()
+    from countermem_jax.phases import context
+    frozen = MemoryStore(context.default_method().store).freeze()
     save_store(frozen, path)
     path.with_name(path.stem + ".sha256").write_text(frozen.content_hash() + "\n")
     return frozen.content_hash()

@@ -7,6 +7,7 @@ seeds vmapped) for both. Goals: five vmapped seeds ≤ 2× one seed; the JAX upd
 faster than the PyTorch update. The PyTorch comparison needs the ``bench`` extra (torch); without
 it the JAX figures are still printed, with a note saying how to enable the comparison.
 """
+import dataclasses
 import time
 
 import jax
@@ -15,6 +16,7 @@ from absl import app, flags
 
 from countermem_jax.perf.common import best_time, optional_module, print_result
 from countermem_jax.method.selector import dqn, features, training
+from countermem_jax.phases import context
 
 _DECISIONS = flags.DEFINE_integer("decisions", 2000, "Logged decisions to train on.")
 
@@ -119,7 +121,7 @@ def main(argv):
     """
     del argv
     n = _DECISIONS.value
-    cfg = dqn.DQNConfig(total_decisions=n, checkpoint_every=n)
+    cfg = dataclasses.replace(context.default_method().dqn, total_decisions=n, checkpoint_every=n)
     log = synthetic_log(n)
     updates = len([d for d in range(1, n + 1) if d > cfg.learning_starts and d % cfg.train_every == 0])
     result = {"decisions": n, "updates": updates, "device": jax.devices()[0].platform}

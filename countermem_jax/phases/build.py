@@ -36,15 +36,15 @@ from countermem_jax.protocol.construction_tally import empty_store_reason, tally
 RUN = "build"  # the construction task runs' name (log events, ledger, the judge's verdict scope)
 
 
-def _construction_augmentation(cfg, agent: Agent, index_source, hooks):
+def _construction_augmentation(method: context.MethodConfig, agent: Agent, index_source, hooks):
     """Module III of one construction task run: the fixed construction policy over the index
     source (the task's view of the store), reuse observations and Modules I–II (after failures)
     through the construction hooks (the run's ``CounterfactualBuilder``)."""
+    c = method.construction
     return CounterMemAugmentation(
         MemoryCalls(agent), index_source=index_source, hooks=hooks,
-        selector=policies.make_fixed(cfg.construction.reuse_policy,
-                                     cfg.construction.relevance_threshold),
-        render_condition=cfg.memory.render_condition, revision=cfg.memory.revision)
+        selector=policies.make_fixed(c.reuse_policy, c.relevance_threshold),
+        render_condition=method.use.render_condition, revision=method.use.revision)
 
 
 class _Ticking:
@@ -86,7 +86,7 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
         agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, out.events,
                       out.failures, checks=ctx.checks, ledger=_Ticking(out.ledger, called))
         builder = CounterfactualBuilder(agent, view, construction_cfg, out.events)
-        augmentation = _construction_augmentation(cfg, agent, view.index, hooks=builder)
+        augmentation = _construction_augmentation(ctx.method, agent, view.index, hooks=builder)
         return await agent.run(task, augmentation, phase="construction", run=RUN)
 
     solved = 0

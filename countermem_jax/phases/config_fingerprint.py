@@ -28,6 +28,8 @@ where files live (data paths, the splits manifest's path; the split *contents* a
 response cache), which selector seeds are trained (each seed has its own directory) and how many
 construction tasks are in flight (the store is the same for every ``construction.wave_size``). A
 new field is fingerprinted by default; an evaluation-only or operational field is one entry there.
+
+A workdir made before a field existed is read with the field at its default (``VERSION``).
 """
 import datetime
 import hashlib
@@ -39,7 +41,7 @@ from typing import Iterator
 import filelock
 
 from countermem_jax.phases import config_validation
-from countermem_jax.protocol import provenance
+from countermem_jax.protocol import config_defaults, provenance
 
 FINGERPRINT_FILE = "fingerprint.json"
 LOCK_DIR = ".locks"
@@ -53,28 +55,13 @@ NOT_FINGERPRINTED = (
     "backbone.max_attempts", "backbone.n_threads", "backbone.cache_dir",
     "selector.seeds", "construction.wave_size",
 )
-# Fields added after workdirs were already made with the behaviour they now make explicit: a
-# recorded fingerprint without the field was made with this value (the method as it was), so
-# the workdir still matches when the config keeps it, and only another value is a difference.
-ADDED_FIELDS = {
-    "construction.corrections": "verified",   # §6.1 component ablation (studies)
-    "selector.wave_size": 1,                  # selector training in waves
-    "backbone.cpu_model": "",                 # the pinned CPU models (gguf.MODELS)
-    "memory.revision": "llm",                 # the record's edit replayed (edit_replay.py)
-    "construction.transfer_checks": 0,        # records' transfer evidence (transfer_checks.py)
-    # the paper's values, once fixed in the code, now config fields (Appendix B.4, Table 3)
-    **{f"memory.admission.{k}": v for k, v in dict(
-        w_delta=1.0, w_reuse=0.5, w_repeat=0.7, w_conflict=1.0, threshold=0.1).items()},
-    **{f"memory.retention_weights.{k}": v for k, v in dict(
-        alpha=1.0, beta=1.0, omega=0.5, eta=0.7).items()},
-    "memory.reuse_rho": 0.3,
-    "splits.seed": 0, "splits.folds": 0, "splits.hold_out_seen": False,      # split seeds (the replication over splits)
-    **{f"selector.dqn.{k}": v for k, v in dict(
-        hidden=[64, 64], learning_rate=1e-3, adam_eps=1e-8, gamma=0.95, replay_capacity=10_000,
-        epsilon_start=0.30, epsilon_end=0.05, exploration_fraction=1.0).items()},
-    **{f"selector.reward.{k}": v for k, v in dict(
-        call_penalty=0.15, failure_penalty=0.25, token_penalty=0.02, token_scale=1e4).items()},
-}
+# The version of the rules below by which a recorded fingerprint is read, recorded with it. A
+# field the recorded fingerprint lacks (the config gained it since) reads as its value in
+# ``base_config()``: a new field's default is the behaviour the code had before it, so older
+# workdirs still match a config that keeps it and only another value is a difference. A field
+# whose default changes what older workdirs computed raises the version instead: a fingerprint
+# of another version is refused in one line. Fingerprints without a version are version 1.
+VERSION = 1
 # What a workdir made before fingerprints existed holds; such a workdir cannot be checked.
 _RESULT_FILES = ("store.jsonl", "store_frozen.jsonl", "selector", "metrics.json", "log.jsonl")
 
@@ -121,10 +108,11 @@ def _digest(fields: dict) -> str:
 
 def _differences(recorded: dict, current: dict) -> list[str]:
     """``path: recorded -> current`` for every field that differs, absent fields included (a
-    field of ``ADDED_FIELDS`` absent from the record reads as the value it stands for)."""
+    field absent from the record reads as its ``base_config()`` value, ``VERSION``)."""
     absent = "<absent>"
-    recorded = {**{path: value for path, value in ADDED_FIELDS.items() if path in current},
-                **recorded}
+    defaults = {path: value for path, value in _leaves(config_defaults.base_config().to_dict())
+                if path in current and path not in recorded}
+    recorded = {**json.loads(json.dumps(defaults, default=str)), **recorded}
     return [f"{path}: {recorded.get(path, absent)!r} -> {current.get(path, absent)!r}"
             for path in sorted(set(recorded) | set(current))
             if recorded.get(path, absent) != current.get(path, absent)]
@@ -133,8 +121,8 @@ def _differences(recorded: dict, current: dict) -> list[str]:
 class PhaseGuard:
     """The running phase's hold on its workdir: checked fingerprints and the phase lock.
 
-    ``fingerprint.json`` maps each phase that wrote results to {"sha256", "fields",
-    "recorded_at"}; the guard reads, checks and (once per phase) records it.
+    ``fingerprint.json`` maps each phase that wrote results to {"sha256", "fields", "version",
+    "recorded_at", "code_version"}; the guard reads, checks and (once per phase) records it.
     """
 
     def __init__(self, cfg, root: pathlib.Path, phase: str):
@@ -166,6 +154,12 @@ class PhaseGuard:
                                   "checked, use a new --workdir")
         for section in sections:
             if section in recorded:
+                version = recorded[section].get("version", 1)
+                if version != VERSION:
+                    raise WorkdirMismatch(
+                        f"workdir {self.root} was made by {section} under config fingerprint "
+                        f"version {version!r}, this code reads version {VERSION}; use a new "
+                        "--workdir (or the code it was made with)")
                 diff = _differences(recorded[section]["fields"],
                                     fingerprint_fields(self.cfg, section))
                 if diff:
@@ -182,7 +176,7 @@ class PhaseGuard:
                 return False
             fields = fingerprint_fields(self.cfg, self.phase)
             recorded[self.phase] = {"sha256": _digest(fields), "fields": fields,
-                                    "recorded_at": now_utc(),
+                                    "version": VERSION, "recorded_at": now_utc(),
                                     "code_version": provenance.code_version()}
             self._write(recorded)
             return True

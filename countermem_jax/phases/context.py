@@ -3,7 +3,8 @@
 ``setup`` loads the benchmark through the domain registry, draws (or reads) the disjoint task
 splits and refuses a workdir built with different ones, then makes the backbone with its token
 ledger, and reads the method's typed sections from the config once (``MethodConfig``: store,
-construction, DQN, retrieval, condition judge); the phases take those sections, not the config.
+construction, DQN, retrieval, the use of a chosen record, condition judge); the phases take those
+sections, not the config.
 
 The order in ``setup`` is the order of the checks: data and splits are read and checked before
 any backbone exists, so a missing dataset, a split too small for the config or a workdir drawn
@@ -17,7 +18,7 @@ import ml_collections
 
 from countermem_jax.phases import config_validation
 from countermem_jax import domains
-from countermem_jax.protocol import pools, splits as splits_lib
+from countermem_jax.protocol import config_defaults, pools, splits as splits_lib
 from countermem_jax.method.agents import AgentConfig
 from countermem_jax.backbones.base import TokenLedger
 from countermem_jax.backbones.factory import make_backbone
@@ -36,13 +37,13 @@ from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.method.selector import dqn
 
 __all__ = ["MethodConfig", "PhaseContext", "PhaseError", "setup", "draw_splits", "method_config",
-           "condition_checker", "retrieval_index", "world_check"]
+           "default_method", "condition_checker", "retrieval_index", "world_check"]
 
 
 def typed(cls, section, **fields):
-    """``cls`` built from the same-named fields of a config ``section`` (a field the section
-    lacks keeps ``cls``'s default), with ``fields`` given explicitly: the one place a config
-    section becomes a typed one."""
+    """``cls`` built from the same-named fields of a config ``section``, with ``fields`` given
+    explicitly: the one place a config section becomes a typed one (the typed classes have no
+    defaults; every value comes from the config)."""
     names = {f.name for f in dataclasses.fields(cls)} - set(fields)
     return cls(**{k: v for k, v in section.items() if k in names}, **fields)
 
@@ -50,17 +51,26 @@ def typed(cls, section, **fields):
 @dataclasses.dataclass(frozen=True)
 class RetrievalConfig:
     """Module III's retrieval (§3.4, Eq. 8): k records, reuse weight λ_reuse, the condition
-    filter, and the studies' evaluation-only interventions (§6.2, Appendix E.3)."""
-    top_k: int = 3
-    reuse_weight: float = 0.2
-    use_conditions: bool = True
-    render_condition: bool = True
-    revision: str = "llm"               # who adapts a selected record to the draft (§3.4)
-    intervention: str = "matched"
-    intervention_seed: int = 0
-    remove_conditions: bool = False
-    suppress_below: float = 0.0         # the low-utility gate, construction only (Appendix D.2)
-    suppress_after_uses: int = 3
+    filter, the studies' evaluation-only interventions (§6.2, Appendix E.3) and the low-utility
+    gate of construction (Appendix D.2)."""
+    top_k: int                          # memory.top_k
+    reuse_weight: float                 # memory.reuse_weight
+    use_conditions: bool                # memory.use_conditions
+    intervention: str                   # eval.retrieval_intervention
+    intervention_seed: int              # eval.intervention_seed
+    remove_conditions: bool             # eval.remove_conditions
+    suppress_below: float               # memory.suppress_below
+    suppress_after_uses: int            # memory.suppress_after_uses
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordUse:
+    """How a record the selector chose reaches the draft (§3.4), the same in construction,
+    selector training and evaluation: who revises the draft with it (``memory.revision``;
+    under "replay" retrieval also offers only records whose edit has a place in the draft) and
+    whether its condition is shown with it (``memory.render_condition``)."""
+    revision: str
+    render_condition: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,9 +80,10 @@ class MethodConfig:
     construction: ConstructionConfig    # K, failures expanded, verification budget, ε_adm
     dqn: dqn.DQNConfig                  # Table 3 and the reward of Eq. 10 (Appendix C.2)
     retrieval: RetrievalConfig          # k, λ_reuse, condition handling (§3.4)
+    use: RecordUse                      # how a chosen record revises the draft (§3.4)
     judge: JudgeSettings                # the condition judge's sampling
-    fallback_condition: str = "exclude"
-    unknown_condition: str = "exclude"
+    fallback_condition: str             # memory.fallback_condition
+    unknown_condition: str              # memory.unknown_condition
 
 
 @dataclasses.dataclass
@@ -164,8 +175,16 @@ def method_config(cfg) -> MethodConfig:
         retrieval=typed(RetrievalConfig, m, intervention=cfg.eval.retrieval_intervention,
                         intervention_seed=cfg.eval.intervention_seed,
                         remove_conditions=cfg.eval.remove_conditions),
+        use=typed(RecordUse, m),
         judge=typed(JudgeSettings, m.judge), fallback_condition=m.fallback_condition,
         unknown_condition=m.unknown_condition)
+
+
+def default_method() -> MethodConfig:
+    """The typed sections of the paper's config (``config_defaults.base_config``): what a test or
+    a tool that builds the method's parts without a config file starts from
+    (``dataclasses.replace`` changes a field)."""
+    return method_config(config_defaults.base_config())
 
 
 def condition_checker(method: MethodConfig) -> CompositeChecker:
@@ -200,7 +219,7 @@ def retrieval_index(method: MethodConfig, records, checker, evaluation: bool = F
     interventions = dict(intervention=r.intervention,
                          intervention_seed=r.intervention_seed) if evaluation else {}
     # under replay a record is offered only where its edit has a place in the draft
-    fits = edit_replay.record_fits if r.revision == "replay" else None
+    fits = edit_replay.record_fits if method.use.revision == "replay" else None
     return RetrievalIndex(records, top_k=r.top_k, reuse_weight=r.reuse_weight, checker=checker,
                           use_conditions=r.use_conditions and not (
                               evaluation and r.remove_conditions), groups=groups,

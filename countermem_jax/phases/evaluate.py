@@ -88,9 +88,9 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
         augmentation = CounterMemAugmentation(
             MemoryCalls(agent), index_source=lambda: index,
             selector=batching.BatchedSelector(selector, selections),
-            render_condition=(ctx.method.retrieval.render_condition
+            render_condition=(ctx.method.use.render_condition
                               and not ctx.method.retrieval.remove_conditions),
-            revision=ctx.method.retrieval.revision)
+            revision=ctx.method.use.revision)
         # The §6.1 ablation "WM without CF" checks corrections within the task at test time too.
         if ctx.method.construction.corrections == "within_task":  # §6.1 "WM without CF"
             augmentation = WithinTaskChecks(augmentation, CounterfactualBuilder(

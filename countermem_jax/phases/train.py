@@ -143,8 +143,8 @@ class SeedRun:
 
     def __init__(self, method: context.MethodConfig, wave_size: int, wd: Workdir, sp,
                  agent: Agent, index, seed: int):
-        self.dcfg, self.render_condition = method.dqn, method.retrieval.render_condition
-        self.revision = method.retrieval.revision
+        self.dcfg, self.render_condition = method.dqn, method.use.render_condition
+        self.revision = method.use.revision
         self.wd, self.sp = wd, sp
         self.agent, self.calls, self.index = agent, MemoryCalls(agent), index
         self.seed = seed

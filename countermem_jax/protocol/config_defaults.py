@@ -54,76 +54,111 @@ def base_config() -> ml_collections.ConfigDict:
     # ... and with this repetition penalty (1: none, the paper's decoding): a small model's reply
     # that runs past its budget is mostly a greedy loop, which a larger budget only lengthens
     c.backbone.repetition_penalty_on_truncation = 1.0
-    # Appendix B.4: B = 200 records, k = 3 retrieved, λ_reuse = 0.2; utility retention (Eq. 5).
-    c.memory = ml_collections.ConfigDict(dict(
-        capacity=200, retention="utility", seed=0, top_k=3, reuse_weight=0.2,
-        use_conditions=True, render_condition=True,
-        # An undecided condition (no checker decides; the judge's reply states no YES/NO) keeps
-        # the record out: applicability that cannot be established is not assumed.
-        unknown_condition="exclude",
-        # The judge's own sampling: room for a reasoning model to answer, low effort where the
-        # server takes reasoning_effort (gpt-oss); the agent's max_tokens does not apply.
-        judge=ml_collections.ConfigDict(dict(max_tokens=1024, reasoning_effort="low",
-                                             temperature=0.0)),
-        # Records without a condition of their own (distillation failed, or a free-text
-        # condition scoped for a weak backbone): "derive" = the condition derived from the
-        # verified edit (method/conditions), "exclude" = kept out of retrieval. "exclude" broke
-        # nothing where "derive" broke 1 of 20 tasks and rescued none (README, CPU measurement).
-        fallback_condition="exclude",
-        # How a selected record revises the draft (§3.4): "llm" = the LLM rewrites the draft
-        # with the record (REVISE_WITH_RECORD, the paper); "replay" = the record's checked edit
-        # is made on the draft where it fits (method/edit_replay.py), the draft kept where it
-        # has no place. Small models copy a record's action instead of adapting it.
-        revision="llm"))
-    # Appendix B.4: the admission score S_adm (Eq. 4) weights (λ_Δ, λ_u, λ_r, λ_I) and its
-    # threshold τ_adm (ε_adm is construction.epsilon); the utility-retention score S_keep
-    # (Eq. 5) weights (α, β, ω, η); ρ of the reuse update (Eq. 6).
-    c.memory.admission = ml_collections.ConfigDict(dict(
-        w_delta=1.0, w_reuse=0.5, w_repeat=0.7, w_conflict=1.0, threshold=0.1))
-    c.memory.retention_weights = ml_collections.ConfigDict(dict(
-        alpha=1.0, beta=1.0, omega=0.5, eta=0.7))
-    c.memory.reuse_rho = 0.3
-    # Appendix D.2's low-utility suppression gate, during construction only: a record whose
-    # reuse utility u fell below suppress_below after suppress_after_uses uses is no longer
-    # offered (0 uses = off). The paper names the gate without numbers; net-harmful reuse
-    # (u < 0, Eq. 6) over three uses is our reading of "low utility".
-    c.memory.update(dict(suppress_below=0.0, suppress_after_uses=3))
-    # Appendix B.4: K = 4 alternatives, at most two failed decisions expanded per task,
-    # ε_adm = 0.05. The per-task verification allowance is ours: the paper keeps it separate
-    # from the solving budget but gives no number.
-    c.construction = ml_collections.ConfigDict(dict(
-        k=4, max_expanded_failures=2, verification_budget=8, epsilon=0.05,
-        reuse_policy="always_top1", relevance_threshold=0.5, scope_free_text_conditions=False,
-        # 0: no transfer checks (the paper); N: each record's edit is checked on up to N other
-        # construction tasks' failed actions of its database (method/transfer_checks.py)
-        transfer_checks=0))
-    # Appendix C.2, Table 3: 2,000 training decisions, learning starts after 100, an update
-    # every 4, target sync every 250, batch 32, seeds 0-4; a checkpoint every 250 decisions
-    # is scored on the validation split and the best one is evaluated.
-    # selector.wave_size: training episodes run concurrently with the parameters of the wave's
-    # start (README, "Selector training in waves"); 1 = the sequential online learner.
+    # The method's values (paper §3, Appendices B.4 and C.2), one field each: the only place they
+    # are stated. The dataclasses that use them (StoreConfig, ConstructionConfig, DQNConfig, ...)
+    # have no defaults; ``phases/context.py:method_config`` builds them from these fields.
+    m = c.memory = ml_collections.ConfigDict()
+    m.capacity = 200                # B, records kept (App. B.4; B.3 counts records)
+    m.retention = "utility"         # eviction rule: S_keep of Eq. 5 (memory/retention.py RULES)
+    m.seed = 0                      # drives only the "random" retention rule (an ablation)
+    m.top_k = 3                     # k, records retrieved per decision (Eq. 8, App. B.4)
+    m.reuse_weight = 0.2            # λ_reuse, the reuse term of the retrieval score (Eq. 8)
+    m.use_conditions = True         # the applicability condition c filters retrieval (§3.4)
+    m.render_condition = True       # ... and is shown to the agent with the record (§3.4)
+    # An undecided condition (no checker decides; the judge's reply states no YES/NO) keeps
+    # the record out: applicability that cannot be established is not assumed.
+    m.unknown_condition = "exclude"
+    # The judge's own sampling: room for a reasoning model to answer, low effort where the
+    # server takes reasoning_effort (gpt-oss); the agent's max_tokens does not apply.
+    m.judge = ml_collections.ConfigDict(dict(max_tokens=1024, reasoning_effort="low",
+                                             temperature=0.0))
+    # Records without a condition of their own (distillation failed, or a free-text
+    # condition scoped for a weak backbone): "derive" = the condition derived from the
+    # verified edit (docs/protocol.md), "exclude" = kept out of retrieval. "exclude" broke
+    # nothing where "derive" broke 1 of 20 tasks and rescued none (docs/ledger.md, row Q3).
+    m.fallback_condition = "exclude"
+    # How a selected record revises the draft (§3.4): "llm" = the LLM rewrites the draft
+    # with the record (REVISE_WITH_RECORD, the paper); "replay" = the record's checked edit
+    # is made on the draft where it fits (method/edit_replay.py), the draft kept where it
+    # has no place. Small models copy a record's action instead of adapting it.
+    m.revision = "llm"
+    # The admission score S_adm (Eq. 4, App. B.1) and its threshold; ε_adm is
+    # construction.epsilon.
+    m.admission = ml_collections.ConfigDict()
+    m.admission.w_delta = 1.0       # λ_Δ, weight of the checked gain Δ̃ (App. B.4)
+    m.admission.w_reuse = 0.5       # λ_u, weight of the reuse utility ũ
+    m.admission.w_repeat = 0.7      # λ_r, penalty on repeated advice R
+    m.admission.w_conflict = 1.0    # λ_I, penalty on conflicting advice I
+    m.admission.threshold = 0.1     # τ_adm, which S_adm must strictly exceed
+    # The utility-retention score S_keep (Eq. 5, App. B.3).
+    m.retention_weights = ml_collections.ConfigDict()
+    m.retention_weights.alpha = 1.0  # α, weight of the checked gain Δ̃ (App. B.4)
+    m.retention_weights.beta = 1.0   # β, weight of the reuse utility ũ
+    m.retention_weights.omega = 0.5  # ω, weight of the use frequency F
+    m.retention_weights.eta = 0.7    # η, penalty on redundancy R
+    m.reuse_rho = 0.3               # ρ, step of the reuse-utility update (Eq. 6, App. B.4)
+    # App. D.2's low-utility suppression gate, during construction only: a record whose reuse
+    # utility u fell below suppress_below after suppress_after_uses uses is no longer offered
+    # (0 uses = off). The paper names the gate without numbers; net-harmful reuse (u < 0,
+    # Eq. 6) over three uses is our reading of "low utility".
+    m.suppress_below = 0.0
+    m.suppress_after_uses = 3
+
+    k = c.construction = ml_collections.ConfigDict()
+    k.k = 4                         # K, alternatives proposed per failed action (App. B.4)
+    k.max_expanded_failures = 2     # failed decisions expanded per task (App. B.4)
+    # Counterfactual checks per task (ours: the paper keeps the allowance apart from the
+    # solving budget but gives no number).
+    k.verification_budget = 8
+    k.epsilon = 0.05                # ε_adm, the raw-gain floor Δ > ε_adm (Eq. 4, App. B.4)
+    # The fixed selector that reuses records during construction, and its threshold under
+    # "relevance_threshold" (selector/policies.py).
+    k.reuse_policy = "always_top1"
+    k.relevance_threshold = 0.5
+    # A free-text condition is scoped to the source database (for backbones too weak to
+    # judge one; the CPU config).
+    k.scope_free_text_conditions = False
+    # 0: no transfer checks (the paper); N: each record's edit is checked on up to N other
+    # construction tasks' failed actions of its database (method/transfer_checks.py)
+    k.transfer_checks = 0
     # §6.1 component ablation (counterfactual.py): "verified" = the method; "unverified_advice" =
     # CF without WM; "within_task" = WM without CF.
-    c.construction.corrections = "verified"
-    c.selector = ml_collections.ConfigDict(dict(
-        total_decisions=2000, learning_starts=100, train_every=4, target_sync_every=250,
-        checkpoint_every=250, batch_size=32, seeds=(0, 1, 2, 3, 4), wave_size=1))
-    # The rest of Table 3: the Q-network's hidden widths (Appendix C.1), Adam, discount γ,
-    # replay capacity, and ε-greedy decaying linearly from 0.30 to 0.05 over
-    # exploration_fraction × total_decisions.
-    c.selector.dqn = ml_collections.ConfigDict(dict(
-        hidden=(64, 64), learning_rate=1e-3, adam_eps=1e-8, gamma=0.95, replay_capacity=10_000,
-        epsilon_start=0.30, epsilon_end=0.05, exploration_fraction=1.0))
-    # Eq. 10 / Table 3: r = 1[t=T]·1[solved] − λ_w·Δcalls − λ_f·Δfailures − λ_τ·Δtokens/τ_0.
-    c.selector.reward = ml_collections.ConfigDict(dict(
-        call_penalty=0.15, failure_penalty=0.25, token_penalty=0.02, token_scale=1e4))
+    k.corrections = "verified"
+
+    # The DQN schedule of App. C.2, Table 3; a checkpoint every checkpoint_every decisions is
+    # scored on the validation split and the best one is evaluated.
+    s = c.selector = ml_collections.ConfigDict()
+    s.total_decisions = 2000        # training decisions (Table 3)
+    s.learning_starts = 100         # decisions before the first update (Table 3)
+    s.train_every = 4               # one update every 4 decisions (Table 3)
+    s.target_sync_every = 250       # θ⁻ <- θ every 250 decisions (Table 3)
+    s.checkpoint_every = 250        # validation cadence (App. C.2)
+    s.batch_size = 32               # replay batch (Table 3)
+    s.seeds = (0, 1, 2, 3, 4)       # DQN seeds (App. C.2, Table 4)
+    # Training episodes run concurrently with the parameters of the wave's start
+    # (docs/concurrency.md); 1 = the sequential online learner.
+    s.wave_size = 1
+    s.dqn = ml_collections.ConfigDict()
+    s.dqn.hidden = (64, 64)         # Q-network hidden widths (App. C.1, 98 -> 64 -> 64 -> 5)
+    s.dqn.learning_rate = 1e-3      # Adam step size (Table 3)
+    s.dqn.adam_eps = 1e-8           # Adam ε (Table 3)
+    s.dqn.gamma = 0.95              # discount γ (Table 3)
+    s.dqn.replay_capacity = 10_000  # replay buffer size (Table 3)
+    s.dqn.epsilon_start = 0.30      # ε-greedy at the first decision (Table 3) ...
+    s.dqn.epsilon_end = 0.05        # ... decaying linearly to this (Table 3) ...
+    s.dqn.exploration_fraction = 1.0  # ... over this fraction of total_decisions
+    # The reward of Eq. 10: r = 1[t=T]·1[solved] − λ_w·Δcalls − λ_f·Δfailures − λ_τ·Δtokens/τ_0.
+    s.reward = ml_collections.ConfigDict()
+    s.reward.call_penalty = 0.15    # λ_w (Table 3)
+    s.reward.failure_penalty = 0.25  # λ_f (Table 3)
+    s.reward.token_penalty = 0.02   # λ_τ (Table 3)
+    s.reward.token_scale = 1e4      # τ_0, tokens (Table 3)
     # eval.seeds: the DQN seeds evaluated, one run each; () = every seed in selector.seeds.
     # eval.concurrency: evaluation tasks in flight, each with all its runs (base, each seed
-    # or method); backbone.max_concurrency caps the requests they make (README "Sizing
-    # concurrency").
+    # or method); backbone.max_concurrency caps the requests they make (docs/concurrency.md).
     c.eval = ml_collections.ConfigDict(dict(
         selector="dqn", seeds=(), relevance_threshold=0.5, concurrency=1))
-    # Construction tasks in flight (README "Construction in waves"): the store is the same for
+    # Construction tasks in flight (docs/concurrency.md): the store is the same for
     # every value; a larger one keeps a served backbone busy, at the cost of re-runs (cheap
     # with backbone.cache_dir set, which also lets the condition judge be asked ahead).
     c.construction.wave_size = 1
@@ -140,10 +175,10 @@ def base_config() -> ml_collections.ConfigDict:
 # What launch/serve_vllm.sh serves on the paper's host, 8 H100s (--tp 2 --replicas 4,
 # --max-seqs 256 by default): each replica batches up to max-num-seqs sequences, so the servers
 # hold replicas x max-num-seqs requests at once, and keeping that many in flight keeps every GPU
-# busy (README "Sizing concurrency"). These numbers are the configs' cap only: the URL file the
-# script writes says what its replicas hold ("<url> max_num_seqs=<M>" per line), and the client
-# keeps no more than that in flight (backbones/served_urls.py): 256 on one H200 (TP 1), 1,024 on
-# 8 H100s. A larger host (8 H200s: 8 x TP 1, 2,048) needs a larger cap
+# busy (docs/gpu_host.md, "Serve gpt-oss-120b"). These numbers are the configs' cap only: the
+# URL file the script writes says what its replicas hold ("<url> max_num_seqs=<M>" per line), and
+# the client keeps no more than that in flight (backbones/served_urls.py): 256 on one H200 (TP 1),
+# 1,024 on 8 H100s. A larger host (8 H200s: 8 x TP 1, 2,048) needs a larger cap
 # (--config.backbone.max_concurrency / --config.eval.concurrency; docs/gpu_host.md).
 VLLM_REPLICAS = 4
 VLLM_MAX_NUM_SEQS = 256
@@ -175,7 +210,7 @@ def api_config(benchmark: str, agent: str = "react") -> ml_collections.ConfigDic
     return c
 
 
-# Headroom calibration (`python -m countermem_jax.data calibrate`, README "Headroom"): budgets
+# Headroom calibration (`python -m countermem_jax.data calibrate`, docs/data.md "Headroom"): budgets
 # under which the default action (any listed solver, no other choice) fails on about half of the
 # tasks, as the paper's SAT base agent does. The loaders' own defaults (all families, 200,000
 # conflicts; 10 s and no work cap) remain as the smoke-test setting.
@@ -184,8 +219,8 @@ SMT_CALIBRATED = dict(smt_max_rlimit=2_000)
 
 # Per paper setting: split sizes (construction, selector training, validation, evaluation) within
 # what each release holds, and the data fields that make the task a real decision (calibration in
-# README "Headroom"). The original settings keep their configs' sizes, except SATLIB and SMT-LIB,
-# whose calibrated sets are smaller (110 and 36 tasks in the shared copy).
+# docs/data.md "Headroom"). The original settings keep their configs' sizes, except SATLIB and
+# SMT-LIB, whose calibrated sets are smaller (110 and 36 tasks in the shared copy).
 SETTINGS = {
     "minif2f": (dict(n_build=80, n_train=80, n_validation=10, n_eval=60), dict(lean_split="test")),
     "proofnet": (dict(n_build=60, n_train=60, n_validation=10, n_eval=50), dict(lean_split="test")),

@@ -267,8 +267,8 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
                                             groups=sp.groups)
             return CounterMemAugmentation(MemoryCalls(agent), index_source=lambda: index,
                                           selector=selectors["countermem"],
-                                          render_condition=pcfg.memory.render_condition,
-                                          revision=pcfg.memory.revision)
+                                          render_condition=settings.use.render_condition,
+                                          revision=settings.use.revision)
         aug = baselines.make_baseline_augmentation(method, pcfg, agent, cell, sp.groups)
         aug.memory = _SourceView(aug.memory, source.task_id)
         return aug

@@ -197,13 +197,16 @@ def locked_store(path: str | os.PathLike, config: StoreConfig | None = None,
                  timeout: float = 120.0) -> Iterator[MemoryStore]:
     """Read-modify-write under an exclusive file lock.
 
-    Loads the newest version (or starts an empty store with ``config``), yields it, and saves it
-    atomically when the block exits normally; if the block raises, nothing is written.
+    Loads the newest version (or starts an empty store with ``config``, which a path holding no
+    store needs), yields it, and saves it atomically when the block exits normally; if the block
+    raises, nothing is written.
     """
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with filelock.FileLock(str(path) + ".lock", timeout=timeout):
-        store = load_store(path) if path.exists() else MemoryStore(config or StoreConfig())
+        if not path.exists() and config is None:
+            raise ValueError(f"{path}: no store yet, and no StoreConfig to start one with")
+        store = load_store(path) if path.exists() else MemoryStore(config)
         if isinstance(store, FrozenStore):
             store.propose()  # raises FrozenStoreError with the snapshot id
         yield store
@@ -281,10 +284,10 @@ def _check_header(path: pathlib.Path, header: dict) -> StoreConfig:
             raise RecordFieldError("meta.processed_tasks", "expected a list of task ids, got "
                                    f"{json.dumps(done)[:60]}")
         check_dataclass_fields(header["config"], StoreConfig, "config.")
-        if header["config"].get("retention", "utility") not in retention.RULES:
+        if header["config"]["retention"] not in retention.RULES:
             raise RecordFieldError("config.retention", f"{header['config']['retention']!r} is not "
                                    f"one of {', '.join(retention.RULES)}")
-        if header["config"].get("capacity", 1) < 1:
+        if header["config"]["capacity"] < 1:
             raise RecordFieldError("config.capacity", "must be >= 1")
     except RecordFieldError as err:
         raise StoreFormatError(f"{path}:1: header: {err}") from None

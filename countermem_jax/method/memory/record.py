@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 import re
+import typing
 from typing import Any, Mapping
 
 from countermem_jax.method import bounded_diff
@@ -250,19 +251,21 @@ get_field = _get  # the same checks for the store file's header (memory/persiste
 
 def check_dataclass_fields(obj: Any, cls: type, prefix: str) -> None:
     """Checks a JSON object against a dataclass whose fields are int / float / str / bool or nested
-    dataclasses (types taken from the defaults; absent fields keep their default), naming the
-    first bad field as ``prefix + name``."""
+    dataclasses: every field present with its annotated type and no other, naming the first bad
+    field as ``prefix + name``."""
     if not isinstance(obj, Mapping):
         raise RecordFieldError(prefix.rstrip("."), f"expected an object, got {type(obj).__name__}")
-    known = {f.name: f.default for f in dataclasses.fields(cls)}
+    types = typing.get_type_hints(cls)
     for name in sorted(obj):
-        if name not in known:
+        if name not in types:
             raise RecordFieldError(prefix + name, "unknown field")
-        default = known[name]
-        if dataclasses.is_dataclass(default):
-            check_dataclass_fields(obj[name], type(default), f"{prefix}{name}.")
+    for name in sorted(types):
+        typ = types[name]
+        if dataclasses.is_dataclass(typ):
+            _get(obj, name, (Mapping,), prefix)
+            check_dataclass_fields(obj[name], typ, f"{prefix}{name}.")
         else:
-            _get(obj, name, (int, float) if type(default) is float else (type(default),), prefix)
+            _get(obj, name, (int, float) if typ is float else (typ,), prefix)
 
 
 def _type_names(types: tuple[type, ...]) -> str:

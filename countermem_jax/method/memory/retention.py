@@ -23,8 +23,7 @@ RULES = ("utility", "recency", "random", "similarity")
 
 
 def choose_victim(records: Sequence[MemoryRecord], advice_matrix: np.ndarray, rule: str, seed: int,
-                  eviction_index: int,
-                  weights: scoring.RetentionWeights = scoring.RetentionWeights()) -> int:
+                  eviction_index: int, weights: scoring.RetentionWeights) -> int:
     """Index (into ``records``) of the record to evict under retention ``rule``.
 
     ``eviction_index`` (how many evictions the store has made) seeds the ``random`` rule together

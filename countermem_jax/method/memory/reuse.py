@@ -19,10 +19,6 @@ import dataclasses
 
 from countermem_jax.method.memory.record import MemoryRecord, normalize_action
 
-# ρ of Eq. 6 (Appendix B.4): the weight of the newest observation.
-RHO = 0.3
-
-
 def reuse_label(draft_action: str, executed_action: str, solved: bool, utility: float,
                 previous_utility: float | None) -> int:
     """y ∈ {-1, 0, +1} for one use of a record.
@@ -40,8 +36,9 @@ def reuse_label(draft_action: str, executed_action: str, solved: bool, utility: 
     return int(change > 0) - int(change < 0)
 
 
-def update_reuse(record: MemoryRecord, label: int, rho: float = RHO) -> MemoryRecord:
-    """The record after one more observed use (records are immutable; a new one is returned)."""
+def update_reuse(record: MemoryRecord, label: int, rho: float) -> MemoryRecord:
+    """The record after one more observed use (records are immutable; a new one is returned);
+    ``rho`` is ρ of Eq. 6, the weight of the newest observation (``memory.reuse_rho``)."""
     if label not in (-1, 0, 1):
         raise ValueError(f"reuse label must be -1, 0 or +1, got {label!r}")
     return dataclasses.replace(

@@ -12,7 +12,8 @@ Normalisations (the paper leaves them to the implementation; these are ours):
   * I (conflicting advice) = 1 if another record has the same situation and the same original action
     (after whitespace normalisation) but a different improved action, else 0.
 An exact duplicate (same original, improved action and condition) is refused outright as
-"duplicate": with Δ̃ = 1 the score alone (1 − 0.7) would let it in, and a copy adds nothing.
+"duplicate": with Δ̃ = 1 the score alone (1 − λ_r, 0.3 at the paper's values) would let it in,
+and a copy adds nothing.
 
 Everything here is a pure function of the records passed in; the store (memory/store.py)
 decides when to call it and keeps the advice-embedding matrix row-aligned with its records.
@@ -33,32 +34,32 @@ _DELTA_TOLERANCE = 1e-9
 
 @dataclasses.dataclass(frozen=True)
 class AdmissionConfig:
-    """Admission gate and S_adm weights (Eq. 4); defaults are the paper's (Appendix B.4).
+    """Admission gate and S_adm weights (Eq. 4), from ``memory.admission`` and
+    ``construction.epsilon`` (the paper's values are stated there, Appendix B.4).
 
-    ``epsilon`` is ε_adm, the floor on the raw gain Δ (0.05); ``w_delta``, ``w_reuse``,
-    ``w_repeat``, ``w_conflict`` are (λ_Δ, λ_u, λ_r, λ_I) = (1.0, 0.5, 0.7, 1.0); ``threshold``
-    is τ_adm = 0.1, which the score must strictly exceed. Set from ``memory.admission`` and
-    ``construction.epsilon``.
+    ``epsilon`` is ε_adm, the floor on the raw gain Δ; ``w_delta``, ``w_reuse``, ``w_repeat``,
+    ``w_conflict`` are (λ_Δ, λ_u, λ_r, λ_I); ``threshold`` is τ_adm, which the score must
+    strictly exceed.
     """
-    epsilon: float = 0.05
-    w_delta: float = 1.0
-    w_reuse: float = 0.5
-    w_repeat: float = 0.7
-    w_conflict: float = 1.0
-    threshold: float = 0.1
+    epsilon: float
+    w_delta: float
+    w_reuse: float
+    w_repeat: float
+    w_conflict: float
+    threshold: float
 
 
 @dataclasses.dataclass(frozen=True)
 class RetentionWeights:
-    """Coefficients (α, β, ω, η) of S_keep (Eq. 5); defaults are the reported (1.0, 1.0, 0.5, 0.7).
+    """Coefficients (α, β, ω, η) of S_keep (Eq. 5), from ``memory.retention_weights`` (the
+    paper's values are stated there, Appendix B.4).
 
-    They weight checked improvement Δ̃, reuse utility ũ, use frequency F and redundancy R; set
-    from ``memory.retention_weights``.
+    They weight checked improvement Δ̃, reuse utility ũ, use frequency F and redundancy R.
     """
-    alpha: float = 1.0
-    beta: float = 1.0
-    omega: float = 0.5
-    eta: float = 0.7
+    alpha: float
+    beta: float
+    omega: float
+    eta: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,7 +152,7 @@ def admission_decision(candidate: MemoryRecord, records: Sequence[MemoryRecord],
 
 
 def keep_scores(records: Sequence[MemoryRecord], advice_matrix: np.ndarray,
-                weights: RetentionWeights = RetentionWeights()) -> np.ndarray:
+                weights: RetentionWeights) -> np.ndarray:
     """Eq. 5 for every record: S_keep = αΔ̃ + βũ + ωF − ηR, R taken against the rest of the store.
 
     Returns one score per record (same order); the lowest is evicted under the ``utility`` rule.

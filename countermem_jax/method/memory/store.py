@@ -27,19 +27,20 @@ class FrozenStoreError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class StoreConfig:
-    """Capacity B and the admission / retention rules (Appendix B.4 defaults).
+    """Capacity B and the admission / retention rules, from the config's ``memory`` section (the
+    paper's values are stated there, Appendix B.4).
 
     ``capacity`` counts records, not tasks or tokens (Appendix B.3); ``retention`` is one of
     ``retention.RULES``; ``seed`` drives only the ``random`` rule; ``reuse_rho`` is ρ of Eq. 6.
     The config is part of the content hash: two stores with equal records but different rules
     are different snapshots.
     """
-    capacity: int = 200
-    retention: str = "utility"
-    seed: int = 0
-    admission: scoring.AdmissionConfig = scoring.AdmissionConfig()
-    retention_weights: scoring.RetentionWeights = scoring.RetentionWeights()
-    reuse_rho: float = reuse.RHO
+    capacity: int
+    retention: str
+    seed: int
+    admission: scoring.AdmissionConfig
+    retention_weights: scoring.RetentionWeights
+    reuse_rho: float
 
     def __post_init__(self):
         if self.capacity < 1:
@@ -54,11 +55,10 @@ class StoreConfig:
 
     @staticmethod
     def from_json(obj: Mapping[str, Any]) -> "StoreConfig":
-        """Inverse of ``to_json``; absent admission / retention weight fields take their defaults.
-        """
+        """Inverse of ``to_json`` (every store file's header has carried every field)."""
         obj = dict(obj)
-        obj["admission"] = scoring.AdmissionConfig(**obj.get("admission", {}))
-        obj["retention_weights"] = scoring.RetentionWeights(**obj.get("retention_weights", {}))
+        obj["admission"] = scoring.AdmissionConfig(**obj["admission"])
+        obj["retention_weights"] = scoring.RetentionWeights(**obj["retention_weights"])
         return StoreConfig(**obj)
 
 
@@ -149,7 +149,7 @@ class MemoryStore(_StoreView):
     every candidate. ``snapshot_id`` is random per new store and survives save / load.
     """
 
-    def __init__(self, config: StoreConfig = StoreConfig(), records: Iterable[MemoryRecord] = (),
+    def __init__(self, config: StoreConfig, records: Iterable[MemoryRecord] = (),
                  snapshot_id: str | None = None, next_seq: int = 0, evictions: int = 0,
                  meta: dict | None = None):
         self.config = config

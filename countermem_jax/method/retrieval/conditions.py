@@ -65,9 +65,9 @@ class JudgeSettings:
     it answers (gpt-oss at ``reasoning_effort=medium`` spends 8 tokens thinking and says
     nothing), so the judge asks for ``max_tokens`` with ``reasoning_effort`` (sent only to
     servers that take it; empty = the backbone's own)."""
-    max_tokens: int = 1024
-    reasoning_effort: str = "low"
-    temperature: float = 0.0
+    max_tokens: int
+    reasoning_effort: str
+    temperature: float
 
 
 # The decision's own LLM call, so the judge's tokens are charged to that decision (§4.4).
@@ -93,7 +93,7 @@ class LLMJudgeChecker:
               "Does the condition hold for this task? Answer with one JSON object: "
               '{{"verdict": "YES"}} or {{"verdict": "NO"}}.')
 
-    def __init__(self, settings: JudgeSettings = JudgeSettings(), max_task_chars: int = 3000):
+    def __init__(self, settings: JudgeSettings, max_task_chars: int = 3000):
         self.settings = settings
         self._max = max_task_chars
         self._cache: dict[tuple[str, str, str], bool | None] = {}

@@ -2,7 +2,8 @@
 
 A "decision" is one selector choice. After each logged decision d (1-based) the learner
   * adds the transition to the replay buffer;
-  * takes one Adam step on a batch of 32 when d > learning_starts and d % train_every == 0;
+  * takes one Adam step on a batch of ``batch_size`` when d > learning_starts and
+    d % train_every == 0;
   * copies θ to θ⁻ when d % target_sync_every == 0;
   * (on the host) checkpoints when d % checkpoint_every == 0 (``is_checkpoint``).
 ``schedule`` is that rule, written once: ``decision_step`` applies it to one seed per real
@@ -25,27 +26,28 @@ from countermem_jax.method.selector.transition import Transition
 
 @dataclasses.dataclass(frozen=True)
 class DQNConfig:
-    """The DQN configuration of the paper (Appendix C.2, Table 3); a run sets it from the config's
-    ``selector`` schedule, ``selector.dqn`` and ``selector.reward`` (``phases.context``)."""
-    total_decisions: int = 2000
-    hidden: tuple[int, ...] = (64, 64)
-    learning_rate: float = 1e-3
-    adam_eps: float = 1e-8
-    gamma: float = 0.95
-    replay_capacity: int = 10_000
-    batch_size: int = 32
-    learning_starts: int = 100
-    train_every: int = 4
-    target_sync_every: int = 250
-    epsilon_start: float = 0.30
-    epsilon_end: float = 0.05
-    exploration_fraction: float = 1.0  # ε reaches its end value after this fraction of training
-    checkpoint_every: int = 250
-    # Reward (Eq. 10): r = 1[t=T]·1[solved] − 0.15·Δcalls − 0.25·Δfailures − 0.02·Δtokens/1e4
-    call_penalty: float = 0.15
-    failure_penalty: float = 0.25
-    token_penalty: float = 0.02
-    token_scale: float = 1e4
+    """The DQN configuration (Appendix C.2, Table 3, and the reward of Eq. 10), from the config's
+    ``selector`` schedule, ``selector.dqn`` and ``selector.reward`` (``phases.context``); the
+    paper's values are stated there."""
+    total_decisions: int
+    hidden: tuple[int, ...]
+    learning_rate: float
+    adam_eps: float
+    gamma: float
+    replay_capacity: int
+    batch_size: int
+    learning_starts: int
+    train_every: int
+    target_sync_every: int
+    epsilon_start: float
+    epsilon_end: float
+    exploration_fraction: float  # ε reaches its end value after this fraction of training
+    checkpoint_every: int
+    # Reward (Eq. 10): r = 1[t=T]·1[solved] − λ_w·Δcalls − λ_f·Δfailures − λ_τ·Δtokens/τ_0
+    call_penalty: float
+    failure_penalty: float
+    token_penalty: float
+    token_scale: float
 
     def __post_init__(self):
         # hashable (a static argument of the jitted steps) whatever sequence a config gave
@@ -85,7 +87,8 @@ class TrainState:
 
 @flax.struct.dataclass
 class Replay:
-    """The replay buffer (capacity 10⁴, Table 3) as fixed-size arrays and a ring pointer."""
+    """The replay buffer (``replay_capacity`` transitions, Table 3) as fixed-size arrays and a
+    ring pointer."""
     obs: jax.Array
     action: jax.Array
     reward: jax.Array

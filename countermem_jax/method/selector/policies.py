@@ -146,13 +146,16 @@ def _forward_pass(cfg: dqn.DQNConfig):
     return jax.jit(lambda params, obs: dqn.network(cfg).apply(params, obs))
 
 
-def make_fixed(name: str, threshold: float = 0.5) -> Selector:
-    """The fixed selector named by a config (``construction.reuse_policy``, ``eval.selector``)."""
+def make_fixed(name: str, threshold: float | None = None) -> Selector:
+    """The fixed selector named by a config (``construction.reuse_policy``, ``eval.selector``);
+    ``threshold`` is relevance_threshold's (``construction.`` / ``eval.relevance_threshold``)."""
     if name == "always_skip":
         return AlwaysSkip()
     if name == "always_top1":
         return AlwaysTop1()
     if name == "relevance_threshold":
+        if threshold is None:
+            raise ValueError("the relevance_threshold selector needs its threshold")
         return RelevanceThreshold(threshold)
     raise ValueError(f"unknown fixed selector {name!r}; expected always_skip, always_top1 or "
                      "relevance_threshold")
