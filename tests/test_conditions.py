@@ -9,6 +9,8 @@ import types
 
 import pytest
 
+from helpers import paper
+
 from countermem_jax.domains import SQL, sql_names
 from countermem_jax.domains.base import TEXT_NAMES, Domain
 from countermem_jax.method import conditions
@@ -18,7 +20,7 @@ from countermem_jax.method.conditions import (Compare, Condition, DraftHas, Draf
                                               EditNames, EditTouches, Environment,
                                               FeedbackContains, FreeText, Has, OneOf,
                                               RequestContains, TaskFacts, derive, parse)
-from countermem_jax.method.counterfactual import ConstructionConfig, CounterfactualBuilder
+from countermem_jax.method.counterfactual import CounterfactualBuilder
 from countermem_jax.method.prompting.prompts import Parsed
 from countermem_jax.method.retrieval.conditions import RuleChecker
 from evaluators.base import Outcome, State, Task
@@ -208,7 +210,7 @@ def test_construction_logs_the_names_a_derived_condition_left_out():
     agent = types.SimpleNamespace(llm=llm, domain=SQL, backbone=types.SimpleNamespace(
         model_name="m"), evaluator=types.SimpleNamespace(
         name="sql", version="1", environment_digest=lambda task: ""))
-    builder = CounterfactualBuilder(agent, Store(), ConstructionConfig())
+    builder = CounterfactualBuilder(agent, Store(), paper("construction"))
     ctx = TaskContext(task, "construction", "r", State(task), 100, 10_000, 3)
     failed, passed = Outcome(0.0, False, True, "Wrong result"), Outcome(1.0, True, True, "ok")
     entry = asyncio.run(builder._distil_and_admit(

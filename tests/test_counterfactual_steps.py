@@ -7,10 +7,11 @@ import types
 
 import pytest
 
+from helpers import paper
+
 from countermem_jax.domains import sql as sql_domain
 from countermem_jax.method.agents import TaskContext
-from countermem_jax.method.counterfactual import (NEVER_HOLDS, ConstructionConfig,
-                                                  CounterfactualBuilder)
+from countermem_jax.method.counterfactual import NEVER_HOLDS, CounterfactualBuilder
 from countermem_jax.method.memory.scoring import AdmissionDecision
 from countermem_jax.method.prompting.failures import ParseFailureLog
 from countermem_jax.method.prompting.prompts import Parsed
@@ -69,7 +70,7 @@ def _builder(ev, replies, checks):
     agent = types.SimpleNamespace(llm=llm, check=check, domain=domain, evaluator=ev,
                                   failures=ParseFailureLog(),
                                   backbone=types.SimpleNamespace(model_name="m"))
-    return CounterfactualBuilder(agent, _Store(), ConstructionConfig())
+    return CounterfactualBuilder(agent, _Store(), paper("construction"))
 
 
 def test_propose_checks_nothing_and_refuses_an_edit_that_is_not_local(people):
