@@ -14,11 +14,11 @@ real episodes, the best kept. What acts is the loop's ``act`` argument:
                  wave's start and keys from (seed, episode, decision) (``EpisodeExplorer``);
                  their decisions are then learned from in (episode, decision) order, as the
                  sequential learner counts them, and the episodes past ``total_decisions``
-                 dropped, so a W's result never depends on how its episodes interleave.
-
-``resume`` rebuilds the learner from the log after a kill, bit-identically: the transitions of the
-complete waves replayed (``training.replay``), the interrupted wave run again from its start with
-its logged episodes reused.
+                 dropped, so a W's result never depends on how its episodes interleave;
+  resumed        after a kill: first the episodes of the complete waves logged before it, fed
+                 to the loop as they were learned (so parameters, key, checkpoints and curves
+                 come out bit-identical), then the interrupted wave again, its logged episodes
+                 reused, then the above.
 """
 import asyncio
 from typing import Awaitable, Callable, Protocol, Sequence
@@ -42,20 +42,19 @@ class SeedRecords(Protocol):
         """An entered episode's transitions, in one durable write."""
 
     async def checkpoint(self, reached: Sequence[tuple[int, object]]) -> None:
-        """Validates the checkpoints ``reached`` ((decisions, params), together) and saves them."""
+        """Validates the checkpoints ``reached`` ((decisions, params), together) and saves them
+        (those saved before a kill are not validated again)."""
 
     def saved_steps(self) -> list[int]:
         """The decision counts of the saved checkpoints."""
 
     def begin(self, decisions: int, episode: int) -> None:
-        """The seed starts (or resumes) with ``decisions`` and ``episode`` done."""
+        """The seed starts, or resumes with ``decisions`` and ``episodes`` logged as done."""
 
 
-async def dqn_loop(learner: training.OnlineLearner, act: Act, run: SeedRecords, episode: int = 0,
-                   reached: Sequence[tuple[int, object]] = ()) -> int:
-    """Trains ``learner`` to ``total_decisions`` from episode ``episode`` on (``reached``: the
-    checkpoints a resumed learner passed but never validated). Returns the episodes entered."""
-    cfg, reached, rows, entered = learner.cfg, list(reached), [], []
+async def dqn_loop(learner: training.OnlineLearner, act: Act, run: SeedRecords) -> int:
+    """Trains ``learner`` to ``total_decisions``; returns the episodes entered."""
+    cfg, reached, rows, entered, episode = learner.cfg, [], [], [], 0
 
     def learn(t: Transition) -> None:
         learner.observe(t)      # store t in D; update after warm-up; sync θ⁻ (dqn.schedule)
@@ -67,8 +66,6 @@ async def dqn_loop(learner: training.OnlineLearner, act: Act, run: SeedRecords, 
             entered.append(rows.copy())
             rows.clear()
 
-    await run.checkpoint(reached)
-    reached.clear()
     while not learner.done:
         await act(learner, learn, episode)       # ε-greedy episodes, their decisions learned
         for done_rows in entered:
@@ -122,22 +119,29 @@ def in_waves(run_episode: Callable[[int, policies.Selector], Awaitable[list]], w
     return act
 
 
-def resume(learner: training.OnlineLearner, logged: dict[int, list], wave_size: int):
-    """Replays into a fresh ``learner`` the logged episodes (episode -> transitions) of the
-    complete waves; returns the first episode to run, the interrupted wave's logged episodes
-    (to reuse) and the checkpoints the replay passed."""
-    start = len(logged) - len(logged) % wave_size
-    reached = training.replay(learner, [t for e in range(start) for t in logged[e]],
-                              acted=wave_size == 1)
-    return start, {e: rows for e, rows in logged.items() if e >= start}, reached
+def resumed(logged: dict[int, list], wave_size: int, act: Act) -> Act:
+    """``act`` after the complete waves of ``logged`` (episode -> transitions, what the log
+    holds after a kill) are fed to the loop in order, in its first call."""
+    complete = [logged[e] for e in range(len(logged) - len(logged) % wave_size)]
+
+    async def replay_then_act(learner, learn, episode):
+        if not complete:
+            return await act(learner, learn, episode)
+        for t in (t for rows in complete for t in rows):
+            if wave_size == 1:   # the learner acted itself: its key advanced at each choice
+                learner.select(t.obs, t.mask)
+            learn(t)
+        complete.clear()
+    return replay_then_act
 
 
 async def train(learner: training.OnlineLearner, run: SeedRecords, logged: dict[int, list],
                 wave_size: int, run_episode: Callable[[int, policies.Selector], Awaitable]) -> int:
-    """``dqn_loop`` resumed from ``logged`` and acting ``wave_size`` episodes at a time; returns
-    the episodes entered."""
-    episode, reused, reached = resume(learner, logged, wave_size)
-    run.begin(learner.decisions, episode)
-    act = (one_at_a_time(run_episode) if wave_size == 1
-           else in_waves(run_episode, wave_size, learner.seed, reused))
-    return await dqn_loop(learner, act, run, episode, reached)
+    """``dqn_loop`` acting ``wave_size`` episodes at a time, resumed from ``logged``; returns the
+    episodes entered."""
+    start = len(logged) - len(logged) % wave_size
+    run.begin(sum(len(logged[e]) for e in range(start)), start)
+    act = (one_at_a_time(run_episode) if wave_size == 1 else
+           in_waves(run_episode, wave_size, learner.seed,
+                    {e: rows for e, rows in logged.items() if e >= start}))
+    return await dqn_loop(learner, resumed(logged, wave_size, act), run)

@@ -186,11 +186,16 @@ class SeedRun:
 
     async def checkpoint(self, reached) -> None:
         """Validates the checkpoints ``reached`` ((decisions, params)) not saved yet, all at once
-        (their validation episodes run concurrently), and saves them in order."""
+        (their validation episodes run concurrently), and saves them in order; the curves get
+        the validation return of those saved before a kill again (its points may be lost)."""
         # transitions are not fsynced one by one (``runlog``): make the ones these
         # checkpoints count durable before they are written
         self.wd.log.sync()
         done = set(self.ckpt.steps())
+        if any(decisions in done for decisions, _ in reached):
+            saved = self.ckpt.val_returns()
+            for decisions in sorted(done.intersection(d for d, _ in reached)):
+                self.curves.scalars(decisions, {"validation/return": saved[decisions]})
         todo = [(decisions, params) for decisions, params in reached if decisions not in done]
         returns = await asyncio.gather(*(self.validate(d, p) for d, p in todo))
         for (decisions, params), value in zip(todo, returns):
@@ -237,10 +242,11 @@ class SeedRun:
         return logged
 
     def begin(self, decisions: int, episode: int) -> None:
-        """Logs the seed's start with what a resume found done; opens the progress bar."""
+        """Logs the seed's start with what a resume found done; opens the progress bar (the
+        episodes a resume replays move it as they enter the learner)."""
         self.wd.log.write("seed_start", phase="selector_training", seed=self.seed,
                           decisions_done=decisions, episodes_done=episode)
-        self.bar = tqdm.tqdm(total=self.dcfg.total_decisions, initial=decisions,
+        self.bar = tqdm.tqdm(total=self.dcfg.total_decisions,
                              desc=f"train selector seed {self.seed}", unit="decision",
                              dynamic_ncols=True, mininterval=1.0)
 

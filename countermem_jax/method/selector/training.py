@@ -152,21 +152,15 @@ def log_from_transitions(train: Sequence[Transition],
                          mask=np.stack(column("mask")), episode=episode, split=np.array(split))
 
 
-def replay(learner: "OnlineLearner", transitions: Sequence[Transition],
-           acted: bool = True) -> list[tuple[int, object]]:
+def replay(learner: "OnlineLearner", transitions: Sequence[Transition], acted: bool = True) -> None:
     """Feeds logged decisions back into a fresh learner in the order the run made them, so its
     parameters, replay buffer and key equal those of the run that logged them: ``select`` then
     ``observe`` per decision when the learner itself acted (``acted``, a wave of one episode),
-    ``observe`` only when episodes acted with their own explorers (a wave of several). Returns
-    the checkpoints passed, as (decisions, parameters)."""
-    reached = []
+    ``observe`` only when episodes acted with their own explorers (a wave of several)."""
     for t in transitions:
         if acted:
             learner.select(t.obs, t.mask)
         learner.observe(t)
-        if dqn.is_checkpoint(learner.cfg, learner.decisions):
-            reached.append((learner.decisions, learner.state.params))
-    return reached
 
 
 def train_offline(cfg: dqn.DQNConfig, log: TransitionLog, seeds: Sequence[int] = (0, 1, 2, 3, 4),
