@@ -190,7 +190,8 @@ class InFlight:
         return self._indexes[key]
 
     def _launch(self, task) -> _Run:
-        view, out = TaskView(self.store, task.task_id, self._index, self._make_checker()), RunOutput()
+        view = TaskView(self.store, task.task_id, self._index, self._make_checker())
+        out = RunOutput()
         return _Run(task, view, out, asyncio.create_task(self._run_task(task, view, out)))
 
     def _rerun(self, stale: _Run) -> _Run:
