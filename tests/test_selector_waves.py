@@ -200,3 +200,68 @@ def test_a_wave_starts_no_more_episodes_than_decisions_remain(tmp_path, people_b
     started = [e for e in log.events("task_end") if e["run"].startswith("train/seed0/")]
     assert first_wave < 18  # a second wave was needed
     assert len(started) == 8 + (18 - first_wave)
+
+
+def _curves(wd):
+    from countermem_jax.runtime import curves
+    return {seed: curves.read_scalars(wd / "curves" / "selector" / f"seed_{seed}")
+            for seed in (0, 1)}
+
+
+@pytest.mark.parametrize("wave_size", [1, 4])
+def test_a_kill_resumes_to_the_uninterrupted_curves(tmp_path, people_benchmark, wave_size):
+    """After a kill mid-training, the resumed run's checkpoints, transitions and learning
+    curves (loss, ε, mean Q per episode; validation return per checkpoint) are those of the
+    uninterrupted run, one episode at a time (the learner acting itself) and in waves."""
+    reference = _train(tmp_path, people_benchmark, "ref", wave_size, JitteryBackbone(0))
+    with pytest.raises(_Killed):
+        _train(tmp_path, people_benchmark, "wd", wave_size, JitteryBackbone(1, kill_after=23))
+    resumed = _train(tmp_path, people_benchmark, "wd", wave_size, JitteryBackbone(2))
+    _assert_same(_result(reference), _result(resumed))
+    want, got = _curves(reference), _curves(resumed)
+    assert want[0]["train/loss"] and want[0]["validation/return"]
+    for seed in (0, 1):
+        assert set(got[seed]) == set(want[seed])
+        for tag, points in want[seed].items():
+            assert got[seed][tag] == pytest.approx(points), tag
+
+
+def test_the_loop_learns_each_decision_once_and_validates_checkpoints_after_acting():
+    """``dqn_loop`` over a stand-in for acting (three decisions an episode): every decision
+    reaches the learner once, the checkpoints every 5 decisions are validated after the acting
+    that reached them, the last partial interval is checkpointed, episodes are logged in order."""
+    from countermem_jax.method.selector import dqn, training
+    from countermem_jax.method.selector.transition import Transition
+    from countermem_jax.phases import selector_loop
+    cfg = dqn.DQNConfig(total_decisions=10, checkpoint_every=5, learning_starts=1, train_every=1,
+                        batch_size=2, replay_capacity=16, hidden=(8,))
+    calls = []
+
+    class Records:
+        def write_curves(self, rows, learner):
+            calls.append(("curves", learner.decisions))
+
+        def log_episode(self, episode, rows):
+            calls.append(("log", episode, len(rows)))
+
+        async def checkpoint(self, reached):
+            calls.append(("checkpoint", [d for d, _ in reached]))
+
+        def saved_steps(self):
+            return [d for c in calls if c[0] == "checkpoint" for d in c[1]]
+
+    async def act(learner, learn, episode):
+        for i in range(3):
+            obs = np.full(98, episode + i / 10, np.float32)
+            learn(Transition(obs=obs, action=0, reward=0.1, next_obs=obs,
+                             next_mask=np.ones(5, bool), done=float(i == 2),
+                             mask=np.ones(5, bool)))
+
+    learner = training.OnlineLearner(cfg, seed=0)
+    episodes = asyncio.run(selector_loop.dqn_loop(learner, act, Records()))
+    assert episodes == 4 and learner.decisions == 12
+    assert calls == [("curves", 3), ("log", 0, 3), ("checkpoint", []),
+                     ("curves", 6), ("log", 1, 3), ("checkpoint", [5]),
+                     ("curves", 9), ("log", 2, 3), ("checkpoint", []),
+                     ("curves", 12), ("log", 3, 3), ("checkpoint", [10]),
+                     ("checkpoint", [12])]

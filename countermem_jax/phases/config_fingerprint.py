@@ -1,35 +1,13 @@
 """Config fingerprints: one config per workdir (provenance of every result file).
 
-A workdir's results are defined by its config, so the first phase that writes results records the
-config's *fingerprint* in ``WORKDIR/fingerprint.json`` and every later phase compares its own
-config against it before it loads anything (``workdir_guard.enter_phase``). A mismatch is refused
-with one line naming every differing field (dotted path, recorded value, new value): a Reflexion
-config on a ReAct workdir, another backbone or other budgets can no longer reuse results under a
-wrong label or overwrite ``metrics.json``.
-
-What is fingerprinted, per phase:
-
-  build_memory    every config field except the ``selector`` section and ``NOT_FINGERPRINTED``:
-                  data/benchmark (name, split, databases, check timeouts, generated tasks), split
-                  sizes and environment separation, agent (kind, attempts, token budget, sampling),
-                  backbone identity and sampling (kind, model, model_path, n_ctx,
-                  reasoning_effort), memory/store settings (capacity, retention, seed, top_k,
-                  reuse weight, conditions), construction (K, expanded failures, verification
-                  budget, ε, reuse policy, scoping) and any top-level field (e.g. a ``method``).
-  train_selector  the ``selector`` section (schedule, batch, offline retraining) except
-                  ``NOT_FINGERPRINTED``; checked together with build_memory's.
-  evaluate        records nothing; checks build_memory's fingerprint, and train_selector's when
-                  the DQN selector is evaluated.
-
-``NOT_FINGERPRINTED`` lists what does not change a result or gets its own evaluation run: the whole
-``eval`` section (which selector / seed is evaluated, thresholds of fixed selectors, concurrency),
-where files live (data paths, the splits manifest's path; the split *contents* are checked through
-``splits.json``), how the backbone is reached (URLs, concurrency, timeouts, retries, threads,
-response cache), which selector seeds are trained (each seed has its own directory) and how many
-construction tasks are in flight (the store is the same for every ``construction.wave_size``). A
-new field is fingerprinted by default; an evaluation-only or operational field is one entry there.
-
-A workdir made before a field existed is read with the field at its default (``VERSION``).
+The first phase that writes results records its config's fingerprint in
+``WORKDIR/fingerprint.json``; every later phase compares its own config with it before it loads
+anything (``workdir_guard.enter_phase``) and refuses a mismatch in one line naming each differing
+field (dotted path, recorded value, new value). build_memory fingerprints every field but the
+``selector`` section, train_selector that section, evaluate records nothing; ``NOT_FINGERPRINTED``
+lists what does not change a result or gets its own evaluation run (docs/running.md, "Workdir
+safety"). A new field is fingerprinted by default; a workdir made before a field existed is
+read with the field at its default (``VERSION``).
 """
 import datetime
 import hashlib

@@ -1,12 +1,6 @@
-"""Construction in flight: W construction tasks at once, committed in split order, the store
-identical to the sequential run (paper §3.2–3.3, Algorithm 1 phase 1; docs/concurrency.md).
-
-Each run works on a private ``TaskView`` that records every read (condition judge input,
-retrievals, Module II decisions, reuse observations). A run commits, in split order, when its
-reads replay with the same answers on the committed store: the sequential run would have done
-the same. Runs next in line (``WINDOW``) are checked after every commit; a stale one runs again.
-What a run writes stays in its ``RunOutput`` until it commits, so log, resume and costs never
-see a discarded run.
+"""Construction in flight: W tasks at once on private views, committed in split order when
+their reads replay on the committed store, else run again; the store, log and costs are the
+sequential run's (paper §3.2–3.3, Algorithm 1 phase 1; docs/concurrency.md).
 """
 import asyncio
 import collections
@@ -23,17 +17,15 @@ from countermem_jax.method.retrieval import conditions as cond_lib
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.runtime.runlog import EventBuffer, RunLog
 
-# (records, checker) -> the retrieval index over them (phases: ``context.retrieval_index``)
+# (records, checker) -> their retrieval index (``context.retrieval_index``)
 IndexBuilder = Callable[[Sequence, cond_lib.CompositeChecker], RetrievalIndex]
 
-# Runs next to commit that are checked after each commit (further back, most would be made
-# stale again). Changes how much work is redone, never what is committed.
+# Runs next in line checked after each commit: changes how much is redone, never the result.
 WINDOW = 8
 
 
 class _RecordingIndex(RetrievalIndex):
-    """``inner``'s index (arrays shared) with the run's own condition checker, recording each
-    retrieval and its answer in ``reads``."""
+    """``inner``'s index (arrays shared) with the run's own checker; each retrieval is a read."""
 
     def __init__(self, inner: RetrievalIndex, checker: cond_lib.CompositeChecker, reads: list):
         self.__dict__.update(inner.__dict__)
@@ -45,15 +37,14 @@ class _RecordingIndex(RetrievalIndex):
         results = super().retrieve_embedded(tasks, query_embeddings)
         seen = tuple((r.candidates, r.excluded_same_task, r.excluded_condition) for r in results)
         self._reads.append(("retrieve", (tuple(tasks), np.array(query_embeddings, copy=True)),
-                            seen))  # what a decision sees: logged, rendered, fed to the selector
+                            seen))
         return results
 
 
 class TaskView:
-    """One run's private view: a copy of the committed store with only this run's admissions
-    and reuse observations, and what the run read (``reads``: (kind, argument, answer) in
-    order). It is the run's index source and the store its ``CounterfactualBuilder`` (the run's
-    construction hooks) admits into and updates reuse statistics in."""
+    """One run's private copy of the committed store (its index source, and the store its
+    ``CounterfactualBuilder`` admits into) and what the run read: ``reads``, (kind, argument,
+    answer) in order."""
 
     def __init__(self, committed: MemoryStore, task_id: str, make_index: IndexBuilder,
                  checker: cond_lib.CompositeChecker):
@@ -70,7 +61,7 @@ class TaskView:
         return self._index
 
     def index(self) -> RetrievalIndex:
-        """The index source: the retrieval index over this view, as a decision sees it."""
+        """The retrieval index over this view, as a decision sees it."""
         index = self._current_index()
         self.reads.append(("index", None, (bool(index.records),
                                            judged_conditions(index, self.task_id))))
@@ -87,7 +78,7 @@ class TaskView:
         return self._admit("propose", record)
 
     def insert_unverified(self, record):
-        """"CF without WM" storage on this view (``MemoryStore.insert_unverified``, §6.1)."""
+        """"CF without WM" storage (``MemoryStore.insert_unverified``, §6.1) on this view."""
         return self._admit("insert_unverified", record)
 
     def observe_reuse(self, record_id: str, label: int):
@@ -100,8 +91,8 @@ class TaskView:
 
 
 def replay(committed: MemoryStore, view: TaskView) -> MemoryStore | None:
-    """The committed store after ``view``'s run, if every read of the run gives the same answer
-    against ``committed`` (the run is then the sequential run of its task); else None."""
+    """The committed store after ``view``'s run if each of its reads gives the same answer on
+    ``committed`` (the run is then its task's sequential run); else None."""
     twin = TaskView(committed, view.task_id, view.make_index, view.checker)
     for kind, argument, answer in view.reads:
         if kind == "index":
@@ -133,8 +124,8 @@ class _Charges(TokenLedger):
 
 
 class RunOutput:
-    """What one run writes, kept until it commits: ``events`` (a log), ``failures`` (a parse
-    failure log) and ``ledger`` (where its LLM calls are booked)."""
+    """What one run writes, kept until it commits: log ``events``, parse ``failures``, charges
+    (``ledger``)."""
 
     def __init__(self):
         self.events, self.failures, self.ledger = EventBuffer(), ParseFailureLog(), _Charges()
@@ -182,8 +173,7 @@ class InFlight:
         self._log, self._commit = log, commit
         self._indexes: dict[tuple, RetrievalIndex] = {}
         self._discarded: set[asyncio.Task] = set()
-        self.totals = {"wave_size": wave_size, "tasks": 0, "reruns": 0,
-                       "discarded_llm_calls": 0, "discarded_tokens": 0}
+        self.totals = {"wave_size": wave_size, **dict.fromkeys(_COUNTS, 0)}
         self._wave = self._new_wave()
 
     def _new_wave(self) -> dict:
@@ -218,10 +208,8 @@ class InFlight:
         if wave["tasks"]:
             self._log.write("construction_wave", phase="construction",
                             wave_size=self.wave_size, **wave)
-            for key in ("tasks", "reruns"):
-                self.totals[key] += len(wave[key])
-            for key in ("discarded_llm_calls", "discarded_tokens"):
-                self.totals[key] += wave[key]
+            for key in _COUNTS:
+                self.totals[key] += wave[key] if key.startswith("discarded") else len(wave[key])
         self._wave = self._new_wave()
 
     async def build(self, tasks: Iterable) -> tuple[MemoryStore, dict]:
@@ -229,10 +217,7 @@ class InFlight:
         pending, in_flight = iter(tasks), collections.deque()
         try:
             while True:
-                while len(in_flight) < self.wave_size:
-                    task = next(pending, None)
-                    if task is None:
-                        break
+                while len(in_flight) < self.wave_size and (task := next(pending, None)) is not None:
                     in_flight.append(self._launch(task))
                 if not in_flight:
                     break
@@ -267,3 +252,6 @@ class InFlight:
         self.position += 1
         if self.position % self.wave_size == 0:
             self._close_wave()
+
+
+_COUNTS = ("tasks", "reruns", "discarded_llm_calls", "discarded_tokens")  # summed over waves

@@ -6,18 +6,14 @@ and exploration key, ε-greedy episodes on the training split, greedy validation
 every checkpoint, and the checkpoint with the highest mean validation return kept as best. The
 best checkpoints' file fingerprints are recorded for evaluation to verify.
 
-Training runs in waves of ``selector.wave_size`` (W) episodes (docs/concurrency.md). W = 1 is the sequential online learner: it acts with the parameters as they are at each
-decision and learns as each decision closes. For W > 1 the wave's episodes run concurrently, each
-acting ε-greedily with the parameters and ε of the wave's start and exploration keys derived from
-(seed, episode, decision index) (``policies.EpisodeExplorer``); their transitions then enter the
-learner in (episode, decision) order and the schedule (updates, target syncs, checkpoints,
-validation) counts them as the sequential learner counts decisions; the episodes a wave ran past
-``total_decisions`` are dropped. The result of a W is therefore the same whatever the event loop's
-interleaving. Validation episodes at a checkpoint run concurrently, and the seeds train
-concurrently (one asyncio task each, sharing the agent's backbone and its concurrency limit).
+The loop each seed runs is ``selector_loop.dqn_loop`` (ε-greedy act, store, learn after warm-up,
+sync the target, checkpoint on validation), with ``selector.wave_size`` (W) episodes acting at
+once (W = 1: the sequential online learner) and resumption after a kill as wrappers around it
+(``selector_loop``, docs/concurrency.md). Validation episodes at a checkpoint run concurrently,
+and the seeds train concurrently (one asyncio task each, sharing the agent's backbone and its
+concurrency limit).
 """
 import asyncio
-from typing import Callable
 
 import numpy as np
 import tqdm
@@ -28,7 +24,7 @@ from countermem_jax.protocol import metrics
 from countermem_jax.method.agents import Agent, MemoryCalls
 from countermem_jax.method.memory_use import CounterMemAugmentation
 from countermem_jax.runtime import phase_loop
-from countermem_jax.phases import context
+from countermem_jax.phases import context, selector_loop
 from countermem_jax.phases.workdir import PhaseError, Workdir
 from countermem_jax.runtime.runlog import EventBuffer
 from countermem_jax.method.selector import checkpoint, dqn, policies, training
@@ -85,9 +81,9 @@ def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     async def run_seeds() -> dict:
         try:
             runs = [SeedRun(ctx.method, cfg.selector.wave_size, wd, ctx.splits, agent,
-                            index, seed) for seed in seeds]
+                            index, seed, ctx.ledger) for seed in seeds]
             # a seed that fails does not stop the others: their work is kept for the resume
-            results = await asyncio.gather(*(run.train(ctx.ledger) for run in runs),
+            results = await asyncio.gather(*(run.train() for run in runs),
                                            return_exceptions=True)
             failed = [r for r in results if isinstance(r, BaseException)]
             if failed:
@@ -129,32 +125,26 @@ def _empty_store(cfg, wd: Workdir, seeds) -> dict:
 
 
 class SeedRun:
-    """One selector seed's own training run: ε-greedy episodes on the training split with the
-    seed's own initial parameters and exploration key, greedy validation episodes at every
-    checkpoint, the checkpoint with the highest mean validation return kept (Appendix C.2),
-    in waves of ``selector.wave_size`` episodes (module docstring).
-
-    Resumes from the log after a kill: the logged transitions of the seed's complete waves are
-    replayed through the learner (``training.replay``, bit-identical to the uninterrupted run),
-    the interrupted wave is run again from its start with its logged episodes reused, and
-    checkpoints whose validation did not finish are validated again. The LLM response cache
-    makes the repeated drafts of later seeds (and of resumed episodes) cost no new calls.
+    """One selector seed's own training run (Appendix C.2): the seed's initial parameters and
+    exploration key, its episodes on the training split, greedy validation episodes at every
+    checkpoint and the checkpoint with the highest mean validation return kept; the loop itself
+    is ``selector_loop.dqn_loop``, in waves of ``selector.wave_size`` episodes, resumed from
+    the log after a kill (``selector_loop.train``). The LLM response cache makes the repeated
+    drafts of later seeds (and of resumed episodes) cost no new calls.
     """
 
     def __init__(self, method: context.MethodConfig, wave_size: int, wd: Workdir, sp,
-                 agent: Agent, index, seed: int):
+                 agent: Agent, index, seed: int, ledger):
         self.dcfg, self.render_condition = method.dqn, method.use.render_condition
         self.revision = method.use.revision
-        self.wd, self.sp = wd, sp
+        self.wd, self.sp, self.ledger = wd, sp, ledger
         self.agent, self.calls, self.index = agent, MemoryCalls(agent), index
         self.seed = seed
         self.wave_size = int(wave_size)
         self.ckpt = checkpoint.SelectorCheckpointer(wd.seed_dir(seed), self.dcfg, seed)
-        self.pending: list = []
-        self.learner = training.OnlineLearner(
-            self.dcfg, seed, on_checkpoint=lambda d, p: self.pending.append((d, p)))
-        self.episode = 0
+        self.on_disk: set[int] = set()   # episodes logged before a kill
         self.curves = curves.CurveWriter(wd.curves / "selector" / f"seed_{seed}")
+        self.bar = None
 
     def _augmentation(self, rows: list, selector: policies.Selector) -> CounterMemAugmentation:
         return CounterMemAugmentation(self.calls, index_source=lambda: self.index,
@@ -173,6 +163,12 @@ class SeedRun:
                              extra={"seed": self.seed})
         return rows, aug.episode_returns.get(task.task_id, float("nan"))
 
+    async def train_episode(self, episode: int, selector: policies.Selector) -> list:
+        """Training episode ``episode`` (the training split in turn) under ``selector``."""
+        task = self.sp.train[episode % len(self.sp.train)]
+        rows, _ = await self._run_episode(task, selector, f"train/seed{self.seed}/episode{episode}")
+        return rows
+
     async def validate(self, decisions: int, params) -> float:
         """Mean return of the greedy policy over the real validation episodes, run concurrently."""
         greedy = policies.GreedyDQN(self.dcfg, params)
@@ -188,119 +184,84 @@ class SeedRun:
                           rows=[t.to_json() for rows, _ in episodes for t in rows])
         return value
 
-    async def _save_pending(self) -> None:
-        """Validates the checkpoints reached since the last call, all at once (their validation
-        episodes run concurrently), and saves them in order."""
+    async def checkpoint(self, reached) -> None:
+        """Validates the checkpoints ``reached`` ((decisions, params)) not saved yet, all at once
+        (their validation episodes run concurrently), and saves them in order; the curves get
+        the validation return of those saved before a kill again (its points may be lost)."""
         # transitions are not fsynced one by one (``runlog``): make the ones these
         # checkpoints count durable before they are written
         self.wd.log.sync()
         done = set(self.ckpt.steps())
-        todo = [(decisions, params) for decisions, params in self.pending if decisions not in done]
+        if any(decisions in done for decisions, _ in reached):
+            saved = self.ckpt.val_returns()
+            for decisions in sorted(done.intersection(d for d, _ in reached)):
+                self.curves.scalars(decisions, {"validation/return": saved[decisions]})
+        todo = [(decisions, params) for decisions, params in reached if decisions not in done]
         returns = await asyncio.gather(*(self.validate(d, p) for d, p in todo))
         for (decisions, params), value in zip(todo, returns):
             self.ckpt.save(decisions, params, value)
             self.curves.scalars(decisions, {"validation/return": value})
-        self.pending.clear()
 
-    def _write_curves(self, rows: list) -> None:
+    def saved_steps(self) -> list[int]:
+        """The decision counts of the checkpoints saved so far."""
+        return self.ckpt.steps()
+
+    def write_curves(self, rows: list, learner: training.OnlineLearner) -> None:
         """The learner's curves after an episode entered it, at its decision count: mean loss of
         the updates since the last episode, ε, and the mean over the episode's decisions of the
         largest valid Q-value under the current parameters."""
-        params, decisions = self.learner.state.params, self.learner.decisions
+        params, decisions = learner.state.params, learner.decisions
         values = {"train/epsilon": float(dqn.epsilon(self.dcfg, decisions))}
-        if self.learner.losses:
-            values["train/loss"] = float(np.mean(self.learner.losses))
-            self.learner.losses.clear()
+        if learner.losses:
+            values["train/loss"] = float(np.mean(learner.losses))
+            learner.losses.clear()
         if rows:
             q = np.asarray(dqn.q_values(self.dcfg, params, np.stack([t.obs for t in rows])))
             masks = [t.mask if t.mask is not None else np.ones(q.shape[1], bool) for t in rows]
             values["train/mean_q"] = float(np.mean(np.where(np.stack(masks), q, -np.inf).max(1)))
         self.curves.scalars(decisions, values)
 
-    def _behaviour(self) -> Callable[[int], policies.Selector]:
-        """The selector an episode of the next wave acts with, by episode number: the learner
-        itself at W = 1, else a frozen ε-greedy explorer at the wave's start."""
-        if self.wave_size == 1:
-            return lambda episode: self.learner
-        params = self.learner.state.params
-        eps = float(dqn.epsilon(self.dcfg, self.learner.decisions))
-        return lambda episode: policies.EpisodeExplorer(self.dcfg, params, eps, self.seed,
-                                                        episode)
+    def log_episode(self, episode: int, rows: list) -> None:
+        """An entered episode's transitions, in one write (a kill never leaves half of one);
+        those of an episode logged before a kill are not written again."""
+        if episode not in self.on_disk:
+            events = EventBuffer()
+            for t in rows:
+                events.write("transition", seed=self.seed, episode=episode, **t.to_json())
+            self.wd.log.write_all(events)
+        self.bar.update(len(rows))
+        self.bar.set_postfix(episode=episode,
+                             tokens=self.ledger.total("selector_training").total)
 
-    async def _wave(self, logged: dict, ledger, bar) -> None:
-        """The next wave: its episodes run concurrently (those logged before a kill are reused),
-        then enter the learner in episode order until ``total_decisions``; each entered
-        episode's transitions are logged and the checkpoints it reached validated and saved."""
-        start, behaviour, decisions = self.episode, self._behaviour(), self.learner.decisions
-
-        async def one(episode: int) -> list:
-            if episode in logged:
-                return logged[episode]
-            task = self.sp.train[episode % len(self.sp.train)]
-            rows, _ = await self._run_episode(task, behaviour(episode),
-                                              f"train/seed{self.seed}/episode{episode}")
-            return rows
-        # every episode makes at least one decision, so no more than the decisions still to go
-        # can enter the learner: a wave never starts the episodes it would certainly drop (it
-        # is then the last wave, and a resume recomputes the same count)
-        size = min(self.wave_size, self.dcfg.total_decisions - decisions)
-        episodes = await asyncio.gather(*(one(e) for e in range(start, start + size)))
-        for episode, rows in enumerate(episodes, start):
-            # the sequential learner would not have started an episode after the last decision
-            if episode > start and self.learner.done:
-                break
-            if self.wave_size > 1:  # at W = 1 the learner observed them as they closed
-                for t in rows:
-                    self.learner.observe(t)
-            if episode not in logged:  # one write per episode: a kill never leaves half of one
-                events = EventBuffer()
-                for t in rows:
-                    events.write("transition", seed=self.seed, episode=episode, **t.to_json())
-                self.wd.log.write_all(events)
-            self.episode = episode + 1
-            self._write_curves(rows)
-            bar.set_postfix(episode=episode, tokens=ledger.total("selector_training").total)
-        # the checkpoints the wave reached (one per episode at most when W = 1), validated
-        # together; a kill before this re-runs the wave from its logged episodes (``_resume``)
-        await self._save_pending()
-        bar.update(self.learner.decisions - decisions)
-
-    def _resume(self) -> dict:
-        """Replays the logged transitions of the complete waves; returns the interrupted wave's
-        logged episodes (episode -> transitions), which it reuses instead of running again."""
+    def logged(self) -> dict[int, list]:
+        """The episodes logged before a kill (episode -> transitions)."""
         logged: dict[int, list] = {}
         for e in self._events("transition"):
             logged.setdefault(int(e["episode"]), []).append(Transition.from_json(e))
-        episodes = len(logged)
-        self.episode = episodes - episodes % self.wave_size
-        training.replay(self.learner, [t for e in range(self.episode) for t in logged[e]],
-                        acted=self.wave_size == 1)
-        return {e: rows for e, rows in logged.items() if e >= self.episode}
+        self.on_disk = set(logged)
+        return logged
 
-    async def train(self, ledger) -> dict:
-        """Replays the seed's logged transitions, trains to ``total_decisions``, validates the
-        last partial interval and returns the seed's best checkpoint and validation returns."""
-        logged = self._resume()
+    def begin(self, decisions: int, episode: int) -> None:
+        """Logs the seed's start with what a resume found done; opens the progress bar (the
+        episodes a resume replays move it as they enter the learner)."""
         self.wd.log.write("seed_start", phase="selector_training", seed=self.seed,
-                          decisions_done=self.learner.decisions, episodes_done=self.episode)
-        await self._save_pending()  # checkpoints reached before a kill but never validated
-        bar = tqdm.tqdm(total=self.dcfg.total_decisions, initial=self.learner.decisions,
-                        desc=f"train selector seed {self.seed}", unit="decision",
-                        dynamic_ncols=True, mininterval=1.0)
-        while not self.learner.done:
-            await self._wave(logged, ledger, bar)
-            logged = {}
-        bar.close()
-        if self.learner.decisions not in self.ckpt.steps():  # the last partial interval
-            params = self.learner.state.params
-            value = await self.validate(self.learner.decisions, params)
-            self.ckpt.save(self.learner.decisions, params, value)
-            self.curves.scalars(self.learner.decisions, {"validation/return": value})
+                          decisions_done=decisions, episodes_done=episode)
+        self.bar = tqdm.tqdm(total=self.dcfg.total_decisions,
+                             desc=f"train selector seed {self.seed}", unit="decision",
+                             dynamic_ncols=True, mininterval=1.0)
+
+    async def train(self) -> dict:
+        """Trains the seed to ``total_decisions`` (resumed after a kill) and returns its best
+        checkpoint and validation returns."""
+        learner = training.OnlineLearner(self.dcfg, self.seed)
+        episodes = await selector_loop.train(learner, self, self.logged(), self.wave_size,
+                                             self.train_episode)
+        self.bar.close()
         best, returns = self.ckpt.best_step(), self.ckpt.val_returns()
         self.ckpt.close()
         self.curves.close()
         self._save_log()
-        return {"decisions": self.learner.decisions, "episodes": self.episode, "best_step": best,
+        return {"decisions": learner.decisions, "episodes": episodes, "best_step": best,
                 "best_val_return": returns[best], "val_returns": returns}
 
     def _save_log(self) -> None:

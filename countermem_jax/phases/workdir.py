@@ -1,10 +1,6 @@
-"""The artefacts of one experiment directory and their fingerprints (paper Appendix C.3).
-
-A ``Workdir`` owns every file the three phases read or write: the growing and frozen store, the
-selector checkpoints of each seed, the task splits, the run log, the evaluation runs and the
-response cache. Evaluation proves it ran on what construction and training produced: the frozen
-store is checked against the hash written when it was frozen, and a seed's best checkpoint
-against the file fingerprint training recorded (``fingerprints.json``).
+"""The files of one experiment directory and their fingerprints (paper Appendix C.3): evaluation
+proves it ran on what construction and training produced (the frozen store's hash written at
+freezing, each seed's best checkpoint's file fingerprint recorded by training).
 """
 import hashlib
 import json
@@ -35,9 +31,8 @@ class Workdir:
     """The files of one experiment; evaluation runs get their own directories under ``eval/``."""
 
     def __init__(self, path):
-        """Names the artefacts (nothing is read or written yet but the directory itself); the
-        growing ``store`` and the ``frozen`` snapshot are separate files, so a resumed build
-        never touches the store that training or evaluation already read."""
+        """Names the artefacts; the growing ``store`` and the ``frozen`` snapshot are separate
+        files, so a resumed build never touches the store training or evaluation read."""
         self.root = pathlib.Path(path)
         self.root.mkdir(parents=True, exist_ok=True)
         self.store = self.root / "store.jsonl"
@@ -67,7 +62,6 @@ class Workdir:
         """The run log of evaluation run ``run`` (one writer per file)."""
         return RunLog(self.run_dir(run) / "log.jsonl")
 
-    # ------------------------------------------------------------------ the frozen store
     def write_frozen(self, frozen) -> None:
         """Saves the frozen store and the hash evaluation and training will insist on."""
         save_store(frozen, self.frozen)
@@ -79,11 +73,9 @@ class Workdir:
             raise PhaseError(f"{self.frozen}: no frozen store; run build_memory first")
         return load_frozen(self.frozen, expected_hash=self.frozen_hash.read_text().strip())
 
-    # ------------------------------------------------------------------ selector checkpoints
     def record_best_checkpoints(self, best_steps: dict) -> None:
-        """Writes, per seed, the best checkpoint's step and file fingerprint: what evaluation
-        must find (``restore_seed``). Seeds recorded by an earlier call keep their entries, so
-        seeds trained one call at a time (a sweep, ``countermem_jax.sweep``) are all checked."""
+        """Writes, per seed, the best checkpoint's step and file fingerprint (what
+        ``restore_seed`` insists on); seeds recorded earlier (a sweep) keep their entries."""
         prints = self._recorded_fingerprints()
         prints.update({str(seed): {"step": step, "fingerprint": fingerprint(self.seed_dir(seed) /
                                                                            str(step))}
@@ -120,8 +112,8 @@ class Workdir:
         return policies.GreedyDQN(dqn.DQNConfig.from_json(meta["config"]), params), step_dir
 
     def artefact_fingerprints(self, frozen, checkpoint_dirs: dict) -> dict:
-        """The frozen store's file and content hash and each evaluated checkpoint's
-        fingerprint: taken before and after evaluation to prove nothing changed."""
+        """The frozen store's file and content hash and each evaluated checkpoint's fingerprint
+        (taken before and after evaluation)."""
         out = {"store_file": fingerprint(self.frozen), "store_hash": frozen.content_hash()}
         for seed, ckpt_dir in checkpoint_dirs.items():
             out[f"selector_checkpoint_seed{seed}"] = fingerprint(ckpt_dir)

@@ -1,12 +1,8 @@
-"""One writer per phase on a workdir, and the config checked before it writes (all phases).
-
-``enter_phase`` validates the config, holds ``WORKDIR/.locks/<phase>.lock`` while the phase runs
-(a second process is refused at once, naming the holder, so two builds never interleave their
-writes of ``store.jsonl``; the kernel drops a killed holder's lock) and checks and records the
-config's fingerprint (``config_fingerprint``). A run refused before it wrote anything (no
-frozen store to train on, a broken store, a bad split) leaves nothing behind: the fingerprint
-it recorded, the lock directory and the workdir it made are taken back, so a mistyped
-``--workdir`` stays absent and a later honest run there is not refused as "another config".
+"""One writer per phase on a workdir, and the config checked before it writes (all phases):
+``enter_phase`` validates the config, holds ``WORKDIR/.locks/<phase>.lock`` (a second process
+is refused at once, naming the holder; the kernel drops a killed holder's lock) and checks and
+records the config's fingerprint. A run refused before it wrote anything leaves nothing behind,
+so a mistyped ``--workdir`` stays absent (docs/running.md, "Workdir safety").
 """
 import contextlib
 import functools
@@ -23,6 +19,7 @@ from countermem_jax.phases import config_validation
 from countermem_jax.phases.config_fingerprint import (FINGERPRINT_FILE, LOCK_DIR, PhaseGuard,
                                                       WorkdirMismatch, checked_phases, now_utc)
 from countermem_jax.protocol.splits import SplitError
+
 
 class WorkdirBusy(RuntimeError):
     """Another process runs this phase on this workdir (the message names its pid and host)."""
@@ -66,8 +63,7 @@ def _missing_folders(root: pathlib.Path) -> list[pathlib.Path]:
 
 
 def _written(root: pathlib.Path) -> dict:
-    """{relative path: (size, mtime)} of the files under ``root`` a phase writes: everything
-    but the locks and the fingerprint, which the guard itself keeps."""
+    """{relative path: (size, mtime)} of the files under ``root`` but the guard's own."""
     out = {}
     for path in root.rglob("*"):
         rel = path.relative_to(root)
@@ -79,9 +75,8 @@ def _written(root: pathlib.Path) -> dict:
 
 
 def _take_back(root: pathlib.Path, phase: str, made: list[pathlib.Path], locks_made: bool) -> None:
-    """Removes what a refused run made: its lock files when it made the lock directory, then
-    the empty folders it made (deepest first; a folder another run has filled stays): in a
-    workdir it made, also the empty folders the phase made in it before it was refused."""
+    """Removes what a refused run made: its lock files if it made their directory, and the
+    empty folders it made, deepest first (in a workdir it made, those the phase made too)."""
     if made and made[0] == root:
         for folder, _, _ in sorted(os.walk(root), key=lambda w: -len(pathlib.Path(w[0]).parts)):
             if pathlib.Path(folder) not in (root, root / LOCK_DIR):
@@ -100,11 +95,9 @@ def _take_back(root: pathlib.Path, phase: str, made: list[pathlib.Path], locks_m
 @contextlib.contextmanager
 def enter_phase(cfg, root, phase: str) -> Iterator[PhaseGuard]:
     """Validates the config, takes the phase lock, checks the recorded fingerprints and records
-    this phase's own (build_memory, train_selector) before the phase writes anything. A refusal
-    of the config's inputs inside the phase (split sizes, splits, missing data), which comes
-    before any result, takes that record back: the corrected config is not "another config".
-    Any refusal before the phase wrote a file takes back everything the run made: the record,
-    the lock files and directory, the workdir and the parents it created."""
+    this phase's own before the phase writes. A refusal of the config's inputs (split sizes,
+    splits, missing data) takes that record back; any refusal before the phase wrote a file
+    takes back all the run made (record, locks, the workdir and parents it created)."""
     config_validation.validate(cfg)
     root = pathlib.Path(root)
     made = _missing_folders(root)
@@ -125,19 +118,17 @@ def enter_phase(cfg, root, phase: str) -> Iterator[PhaseGuard]:
             before = _written(root) if (recorded_now or made or locks_made) else None
             try:
                 yield guard
-            except (config_validation.ConfigError, SplitError, *domains.DATA_ERRORS):
-                if recorded_now:
-                    guard.forget()
+            except Exception as err:
                 refused = before is not None and _written(root) == before
-                raise
-            except Exception:
-                refused = before is not None and _written(root) == before
-                if refused and recorded_now:
+                if recorded_now and (refused or isinstance(err, _INPUT_ERRORS)):
                     guard.forget()
                 raise
     finally:
         if refused:   # after ``phase_lock`` let go of the lock
             _take_back(root, phase, made, locks_made)
+
+
+_INPUT_ERRORS = (config_validation.ConfigError, SplitError, *domains.DATA_ERRORS)
 
 
 def guarded_phase(phase: str):

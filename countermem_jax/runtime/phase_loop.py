@@ -1,7 +1,6 @@
-"""The event loop a phase's tasks in flight run on: ``asyncio.run`` with the objects alive at
-its start (tasks, store, index, JAX's state) frozen out of cyclic garbage collection and fewer
-young collections, since many tasks in flight allocate many short-lived objects (docs/speed.md).
-Objects made in the loop are collected as before."""
+"""The event loop a phase's tasks in flight run on: ``asyncio.run`` with the objects alive at its
+start frozen out of cyclic garbage collection and fewer young collections, since many tasks in
+flight allocate many short-lived objects (docs/speed.md)."""
 import asyncio
 import contextlib
 import gc

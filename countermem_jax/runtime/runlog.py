@@ -1,10 +1,6 @@
-"""The run log: one JSON line per event (decisions, counterfactual checks, task ends), appended
-as it happens; the source of every reported figure, and what a killed run resumes from.
-
-One writer per file and process hands each event to the OS at once: a killed process loses
-nothing. ``sync`` fsyncs where a file saved next must not be ahead of the log (``write_all``
-before a construction commit saves the store, selector checkpoints) and at interpreter exit
-(``os._exit`` callers sync first); a machine crash loses only task ends that resuming redoes.
+"""The run log: one JSON line per event, appended as it happens; the source of every reported
+figure and what a killed run resumes from. Each event reaches the OS at once (a killed process
+loses nothing); ``sync`` fsyncs where a file saved next must not be ahead of the log, and at exit.
 """
 import atexit
 import json
@@ -25,9 +21,7 @@ def _default(obj):
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-# A lone surrogate is no character and has no UTF-8 form: one in an event (never in a reply
-# the backbone passed, issue 39) is written as U+FFFD, so the log stays UTF-8 and the write
-# never fails.
+# A lone surrogate has no UTF-8 form: written as U+FFFD, the log stays UTF-8 (issue 39).
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -45,8 +39,7 @@ class _Writer:
         self._error: BaseException | None = None   # an fsync that failed: raised from then on
 
     def _open(self):
-        """The open handle, reopened when the path names another file (or none): a log rotated
-        or deleted under a running process must not swallow its lines."""
+        """The open handle, reopened when the path names another file or none (rotated)."""
         try:
             stat = os.stat(self.path)
             current = (stat.st_dev, stat.st_ino)
@@ -68,7 +61,7 @@ class _Writer:
         return self._file
 
     def append(self, text: str, sync: bool = False) -> None:
-        """Writes and flushes ``text`` (one or more lines); with ``sync``, fsyncs before return."""
+        """Writes and flushes ``text``; with ``sync``, fsyncs before return."""
         with self.lock:
             self._raise_error()
             f = self._open()
@@ -114,7 +107,7 @@ def _writer(path: pathlib.Path) -> _Writer:
 
 
 def _forget_writers_in_child() -> None:
-    """A forked child gets its own writers (a parent's lock may be held at the fork)."""
+    """A forked child (worker pools fork) gets its own writers: a parent's lock may be held."""
     global _WRITERS_LOCK
     for writer in _WRITERS.values():
         atexit.unregister(writer.sync)
@@ -122,13 +115,12 @@ def _forget_writers_in_child() -> None:
     _WRITERS_LOCK = threading.Lock()
 
 
-# Worker pools fork: without this a child could inherit a lock held by a parent thread.
 os.register_at_fork(after_in_child=_forget_writers_in_child)
 
 
 class RunLog:
-    """Append-only JSON Lines log of one workdir's events; cheap to create, safe to share (every
-    ``RunLog`` of a path appends through one writer). Reading skips a line cut by a crash."""
+    """Append-only JSON Lines log; every ``RunLog`` of a path appends through one writer."""
+
     def __init__(self, path: str | os.PathLike):
         self.path = pathlib.Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -166,8 +158,7 @@ class RunLog:
         return {e["task_id"] for e in self.events("task_end") if e.get("run") == run}
 
     def completed_decisions(self, run: str) -> list[dict]:
-        """Decisions of the tasks of ``run`` that finished, from their last (complete) attempt:
-        decisions of a run killed mid-task, redone after resuming, are not counted twice."""
+        """Decisions of the finished tasks of ``run``, from their last (complete) attempt."""
         pending, done = {}, {}
         for e in self.events():
             if e.get("run") != run or e.get("event") not in ("decision", "task_end"):
@@ -184,8 +175,7 @@ class RunLog:
 
 
 class EventBuffer:
-    """Events kept in memory, serialised as written, and appended to a log in one write
-    (``RunLog.write_all``): a construction run until it commits, a selector-training episode."""
+    """Events kept in memory, appended to a log in one write (``RunLog.write_all``)."""
 
     def __init__(self):
         self.lines: list[str] = []

@@ -1,9 +1,5 @@
-"""One bounded pool of tasks in flight for a whole phase (keeps a vLLM server busy).
-
-``run_bounded`` starts the jobs in order, keeps at most ``limit`` in flight, and starts the next
-as soon as one finishes, so the evaluation runs (base, each method, each seed) share one pool.
-The first failure cancels the jobs in flight and is raised; no job's result depends on another's.
-"""
+"""One bounded pool of tasks in flight for a whole phase (keeps a vLLM server busy): jobs start
+in order, at most ``limit`` at once; the first failure cancels the others and is raised."""
 import asyncio
 from typing import Awaitable, Callable, Sequence, TypeVar
 

@@ -1,7 +1,7 @@
 """Training drivers: online (one call per real decision) and offline from a transition log.
 
 The protocol's selector seeds are online runs (``OnlineLearner``, driven by
-``phases.train.train_selector``): each seed acts ε-greedily in its own episodes and is validated on
+``phases.selector_loop.dqn_loop``): each seed acts ε-greedily in its own episodes and is validated on
 real validation episodes (paper Appendix C.2). ``replay`` rebuilds a learner from its own logged
 decisions after a kill, bit-identically.
 
@@ -206,19 +206,14 @@ def train_offline(cfg: dqn.DQNConfig, log: TransitionLog, seeds: Sequence[int] =
 
 class OnlineLearner:
     """Online DQN training for one seed, a ``policies.Selector``: ``select`` ε-greedily at each
-    decision, ``observe`` each closed transition (``dqn.schedule``).
-
-    ``on_checkpoint(decisions, params)`` is called every ``cfg.checkpoint_every`` decisions; the
-    caller runs the validation episodes there and saves the checkpoint with their mean return.
-    """
+    decision, ``observe`` each closed transition (``dqn.schedule``); the loop around it is
+    ``phases.selector_loop.dqn_loop``."""
     name = "dqn-training"
 
-    def __init__(self, cfg: dqn.DQNConfig, seed: int,
-                 on_checkpoint: Callable[[int, object], None] | None = None):
+    def __init__(self, cfg: dqn.DQNConfig, seed: int):
         self.cfg, self.seed = cfg, seed
         self.state = dqn.init_state(cfg, seed)
         self.replay = dqn.init_replay(cfg)
-        self.on_checkpoint = on_checkpoint
         self.losses: list[float] = []  # of the updates since the caller last took them (curves)
 
     @property
@@ -241,8 +236,6 @@ class OnlineLearner:
         """Learns from one closed decision; returns the loss (NaN when no update happened)."""
         self.state, self.replay, loss = dqn.decision_step_jit(
             self.state, self.replay, transition.for_replay(), self.cfg)
-        if self.on_checkpoint and dqn.is_checkpoint(self.cfg, self.decisions):
-            self.on_checkpoint(self.decisions, self.state.params)
         loss = float(loss)
         if not np.isnan(loss):
             self.losses.append(loss)
