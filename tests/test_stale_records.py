@@ -24,7 +24,7 @@ from countermem_jax.method.conditions import TaskFacts
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.protocol.metrics import run_metrics
 from evaluators.sql import SQLEvaluator
-from helpers import make_record, people_benchmark
+from helpers import make_record, paper, people_benchmark
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 QUESTIONS = {"p1": ("People aged 50 or more", ">= 50"), "p2": ("People over 30", "> 30")}
@@ -140,7 +140,7 @@ def test_reverify_keeps_a_record_that_still_holds_and_retires_one_that_does_not(
     fails = _stamped(tasks["p1"], evaluator, "SELECT name FROM people WHERE age > 55",
                      "SELECT name FROM people WHERE age > 45", situation="a threshold moved")
     unstamped = make_record(source_task_id="p2", condition="")
-    store = MemoryStore()
+    store = MemoryStore(paper("store"))
     for record in (holds, fails, unstamped):
         store.propose(record)
     assert len(store) == 3
@@ -172,7 +172,7 @@ def test_reverify_under_a_new_checker_version_restamps_what_still_holds(people):
                       "SELECT name FROM people WHERE age >= 50")
     newer = SQLEvaluator()
     newer.version = "3+sqlite-next"
-    new, verdicts = reverify.reverify(MemoryStore(records=[record]),
+    new, verdicts = reverify.reverify(MemoryStore(paper("store"), records=[record]),
                                       WorldCheck(newer, tasks.values()))
     assert verdicts[0].status == "kept" and "checker version" in verdicts[0].why
     assert new.records[0].verified_under.checker_version == "3+sqlite-next"
@@ -183,9 +183,9 @@ def test_reverify_checks_unstamped_records_only_when_asked(people):
     old = make_record(source_task_id="p1", original="SELECT name FROM people WHERE age > 50",
                       improved="SELECT name FROM people WHERE age >= 50", condition="")
     check = WorldCheck(evaluator, tasks.values())
-    same, verdicts = reverify.reverify(MemoryStore(records=[old]), check)
+    same, verdicts = reverify.reverify(MemoryStore(paper("store"), records=[old]), check)
     assert verdicts[0].status == "unstamped" and same.records == (old,)
-    stamped, verdicts = reverify.reverify(MemoryStore(records=[old]), check,
+    stamped, verdicts = reverify.reverify(MemoryStore(paper("store"), records=[old]), check,
                                           include_unstamped=True)
     assert verdicts[0].status == "kept"
     assert stamped.records[0].verified_under == stamp(evaluator, tasks["p1"])
@@ -226,7 +226,7 @@ def _spider_store(tmp_path) -> tuple[pathlib.Path, dict]:
                         original=wrong, improved="SELECT count(*) FROM pets", condition=""),
             verified_under=WorldStamp(evaluator.version, "sha256:" + "0" * 64)),
     }
-    store = MemoryStore()
+    store = MemoryStore(paper("store"))
     for record in records.values():
         store.propose(record)
     assert len(store) == 3
@@ -272,7 +272,7 @@ def test_reverify_store_keeps_what_holds_retires_the_rest_and_keeps_the_input(tm
 
 @pytest.mark.parametrize("case", ["out_exists", "out_is_the_store", "store_missing"])
 def test_reverify_store_refuses_bad_paths_in_one_line(case, tmp_path):
-    store = save_store(MemoryStore(records=[make_record()]).freeze(), tmp_path / "store.jsonl")
+    store = save_store(MemoryStore(paper("store"), records=[make_record()]).freeze(), tmp_path / "store.jsonl")
     other = tmp_path / "other.jsonl"
     other.write_text("kept\n")
     before = store.read_bytes()
