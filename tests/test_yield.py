@@ -10,6 +10,7 @@ import test_pipeline as tp
 from countermem_jax import experiment
 from countermem_jax.method.counterfactual import locality_problem
 from countermem_jax.method.memory import load_frozen
+from countermem_jax.baselines import prompts as baseline_prompts
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method.retrieval import conditions
 from countermem_jax.runtime.runlog import RunLog
@@ -49,7 +50,7 @@ def test_template_budget_is_capped_by_the_config():
     assert edits.budget(SamplingParams(max_tokens=4096)).max_tokens == edits.max_tokens
     assert edits.budget(SamplingParams(max_tokens=100)).max_tokens == 100
     assert edits.budget(SamplingParams(max_tokens=4096), reasoning=True).max_tokens == 4096
-    assert all(t.max_tokens for n, t in prompts.ALL.items() if n != "DRAFT_ACTION")
+    assert all(t.max_tokens for n, t in baseline_prompts.ALL.items() if n != "DRAFT_ACTION")
 
 
 @pytest.fixture
