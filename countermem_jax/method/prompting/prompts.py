@@ -229,6 +229,7 @@ LOOK_ALIKE_TASK = Template(
     {"task": "state", "condition": "feedback"}, lambda reply: parsers.parse_look_alike(reply),
     reply=constraints.TASK, max_tokens=384)
 
+
 # ----------------------------------------------------------------------------- calling
 @dataclasses.dataclass(frozen=True)
 class Parsed:
