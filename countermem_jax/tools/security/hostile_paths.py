@@ -31,7 +31,7 @@ from typing import Callable
 
 from countermem_jax.runtime.paths import data_root
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]   # tools/security/ -> the repository
 PHASE_CONFIG = "configs/spider_react_cpu.py"
 STUDY_CONFIG = "configs/studies/retrieval.py:cpu"
 NO_MODEL = "--config.backbone.model_path=/nonexistent.gguf"   # loading it would fail otherwise
