@@ -3,8 +3,9 @@ status 1, no traceback, nothing left behind and nothing stored lost; SIGINT ends
 line saying it can resume (exit status 130); a run refused before it started leaves nothing; the
 report and the sweep's skip check verify a frozen store against its recorded hash.
 
-The binaries run as subprocesses, as a user runs them (``countermem_jax.perf.hostile_paths``, the
-bad-paths family of the hostile catalogue; ``perf/hostile.py`` runs all of its cases).
+The binaries run as subprocesses, as a user runs them
+(``countermem_jax.tools.security.hostile_paths``, the bad-paths family of the hostile catalogue;
+``tools/security/hostile.py`` runs all of its cases).
 """
 import json
 import os
@@ -14,7 +15,7 @@ import sys
 
 import pytest
 
-from countermem_jax.perf import hostile_paths
+from countermem_jax.tools.security import hostile_paths
 from helpers import config_without_model
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

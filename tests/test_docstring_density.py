@@ -116,7 +116,7 @@ DOCUMENTED_MODULES = (
     "method/selector/transition.py",
     "phases/train.py",
     "phases/evaluate.py",
-    "perf/pipeline.py",
+    "tools/speed/pipeline.py",
     "reporting/studies.py",
     "reporting/study_figures.py",
     "studies/__init__.py",

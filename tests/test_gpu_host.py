@@ -11,9 +11,10 @@ import pytest
 import sweep_fixture
 from countermem_jax.backbones import factory, served_urls
 from countermem_jax.backbones.openai_http import BackboneError
-from countermem_jax.protocol import config_defaults, preflight_checks
+from countermem_jax.protocol import config_defaults
 from countermem_jax.sweep import execute, graph, ray_backend, spec
 from countermem_jax.testing.openai_server import LocalOpenAIServer
+from countermem_jax.tools import preflight_checks
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 

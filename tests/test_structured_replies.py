@@ -14,11 +14,12 @@ import pytest
 
 from countermem_jax.method.agents import Agent, MemoryCalls
 from countermem_jax.method.agents import TaskContext as AgentTaskContext
-from countermem_jax.protocol import preflight_checks as preflight
+from countermem_jax.tools import preflight_checks as preflight
 from countermem_jax.backbones.base import (Charge, OutputConstraint, SamplingParams,
                                           TokenLedger)
 from countermem_jax.backbones.cache import cache_key
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
+from countermem_jax.baselines import prompts as baseline_prompts
 from countermem_jax.method.prompting import constraints, prompts
 from countermem_jax.method.prompting.failures import ParseFailureLog
 from countermem_jax.reporting import load, tables
@@ -119,7 +120,7 @@ def test_a_well_formed_reply_without_a_usable_edit_is_counted_apart_from_unparse
 def test_a_server_that_ignores_the_constraint_is_counted_and_survived():
     failures = ParseFailureLog()
     with LocalOpenAIServer(gpt_oss_style=True, ignore_constraints=True) as srv:
-        parsed = _call(_client(srv), prompts.BEST_OF_N_JUDGE,
+        parsed = _call(_client(srv), baseline_prompts.BEST_OF_N_JUDGE,
                        {"task": "t", "candidates": "1. a\n2. b"}, failures, {"n": 2})
     counts = failures.summary()["BEST_OF_N_JUDGE"]
     assert not parsed.ok and parsed.used_fallback and parsed.value == 1

@@ -1,6 +1,5 @@
 """Edits that stay local, records that can be used, and an empty store that costs nothing
 (paper §3.2-3.3, Appendix D.8)."""
-import importlib
 import json
 import pathlib
 import re
@@ -11,6 +10,7 @@ import test_pipeline as tp
 from countermem_jax import experiment
 from countermem_jax.method.locality import locality_problem
 from countermem_jax.method.memory import load_frozen
+from countermem_jax.baselines import prompts as baseline_prompts
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method import conditions
 from countermem_jax.runtime.runlog import RunLog
@@ -50,7 +50,7 @@ def test_template_budget_is_capped_by_the_config():
     assert edits.budget(SamplingParams(max_tokens=4096)).max_tokens == edits.max_tokens
     assert edits.budget(SamplingParams(max_tokens=100)).max_tokens == 100
     assert edits.budget(SamplingParams(max_tokens=4096), reasoning=True).max_tokens == 4096
-    assert all(t.max_tokens for n, t in prompts.ALL.items() if n != "DRAFT_ACTION")
+    assert all(t.max_tokens for n, t in baseline_prompts.ALL.items() if n != "DRAFT_ACTION")
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def people_benchmark(tmp_path):
 
 
 def test_yield_benchmark_runs_on_the_scripted_backbone(tmp_path, people_benchmark, capsys):
-    bench = importlib.import_module("countermem_jax.perf.yield")
+    from countermem_jax.tools.tuning import record_yield as bench
     r = bench.construction_yield(tp._config(tmp_path), tmp_path / "wd", tp.scripted(),
                                  people_benchmark)
     bench.print_table(r)
@@ -116,7 +116,7 @@ def test_yield_benchmark_runs_on_the_scripted_backbone(tmp_path, people_benchmar
 
 
 def test_replies_at_their_limit_count_as_truncated(tmp_path, people_benchmark):
-    bench = importlib.import_module("countermem_jax.perf.yield")
+    from countermem_jax.tools.tuning import record_yield as bench
     cfg = tp._config(tmp_path)
     cfg.agent.max_tokens = 3     # every scripted reply is longer than three tokens
     r = bench.construction_yield(cfg, tmp_path / "wd", tp.scripted(), people_benchmark)

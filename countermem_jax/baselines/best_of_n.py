@@ -15,6 +15,7 @@ import dataclasses
 import logging
 
 from countermem_jax.method.agents import Augmentation, DecisionInfo
+from countermem_jax.baselines import prompts as baseline_prompts
 from countermem_jax.method.prompting import prompts
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class BestOfNAugmentation(Augmentation):
             *(self._candidate(ctx, i) for i in range(1, self.k + 1))))
         listing = "\n\n".join(f"Candidate {n}:\n```\n{prompts.clip(c, 'action')}\n```"
                               for n, c in enumerate(candidates, 1))
-        parsed = await self.agent.llm(ctx, prompts.BEST_OF_N_JUDGE, {
+        parsed = await self.agent.llm(ctx, baseline_prompts.BEST_OF_N_JUDGE, {
             "task": ctx.task.visible_text(), "candidates": listing},
             parse_args={"n": len(candidates)})
         choice = int(parsed.value)

@@ -23,6 +23,7 @@ Adaptation to the common interface (the same for every row, so rows differ only 
 import numpy as np
 
 from countermem_jax.method.agents import Augmentation, DecisionInfo
+from countermem_jax.baselines import prompts as baseline_prompts
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method.memory import reuse as reuse_lib
 from countermem_jax.method.memory_use import state_text
@@ -121,9 +122,9 @@ class MemoryAugmentation(Augmentation):
                "excluded_same_task": excluded, "covered": bool(entries), "retrieved": used, **log}
         info = DecisionInfo(draft, None, log)
         if entries:
-            parsed = await self.agent.llm(ctx, prompts.REVISE_WITH_MEMORY, {
+            parsed = await self.agent.llm(ctx, baseline_prompts.REVISE_WITH_MEMORY, {
                 **prompts.task_fields(ctx.task), "draft": draft,
-                "memory": prompts.render_memory_block(self.kind, entries),
+                "memory": baseline_prompts.render_memory_block(self.kind, entries),
                 "instructions": self.agent.domain.instructions})
             info.action = parsed.value if parsed.ok else draft
             info.record_id = ",".join(used)   # the items shown, for the reuse metrics

@@ -24,6 +24,7 @@ An insight's ``source_task_ids`` are the tasks whose comparisons added, agreed w
 """
 import logging
 
+from countermem_jax.baselines import prompts as baseline_prompts
 from countermem_jax.method.prompting import prompts
 from countermem_jax.backbones.base import Charge
 from countermem_jax.baselines import common
@@ -163,10 +164,11 @@ class ExpelBuilder(common.Builder):
                   "insights": "\n".join(f"{n}. {i['text']}" for n, i in enumerate(insights, 1))
                   or "(none yet)", "experience": experience}
         parse_args = {"n": len(insights)}
+        update = baseline_prompts.EXPEL_UPDATE
         if ctx is not None:
-            parsed = await self.agent.llm(ctx, prompts.EXPEL_UPDATE, fields, parse_args=parse_args)
+            parsed = await self.agent.llm(ctx, update, fields, parse_args=parse_args)
         else:
-            parsed = await prompts.call_template(self.agent.backbone, prompts.EXPEL_UPDATE, fields,
+            parsed = await prompts.call_template(self.agent.backbone, update, fields,
                                                  charge=charge, params=self.agent.params,
                                                  parse_args=parse_args,
                                                  failures=self.agent.failures)

@@ -22,6 +22,7 @@ would be a write at evaluation.
 """
 import numpy as np
 
+from countermem_jax.baselines import prompts as baseline_prompts
 from countermem_jax.method.prompting import prompts
 from countermem_jax.baselines import common
 
@@ -81,7 +82,7 @@ class GenerativeAgentsBuilder(common.Builder):
         """The backbone's 1–10 importance of ``text`` (the parser falls back to 5 on a broken
         reply).
         """
-        return int((await self.agent.llm(ctx, prompts.GENERATIVE_AGENTS_IMPORTANCE,
+        return int((await self.agent.llm(ctx, baseline_prompts.GENERATIVE_AGENTS_IMPORTANCE,
                                          {"memory": text})).value)
 
     def _remember(self, kind: str, text: str, importance: int, sources) -> dict:
@@ -118,7 +119,7 @@ class GenerativeAgentsBuilder(common.Builder):
         """
         recent = self.memory.items[-int(self.settings["reflection_window"]):]
         self.memory.state["importance_since_reflection"] = 0
-        parsed = await self.agent.llm(ctx, prompts.GENERATIVE_AGENTS_REFLECT, {
+        parsed = await self.agent.llm(ctx, baseline_prompts.GENERATIVE_AGENTS_REFLECT, {
             "trajectory": "\n".join(f"{n}. {i['text']}" for n, i in enumerate(recent, 1))})
         if not parsed.ok:
             return None

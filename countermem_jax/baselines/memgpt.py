@@ -24,7 +24,7 @@ and one page of results fit the 4,000-character memory field of ``REVISE_WITH_ME
 remembers the tasks whose calls wrote it (``source_task_ids``); a block written by the current task
 is withheld from it, like any other item.
 """
-from countermem_jax.method.prompting import prompts
+from countermem_jax.baselines import prompts as baseline_prompts
 from countermem_jax.baselines import common
 
 # The function-call surface: all four at construction, search only at use.
@@ -90,7 +90,7 @@ class MemgptAugmentation(common.MemoryAugmentation):
         archival = [i for i in items if i["kind"] == "archival"]
         calls, found = [], []
         if archival:
-            parsed = await self.agent.llm(ctx, prompts.MEMGPT_RECALL, {
+            parsed = await self.agent.llm(ctx, baseline_prompts.MEMGPT_RECALL, {
                 "core": core_text(core, block_chars), "n_archival": len(archival),
                 "task": ctx.task.visible_text(), "draft": draft},
                 parse_args={"allowed": SEARCH_ONLY})
@@ -143,7 +143,7 @@ class MemgptBuilder(common.Builder):
         results, executed = "", []
         for _ in range(int(settings["max_steps"])):
             archival = [i for i in self.memory.items if i["kind"] == "archival"]
-            parsed = await self.agent.llm(ctx, prompts.MEMGPT_MANAGE, {
+            parsed = await self.agent.llm(ctx, baseline_prompts.MEMGPT_MANAGE, {
                 "block_chars": settings["block_chars"],
                 "core": core_text(self.memory.of_kind("core"), int(settings["block_chars"])),
                 "n_archival": len(archival), "results": results, "event": event},

@@ -29,7 +29,7 @@ close the gap to CounterMem without its pairwise verification gate and its condi
 import dataclasses
 
 from countermem_jax.method.agents import Agent
-from countermem_jax.method.prompting import prompts
+from countermem_jax.baselines import prompts as baseline_prompts
 from countermem_jax.baselines import common
 
 
@@ -54,7 +54,7 @@ class ReasoningBankBuilder(common.Builder):
 
     async def _judge(self, ctx) -> str:
         """The backbone's own success/failure verdict on the run, without ground truth."""
-        parsed = await self.agent.llm(ctx, prompts.REASONINGBANK_JUDGE, {
+        parsed = await self.agent.llm(ctx, baseline_prompts.REASONINGBANK_JUDGE, {
             "trajectory": common.trajectory_text(ctx.task, ctx.state.attempts)})
         return parsed.value
 
@@ -71,7 +71,7 @@ class ReasoningBankBuilder(common.Builder):
     async def learn(self, ctx) -> dict:
         """Judges the finished run and stores the strategy extracted from it."""
         verdict = await self._judge(ctx)
-        parsed = await self.agent.llm(ctx, prompts.REASONINGBANK_EXTRACT, {
+        parsed = await self.agent.llm(ctx, baseline_prompts.REASONINGBANK_EXTRACT, {
             "verdict": verdict, "trajectory": common.trajectory_text(ctx.task, ctx.state.attempts)})
         return self._store(parsed, ctx, verdict)
 
@@ -83,7 +83,7 @@ class VerifiedReasoningBankBuilder(ReasoningBankBuilder):
         checker's verdict on the last attempt.
         """
         verdict = "success" if common.verified_success(ctx.state.last) else "failure"
-        parsed = await self.agent.llm(ctx, prompts.REASONINGBANK_VERIFIED, {
+        parsed = await self.agent.llm(ctx, baseline_prompts.REASONINGBANK_VERIFIED, {
             "trajectory": common.trajectory_text(ctx.task, ctx.state.attempts, checked=True,
                                                  verdict=f"{verdict} (checked)")})
         return self._store(parsed, ctx, verdict)
@@ -128,7 +128,8 @@ class MattsBuilder(ReasoningBankBuilder):
         text = "\n\n---\n\n".join(f"Rollout {n} (self-judged {verdict}):\n"
                                   + common.trajectory_text(ctx.task, attempts)
                                   for n, (attempts, verdict) in enumerate(rollouts, 1))
-        parsed = await self.agent.llm(ctx, prompts.MATTS_SELF_CONTRAST, {"trajectory": text})
+        parsed = await self.agent.llm(ctx, baseline_prompts.MATTS_SELF_CONTRAST,
+                                      {"trajectory": text})
         del self._rollouts[ctx.task.task_id]
         verdicts = [v for _, v in rollouts]
         return {"rollouts": len(verdicts), **self._store(parsed, ctx, ",".join(verdicts))}

@@ -12,7 +12,7 @@ Use. The ``top_k`` (5, Voyager's value) skills whose applicability description i
 the task's state (shared embedding φ; Voyager embeds the description too) are shown to
 ``REVISE_WITH_MEMORY``.
 """
-from countermem_jax.method.prompting import prompts
+from countermem_jax.baselines import prompts as baseline_prompts
 from countermem_jax.baselines import common
 
 
@@ -56,7 +56,7 @@ class VoyagerBuilder(common.Builder):
         last = ctx.state.last
         if not common.verified_success(last):
             return {"skill": None, "reason": "not verified by the checker"}
-        parsed = await self.agent.llm(ctx, prompts.VOYAGER_SKILL, {
+        parsed = await self.agent.llm(ctx, baseline_prompts.VOYAGER_SKILL, {
             "trajectory": common.trajectory_text(ctx.task, [last])})
         if not parsed.ok:
             return {"skill": None, "reason": "VOYAGER_SKILL contract broken"}

@@ -10,7 +10,6 @@ summarised and traced, and the paper's default values.
   record_at_work.py   one evaluation task where a record changed the draft, or why none did
   analysis.py         loading a trained selector for analysis
   config_defaults.py  every config field with the paper's value
-  preflight_checks.py the preflight's probes of the configured servers
 
 Imports the method and the domains (it measures them); never baselines, phases, drivers or binaries.
 """

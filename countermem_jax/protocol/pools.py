@@ -4,8 +4,8 @@ be reported on (issue "a claim that holds where it was not tuned"; docs/ledger.m
 Every choice the CPU setting makes (databases, prompts, operators, thresholds, replay rules) is
 made on the *tuning pool*. The *report pool* is read by the replication
 (``configs/studies/replication.py``) with a config frozen before it runs, and by nothing else:
-the tuning scripts (``perf.yield``, ``perf.sql_operators``, calibration, any probe) call
-``require_tuning_pool`` and refuse a report-pool database with one line.
+the tuning scripts (``tools.tuning.record_yield``, ``tools.tuning.sql_operators``, calibration,
+any probe) call ``require_tuning_pool`` and refuse a report-pool database with one line.
 
 The rule, fixed on ``FIXED_ON`` and read from no outcome: a database that any committed CPU
 configuration or probe had read before that date is in the tuning pool, whatever it did there
@@ -38,9 +38,9 @@ REPORT_POOL = {
 }
 
 # Report-pool questions that seeded probes read before the pools were fixed (docs/ledger.md: the
-# nested seed-0 draws of perf.yield / perf.sql_operators, P1-P3, P5-P7, P12). The replication
-# keeps them out of its evaluation sets; they may still serve construction or selector training,
-# which no figure reports.
+# nested seed-0 draws of the yield and SQL-operator probes, tools/tuning/, then perf/; P1-P3,
+# P5-P7, P12). The replication keeps them out of its evaluation sets; they may still serve
+# construction or selector training, which no figure reports.
 SEEN_BEFORE_FIXING = {
     "spider": tuple(f"spider/{db}/{i}" for db, ids in (
         ("cre_Doc_Template_Mgt", (303, 307, 324, 329, 336, 345, 346, 368)),

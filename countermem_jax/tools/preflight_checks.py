@@ -14,7 +14,8 @@ import time
 
 from countermem_jax.backbones import factory
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
-from countermem_jax.method.prompting import constraints, prompts
+from countermem_jax.baselines import prompts
+from countermem_jax.method.prompting import constraints
 from countermem_jax.method.retrieval import conditions
 
 # The templates each method calls besides the base agent's draft (and Reflexion's reflection).

@@ -1,6 +1,6 @@
 """Selector training speed: jitted JAX DQN vs a straightforward PyTorch DQN, same transitions.
 
-    python -m countermem_jax.perf.selector [--decisions=2000]
+    python -m countermem_jax.tools.speed.selector [--decisions=2000]
 
 Prints compile time, update steps/s, and the wall time of a full training (one seed, and five
 seeds vmapped) for both. Goals: five vmapped seeds ≤ 2× one seed; the JAX update ≥ 2×
@@ -14,7 +14,7 @@ import jax
 import numpy as np
 from absl import app, flags
 
-from countermem_jax.perf.common import best_time, optional_module, print_result
+from countermem_jax.tools.common import best_time, optional_module, print_result
 from countermem_jax.method.selector import dqn, features, training
 from countermem_jax.phases import context
 

@@ -3,15 +3,16 @@ model could send (repository tests, SQL, SAT and SMT encodings, SQL rule edit op
 must not be scored a success, must stop within its time bound and the host's
 memory bound, must leave the original repository or database byte-identical and leave no process.
 
-    python -m countermem_jax.perf.hostile [--only=substring]
+    python -m countermem_jax.tools.security.hostile [--only=substring]
 
 One line per case: checker, case, outcome, wall time, peak host memory growth (VmHWM above the
-RSS at the case's start, reset before each case), original state byte-identical, processes left; last line ``result: {json}`` with the
-number of cases and of failures (goal: 0 failures). ``tests/test_hostile_checkers.py`` runs the
-same catalogue, one test per case. Needs the benchmark data (QuixBugs, Spider) and bubblewrap.
-The bad-paths family (``perf/hostile_paths.py``, cases ``paths/<binary>/<path>``) runs every
-binary on paths it cannot use and a build stopped by SIGINT: one line, no traceback, nothing
-left behind or lost.
+RSS at the case's start, reset before each case), original state byte-identical, processes
+left; last line ``result: {json}`` with the number of cases and of failures (goal: 0 failures).
+``tests/test_hostile_checkers.py`` runs the same catalogue, one test per case. Needs the
+benchmark data (QuixBugs, Spider) and bubblewrap.
+The bad-paths family (``hostile_paths.py``, cases ``paths/<binary>/<path>``) runs every binary
+on paths it cannot use and a build stopped by SIGINT: one line, no traceback, nothing left
+behind or lost.
 The hostile-server family (``hostile_replies.py``, cases ``reply_*``) sends broken model replies
 through a real build instead.
 """
@@ -29,9 +30,9 @@ from typing import Callable
 
 from absl import app, flags
 
-from countermem_jax.perf import hostile_paths
-from countermem_jax.perf import hostile_replies
-from countermem_jax.perf.common import print_result
+from countermem_jax.tools.security import hostile_paths
+from countermem_jax.tools.security import hostile_replies
+from countermem_jax.tools.common import print_result
 from countermem_jax.runtime.paths import data_root
 
 _ONLY = flags.DEFINE_string("only", "", "Run only the cases whose name contains this.")

@@ -1,7 +1,7 @@
-"""The bad-paths family of the hostile catalogue (``perf/hostile.py``): every binary given a
-path it cannot use, as a user would give it, and a build interrupted by SIGINT.
+"""The bad-paths family of the hostile catalogue (``tools/security/hostile.py``): every binary
+given a path it cannot use, as a user would give it, and a build interrupted by SIGINT.
 
-    python -m countermem_jax.perf.hostile --only=paths/
+    python -m countermem_jax.tools.security.hostile --only=paths/
 
 Each case runs one binary as a subprocess (the repository's code, its data) on a private
 temporary directory: a workdir or ``--out`` under a read-only mount or read-only with finished
@@ -11,10 +11,10 @@ missing or a directory; and ``build_memory`` against a loopback OpenAI-format se
 by SIGINT mid-task. A case passes when the binary ends with exit status 1 (130 for SIGINT),
 its stderr is one line (for SIGINT: ends with the line saying the run can resume), no
 traceback, the directory is byte-identical afterwards (nothing left behind, nothing stored lost;
-after SIGINT the store is still a valid store), and (counted by ``perf/hostile.py``) no process
-is left. Read-only cases mount
-the directory read-only in a private mount namespace (``unshare -m``, root only): file modes do
-not stop root. Where that cannot be done the cases are skipped and counted as skipped.
+after SIGINT the store is still a valid store), and (counted by ``hostile.py``) no process is
+left. Read-only cases mount the directory read-only in a private mount namespace (``unshare
+-m``, root only): file modes do not stop root. Where that cannot be done the cases are skipped
+and counted as skipped.
 """
 import dataclasses
 import hashlib
@@ -31,7 +31,7 @@ from typing import Callable
 
 from countermem_jax.runtime.paths import data_root
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]   # tools/security/ -> the repository
 PHASE_CONFIG = "configs/spider_react_cpu.py"
 STUDY_CONFIG = "configs/studies/retrieval.py:cpu"
 NO_MODEL = "--config.backbone.model_path=/nonexistent.gguf"   # loading it would fail otherwise
