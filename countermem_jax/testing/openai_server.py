@@ -74,6 +74,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             server.in_flight += 1
             server.peak_in_flight = max(server.peak_in_flight, server.in_flight)
             server.requests.append(request)
+        self._counted = True
         try:
             if server.latency_s:
                 time.sleep(server.latency_s)
@@ -97,8 +98,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return
             self._send(200, server.encode(server.reply(request)))
         finally:
-            with server.lock:
-                server.in_flight -= 1
+            self._done()
+
+    def _done(self):
+        """The request leaves the in-flight count, once: before its body is written, since a
+        client that has read the body may send its next request before this thread runs again
+        (a loaded machine would otherwise see one request too many in flight)."""
+        if getattr(self, "_counted", False):
+            self._counted = False
+            with self.server.owner.lock:
+                self.server.owner.in_flight -= 1
 
     def _send(self, status, body: bytes):
         """A JSON response with its Content-Length (required on a keep-alive connection)."""
@@ -106,6 +115,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        self._done()
         self.wfile.write(body)
 
 
