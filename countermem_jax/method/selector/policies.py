@@ -108,11 +108,8 @@ class GreedyDQN(Frozen):
 
 
 class EpisodeExplorer(Frozen):
-    """One training episode's ε-greedy behaviour policy in a selector-training wave
-    (docs/concurrency.md): the parameters and ε of the learner at the wave's start, and
-    an exploration key per decision derived from (seed, episode, decision index), so that which
-    key a decision uses depends neither on the wave size nor on how the wave's episodes
-    interleave. The learner itself learns from the wave's transitions after the wave."""
+    """A training episode's ε-greedy policy in a selector wave: the wave's parameters and ε, a
+    key per (seed, episode, decision), whatever the wave size (docs/concurrency.md)."""
     name = "dqn-training"
 
     def __init__(self, cfg: dqn.DQNConfig, params, epsilon: float, seed: int, episode: int):
@@ -130,8 +127,7 @@ class EpisodeExplorer(Frozen):
 
 
 def exploration_key(seed: int, episode: int) -> jax.Array:
-    """The root of episode ``episode``'s exploration keys for selector seed ``seed`` (a stream
-    apart from the one that initialises the parameters and samples the updates)."""
+    """The root of an episode's exploration keys (apart from the parameters' and updates')."""
     return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), _EXPLORE_STREAM),
                               episode)
 
