@@ -114,7 +114,9 @@ class EpisodeExplorer(Frozen):
 
     def __init__(self, cfg: dqn.DQNConfig, params, epsilon: float, seed: int, episode: int):
         self.cfg, self.params, self.epsilon = cfg, params, jnp.float32(epsilon)
-        self.key = exploration_key(seed, episode)
+        # a key stream apart from the one of the parameters and the updates ("expl")
+        self.key = jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), 0x6578706C),
+                                      episode)
         self.decision = 0
 
     def select(self, obs, mask) -> Choice:
@@ -124,15 +126,6 @@ class EpisodeExplorer(Frozen):
         action, q = dqn.explore_with_key(self.cfg, self.params, jnp.asarray(obs, jnp.float32),
                                          jnp.asarray(mask, bool), key, self.epsilon)
         return Choice(int(action), np.asarray(q))
-
-
-def exploration_key(seed: int, episode: int) -> jax.Array:
-    """The root of an episode's exploration keys (apart from the parameters' and updates')."""
-    return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), _EXPLORE_STREAM),
-                              episode)
-
-
-_EXPLORE_STREAM = 0x6578706C  # "expl"
 
 
 @functools.lru_cache(maxsize=None)
