@@ -7,7 +7,6 @@ import functools
 import json
 import os
 import pathlib
-import shutil
 import socket
 from typing import Iterator
 
@@ -59,15 +58,17 @@ def _written(root: pathlib.Path) -> dict:
 
 
 def _take_back(root: pathlib.Path, phase: str, made: list, locks_made: bool) -> None:
-    """Removes what a refused run made: the topmost folder it created (it wrote no file), else
-    its lock files and their folder if it made that."""
-    if made:
-        shutil.rmtree(made[-1], ignore_errors=True)
-    elif locks_made:
+    """Removes what a refused run made: its lock files if it made their folder, then the empty
+    folders it made, deepest first (in a workdir it made, every empty folder in it)."""
+    if not locks_made:   # a workdir with locks made earlier keeps them and its folders
+        return
+    for name in (f"{phase}.lock", f"{phase}.owner", "fingerprint.lock"):
         with contextlib.suppress(OSError):
-            for name in (f"{phase}.lock", f"{phase}.owner", "fingerprint.lock"):
-                (root / LOCK_DIR / name).unlink(missing_ok=True)
-            (root / LOCK_DIR).rmdir()
+            (root / LOCK_DIR / name).unlink()
+    inside = [pathlib.Path(f) for f, _, _ in os.walk(root, topdown=False)] if made else []
+    for folder in [*inside, root / LOCK_DIR, *made[1:]]:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 @contextlib.contextmanager
