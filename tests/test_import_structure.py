@@ -274,7 +274,7 @@ def test_the_three_layer_packages_hold_what_they_say():
     for name in ("agents", "counterfactual", "memory_use", "memory.store", "retrieval.retrieve",
                  "selector.dqn", "prompting.prompts"):
         assert f"countermem_jax.method.{name}" in modules
-    for name in ("task_pool", "checker_pool", "phase_loop", "runlog"):
+    for name in ("inflight", "runlog"):
         assert f"countermem_jax.runtime.{name}" in modules
     for name in ("splits", "metrics", "intervals", "provenance"):
         assert f"countermem_jax.protocol.{name}" in modules
@@ -285,7 +285,7 @@ def test_the_layer_and_root_checks_catch_violations():
     module at the root are each caught; a binary importing anything is not."""
     graph = {"countermem_jax.runtime.runlog": {"countermem_jax.method.memory.store"},
              "countermem_jax.method.agents": {"countermem_jax.protocol.metrics",
-                                              "countermem_jax.runtime.checker_pool"},
+                                              "countermem_jax.runtime.inflight"},
              "countermem_jax.evaluate": {"countermem_jax.phases", "countermem_jax.cli"},
              "countermem_jax.cli": {"countermem_jax.phases.config_validation"}}
     assert _upward_imports(graph) == [

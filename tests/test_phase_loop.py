@@ -1,9 +1,9 @@
-"""The phases' event loop (countermem_jax/runtime/phase_loop.py): long-lived objects frozen out
+"""The phases' event loop (countermem_jax/runtime/inflight.py): long-lived objects frozen out
 of garbage collection while the loop runs, everything handed back after, nesting safe."""
 import asyncio
 import gc
 
-from countermem_jax.runtime import phase_loop
+from countermem_jax.runtime import inflight as phase_loop
 
 
 def test_objects_alive_at_the_start_are_frozen_while_the_loop_runs_and_released_after():

@@ -1,4 +1,4 @@
-"""The phase's bounded pools: tasks in flight (task_pool.py), checker threads (checker_pool.py)."""
+"""The phase's bounded pools: tasks in flight and checker threads (runtime/inflight.py)."""
 import asyncio
 import contextvars
 import threading
@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from countermem_jax.runtime.checker_pool import CheckerPool
-from countermem_jax.runtime.task_pool import run_bounded
+from countermem_jax.runtime.inflight import CheckerPool
+from countermem_jax.runtime.inflight import run_bounded
 from evaluators.worker import default_pool_size
 from helpers import agent_config
 from test_pipeline import people_benchmark  # noqa: F401 (fixture)

@@ -10,7 +10,7 @@ import dataclasses
 import logging
 from typing import Any
 
-from countermem_jax.runtime.checker_pool import CheckerPool
+from countermem_jax.runtime.inflight import CheckerPool
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method.prompting.failures import ParseFailureLog

@@ -26,7 +26,7 @@ from countermem_jax.method.memory import load_frozen, load_store, save_store
 from countermem_jax.method.memory.reuse import suppressed
 from countermem_jax.method.memory.store import MemoryStore
 from countermem_jax.method.memory_use import CounterMemAugmentation
-from countermem_jax.runtime import phase_loop
+from countermem_jax.runtime import inflight
 from countermem_jax.phases import context
 from countermem_jax.phases.workdir import Workdir
 from countermem_jax.method.selector import policies
@@ -191,12 +191,12 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     wave_totals = {}
     transfer = {}
     if constructs:
-        store, wave_totals = phase_loop.run(_construct(cfg, wd, ctx, store))
+        store, wave_totals = inflight.run(_construct(cfg, wd, ctx, store))
         if ctx.method.construction.transfer_checks and ctx.method.construction.corrections \
                 == "verified":
-            transfer = phase_loop.run(_transfer(wd, ctx, store))
+            transfer = inflight.run(_transfer(wd, ctx, store))
     else:  # §6.1 "WM without CF" keeps nothing for later tasks: there is no memory to build
-        phase_loop.run(ctx.backbone.aclose())
+        inflight.run(ctx.backbone.aclose())
         print("construction.corrections=within_task: nothing is stored for later tasks, so no "
               "construction task runs; the store stays empty")
     # From here on records and reuse statistics are fixed (§4.2): training and evaluation load

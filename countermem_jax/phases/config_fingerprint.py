@@ -1,14 +1,7 @@
-"""Config fingerprints: one config per workdir (provenance of every result file).
-
-The first phase that writes results records its config's fingerprint in
-``WORKDIR/fingerprint.json``; every later phase compares its own config with it before it loads
-anything (``workdir_guard.enter_phase``) and refuses a mismatch in one line naming each differing
-field (dotted path, recorded value, new value). build_memory fingerprints every field but the
-``selector`` section, train_selector that section, evaluate records nothing; ``NOT_FINGERPRINTED``
-lists what does not change a result or gets its own evaluation run (docs/running.md, "Workdir
-safety"). A new field is fingerprinted by default; a workdir made before a field existed is
-read with the field at its default (``VERSION``).
-"""
+"""Config fingerprints: one config per workdir (provenance of every result file). The first
+phase that writes results records its config in ``WORKDIR/fingerprint.json``; later phases are
+refused, in one line naming each differing field, if theirs differs (docs/running.md, "Workdir
+safety", gives the rules)."""
 import datetime
 import hashlib
 import json
@@ -33,22 +26,15 @@ NOT_FINGERPRINTED = (
     "backbone.max_attempts", "backbone.n_threads", "backbone.cache_dir",
     "selector.seeds", "construction.wave_size",
 )
-# The version of the rules below by which a recorded fingerprint is read, recorded with it. A
-# field the recorded fingerprint lacks (the config gained it since) reads as its value in
-# ``base_config()``: a new field's default is the behaviour the code had before it, so older
-# workdirs still match a config that keeps it and only another value is a difference. A field
-# whose default changes what older workdirs computed raises the version instead: a fingerprint
-# of another version is refused in one line. Fingerprints without a version are version 1.
+# The rules' version, recorded with each fingerprint (none: 1); another version is refused. A
+# field a record lacks reads as its ``base_config()`` value (docs/running.md).
 VERSION = 1
 # What a workdir made before fingerprints existed holds; such a workdir cannot be checked.
 _RESULT_FILES = ("store.jsonl", "store_frozen.jsonl", "selector", "metrics.json", "log.jsonl")
 
 
 class WorkdirMismatch(ValueError):
-    """The config differs from the one the workdir's results were made with.
-
-    The message lists every differing field as ``path: recorded -> now``.
-    """
+    """The config differs from the workdir's; the message lists ``path: recorded -> now``."""
 
 
 def _leaves(tree: dict, prefix: str = "") -> Iterator[tuple[str, object]]:
@@ -61,11 +47,6 @@ def _leaves(tree: dict, prefix: str = "") -> Iterator[tuple[str, object]]:
             yield path, value
 
 
-def _excluded(path: str) -> bool:
-    """True when ``path`` is, or lies under, an entry of ``NOT_FINGERPRINTED``."""
-    return any(path == skip or path.startswith(skip + ".") for skip in NOT_FINGERPRINTED)
-
-
 def fingerprint_fields(cfg, phase: str) -> dict:
     """The fingerprinted fields of ``cfg`` for ``phase`` as {dotted path: JSON value}."""
     later = {s for sections in PHASE_SECTIONS.values() for s in sections}
@@ -74,14 +55,9 @@ def fingerprint_fields(cfg, phase: str) -> dict:
     for path, value in _leaves(cfg.to_dict()):
         section = path.split(".")[0]
         wanted = section in own if own else section not in later
-        if wanted and not _excluded(path):
+        if wanted and not any(path == s or path.startswith(s + ".") for s in NOT_FINGERPRINTED):
             fields[path] = json.loads(json.dumps(value, default=str))  # tuples -> lists
     return fields
-
-
-def _digest(fields: dict) -> str:
-    """sha256 of the canonical JSON of a fingerprint's fields."""
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 
 
 def _differences(recorded: dict, current: dict) -> list[str]:
@@ -97,11 +73,8 @@ def _differences(recorded: dict, current: dict) -> list[str]:
 
 
 class PhaseGuard:
-    """The running phase's hold on its workdir: checked fingerprints and the phase lock.
-
-    ``fingerprint.json`` maps each phase that wrote results to {"sha256", "fields", "version",
-    "recorded_at", "code_version"}; the guard reads, checks and (once per phase) records it.
-    """
+    """Reads, checks and (once per phase) records ``fingerprint.json``: {phase: {"sha256",
+    "fields", "version", "recorded_at", "code_version"}}."""
 
     def __init__(self, cfg, root: pathlib.Path, phase: str):
         self.cfg, self.root, self.phase = cfg, root, phase
@@ -125,7 +98,6 @@ class PhaseGuard:
     def check(self, sections: tuple[str, ...]) -> None:
         """Refuses the config if it differs from a recorded fingerprint of ``sections``."""
         recorded = self._read()
-        # Results without any fingerprint cannot be attributed to a config: refuse instead of guessing.
         if not recorded and any((self.root / name).exists() for name in _RESULT_FILES):
             raise WorkdirMismatch(f"workdir {self.root} holds results but no {FINGERPRINT_FILE} "
                                   "(made before config fingerprints); its config cannot be "
@@ -153,7 +125,8 @@ class PhaseGuard:
             if self.phase in recorded:
                 return False
             fields = fingerprint_fields(self.cfg, self.phase)
-            recorded[self.phase] = {"sha256": _digest(fields), "fields": fields,
+            recorded[self.phase] = {"sha256": hashlib.sha256(json.dumps(
+                fields, sort_keys=True).encode()).hexdigest(), "fields": fields,
                                     "version": VERSION, "recorded_at": now_utc(),
                                     "code_version": provenance.code_version()}
             self._write(recorded)

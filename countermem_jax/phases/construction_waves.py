@@ -5,6 +5,7 @@ sequential run's (paper §3.2–3.3, Algorithm 1 phase 1; docs/concurrency.md).
 import asyncio
 import collections
 import dataclasses
+import functools
 from typing import Awaitable, Callable, Iterable, Sequence
 
 import numpy as np
@@ -169,9 +170,13 @@ class InFlight:
                  make_index: IndexBuilder, make_checker: Callable[[], cond_lib.CompositeChecker],
                  log: RunLog, commit: Callable, position: int = 0):
         self.store, self.position, self.wave_size = store, position, wave_size
-        self._run_task, self._make_index, self._make_checker = run_task, make_index, make_checker
+        self._run_task, self._make_checker = run_task, make_checker
         self._log, self._commit = log, commit
-        self._indexes: dict[tuple, RetrievalIndex] = {}
+        # one index build per store content, shared by every run and replay that reads it (the
+        # index's checker is each reader's own: ``_RecordingIndex``)
+        checker = make_checker()
+        self._index = functools.lru_cache(min(2 * wave_size + 8, 64))(
+            lambda records: make_index(records, checker))
         self._discarded: set[asyncio.Task] = set()
         self.totals = {"wave_size": wave_size, **dict.fromkeys(_COUNTS, 0)}
         self._wave = self._new_wave()
@@ -180,17 +185,9 @@ class InFlight:
         return {"wave": self.position // self.wave_size, "tasks": [], "reruns": [],
                 "discarded_llm_calls": 0, "discarded_tokens": 0}
 
-    def _index(self, records, checker) -> RetrievalIndex:
-        """One index build per store content, shared by every run and replay that reads it."""
-        key = tuple(records)
-        if key not in self._indexes:
-            if len(self._indexes) >= min(2 * self.wave_size + 8, 64):
-                del self._indexes[next(iter(self._indexes))]
-            self._indexes[key] = self._make_index(records, checker)
-        return self._indexes[key]
-
     def _launch(self, task) -> _Run:
-        view = TaskView(self.store, task.task_id, self._index, self._make_checker())
+        view = TaskView(self.store, task.task_id, lambda records, _: self._index(tuple(records)),
+                        self._make_checker())
         out = RunOutput()
         return _Run(task, view, out, asyncio.create_task(self._run_task(task, view, out)))
 

@@ -22,7 +22,7 @@ from countermem_jax.protocol import config_defaults, pools, splits as splits_lib
 from countermem_jax.method.agents import AgentConfig
 from countermem_jax.backbones.base import TokenLedger
 from countermem_jax.backbones.factory import make_backbone
-from countermem_jax.runtime.checker_pool import CheckerPool
+from countermem_jax.runtime.inflight import CheckerPool
 from countermem_jax.method.counterfactual import ConstructionConfig
 from countermem_jax.method import edit_replay
 from countermem_jax.method.memory import scoring

@@ -16,13 +16,12 @@ import numpy as np
 import tqdm
 
 from countermem_jax import baselines
-from countermem_jax.runtime import curves, task_pool
+from countermem_jax.runtime import curves, inflight
 from countermem_jax.protocol import intervals, metrics, provenance
 from countermem_jax.method.agents import Agent, Augmentation, MemoryCalls
-from countermem_jax.runtime.checker_pool import CheckerPool
+from countermem_jax.runtime.inflight import CheckerPool
 from countermem_jax.method.counterfactual import CounterfactualBuilder, WithinTaskChecks
 from countermem_jax.method.memory_use import CounterMemAugmentation
-from countermem_jax.runtime import phase_loop
 from countermem_jax.phases import context
 from countermem_jax.phases.workdir import PhaseError, Workdir
 from countermem_jax.method.retrieval import batching
@@ -149,7 +148,7 @@ async def _run_all(cfg, runs: list, eval_tasks, ctx: context.PhaseContext,
         done.append(float(task_ctx.solved))
         writers[job_runs[i]].scalars(len(done), {"eval/running_score": float(np.mean(done))})
     try:
-        await task_pool.run_bounded(jobs, max(1, cfg.eval.concurrency) * len(runs), progress)
+        await inflight.run_bounded(jobs, max(1, cfg.eval.concurrency) * len(runs), progress)
     finally:
         bar.close()
         for writer in writers.values():
@@ -181,7 +180,7 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     before = plan.check_artefacts()
     wd.log.write("phase_start", phase="evaluation", verified=before, runs=[r.name for r in runs])
     with checks:
-        phase_loop.run(_run_all(cfg, runs, ctx.splits.eval, ctx, wd.curves / "eval"))
+        inflight.run(_run_all(cfg, runs, ctx.splits.eval, ctx, wd.curves / "eval"))
     # The frozen memory and selector must be bit-identical after evaluation (no test-time
     # learning, §4.2); a change is an error, not a warning.
     after = plan.check_artefacts()

@@ -23,7 +23,7 @@ from countermem_jax.runtime import curves
 from countermem_jax.protocol import metrics
 from countermem_jax.method.agents import Agent, MemoryCalls
 from countermem_jax.method.memory_use import CounterMemAugmentation
-from countermem_jax.runtime import phase_loop
+from countermem_jax.runtime import inflight
 from countermem_jax.phases import context, selector_loop
 from countermem_jax.phases.workdir import PhaseError, Workdir
 from countermem_jax.runtime.runlog import EventBuffer
@@ -91,7 +91,7 @@ def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
             return dict(zip(seeds, results))
         finally:
             await ctx.backbone.aclose()
-    per_seed = phase_loop.run(run_seeds())
+    per_seed = inflight.run(run_seeds())
     wd.record_best_checkpoints({s: r["best_step"] for s, r in per_seed.items()})
     summary = {"seeds": {str(s): r for s, r in per_seed.items()},
                "tokens": ctx.ledger.total("selector_training").total}

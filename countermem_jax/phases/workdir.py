@@ -31,8 +31,7 @@ class Workdir:
     """The files of one experiment; evaluation runs get their own directories under ``eval/``."""
 
     def __init__(self, path):
-        """Names the artefacts; the growing ``store`` and the ``frozen`` snapshot are separate
-        files, so a resumed build never touches the store training or evaluation read."""
+        """Names the artefacts (a resumed build writes ``store``, never the ``frozen`` one)."""
         self.root = pathlib.Path(path)
         self.root.mkdir(parents=True, exist_ok=True)
         self.store = self.root / "store.jsonl"
@@ -46,7 +45,7 @@ class Workdir:
         self.cache = self.root / "llm_cache"
         self.parse_failures = self.root / "parse_failures.jsonl"
         self.eval_runs = self.root / "eval"
-        self.curves = self.root / "curves"   # TensorBoard event files (countermem_jax.runtime.curves)
+        self.curves = self.root / "curves"   # TensorBoard event files (runtime/curves.py)
 
     def seed_dir(self, seed: int) -> pathlib.Path:
         """Selector seed ``seed``'s Orbax checkpoints and best.json."""
@@ -96,8 +95,8 @@ class Workdir:
                              f"({err})") from None
 
     def restore_seed(self, seed: int):
-        """The seed's best checkpoint as a greedy selector and its directory, refused if it is
-        not the one training recorded as best."""
+        """The seed's best checkpoint (a greedy selector) and its directory, refused if it is not
+        the one training recorded as best."""
         directory = self.seed_dir(seed)
         if not directory.exists():
             raise PhaseError(f"{directory}: no checkpoint for selector seed {seed}; run "

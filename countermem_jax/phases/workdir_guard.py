@@ -1,8 +1,6 @@
-"""One writer per phase on a workdir, and the config checked before it writes (all phases):
-``enter_phase`` validates the config, holds ``WORKDIR/.locks/<phase>.lock`` (a second process
-is refused at once, naming the holder; the kernel drops a killed holder's lock) and checks and
-records the config's fingerprint. A run refused before it wrote anything leaves nothing behind,
-so a mistyped ``--workdir`` stays absent (docs/running.md, "Workdir safety").
+"""One writer per phase on a workdir, and the config checked before it writes: ``enter_phase``
+validates the config, holds ``WORKDIR/.locks/<phase>.lock`` and checks and records the config's
+fingerprint; a run refused before it wrote leaves nothing (docs/running.md, "Workdir safety").
 """
 import contextlib
 import functools
@@ -52,42 +50,23 @@ def phase_lock(root: pathlib.Path, phase: str) -> Iterator[None]:
         lock.release()
 
 
-def _missing_folders(root: pathlib.Path) -> list[pathlib.Path]:
-    """``root`` and those of its parents that do not exist yet, deepest first."""
-    missing = []
-    for folder in (root, *root.parents):
-        if folder.exists():
-            break
-        missing.append(folder)
-    return missing
-
-
 def _written(root: pathlib.Path) -> dict:
     """{relative path: (size, mtime)} of the files under ``root`` but the guard's own."""
-    out = {}
-    for path in root.rglob("*"):
-        rel = path.relative_to(root)
-        if rel.parts[0] in (LOCK_DIR, FINGERPRINT_FILE) or not path.is_file():
-            continue
-        stat = path.stat()
-        out[str(rel)] = (stat.st_size, stat.st_mtime_ns)
-    return out
+    return {str(path.relative_to(root)): (path.stat().st_size, path.stat().st_mtime_ns)
+            for path in root.rglob("*") if path.is_file()
+            and path.relative_to(root).parts[0] not in (LOCK_DIR, FINGERPRINT_FILE)}
 
 
-def _take_back(root: pathlib.Path, phase: str, made: list[pathlib.Path], locks_made: bool) -> None:
-    """Removes what a refused run made: its lock files if it made their directory, and the
-    empty folders it made, deepest first (in a workdir it made, those the phase made too)."""
-    if made and made[0] == root:
-        for folder, _, _ in sorted(os.walk(root), key=lambda w: -len(pathlib.Path(w[0]).parts)):
-            if pathlib.Path(folder) not in (root, root / LOCK_DIR):
-                with contextlib.suppress(OSError):
-                    os.rmdir(folder)
-    if locks_made:
-        for name in (f"{phase}.lock", f"{phase}.owner", "fingerprint.lock"):
-            with contextlib.suppress(OSError):
-                (root / LOCK_DIR / name).unlink()
-        made = [root / LOCK_DIR, *made]
-    for folder in made:
+def _take_back(root: pathlib.Path, phase: str, made: list, locks_made: bool) -> None:
+    """Removes what a refused run made: its lock files if it made their folder, then the empty
+    folders it made, deepest first (in a workdir it made, every empty folder in it)."""
+    if not locks_made:   # a workdir with locks made earlier keeps them and its folders
+        return
+    for name in (f"{phase}.lock", f"{phase}.owner", "fingerprint.lock"):
+        with contextlib.suppress(OSError):
+            (root / LOCK_DIR / name).unlink()
+    inside = [pathlib.Path(f) for f, _, _ in os.walk(root, topdown=False)] if made else []
+    for folder in [*inside, root / LOCK_DIR, *made[1:]]:
         with contextlib.suppress(OSError):
             folder.rmdir()
 
@@ -100,7 +79,7 @@ def enter_phase(cfg, root, phase: str) -> Iterator[PhaseGuard]:
     takes back all the run made (record, locks, the workdir and parents it created)."""
     config_validation.validate(cfg)
     root = pathlib.Path(root)
-    made = _missing_folders(root)
+    made = [folder for folder in (root, *root.parents) if not folder.exists()]  # deepest first
     locks_made = not (root / LOCK_DIR).exists()
     root.mkdir(parents=True, exist_ok=True)
     refused = False
@@ -114,7 +93,6 @@ def enter_phase(cfg, root, phase: str) -> Iterator[PhaseGuard]:
                 raise
             # evaluate writes only metrics, which are recomputable: it checks but never records.
             recorded_now = phase != "evaluate" and guard.record()
-            # what to compare a refusal against; nothing to take back on a later run's refusal
             before = _written(root) if (recorded_now or made or locks_made) else None
             try:
                 yield guard

@@ -1,8 +1,6 @@
 """Generic machinery the method and the phases run on; it knows nothing of the method.
 
-  task_pool.py     bounded pool of concurrent tasks
-  checker_pool.py  the bounded threads the world-model checks run in
-  phase_loop.py    the event loop a phase runs its tasks in
+  inflight.py      a phase's tasks in flight: event loop, bounded pool, checker threads
   runlog.py        the append-only run log a phase resumes from
   row_blocks.py    blocks of rows for batched scoring
   file_hash.py     sha256 of a file

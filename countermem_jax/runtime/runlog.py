@@ -3,6 +3,7 @@ figure and what a killed run resumes from. Each event reaches the OS at once (a 
 loses nothing); ``sync`` fsyncs where a file saved next must not be ahead of the log, and at exit.
 """
 import atexit
+import collections
 import json
 import os
 import pathlib
@@ -14,10 +15,8 @@ import numpy as np
 
 def _default(obj):
     """JSON for numpy arrays and numbers, and sets; anything else fails at the write."""
-    if isinstance(obj, (np.ndarray, np.floating, np.integer)):
-        return obj.tolist()
-    if isinstance(obj, (set, frozenset)):  # tuples are JSON arrays already
-        return list(obj)
+    if isinstance(obj, (np.ndarray, np.generic, set, frozenset)):  # tuples are arrays already
+        return obj.tolist() if isinstance(obj, (np.ndarray, np.generic)) else list(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
@@ -159,18 +158,14 @@ class RunLog:
 
     def completed_decisions(self, run: str) -> list[dict]:
         """Decisions of the finished tasks of ``run``, from their last (complete) attempt."""
-        pending, done = {}, {}
+        pending, done = collections.defaultdict(list), {}
         for e in self.events():
-            if e.get("run") != run or e.get("event") not in ("decision", "task_end"):
-                continue
-            tid = e["task_id"]
-            if e["event"] == "decision":
-                # Decision 0 starts an attempt: anything pending from a killed attempt is dropped.
-                if e.get("decision") == 0:
-                    pending[tid] = []
-                pending.setdefault(tid, []).append(e)
-            else:
-                done[tid] = pending.pop(tid, [])
+            if e.get("run") == run and e.get("event") == "decision":
+                if e.get("decision") == 0:   # a new attempt: a killed one's decisions dropped
+                    pending[e["task_id"]] = []
+                pending[e["task_id"]].append(e)
+            elif e.get("run") == run and e.get("event") == "task_end":
+                done[e["task_id"]] = pending.pop(e["task_id"], [])
         return [d for decisions in done.values() for d in decisions]
 
 

@@ -108,16 +108,15 @@ class GreedyDQN(Frozen):
 
 
 class EpisodeExplorer(Frozen):
-    """One training episode's ε-greedy behaviour policy in a selector-training wave
-    (docs/concurrency.md): the parameters and ε of the learner at the wave's start, and
-    an exploration key per decision derived from (seed, episode, decision index), so that which
-    key a decision uses depends neither on the wave size nor on how the wave's episodes
-    interleave. The learner itself learns from the wave's transitions after the wave."""
+    """A training episode's ε-greedy policy in a selector wave: the wave's parameters and ε, a
+    key per (seed, episode, decision), whatever the wave size (docs/concurrency.md)."""
     name = "dqn-training"
 
     def __init__(self, cfg: dqn.DQNConfig, params, epsilon: float, seed: int, episode: int):
         self.cfg, self.params, self.epsilon = cfg, params, jnp.float32(epsilon)
-        self.key = exploration_key(seed, episode)
+        # a key stream apart from the one of the parameters and the updates ("expl")
+        self.key = jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), 0x6578706C),
+                                      episode)
         self.decision = 0
 
     def select(self, obs, mask) -> Choice:
@@ -127,16 +126,6 @@ class EpisodeExplorer(Frozen):
         action, q = dqn.explore_with_key(self.cfg, self.params, jnp.asarray(obs, jnp.float32),
                                          jnp.asarray(mask, bool), key, self.epsilon)
         return Choice(int(action), np.asarray(q))
-
-
-def exploration_key(seed: int, episode: int) -> jax.Array:
-    """The root of episode ``episode``'s exploration keys for selector seed ``seed`` (a stream
-    apart from the one that initialises the parameters and samples the updates)."""
-    return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), _EXPLORE_STREAM),
-                              episode)
-
-
-_EXPLORE_STREAM = 0x6578706C  # "expl"
 
 
 @functools.lru_cache(maxsize=None)
