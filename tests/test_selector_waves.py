@@ -9,6 +9,8 @@ import jax
 import numpy as np
 import pytest
 
+from helpers import paper
+
 from countermem_jax import experiment
 from countermem_jax.protocol.analysis import load_selector
 from countermem_jax.backbones.base import Charge, SamplingParams
@@ -233,8 +235,8 @@ def test_the_loop_learns_each_decision_once_and_validates_checkpoints_after_acti
     from countermem_jax.method.selector import dqn, training
     from countermem_jax.method.selector.transition import Transition
     from countermem_jax.phases import selector_loop
-    cfg = dqn.DQNConfig(total_decisions=10, checkpoint_every=5, learning_starts=1, train_every=1,
-                        batch_size=2, replay_capacity=16, hidden=(8,))
+    cfg = paper("dqn", total_decisions=10, checkpoint_every=5, learning_starts=1, train_every=1,
+                batch_size=2, replay_capacity=16, hidden=(8,))
     calls = []
 
     class Records:
