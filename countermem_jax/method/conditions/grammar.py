@@ -116,34 +116,30 @@ class FeedbackContains:
 
 
 @dataclasses.dataclass(frozen=True)
-class EditTouches:
+class _NameList:
+    """``KEYWORD [names]`` / ``KEYWORD any [names]``: the shape the three name clauses share."""
+    names: tuple[str, ...]
+    any_: bool = False
+    KEYWORD = ""
+
+    def __str__(self) -> str:
+        return f"{self.KEYWORD} {'any ' if self.any_ else ''}[{', '.join(self.names)}]"
+
+
+class EditTouches(_NameList):
     """``edit touches [names]``: the request names or implies every name (``any_``: one of
     them); the names the verified edit touched."""
-    names: tuple[str, ...]
-    any_: bool = False
-
-    def __str__(self) -> str:
-        return f"edit touches {'any ' if self.any_ else ''}[{', '.join(self.names)}]"
+    KEYWORD = "edit touches"
 
 
-@dataclasses.dataclass(frozen=True)
-class DraftHas:
+class DraftHas(_NameList):
     """``draft has [names]``: the draft the record would revise uses every name (``any_``: one)."""
-    names: tuple[str, ...]
-    any_: bool = False
-
-    def __str__(self) -> str:
-        return f"draft has {'any ' if self.any_ else ''}[{', '.join(self.names)}]"
+    KEYWORD = "draft has"
 
 
-@dataclasses.dataclass(frozen=True)
-class DraftLacks:
+class DraftLacks(_NameList):
     """``draft lacks [names]``: the draft does not use every name (``any_``: uses none of them)."""
-    names: tuple[str, ...]
-    any_: bool = False
-
-    def __str__(self) -> str:
-        return f"draft lacks {'any ' if self.any_ else ''}[{', '.join(self.names)}]"
+    KEYWORD = "draft lacks"
 
 
 @dataclasses.dataclass(frozen=True)
