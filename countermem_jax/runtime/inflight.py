@@ -72,8 +72,7 @@ async def run_bounded(jobs: Sequence[Callable[[], Awaitable[T]]], limit: int,
 
 
 class CheckerPool(ThreadPoolExecutor):
-    """``size`` threads (default: one per usable CPU) for blocking checks, one pool per phase;
-    closing it waits for its running checks."""
+    """``size`` threads (default: one per usable CPU) for blocking checks, one pool per phase."""
 
     def __init__(self, size: int | None = None):
         self.size = default_pool_size() if size is None else int(size)
@@ -85,7 +84,3 @@ class CheckerPool(ThreadPoolExecutor):
         """``fn(*args)`` on a pool thread in the caller's context variables, awaited."""
         call = functools.partial(contextvars.copy_context().run, fn, *args)
         return await asyncio.get_running_loop().run_in_executor(self, call)
-
-    def close(self) -> None:
-        """Waits for running checks and stops the threads."""
-        self.shutdown(wait=True)
