@@ -27,6 +27,7 @@ from countermem_jax.protocol.config_defaults import base_config
 from countermem_jax.backbones.base import Charge, TokenLedger, Usage
 from countermem_jax.method.memory import load_frozen, load_store
 from countermem_jax.method.memory import store as store_lib
+from countermem_jax.method.prompting.failures import ParseFailureLog
 from countermem_jax.method.retrieval import conditions as cond_lib
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.runtime.runlog import RunLog
@@ -461,6 +462,17 @@ def test_runs_beyond_the_window_are_checked_once_they_enter_it(tmp_path, monkeyp
     assert t5_starts[1] > order.index(("commit", "t3"))
 
 
+def test_a_run_that_does_not_replay_on_the_store_it_ran_on_stops_the_build(tmp_path):
+    """t1 records a reuse of a record the store does not hold as found: no run of it ever
+    replays, so the build stops instead of re-running it again and again."""
+    async def t1(view, order):
+        view.reads.append(("reuse", ("no-such-record", 1), True))
+
+    steps = {"t0": _admits(0), "t1": t1}
+    with pytest.raises(RuntimeError, match="t1: retrieval or admission is not deterministic"):
+        _unit_build(tmp_path, 2, steps, list(steps), [])
+
+
 def test_a_committed_run_counts_each_parse_failure_once(tmp_path):
     from countermem_jax.method.prompting.failures import ParseFailureLog
     from countermem_jax.runtime.runlog import RunLog
@@ -468,7 +480,30 @@ def test_a_committed_run_counts_each_parse_failure_once(tmp_path):
     out.failures.count("GENERATE_LOCAL_ALTERNATIVES", "calls", 2)
     out.failures.add(template="GENERATE_LOCAL_ALTERNATIVES", decision="t#0", attempt=1,
                      error="no usable edit", reply="{}")
-    phase = ParseFailureLog()
+    phase = ParseFailureLog(tmp_path / "parse_failures.jsonl")
     out.commit(RunLog(tmp_path / "log.jsonl"), phase, TokenLedger())
     row = phase.summary()["GENERATE_LOCAL_ALTERNATIVES"]
     assert row["parse_failures"] == 1 and row["calls"] == 2 and len(phase.items) == 1
+    lines = (tmp_path / "parse_failures.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in lines] == phase.items
+
+
+def test_a_committed_run_books_its_charges_as_booking_each_call_in_the_phase_would(tmp_path):
+    """The phase's ledger after a run commits is the ledger that booked the run's calls itself,
+    one by one: the same totals per phase, decision and purpose, in the same order."""
+    earlier = (Charge("construction", "t0#0", "DRAFT_ACTION"), Usage(4, 1))
+    calls = [(Charge("construction", "t1#0", "DRAFT_ACTION"), Usage(10, 5, 2)),
+             (Charge("construction", "t1#1", "CONDITION_JUDGE"), Usage(7, 1, source="tokenizer"),
+              True, True),
+             (Charge("construction", "t1#0", "REVISE_WITH_RECORD"), Usage(3, 2, cached_tokens=2)),
+             (Charge("construction"), Usage(1, 1), True)]
+    direct, phase, out = TokenLedger(), TokenLedger(), waves.RunOutput()
+    direct.record(*earlier)
+    phase.record(*earlier)
+    for call in calls:
+        direct.record(*call)
+        out.ledger.record(*call)
+    out.commit(RunLog(tmp_path / "log.jsonl"), ParseFailureLog(), phase)
+    for name in ("by_phase", "by_decision", "by_purpose", "calls", "malformed"):
+        assert list(getattr(phase, name).items()) == list(getattr(direct, name).items()), name
+    assert phase.summary() == direct.summary() and phase.total().source == "mixed"

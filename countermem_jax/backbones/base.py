@@ -183,6 +183,18 @@ class TokenLedger:
             self.calls[charge.phase] += 1
             self.cached_calls += cached
 
+    def merge(self, other: "TokenLedger") -> None:
+        """Books every call ``other`` booked, with the totals recording them here one by one
+        would give (a construction run's charges, booked when the run commits)."""
+        with self._lock:
+            for mine, theirs in ((self.by_phase, other.by_phase),
+                                 (self.by_decision, other.by_decision),
+                                 (self.by_purpose, other.by_purpose), (self.calls, other.calls),
+                                 (self.malformed, other.malformed)):
+                for key, value in theirs.items():
+                    mine[key] += value
+            self.cached_calls += other.cached_calls
+
     def total(self, phase: str | None = None) -> Usage:
         """Summed usage of ``phase``, or of all phases when ``phase`` is None."""
         with self._lock:

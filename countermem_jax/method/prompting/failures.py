@@ -46,6 +46,18 @@ class ParseFailureLog:
             with self._lock:
                 self.counts[template][outcome] += n
 
+    def merge(self, other: "ParseFailureLog") -> None:
+        """Adds ``other``'s failures (in order, mirrored to ``path``) and counts to this log's
+        (a construction run's, when the run commits)."""
+        with self._lock:
+            self.items.extend(other.items)
+            for template, outcomes in other.counts.items():
+                self.counts[template].update(outcomes)
+            if self.path and other.items:
+                with open(self.path, "a", encoding="utf-8", errors="replace") as f:
+                    f.writelines(json.dumps(item, ensure_ascii=False) + "\n"
+                                 for item in other.items)
+
     def summary(self) -> dict:
         """{template: {outcome: count}} for every template called, every outcome present, plus
         ``total`` over templates: what the phases log and report as ``replies``."""
