@@ -33,7 +33,7 @@ def _workdir_made_by(tmp_path, *phases):
     root = tmp_path / "wd"
     root.mkdir()
     for phase in phases:
-        assert config_fingerprint.PhaseGuard(_config(), root, phase).record()
+        assert config_fingerprint.record(_config(), root, phase)
     return root
 
 

@@ -1,8 +1,6 @@
-"""One writer per phase on a workdir, and the config checked before it writes: ``enter_phase``
-validates the config, holds ``WORKDIR/.locks/<phase>.lock`` and checks and records the config's
-fingerprint; a run refused before it wrote leaves nothing (docs/running.md, "Workdir safety").
-"""
+"""One writer per phase on a workdir, the config checked before it writes (docs/running.md)."""
 import contextlib
+import datetime
 import functools
 import json
 import os
@@ -13,9 +11,8 @@ from typing import Iterator
 import filelock
 
 from countermem_jax import domains
-from countermem_jax.phases import config_validation
-from countermem_jax.phases.config_fingerprint import (FINGERPRINT_FILE, LOCK_DIR, PhaseGuard,
-                                                      WorkdirMismatch, checked_phases, now_utc)
+from countermem_jax.phases import config_fingerprint, config_validation
+from countermem_jax.phases.config_fingerprint import FINGERPRINT_FILE, LOCK_DIR
 from countermem_jax.protocol.splits import SplitError
 
 
@@ -26,23 +23,20 @@ class WorkdirBusy(RuntimeError):
 @contextlib.contextmanager
 def phase_lock(root: pathlib.Path, phase: str) -> Iterator[None]:
     """Holds ``root/.locks/<phase>.lock``; refuses at once when another process holds it."""
-    lock_dir = root / LOCK_DIR
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    owner = lock_dir / f"{phase}.owner"
-    lock = filelock.FileLock(str(lock_dir / f"{phase}.lock"), timeout=0)
+    owner = root / LOCK_DIR / f"{phase}.owner"
+    lock = filelock.FileLock(str(root / LOCK_DIR / f"{phase}.lock"), timeout=0)
     try:
         lock.acquire()
     except filelock.Timeout:
-        try:
-            holder = json.loads(owner.read_text())
-        except (OSError, ValueError):
-            holder = {}
-        raise WorkdirBusy(f"workdir {root}: phase {phase} is already running (pid "
-                          f"{holder.get('pid', '?')} on host {holder.get('host', '?')}, since "
-                          f"{holder.get('since', '?')})") from None
+        holder = dict.fromkeys(("pid", "host", "since"), "?")
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            holder.update(json.loads(owner.read_text()))
+        raise WorkdirBusy(f"workdir {root}: phase {phase} is already running (pid {holder['pid']} "
+                          f"on host {holder['host']}, since {holder['since']})") from None
+    since = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     try:
         owner.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                     "since": now_utc()}))
+                                     "since": since}))
         yield
     finally:
         with contextlib.suppress(OSError):
@@ -57,56 +51,45 @@ def _written(root: pathlib.Path) -> dict:
             and path.relative_to(root).parts[0] not in (LOCK_DIR, FINGERPRINT_FILE)}
 
 
-def _take_back(root: pathlib.Path, phase: str, made: list, locks_made: bool) -> None:
-    """Removes what a refused run made: its lock files if it made their folder, then the empty
-    folders it made, deepest first (in a workdir it made, every empty folder in it)."""
-    if not locks_made:   # a workdir with locks made earlier keeps them and its folders
-        return
+def _take_back(root: pathlib.Path, phase: str, made: list) -> None:
+    """Removes a refused run's lock files, then the empty folders it made (``made``, deepest
+    first; in a workdir it made, every empty folder in it)."""
     for name in (f"{phase}.lock", f"{phase}.owner", "fingerprint.lock"):
         with contextlib.suppress(OSError):
             (root / LOCK_DIR / name).unlink()
-    inside = [pathlib.Path(f) for f, _, _ in os.walk(root, topdown=False)] if made else []
-    for folder in [*inside, root / LOCK_DIR, *made[1:]]:
+    inside = [pathlib.Path(f) for f, _, _ in os.walk(root, topdown=False)] if root in made else []
+    for folder in [*inside, *made]:
         with contextlib.suppress(OSError):
             folder.rmdir()
 
 
 @contextlib.contextmanager
-def enter_phase(cfg, root, phase: str) -> Iterator[PhaseGuard]:
-    """Validates the config, takes the phase lock, checks the recorded fingerprints and records
-    this phase's own before the phase writes. A refusal of the config's inputs (split sizes,
-    splits, missing data) takes that record back; any refusal before the phase wrote a file
-    takes back all the run made (record, locks, the workdir and parents it created)."""
+def enter_phase(cfg, root, phase: str) -> Iterator[None]:
+    """Validates ``cfg``, holds the phase lock, checks and (but for evaluate) records the config's
+    fingerprint, and takes back what a refused run made (docs/running.md, "Workdir safety")."""
     config_validation.validate(cfg)
     root = pathlib.Path(root)
-    made = [folder for folder in (root, *root.parents) if not folder.exists()]  # deepest first
-    locks_made = not (root / LOCK_DIR).exists()
+    # What this run makes, deepest first (a workdir with a lock folder keeps its folders).
+    made = [folder for folder in (root / LOCK_DIR, root, *root.parents) if not folder.exists()]
     root.mkdir(parents=True, exist_ok=True)
-    refused = False
+    refused, recorded, before = False, False, None
     try:
         with phase_lock(root, phase):
-            guard = PhaseGuard(cfg, root, phase)
             try:
-                guard.check(checked_phases(cfg, phase))
-            except WorkdirMismatch:
-                refused = True
-                raise
-            # evaluate writes only metrics, which are recomputable: it checks but never records.
-            recorded_now = phase != "evaluate" and guard.record()
-            before = _written(root) if (recorded_now or made or locks_made) else None
-            try:
-                yield guard
+                config_fingerprint.check(cfg, root, phase)
+                recorded = phase != "evaluate" and config_fingerprint.record(cfg, root, phase)
+                before = _written(root) if recorded or made else None
+                yield
             except Exception as err:
-                refused = before is not None and _written(root) == before
-                if recorded_now and (refused or isinstance(err, _INPUT_ERRORS)):
-                    guard.forget()
+                refused = isinstance(err, config_fingerprint.WorkdirMismatch) or (
+                    before is not None and _written(root) == before)
+                inputs = (config_validation.ConfigError, SplitError, *domains.DATA_ERRORS)
+                if recorded and (refused or isinstance(err, inputs)):
+                    config_fingerprint.forget(root, phase)
                 raise
     finally:
-        if refused:   # after ``phase_lock`` let go of the lock
-            _take_back(root, phase, made, locks_made)
-
-
-_INPUT_ERRORS = (config_validation.ConfigError, SplitError, *domains.DATA_ERRORS)
+        if refused and made:   # after ``phase_lock`` let go of the lock
+            _take_back(root, phase, made)
 
 
 def guarded_phase(phase: str):

@@ -28,8 +28,7 @@ def _precheck(run) -> str | None:
     config), before anything of the sweep runs; None when it may."""
     try:
         config_validation.validate(run.config)
-        guard = config_fingerprint.PhaseGuard(run.config, pathlib.Path(run.workdir), run.phase)
-        guard.check(config_fingerprint.checked_phases(run.config, run.phase))
+        config_fingerprint.check(run.config, pathlib.Path(run.workdir), run.phase)
     except (config_validation.ConfigError, config_fingerprint.WorkdirMismatch) as err:
         return schedule.one_line(err)
     return None
