@@ -1,6 +1,5 @@
 """The decision log's writer: no fsync per event, a barrier before what must not be ahead of
 the log, resumable after a kill -9 of the writing process."""
-import atexit
 import os
 import subprocess
 import sys
@@ -116,7 +115,6 @@ def test_a_failed_fsync_is_raised_not_swallowed(tmp_path, monkeypatch):
         log.sync()
     with pytest.raises(OSError, match="fsync failed"):
         log.write("phase_end", phase="evaluation")
-    atexit.unregister(runlog._writer(log.path).sync)   # the exit barrier would raise it again
 
 
 _EXITING_WRITER = textwrap.dedent("""
@@ -136,7 +134,7 @@ _EXITING_WRITER = textwrap.dedent("""
     atexit.register(lambda: print("durable", max(covered), os.path.getsize(path)))
     from countermem_jax.runtime.runlog import RunLog
     log = RunLog(path)
-    log.write("phase_start", phase="evaluation")   # the log's first write registers its barrier
+    log.write("phase_start", phase="evaluation")   # importing the log registered its barrier
     atexit.register(release.set)   # runs before the barrier
     release.clear()
     for t in range(5):
@@ -159,18 +157,17 @@ def test_a_forked_child_logs_and_syncs_while_a_parent_thread_holds_the_writer(tm
     path = tmp_path / "log.jsonl"
     log = RunLog(path)
     log.write("task_end", run="r", phase="evaluation", task_id="parent")
-    writer = runlog._writer(path)
     held, go = threading.Event(), threading.Event()
 
     def hold():
-        with writer.lock:
+        with runlog._lock:   # the lock of every append and fsync in this process
             held.set()
             go.wait(timeout=30)
     holder = threading.Thread(target=hold)
     holder.start()
     held.wait(timeout=30)
     pid = os.fork()
-    if pid == 0:  # the child: its own writer
+    if pid == 0:  # the child: its own lock
         code = 1
         try:
             child = RunLog(path)

@@ -140,15 +140,15 @@ def test_an_episodes_transitions_reach_the_log_in_one_write(tmp_path, people_ben
     as done: every episode's transitions are appended in one write."""
     from countermem_jax.runtime import runlog
     writes = []
-    append = runlog._Writer.append
+    append = runlog._append
 
-    def spy(self, line, sync=False):
+    def spy(path, line, sync):
         episodes = [json.loads(x)["episode"] for x in line.splitlines()
                     if json.loads(x)["event"] == "transition"]
         if episodes:
             writes.append(episodes)
-        return append(self, line, sync)
-    monkeypatch.setattr(runlog._Writer, "append", spy)
+        return append(path, line, sync)
+    monkeypatch.setattr(runlog, "_append", spy)
     wd = _train(tmp_path, people_benchmark, "one_write", 2, JitteryBackbone(0))
     logged = {}
     for e in RunLog(wd / "log.jsonl").events("transition"):

@@ -3,7 +3,7 @@ figure and what a killed run resumes from. Each event reaches the OS at once (a 
 loses nothing); ``sync`` fsyncs where a file saved next must not be ahead of the log, and at exit.
 """
 import atexit
-import collections
+import contextlib
 import json
 import os
 import pathlib
@@ -29,96 +29,66 @@ def _line(event: str, fields: dict) -> str:
     return _SURROGATE.sub("\ufffd", text) + "\n"
 
 
-class _Writer:
-    """The one appender of a log file in this process; reopens the file if it was replaced."""
+def _reset() -> None:
+    """The lock of every append and fsync, the logs written since their last fsync, the failed
+    fsyncs; afresh in a forked child (worker pools fork): a parent's thread may hold the lock."""
+    global _lock, _unsynced, _failed
+    _lock, _unsynced, _failed = threading.Lock(), set(), {}
 
-    def __init__(self, path: pathlib.Path):
-        self.path, self.lock = path, threading.Lock()
-        self._file, self._identity, self._dirty = None, None, False
-        self._error: BaseException | None = None   # an fsync that failed: raised from then on
 
-    def _open(self):
-        """The open handle, reopened when the path names another file or none (rotated)."""
+_reset()
+os.register_at_fork(after_in_child=_reset)
+
+
+def _fsync(path: str) -> None:
+    """fsyncs the file or folder ``path`` (any descriptor will do); a removed one keeps nothing."""
+    with contextlib.suppress(FileNotFoundError):
+        fd = os.open(path, os.O_RDONLY)
         try:
-            stat = os.stat(self.path)
-            current = (stat.st_dev, stat.st_ino)
-        except FileNotFoundError:
-            current = None
-        if self._file is None or current != self._identity:
-            if self._file is not None:
-                self._fsync()   # what went to the old file stays durable
-                self._file.close()
-            self._file = open(self.path, "a", encoding="utf-8")
-            stat = os.fstat(self._file.fileno())
-            self._identity = (stat.st_dev, stat.st_ino)
-            if current is None:  # a new file: make its directory entry durable too
-                directory = os.open(self.path.parent, os.O_RDONLY)
-                try:
-                    os.fsync(directory)
-                finally:
-                    os.close(directory)
-        return self._file
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
-    def append(self, text: str, sync: bool = False) -> None:
-        """Writes and flushes ``text``; with ``sync``, fsyncs before return."""
-        with self.lock:
-            self._raise_error()
-            f = self._open()
-            f.write(text)
-            f.flush()
-            self._dirty = True
-            if sync:
-                self._fsync()
 
-    def sync(self) -> None:
-        """Returns once every line appended so far is fsynced (raises if an fsync failed)."""
-        with self.lock:
-            self._raise_error()
-            self._fsync()
-
-    def _fsync(self) -> None:
-        if self._dirty and self._file is not None:
+def _append(path, text: str, sync: bool) -> None:
+    """Appends ``text`` to ``path`` (opened anew: a replaced file is followed); with ``sync``,
+    fsyncs what went to it since. A failed fsync is raised then and at every later call."""
+    path = os.path.abspath(path)
+    with _lock:
+        if text and path not in _failed:
+            _unsynced.add(path)
             try:
-                os.fsync(self._file.fileno())
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            except FileNotFoundError:   # a new file: its directory entry made durable too
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o666))
+                _fsync(os.path.dirname(path))
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            try:
+                data = text.encode("utf-8")
+                while data:   # a write may take fewer bytes than given
+                    data = data[os.write(fd, data):]
+            finally:
+                os.close(fd)
+        if sync and path in _unsynced:
+            _unsynced.discard(path)
+            try:
+                _fsync(path)
             except OSError as err:
-                self._error = err
-                self._raise_error()
-            self._dirty = False
-
-    def _raise_error(self) -> None:
-        if self._error is not None:
-            raise OSError(f"run log {self.path}: fsync failed ({self._error}); lines written "
-                          "since the last successful fsync may not be durable") from self._error
+                _failed[path] = err
+        if path in _failed:
+            raise OSError(f"run log {path}: fsync failed ({_failed[path]})") from _failed[path]
 
 
-_WRITERS: dict[str, _Writer] = {}
-_WRITERS_LOCK = threading.Lock()
-
-
-def _writer(path: pathlib.Path) -> _Writer:
-    """The process-wide writer of ``path`` (created on first use, keyed by absolute path)."""
-    with _WRITERS_LOCK:
-        key = os.path.abspath(path)
-        if key not in _WRITERS:
-            _WRITERS[key] = _Writer(pathlib.Path(key))
-            atexit.register(_WRITERS[key].sync)   # every line durable at interpreter exit
-        return _WRITERS[key]
-
-
-def _forget_writers_in_child() -> None:
-    """A forked child (worker pools fork) gets its own writers: a parent's lock may be held."""
-    global _WRITERS_LOCK
-    for writer in _WRITERS.values():
-        atexit.unregister(writer.sync)
-    _WRITERS.clear()
-    _WRITERS_LOCK = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_writers_in_child)
+@atexit.register
+def _sync_all() -> None:
+    """Every line durable at interpreter exit (each log tried; failures raised after)."""
+    with contextlib.ExitStack() as stack:
+        for path in list(_unsynced):
+            stack.callback(_append, path, "", True)
 
 
 class RunLog:
-    """Append-only JSON Lines log; every ``RunLog`` of a path appends through one writer."""
+    """Append-only JSON Lines log; any number of ``RunLog`` objects may append to one path."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = pathlib.Path(path)
@@ -126,30 +96,26 @@ class RunLog:
 
     def write(self, event: str, **fields) -> None:
         """Appends ``{"event": event, **fields}`` as one line, handed to the OS at once."""
-        _writer(self.path).append(_line(event, fields))
+        _append(self.path, _line(event, fields), sync=False)
 
     def write_all(self, events: "EventBuffer") -> None:
         """Appends the buffered ``events`` in order, in one write, durable before it returns."""
         if events.lines:
-            _writer(self.path).append("".join(events.lines), sync=True)
+            _append(self.path, "".join(events.lines), sync=True)
 
     def sync(self) -> None:
         """Returns once every event written so far is durable (fsynced)."""
-        _writer(self.path).sync()
+        _append(self.path, "", sync=True)
 
     def events(self, event: str | None = None) -> list[dict]:
         """All events in file order, or only those named ``event``; [] before the log exists."""
-        if not self.path.exists():
-            return []
         out = []
-        with open(self.path, encoding="utf-8") as f:
+        with contextlib.suppress(FileNotFoundError), open(self.path, encoding="utf-8") as f:
             for line in f:
-                try:
+                with contextlib.suppress(json.JSONDecodeError):   # a line cut by a crash: redone
                     obj = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut by a crash; its task is redone
-                if event is None or obj.get("event") == event:
-                    out.append(obj)
+                    if event is None or obj.get("event") == event:
+                        out.append(obj)
         return out
 
     def finished(self, run: str) -> set[str]:
@@ -158,12 +124,12 @@ class RunLog:
 
     def completed_decisions(self, run: str) -> list[dict]:
         """Decisions of the finished tasks of ``run``, from their last (complete) attempt."""
-        pending, done = collections.defaultdict(list), {}
+        pending, done = {}, {}
         for e in self.events():
             if e.get("run") == run and e.get("event") == "decision":
                 if e.get("decision") == 0:   # a new attempt: a killed one's decisions dropped
                     pending[e["task_id"]] = []
-                pending[e["task_id"]].append(e)
+                pending.setdefault(e["task_id"], []).append(e)
             elif e.get("run") == run and e.get("event") == "task_end":
                 done[e["task_id"]] = pending.pop(e["task_id"], [])
         return [d for decisions in done.values() for d in decisions]
