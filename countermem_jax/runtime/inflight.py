@@ -2,7 +2,6 @@
 event loop, ``run_bounded`` at most so many tasks at once, ``CheckerPool`` bounded threads for
 the world model's blocking checks (paper §3.2)."""
 import asyncio
-import contextlib
 import contextvars
 import functools
 import gc
@@ -15,13 +14,13 @@ from evaluators.worker import default_pool_size
 T = TypeVar("T")
 
 YOUNG_THRESHOLD = 7000  # allocations between young collections while a phase runs (default 700)
-_gc = {"lock": threading.Lock(), "depth": 0, "saved": ()}  # phases may nest or run in threads
+_gc = {"lock": threading.Lock(), "depth": 0, "saved": ()}  # phases may run in threads at once
 
 
-@contextlib.contextmanager
-def long_lived_objects_frozen():
-    """Freezes the objects alive now out of garbage collection and raises the young threshold
-    (many tasks in flight make many short-lived objects) until the outermost such block exits."""
+def run(coro: Awaitable[T]) -> T:
+    """``asyncio.run(coro)`` with the objects alive now frozen out of garbage collection and the
+    young threshold raised (tasks in flight make many short-lived objects; docs/speed.md), until
+    the last phase running in this process returns."""
     with _gc["lock"]:
         _gc["depth"] += 1
         if _gc["depth"] == 1:
@@ -29,19 +28,13 @@ def long_lived_objects_frozen():
             gc.freeze()  # no collection first (0.1-0.2 s); garbage frozen is freed at unfreeze
             gc.set_threshold(max(saved[0], YOUNG_THRESHOLD), *saved[1:])
     try:
-        yield
+        return asyncio.run(coro)
     finally:
         with _gc["lock"]:
             _gc["depth"] -= 1
             if _gc["depth"] == 0:
                 gc.set_threshold(*_gc["saved"])
                 gc.unfreeze()
-
-
-def run(coro: Awaitable[T]) -> T:
-    """``asyncio.run(coro)`` with the long-lived objects frozen out of garbage collection."""
-    with long_lived_objects_frozen():
-        return asyncio.run(coro)
 
 
 async def run_bounded(jobs: Sequence[Callable[[], Awaitable[T]]], limit: int,
