@@ -345,7 +345,7 @@ def _unit_build(tmp_path, wave_size, steps, tasks, order, initial=()):
     """``InFlight`` from a store of the records ``initial`` over ``tasks`` (ids) with the
     scripted step ``steps[id](view, order)`` as each task's run; ``order`` gets ("start", id)
     per launch and ("commit", id) per commit. Returns the final store and the wave events."""
-    def run_task(task, view, out):
+    def run_task(task, view):
         order.append(("start", task.task_id))
         return steps[task.task_id](view, order)
 
@@ -355,7 +355,7 @@ def _unit_build(tmp_path, wave_size, steps, tasks, order, initial=()):
         wave_size=wave_size,
         make_index=lambda records, c: RetrievalIndex(records, checker=c),
         make_checker=cond_lib.CompositeChecker, log=log,
-        commit=lambda committed, task, ctx, out: order.append(("commit", task.task_id)),
+        commit=lambda committed, task, ctx, view: order.append(("commit", task.task_id)),
     ).build([types.SimpleNamespace(task_id=t) for t in tasks]))
     return store, log.events("construction_wave")
 
@@ -476,7 +476,7 @@ def test_a_run_that_does_not_replay_on_the_store_it_ran_on_stops_the_build(tmp_p
 def test_a_committed_run_counts_each_parse_failure_once(tmp_path):
     from countermem_jax.method.prompting.failures import ParseFailureLog
     from countermem_jax.runtime.runlog import RunLog
-    out = waves.RunOutput()
+    out = _view(store_lib.MemoryStore(helpers.paper("store")), "t")
     out.failures.count("GENERATE_LOCAL_ALTERNATIVES", "calls", 2)
     out.failures.add(template="GENERATE_LOCAL_ALTERNATIVES", decision="t#0", attempt=1,
                      error="no usable edit", reply="{}")
@@ -497,7 +497,8 @@ def test_a_committed_run_books_its_charges_as_booking_each_call_in_the_phase_wou
               True, True),
              (Charge("construction", "t1#0", "REVISE_WITH_RECORD"), Usage(3, 2, cached_tokens=2)),
              (Charge("construction"), Usage(1, 1), True)]
-    direct, phase, out = TokenLedger(), TokenLedger(), waves.RunOutput()
+    direct, phase = TokenLedger(), TokenLedger()
+    out = _view(store_lib.MemoryStore(helpers.paper("store")), "t")
     direct.record(*earlier)
     phase.record(*earlier)
     for call in calls:

@@ -80,12 +80,12 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
     wd.log.write("phase_start", phase="construction", tasks=len(ctx.splits.build),
                  resumed=len(done))
 
-    async def run_task(task, view: waves.TaskView, out: waves.RunOutput):
+    async def run_task(task, view: waves.TaskView):
         """One construction task on its view of the store; what it writes (records, reuse
         observations, log events, parse failures, charges) is kept until it commits."""
-        agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, out.events,
-                      out.failures, checks=ctx.checks, ledger=_Ticking(out.ledger, called))
-        builder = CounterfactualBuilder(agent, view, construction_cfg, out.events)
+        agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, view.events,
+                      view.failures, checks=ctx.checks, ledger=_Ticking(view.ledger, called))
+        builder = CounterfactualBuilder(agent, view, construction_cfg, view.events)
         augmentation = _construction_augmentation(ctx.method, agent, view.index, hooks=builder)
         return await agent.run(task, augmentation, phase="construction", run=RUN)
 
@@ -106,11 +106,11 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
     # this process's share of checked counterfactual candidates that entered the store
     seq_start, cf_checks = store.next_seq, 0
 
-    def commit(committed: MemoryStore, task, run_ctx, out: waves.RunOutput) -> None:
+    def commit(committed: MemoryStore, task, run_ctx, view: waves.TaskView) -> None:
         """Called in split order once a task's run is final: its output is logged and booked,
         then the resume point advances."""
         nonlocal solved, cf_checks
-        out.commit(wd.log, ctx.parse_failures, ctx.ledger)  # durable before the store names it
+        view.commit(wd.log, ctx.parse_failures, ctx.ledger)  # durable before the store names it
         solved += run_ctx.solved
         done.add(task.task_id)
         committed.meta["processed_tasks"] = sorted(done)

@@ -37,8 +37,9 @@ class _RecordingIndex(RetrievalIndex):
 
 
 class TaskView:
-    """One run's private copy of the committed store, which it retrieves from and admits into,
-    and what the run read: ``reads``, (kind, argument, answer) in order."""
+    """One run's private copy of the committed store, which it retrieves from and admits into;
+    what the run read (``reads``: (kind, argument, answer) in order) and what it writes, kept
+    until it commits: log ``events``, parse ``failures`` and charges (``ledger``)."""
 
     def __init__(self, committed: MemoryStore, task_id: str, make_index: IndexBuilder,
                  checker: cond_lib.CompositeChecker):
@@ -46,7 +47,14 @@ class TaskView:
         self.snapshot_id = committed.snapshot_id  # in the provenance of the records admitted
         self.task_id, self.make_index, self.checker = task_id, make_index, checker
         self.reads: list[tuple] = []
+        self.events, self.failures, self.ledger = EventBuffer(), ParseFailureLog(), TokenLedger()
         self._index = None  # built on first use after each change of the view
+
+    def commit(self, log: RunLog, failures: ParseFailureLog, ledger: TokenLedger) -> None:
+        """Appends the events to ``log`` (one durable write), then books failures and charges."""
+        log.write_all(self.events)
+        failures.merge(self.failures)
+        ledger.merge(self.ledger)
 
     def _current_index(self) -> _RecordingIndex:
         if self._index is None:
@@ -67,13 +75,9 @@ class TaskView:
         self.reads.append((kind, record, (decision, tuple(evicted))))
         return decision, evicted
 
-    def propose(self, record):
-        """Module II on this view (``MemoryStore.propose``)."""
-        return self._admit("propose", record)
-
-    def insert_unverified(self, record):
-        """"CF without WM" storage (``MemoryStore.insert_unverified``, §6.1) on this view."""
-        return self._admit("insert_unverified", record)
+    propose = functools.partialmethod(_admit, "propose")  # Module II on this view
+    # "CF without WM" storage (§6.1) on this view
+    insert_unverified = functools.partialmethod(_admit, "insert_unverified")
 
     def observe_reuse(self, record_id: str, label: int):
         """A reuse observation on this view; whether the record was there is a read."""
@@ -102,26 +106,13 @@ def replay(committed: MemoryStore, view: TaskView) -> MemoryStore | None:
     return twin.store
 
 
-class RunOutput:
-    """What one run writes, kept until it commits: ``events``, parse ``failures``, ``ledger``."""
-
-    def __init__(self):
-        self.events, self.failures, self.ledger = EventBuffer(), ParseFailureLog(), TokenLedger()
-
-    def commit(self, log: RunLog, failures: ParseFailureLog, ledger: TokenLedger) -> None:
-        """Appends the events to ``log`` (one durable write), then books failures and charges."""
-        log.write_all(self.events)
-        failures.merge(self.failures)
-        ledger.merge(self.ledger)
-
-
 class _Run:
     """One run of ``task`` on a view of ``flight``'s store, as committed at ``started_at``."""
 
     def __init__(self, flight: "InFlight", task):
-        self.task, self.out, self.started_at = task, RunOutput(), flight.position
+        self.task, self.started_at = task, flight.position
         self.view = TaskView(flight.store, task.task_id, flight.make_index, flight.make_checker())
-        self.future = asyncio.create_task(flight.run_task(task, self.view, self.out))
+        self.future = asyncio.create_task(flight.run_task(task, self.view))
         self.replayed = (None, -1, None)  # (store, reads replayed, store after) of the last replay
 
     def replay_on(self, store: MemoryStore) -> MemoryStore | None:
@@ -133,8 +124,8 @@ class _Run:
 
 
 class InFlight:
-    """Runs construction tasks W at a time: ``run_task(task, view, out)`` runs one, ``commit(store,
-    task, ctx, out)`` persists each in split order; ``position``: tasks already processed (resume);
+    """Runs construction tasks W at a time: ``run_task(task, view)`` runs one, ``commit(store,
+    task, ctx, view)`` persists each in split order; ``position``: tasks already processed (resume);
     ``totals`` sums the ``construction_wave`` events (re-runs and what they spent)."""
 
     def __init__(self, store: MemoryStore, run_task: Callable[..., Awaitable], *, wave_size: int,
@@ -160,8 +151,8 @@ class InFlight:
         stale.future.cancel()
         self._discarded.append(stale.future)
         self._wave["reruns"].append(stale.task.task_id)
-        self._wave["discarded_llm_calls"] += sum(stale.out.ledger.calls.values())
-        self._wave["discarded_tokens"] += stale.out.ledger.total().total
+        self._wave["discarded_llm_calls"] += sum(stale.view.ledger.calls.values())
+        self._wave["discarded_tokens"] += stale.view.ledger.total().total
         return _Run(self, stale.task)
 
     def _close_wave(self) -> None:  # logs the tasks committed since the last wave, adds to totals
@@ -191,7 +182,7 @@ class InFlight:
                 run = in_flight.popleft()
                 ctx = run.future.result()  # raises what it raised: with fresh reads, so would W = 1
                 self.store = run.replay_on(self.store)
-                self._commit(self.store, run.task, ctx, run.out)
+                self._commit(self.store, run.task, ctx, run.view)
                 self._wave["tasks"].append(run.task.task_id)
                 self.position += 1
                 if self.position % self.wave_size == 0:

@@ -2,29 +2,17 @@
 proves it ran on what construction and training produced (the frozen store's hash written at
 freezing, each seed's best checkpoint's file fingerprint recorded by training).
 """
-import hashlib
 import json
 import pathlib
 
 from countermem_jax.method.memory import load_frozen, save_store
+from countermem_jax.runtime.file_hash import fingerprint
 from countermem_jax.runtime.runlog import RunLog
 from countermem_jax.method.selector import checkpoint, dqn, policies
 
 
 class PhaseError(RuntimeError):
     """A phase cannot run: missing inputs, overlapping splits, or a changed artefact."""
-
-
-def fingerprint(path: pathlib.Path) -> str:
-    """sha256 over a file, or over every file of a directory with its relative path, so that a
-    renamed, added or modified checkpoint file changes the fingerprint."""
-    digest = hashlib.sha256()
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    for f in files:
-        # Relative to the parent, so the checkpoint's own directory name (its step) is hashed.
-        digest.update(str(f.relative_to(path.parent)).encode())
-        digest.update(f.read_bytes())
-    return digest.hexdigest()
 
 
 class Workdir:
@@ -58,7 +46,7 @@ class Workdir:
         return path
 
     def run_log(self, run: str) -> RunLog:
-        """The run log of evaluation run ``run`` (one writer per file)."""
+        """The run log of evaluation run ``run``."""
         return RunLog(self.run_dir(run) / "log.jsonl")
 
     def write_frozen(self, frozen) -> None:

@@ -1,7 +1,9 @@
 """sha256 of a file read in blocks: what the data downloader (countermem_jax/data) and the CPU
-model's GGUF check (countermem_jax/backbones/gguf.py) verify against their pinned hashes."""
+model's GGUF check (countermem_jax/backbones/gguf.py) verify against their pinned hashes; and the
+fingerprint of a file or folder that proves an artefact unchanged (phases/workdir.py)."""
 import hashlib
 import os
+import pathlib
 
 
 def sha256_file(path: str | os.PathLike, block_bytes: int = 1 << 22) -> str:
@@ -10,4 +12,15 @@ def sha256_file(path: str | os.PathLike, block_bytes: int = 1 << 22) -> str:
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(block_bytes), b""):
             digest.update(block)
+    return digest.hexdigest()
+
+
+def fingerprint(path: pathlib.Path) -> str:
+    """sha256 over a file, or over every file of a folder with its path relative to the folder's
+    parent (so the folder's own name, a checkpoint's step, counts): a renamed, added or modified
+    file changes it."""
+    digest = hashlib.sha256()
+    for f in [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(str(f.relative_to(path.parent)).encode())
+        digest.update(f.read_bytes())
     return digest.hexdigest()

@@ -57,18 +57,16 @@ def _append(path, text: str, sync: bool) -> None:
     with _lock:
         if text and path not in _failed:
             _unsynced.add(path)
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-            except FileNotFoundError:   # a new file: its directory entry made durable too
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o666))
-                _fsync(os.path.dirname(path))
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            new = not os.path.exists(path)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
             try:
                 data = text.encode("utf-8")
                 while data:   # a write may take fewer bytes than given
                     data = data[os.write(fd, data):]
             finally:
                 os.close(fd)
+            if new:   # its directory entry made durable too
+                _fsync(os.path.dirname(path))
         if sync and path in _unsynced:
             _unsynced.discard(path)
             try:
