@@ -1,7 +1,6 @@
 """One config per workdir: ``WORKDIR/fingerprint.json`` holds {phase: {"sha256", "fields",
 "version", "recorded_at", "code_version"}} (docs/running.md, "Workdir safety")."""
 import contextlib
-import datetime
 import hashlib
 import json
 import pathlib
@@ -111,10 +110,10 @@ def record(cfg, root, phase: str) -> bool:
         if phase in recorded:
             return False
         fields = fingerprint_fields(cfg, phase)
-        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
         recorded[phase] = {"sha256": digest, "fields": fields, "version": VERSION,
-                           "recorded_at": now, "code_version": provenance.code_version()}
+                           "recorded_at": provenance.now_utc(),
+                           "code_version": provenance.code_version()}
         return True
 
 

@@ -4,7 +4,7 @@ import asyncio
 import collections
 import contextlib
 import functools
-from typing import Awaitable, Callable, Iterable, Sequence
+from typing import Awaitable, Callable, Iterable
 
 import numpy as np
 
@@ -16,17 +16,16 @@ from countermem_jax.method.retrieval import conditions as cond_lib
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.runtime.runlog import EventBuffer, RunLog
 
-IndexBuilder = Callable[[Sequence, cond_lib.CompositeChecker], RetrievalIndex]  # records, checker
-
 # Runs next in line checked after each commit: changes how much is redone, never the result.
 WINDOW = 8
 
 
 class _RecordingIndex(RetrievalIndex):
-    """``inner``'s index (arrays shared) with the run's own checker; each retrieval is a read."""
+    """``view``'s index (arrays shared) with the run's own checker; each retrieval is a read."""
 
-    def __init__(self, inner: RetrievalIndex, checker: cond_lib.CompositeChecker, reads: list):
-        self.__dict__.update(inner.__dict__, checker=checker, _reads=reads)
+    def __init__(self, view: "TaskView"):
+        inner = view.make_index(view.store.records, view.checker)
+        self.__dict__.update(inner.__dict__, checker=view.checker, _reads=view.reads)
 
     def retrieve_embedded(self, tasks, query_embeddings):
         results = super().retrieve_embedded(tasks, query_embeddings)
@@ -41,7 +40,7 @@ class TaskView:
     what the run read (``reads``: (kind, argument, answer) in order) and what it writes, kept
     until it commits: log ``events``, parse ``failures`` and charges (``ledger``)."""
 
-    def __init__(self, committed: MemoryStore, task_id: str, make_index: IndexBuilder,
+    def __init__(self, committed: MemoryStore, task_id: str, make_index: Callable,
                  checker: cond_lib.CompositeChecker):
         self.store = committed.copy()
         self.snapshot_id = committed.snapshot_id  # in the provenance of the records admitted
@@ -58,8 +57,7 @@ class TaskView:
 
     def _current_index(self) -> _RecordingIndex:
         if self._index is None:
-            self._index = _RecordingIndex(self.make_index(self.store.records, self.checker),
-                                          self.checker, self.reads)
+            self._index = _RecordingIndex(self)
         return self._index
 
     def index(self) -> RetrievalIndex:
@@ -129,7 +127,7 @@ class InFlight:
     ``totals`` sums the ``construction_wave`` events (re-runs and what they spent)."""
 
     def __init__(self, store: MemoryStore, run_task: Callable[..., Awaitable], *, wave_size: int,
-                 make_index: IndexBuilder, make_checker: Callable[[], cond_lib.CompositeChecker],
+                 make_index: Callable, make_checker: Callable[[], cond_lib.CompositeChecker],
                  log: RunLog, commit: Callable, position: int = 0):
         self.store, self.position, self.wave_size = store, position, wave_size
         self.run_task, self.make_checker = run_task, make_checker

@@ -101,7 +101,6 @@ class Workdir:
     def artefact_fingerprints(self, frozen, checkpoint_dirs: dict) -> dict:
         """The frozen store's file and content hash and each evaluated checkpoint's fingerprint
         (taken before and after evaluation)."""
-        out = {"store_file": fingerprint(self.frozen), "store_hash": frozen.content_hash()}
-        for seed, ckpt_dir in checkpoint_dirs.items():
-            out[f"selector_checkpoint_seed{seed}"] = fingerprint(ckpt_dir)
-        return out
+        return {"store_file": fingerprint(self.frozen), "store_hash": frozen.content_hash(),
+                **{f"selector_checkpoint_seed{seed}": fingerprint(ckpt_dir)
+                   for seed, ckpt_dir in checkpoint_dirs.items()}}

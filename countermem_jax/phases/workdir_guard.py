@@ -1,6 +1,5 @@
 """One writer per phase on a workdir, the config checked before it writes (docs/running.md)."""
 import contextlib
-import datetime
 import functools
 import json
 import os
@@ -13,6 +12,7 @@ import filelock
 from countermem_jax import domains
 from countermem_jax.phases import config_fingerprint, config_validation
 from countermem_jax.phases.config_fingerprint import FINGERPRINT_FILE, LOCK_DIR
+from countermem_jax.protocol import provenance
 from countermem_jax.protocol.splits import SplitError
 
 
@@ -33,10 +33,9 @@ def phase_lock(root: pathlib.Path, phase: str) -> Iterator[None]:
             holder.update(json.loads(owner.read_text()))
         raise WorkdirBusy(f"workdir {root}: phase {phase} is already running (pid {holder['pid']} "
                           f"on host {holder['host']}, since {holder['since']})") from None
-    since = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     try:
         owner.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                     "since": since}))
+                                     "since": provenance.now_utc()}))
         yield
     finally:
         with contextlib.suppress(OSError):
@@ -71,7 +70,6 @@ def enter_phase(cfg, root, phase: str) -> Iterator[None]:
     root = pathlib.Path(root)
     # What this run makes, deepest first (a workdir with a lock folder keeps its folders).
     made = [folder for folder in (root / LOCK_DIR, root, *root.parents) if not folder.exists()]
-    root.mkdir(parents=True, exist_ok=True)
     refused, recorded, before = False, False, None
     try:
         with phase_lock(root, phase):

@@ -4,8 +4,9 @@
 from, or, outside a git checkout (an installed wheel), ``countermem-jax <version>`` from the
 installed package metadata. The phases write it next to their results (``fingerprint.json``
 entries, ``metrics*.json``, a study's ``study.json``) and the report refuses to put results of
-different code versions side by side, naming both.
+different code versions side by side, naming both. ``now_utc()`` stamps when.
 """
+import datetime
 import functools
 import importlib.metadata
 import pathlib
@@ -31,3 +32,8 @@ def code_version() -> str:
         return f"{PACKAGE} {importlib.metadata.version(PACKAGE)}"
     except importlib.metadata.PackageNotFoundError:
         return UNKNOWN
+
+
+def now_utc() -> str:
+    """The current UTC time, ISO 8601 to the second (when a result or a lock was made)."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -3,7 +3,6 @@ CSV, one PNG per kind of data and ``report.md`` embedding them, with every workd
 (paper §4, Table 1; Appendix E.3 for rescued/broken). Nothing is written before the run dirs
 have been loaded and found comparable.
 """
-import datetime
 import pathlib
 
 from countermem_jax.protocol import intervals, provenance
@@ -87,7 +86,7 @@ def write_report(run_dirs, out) -> dict:
     now = provenance.code_version()
     # The header says when and by which code the report was generated, from how many inputs.
     md = ["# CounterMem-JAX report", "",
-          f"Generated {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}"
+          f"Generated {provenance.now_utc()}"
           f" by code version `{now}` (`provenance.code_version`: git describe --always --dirty)"
           f" from {len(workdirs)} workdir(s) and {len(records)} study director"
           + ("y" if len(records) == 1 else "ies") + ".", ""]

@@ -38,7 +38,7 @@ def run(coro: Awaitable[T]) -> T:
 
 
 async def run_bounded(jobs: Sequence[Callable[[], Awaitable[T]]], limit: int,
-                      on_done: Callable[[int, T], None] | None = None) -> list[T]:
+                      on_done: Callable[[int, T], None] = lambda index, result: None) -> list[T]:
     """Runs ``job()`` for every job, in order, at most ``limit`` in flight; returns the results
     in job order; ``on_done(index, result)`` as each finishes. The first failure cancels the
     others and is raised."""
@@ -49,9 +49,8 @@ async def run_bounded(jobs: Sequence[Callable[[], Awaitable[T]]], limit: int,
 
     async def worker():
         for i in queue:
-            results[i] = await asyncio.create_task(jobs[i]())
-            if on_done is not None:
-                on_done(i, results[i])
+            results[i] = await asyncio.create_task(jobs[i]())  # in a context of its own
+            on_done(i, results[i])
 
     workers = [asyncio.create_task(worker()) for _ in range(min(limit, len(jobs)))]
     try:

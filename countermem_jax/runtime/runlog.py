@@ -29,15 +29,11 @@ def _line(event: str, fields: dict) -> str:
     return _SURROGATE.sub("\ufffd", text) + "\n"
 
 
-def _reset() -> None:
-    """The lock of every append and fsync, the logs written since their last fsync, the failed
-    fsyncs; afresh in a forked child (worker pools fork): a parent's thread may hold the lock."""
-    global _lock, _unsynced, _failed
-    _lock, _unsynced, _failed = threading.Lock(), set(), {}
-
-
-_reset()
-os.register_at_fork(after_in_child=_reset)
+_lock = threading.Lock()   # every append and fsync of this process
+_unsynced: set[str] = set()   # logs written since their last fsync
+_failed: dict[str, OSError] = {}   # logs whose fsync failed: raised at every later call
+# A forked child (worker pools fork) takes a new lock: a parent's thread may hold this one.
+os.register_at_fork(after_in_child=lambda: globals().update(_lock=threading.Lock()))
 
 
 def _fsync(path: str) -> None:
@@ -58,13 +54,8 @@ def _append(path, text: str, sync: bool) -> None:
         if text and path not in _failed:
             _unsynced.add(path)
             new = not os.path.exists(path)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-            try:
-                data = text.encode("utf-8")
-                while data:   # a write may take fewer bytes than given
-                    data = data[os.write(fd, data):]
-            finally:
-                os.close(fd)
+            with open(path, "ab") as f:   # one append: every byte written before the close
+                f.write(text.encode("utf-8"))
             if new:   # its directory entry made durable too
                 _fsync(os.path.dirname(path))
         if sync and path in _unsynced:
