@@ -462,6 +462,7 @@ def test_runs_beyond_the_window_are_checked_once_they_enter_it(tmp_path, monkeyp
     assert t5_starts[1] > order.index(("commit", "t3"))
 
 
+@pytest.mark.timeout(60)  # without the rule the build re-runs t1 forever: fail, not hang
 def test_a_run_that_does_not_replay_on_the_store_it_ran_on_stops_the_build(tmp_path):
     """t1 records a reuse of a record the store does not hold as found: no run of it ever
     replays, so the build stops instead of re-running it again and again."""

@@ -6,13 +6,17 @@ import os
 import pathlib
 
 
-def sha256_file(path: str | os.PathLike, block_bytes: int = 1 << 22) -> str:
-    """Hex sha256 of the file's bytes, read ``block_bytes`` at a time (bounded memory)."""
-    digest = hashlib.sha256()
+def _update(digest, path: str | os.PathLike, block_bytes: int = 1 << 22):
+    """``digest`` fed the file's bytes, read ``block_bytes`` at a time (bounded memory)."""
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(block_bytes), b""):
             digest.update(block)
-    return digest.hexdigest()
+    return digest
+
+
+def sha256_file(path: str | os.PathLike, block_bytes: int = 1 << 22) -> str:
+    """Hex sha256 of the file's bytes, read ``block_bytes`` at a time (bounded memory)."""
+    return _update(hashlib.sha256(), path, block_bytes).hexdigest()
 
 
 def fingerprint(path: pathlib.Path) -> str:
@@ -22,5 +26,5 @@ def fingerprint(path: pathlib.Path) -> str:
     digest = hashlib.sha256()
     for f in [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()):
         digest.update(str(f.relative_to(path.parent)).encode())
-        digest.update(f.read_bytes())
+        _update(digest, f)
     return digest.hexdigest()

@@ -36,9 +36,7 @@ class ParseFailureLog:
         with self._lock:
             self.items.append(item)
             self.counts[item.get("template", "")]["parse_failures"] += 1
-            if self.path:
-                with open(self.path, "a", encoding="utf-8", errors="replace") as f:
-                    f.write(json.dumps(item, ensure_ascii=False) + "\n")
+            self._mirror([item])
 
     def count(self, template: str, outcome: str, n: int = 1) -> None:
         """Adds ``n`` to ``outcome`` (one of ``REPLY_OUTCOMES``) of ``template``."""
@@ -53,10 +51,13 @@ class ParseFailureLog:
             self.items.extend(other.items)
             for template, outcomes in other.counts.items():
                 self.counts[template].update(outcomes)
-            if self.path and other.items:
-                with open(self.path, "a", encoding="utf-8", errors="replace") as f:
-                    f.writelines(json.dumps(item, ensure_ascii=False) + "\n"
-                                 for item in other.items)
+            self._mirror(other.items)
+
+    def _mirror(self, items: list[dict]) -> None:
+        """Appends ``items`` to the JSONL file, one line each (caller holds the lock)."""
+        if self.path and items:
+            with open(self.path, "a", encoding="utf-8", errors="replace") as f:
+                f.writelines(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
 
     def summary(self) -> dict:
         """{template: {outcome: count}} for every template called, every outcome present, plus
