@@ -1,0 +1,64 @@
+"""The pinned versions (launch/constraints.txt) agree with setup.py, and every way of installing uses them."""
+import ast
+import pathlib
+import re
+
+import pytest
+from packaging.requirements import Requirement
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PINNED_EXTRAS = ("test", "solvers", "llm", "cpu", "plots", "sweep", "curves")   # install.sh's
+
+
+def _name(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _pins(text):
+    pins = {}
+    for line in text.splitlines():
+        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", line)
+        if match:
+            pins[_name(match.group(1))] = match.group(2)
+    return pins
+
+
+def _setup_requirements():
+    """setup.py's core and the pinned extras' requirements, read without running setup.py."""
+    tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
+    values = {t.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+              for t in node.targets if isinstance(t, ast.Name) and t.id in ("_CORE", "_EXTRAS")}
+    reqs = list(values["_CORE"]) + [r for extra in PINNED_EXTRAS for r in values["_EXTRAS"][extra]]
+    return [Requirement(r) for r in reqs]
+
+
+def test_every_direct_requirement_is_pinned_inside_its_bounds():
+    pins = _pins((ROOT / "launch/constraints.txt").read_text(encoding="utf-8"))
+    for req in _setup_requirements():
+        assert _name(req.name) in pins, f"{req.name} is not in launch/constraints.txt"
+        assert req.specifier.contains(pins[_name(req.name)], prereleases=True), \
+            f"{req.name}=={pins[_name(req.name)]} is outside setup.py's {req.specifier}"
+
+
+def test_every_direct_requirement_has_an_upper_bound():
+    for req in _setup_requirements():
+        assert any(s.operator in ("<", "==", "~=") for s in req.specifier), f"{req} has no ceiling"
+
+
+def test_a_pin_outside_the_bounds_is_caught():
+    pins = _pins("pytest==10.0.1\n    # via countermem-jax\n")
+    assert not Requirement("pytest>=8.0,<10").specifier.contains(pins["pytest"])
+
+
+@pytest.mark.parametrize("script", ["launch/install.sh"])
+def test_install_uses_the_constraints(script):
+    text = (ROOT / script).read_text(encoding="utf-8")
+    assert "-c launch/constraints.txt" in text
+
+
+def test_ci_builds_its_own_environment_and_runs_the_readme_command():
+    ci = (ROOT / ".ci/run").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "python3 -m venv .venv" in ci and ". .venv/bin/activate" in ci
+    assert ci.index(". .venv/bin/activate") < ci.index("bash launch/install.sh")
+    assert "python -m pytest -q tests" in ci and "python -m pytest -q tests" in readme
