@@ -67,7 +67,7 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
     index = batching.BatchedIndex(
         context.retrieval_index(ctx.method, frozen.records, context.condition_checker(ctx.method),
                                 evaluation=True, groups=ctx.splits.groups,
-                                world=context.world_check(ctx)),
+                                world=context.world_check(ctx), names=ctx.domain.names),
         batching.retrieval_batcher())
     selections = batching.selection_batcher()
     # (run name, seed, selector, checkpoint fingerprint): a fixed policy has neither seed nor
