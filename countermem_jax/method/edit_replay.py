@@ -17,22 +17,22 @@ insertion (one shared keyword is no place). A hunk beside a name it means keeps 
 context: one that changes a qualifier (``T2`` in ``T2.Directed_by``, or ``people.`` put before
 ``Birth_Date``) is placed only before the same qualified name, and one that changes an alias
 (``AS T2``) only after the same aliased name, so a qualifier is never moved onto another column.
-The tokens around a hunk are the record's question's as much as its mistake's: a
-literal there (a number, a quoted string) stands for any literal of its kind, so the fix of
-``age > 18`` is placed in ``age > 21``, and ``Name = 'France'`` → ``Nationality = 'France'``
-in ``Name = 'Russia'`` (a value in the wrong column); the text a hunk removes must match
-exactly (it is the mistake). An exact context is tried before the same context with literals
-left open. A hunk whose context matches nowhere is placed by its removed text (and the names it
-must keep beside it) alone only where the draft's own checker feedback names that text as the
-mistake (``no such column: PetAge``), and then at every occurrence: the same wrong name written
-twice is wrong twice. Without that, a
-table swapped in one query (``car_names`` → ``model_list``) would be swapped into every query
-that reads the table. Given the record's own feedback (``original_feedback``), the draft's
-feedback must also report the same mistake: the same name, its qualifier aside. Where the domain can tell whether an
-action is well formed (``names``, the domain's ``ActionNames`` hook, e.g. SQL's ``parses``:
-``sqlglot`` with the SQLite dialect), a replay that is not is no replay. Tokens are literals,
-words and runs of punctuation, compared case-insensitively, so the replay serves any domain whose
-actions are text and whose checker names what it rejects (SQL, code, proofs).
+The tokens around a hunk are the record's question's as much as its mistake's: a literal there
+(a number, a quoted string) stands for any literal of its kind, so the fix of ``age > 18`` is
+placed in ``age > 21``, and ``Name = 'France'`` → ``Nationality = 'France'`` in ``Name =
+'Russia'`` (a value in the wrong column); the text a hunk removes must match exactly (it is the
+mistake). An exact context is tried before the same context with literals left open. A hunk
+whose context matches nowhere is placed by its removed text (with the names it keeps) alone only
+where the draft's own checker feedback names that text as the mistake (``no such column:
+PetAge``), and then at every occurrence: the same wrong name written twice is wrong twice.
+Without that, a table swapped in one query (``car_names`` → ``model_list``) would be swapped into
+every query that reads the table. Given the record's own feedback (``original_feedback``), the
+draft's feedback must also report the same mistake: the same name, its qualifier aside. Where
+the domain can tell whether an action is well formed (``names``, its ``ActionNames`` hook with a
+``parses`` method: SQL parses the statement in the SQLite dialect), a replay that is not is no
+replay. Tokens are literals, words and runs of punctuation, compared case-insensitively, so the
+replay serves any domain whose actions are text and whose checker names what it rejects (SQL,
+code, proofs).
 """
 import functools
 import re
@@ -202,8 +202,7 @@ def replay_edit(original: str, improved: str, draft: str, feedback: str = "",
 
 def well_formed(action: str, names=None) -> bool:
     """Whether ``action`` is well formed as far as the domain can tell: its names hook's
-    ``parses`` (SQL: ``sqlglot`` with the SQLite dialect) where it has one and decides (True or
-    False), else True."""
+    ``parses`` where it has one and decides (True or False), else True."""
     parses = getattr(names, "parses", None)
     return parses is None or parses(action) is not False
 
