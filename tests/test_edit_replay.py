@@ -86,6 +86,9 @@ def test_a_replay_that_does_not_parse_is_no_replay_where_the_domain_can_tell():
     assert replay_edit(*edit, draft, names=SQL_NAMES) is None
     assert replay_edit(*edit, "SELECT name FROM t ORDER BY age LIMIT 3", names=SQL_NAMES) == \
         "SELECT name FROM t ORDER BY age DESC LIMIT 3"
+    # past the parse bounds the domain cannot tell: nothing is refused for it
+    assert SQL_NAMES.parses("SELECT " + "(" * 40 + "1" + ")" * 40) is None
+    assert SQL_NAMES.parses("SELECT a) FROM t") is False
 
 
 def test_the_same_wrong_name_is_changed_everywhere_the_checker_named_it():
