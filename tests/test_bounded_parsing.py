@@ -133,7 +133,7 @@ def test_a_replay_refused_for_length_says_so_in_the_decision_log():
     a, b = "SELECT a FROM t WHERE b > 1", "SELECT a FROM t WHERE b >= 1"
     rec = make_record(original=a, improved=b)
     this = CounterMemAugmentation.__new__(CounterMemAugmentation)
-    this.revision = "replay"
+    this.revision, this.calls = "replay", None   # no agent: no names hook
     for draft, expect in ((a, "replay"), ("SELECT c FROM u", "no_place"),
                           (a + " -- " + "x" * edit_replay.MAX_REPLAY_CHARS, "too_long")):
         log = {}

@@ -11,6 +11,7 @@ from ml_collections import config_flags
 from countermem_jax.method.memory import MemoryStore
 from countermem_jax.phases import build, context
 from countermem_jax.method.retrieval.conditions import LLMJudgeChecker, RuleChecker
+from countermem_jax.domains.sql_names import SQL_NAMES
 from countermem_jax.method import edit_replay
 from countermem_jax.method.agents import Agent
 from countermem_jax.method.selector import dqn, features
@@ -175,8 +176,10 @@ def test_revision_and_condition_rendering_are_one_section_read_by_every_phase():
                                            lambda: None, hooks=None)
     assert (aug.revision, aug.render_condition) == ("replay", False)
     assert aug.selector.name == "relevance_threshold@0.25"
-    index = context.retrieval_index(m, [], context.condition_checker(m))
-    assert index.fits is edit_replay.record_fits      # replay offers only records that fit
+    index = context.retrieval_index(m, [], context.condition_checker(m), names=SQL_NAMES)
+    # replay offers only records that fit, tested with the domain's names hook
+    assert index.fits.func is edit_replay.record_fits and index.fits.keywords == {
+        "names": SQL_NAMES}
     assert context.retrieval_index(_method(), [], context.condition_checker(m)).fits is None
 
 

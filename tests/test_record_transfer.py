@@ -12,16 +12,17 @@ import pytest
 from countermem_jax import experiment
 from countermem_jax.method.agents import TaskContext as AgentTaskContext
 from countermem_jax.method.counterfactual import repeats_itself, without_repeats
-from countermem_jax.method.edit_replay import record_fits, replay, replay_edit
+from countermem_jax.domains.sql_names import SQL_NAMES
+from countermem_jax.method.edit_replay import place_test, record_fits, replay, replay_edit
 from countermem_jax.method.memory import load_frozen
 from countermem_jax.method.memory_use import CounterMemAugmentation
 from countermem_jax.method.conditions import TaskFacts
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.method.selector import policies
-from countermem_jax.method.transfer_checks import failed_actions, transfer_checks
+from countermem_jax.method.transfer_checks import FailedAction, failed_actions, transfer_checks
 from countermem_jax.protocol import metrics
 from countermem_jax.runtime.runlog import RunLog
-from evaluators.base import State, Task
+from evaluators.base import Outcome, State, Task
 
 BOUND = helpers.make_record(source_task_id="b1", condition="draft has [age]",
                             situation="an inclusive bound written as strict")
@@ -51,22 +52,26 @@ def test_a_record_whose_replay_has_no_place_is_not_offered():
 
 
 class _Calls:
-    """Module III's LLM calls, counted: the revision appends "-- llm" to the draft."""
+    """Module III's LLM calls, counted: the revision appends "-- llm" to the draft; ``names``
+    the agent's domain's names hook (``MemoryCalls.names``)."""
 
-    def __init__(self):
-        self.revisions = []
+    def __init__(self, names=None):
+        self.revisions, self.names = [], names
 
     async def revise_with_record(self, ctx, draft, rendered):
         self.revisions.append(draft)
         return types.SimpleNamespace(ok=True, value=draft + " -- llm")
 
 
-def _decide(records, draft, revision, fits=None):
+def _decide(records, draft, revision, fits=None, last=None, names=None):
+    """One decision on ``draft``; ``last``: (action, feedback) of an earlier failed attempt."""
     task = Task("q", "sql", "spider", "Names of people aged at least 40.", "", "join / predicate",
                 environment="people")
-    ctx = AgentTaskContext(task, "evaluation", "run", State(task), call_budget=3,
-                           token_budget=10_000, max_decisions=3)
-    calls = _Calls()
+    state = State(task) if last is None else State(task).after(
+        last[0], Outcome(0.0, False, True, last[1]))
+    ctx = AgentTaskContext(task, "evaluation", "run", state, call_budget=3,
+                           token_budget=10_000, max_decisions=3, decision=int(last is not None))
+    calls = _Calls(names)
     index = RetrievalIndex(records, fits=fits)
     aug = CounterMemAugmentation(calls, index_source=lambda: index, revision=revision,
                                  selector=policies.make_fixed("always_top1"))
@@ -92,6 +97,51 @@ def test_replay_then_llm_asks_the_model_only_where_the_replay_finds_no_place():
     assert info.action == "SELECT name FROM people WHERE age < 40" and not calls.revisions
     _, calls = _decide([BOUND], "SELECT name FROM people WHERE age > 40", "llm")
     assert len(calls.revisions) == 1
+
+
+def test_a_new_draft_is_placed_by_its_own_context_not_the_last_attempts_feedback():
+    # The last attempt failed on PetAge; the record fixes PetAge where its checker named it. A
+    # new draft is unchecked: that feedback is another action's, so the record has no place in
+    # it (no context of the record's matches) and is not offered. A draft that repeats the
+    # failed action is judged with that action's feedback.
+    error = "SQL error: OperationalError: no such column: PetAge"
+    pets = _with_feedback(helpers.make_record(
+        source_task_id="p1", original="SELECT PetType FROM Pets ORDER BY PetAge",
+        improved="SELECT PetType FROM Pets ORDER BY pet_age", condition=""), error)
+    failed = "SELECT max(PetAge) FROM Pets"
+    draft = "SELECT AVG(PetAge), MAX(PetAge) FROM Pets GROUP BY PetType"
+    info, _ = _decide([pets], draft, "replay", fits=record_fits, last=(failed, error))
+    assert info.record_id is None and info.log["excluded_no_place"] == [pets.record_id]
+    info, _ = _decide([pets], draft, "replay", last=(failed, error))   # chosen: no replay
+    assert info.record_id == pets.record_id and info.action == draft
+    assert info.log["revision"] == "no_place"
+    info, _ = _decide([pets], failed + "\n", "replay", fits=record_fits, last=(failed, error))
+    assert info.record_id == pets.record_id and info.action == "SELECT max(pet_age) FROM Pets"
+
+
+DESC = helpers.make_record(source_task_id="d1", condition="",
+                           original="SELECT name FROM people ORDER BY age LIMIT 1",
+                           improved="SELECT name FROM people ORDER BY age DESC LIMIT 1")
+
+
+def test_a_replay_that_does_not_parse_is_refused_at_retrieval_revision_and_transfer(tmp_path):
+    # Every hunk has its place in the draft, but "age DESC ASC" is no SQL.
+    draft = "SELECT name FROM people ORDER BY age ASC, name LIMIT 3"
+    assert record_fits(DESC, _query(draft))                      # no domain: cannot tell
+    assert not place_test(SQL_NAMES)(DESC, _query(draft))
+    info, _ = _decide([DESC], draft, "replay", fits=place_test(SQL_NAMES), names=SQL_NAMES)
+    assert info.record_id is None and info.log["excluded_no_place"] == [DESC.record_id]
+    info, _ = _decide([DESC], draft, "replay", names=SQL_NAMES)  # chosen: the draft stands
+    assert info.action == draft and info.log["revision"] == "no_place"
+    tasks, evaluator, _ = helpers.people_benchmark(tmp_path, {
+        "d1": ("People aged at least 30.", ">= 30"), "o": ("People older than 40.", "> 40")})
+    failed = [FailedAction("o", 0, draft, 0.0, "rows differ")]
+
+    async def check(task, action):
+        return evaluator.evaluate(evaluator.reset(task), action)
+    tried, _ = asyncio.run(transfer_checks([DESC], tasks, failed, check, 8))
+    refused, _ = asyncio.run(transfer_checks([DESC], tasks, failed, check, 8, names=SQL_NAMES))
+    assert tried == {DESC.record_id: (1, 0)} and refused == {DESC.record_id: (0, 0)}
 
 
 # -- the same mistake in another question ------------------------------------------------------
@@ -291,8 +341,9 @@ def test_a_name_the_checker_reports_is_fixed_only_where_it_reports_the_same_mist
         condition=""), error + "car_names.Model")
     draft = ("SELECT FullName FROM car_makers JOIN car_names ON car_makers.Id = car_names.Maker "
              "WHERE car_names.Year = 1970")
+    # car_names qualified Model in the record: a draft's car_names before Year is no place
     assert replay_edit(record.original_action, record.improved_action, draft,
-                       error + "car_names.Year") is not None   # the name alone: replaced
+                       error + "car_names.Year") is None
     assert replay(record, draft, error + "car_names.Year") is None
     # the same mistake, its qualifier aside, is fixed at every place the draft makes it
     pets = _with_feedback(helpers.make_record(
@@ -302,3 +353,8 @@ def test_a_name_the_checker_reports_is_fixed_only_where_it_reports_the_same_mist
     assert replay(pets, draft, error + "T1.PetAge") == \
         "SELECT AVG(pet_age), MAX(pet_age) FROM Pets GROUP BY PetType"
     assert replay(pets, draft, error + "PetType") is None
+    # feedback that names PetAge but reports no name: placed without the record's feedback only
+    named_only = "SQL error: OperationalError: no such column: PetAge in GROUP BY"
+    assert replay_edit(pets.original_action, pets.improved_action, draft, named_only) == \
+        "SELECT AVG(pet_age), MAX(pet_age) FROM Pets GROUP BY PetType"
+    assert replay(pets, draft, named_only) is None

@@ -213,5 +213,18 @@ class SqlNames:
             return None
         return frozenset(found["names"] | found["tables"])
 
+    def parses(self, action: str) -> bool | None:
+        """Whether ``action`` is one SQLite statement ``sqlglot`` parses; None when the parse
+        bounds refuse it (too long or too deep to tell)."""
+        if len(action) > MAX_SQL_CHARS or nesting_depth(action) > MAX_SQL_DEPTH:
+            return None
+        try:
+            sqlglot.parse_one(action, read="sqlite")
+        except (sqlglot.errors.ParseError, sqlglot.errors.TokenError, ValueError):
+            return False
+        except RecursionError:
+            return None
+        return True
+
 
 SQL_NAMES = SqlNames()

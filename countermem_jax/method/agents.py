@@ -119,6 +119,12 @@ class MemoryCalls:
             **prompts.task_fields(ctx.task), "draft": draft, "record": record_text,
             "instructions": self._agent.domain.instructions})
 
+    @property
+    def names(self):
+        """The agent's domain's names hook (``Domain.names``), None without a domain: what the
+        replay asks whether its result is well formed."""
+        return getattr(self._agent.domain, "names", None)
+
     def judge_params(self, settings) -> SamplingParams:
         """A condition judge's sampling: its own temperature and length, the agent's seed, and
         its reasoning effort only on a backbone that takes one."""

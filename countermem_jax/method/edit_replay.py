@@ -10,26 +10,31 @@ into a+ and makes each one at the place of the draft where it fits. Under
 selector still decides whether a record is used at all, and nothing here reads a reference or
 calls a checker: the revised action is checked like any other.
 
-A hunk is placed by its own tokens together with the tokens around it in a−: at least one of
-them for a hunk that removes text, at least ``context`` for an insertion (one shared keyword is
-no place). The tokens around a hunk are the record's question's as much as its mistake's: a
-literal there (a number, a quoted string) stands for any literal of its kind, so the fix of
-``age > 18`` is placed in ``age > 21``, and ``Name = 'France'`` → ``Nationality = 'France'``
-in ``Name = 'Russia'`` (a value in the wrong column); the text a hunk removes must match
-exactly (it is the mistake). An exact context is tried before the same context with literals
-left open. A hunk whose context matches nowhere is placed by its removed text alone only where
-the draft's checker feedback names that text as the mistake (``no such column: PetAge``), and
-then at every occurrence: the same wrong name written twice is wrong twice. Without that, a
-table swapped in one query (``car_names`` → ``model_list``) would be swapped into every query
-that reads the table. Given the record's own feedback (``original_feedback``), the draft's
-feedback must also report the same mistake: the same name, its qualifier aside (``no such
-column: car_names.Model`` is not ``no such column: car_names.Year``, though both name
-``car_names``). Hunks without a place in the draft are left out (a qualified column whose
-name the draft does not use, while the join that makes it resolvable fits); when none has a
-place, there is no replay. Tokens are literals, words and runs of punctuation, compared
-case-insensitively, so the replay serves any domain whose actions are text and whose checker
-names what it rejects (SQL, code, proofs).
+The edit is made whole or not at all: every hunk must find its place in the draft, or the record
+does not fit and there is no replay. A hunk is placed by its own tokens together with the tokens
+around it in a−: at least one of them for a hunk that removes text, at least ``context`` for an
+insertion (one shared keyword is no place). A hunk beside a name it means keeps that name in its
+context: one that changes a qualifier (``T2`` in ``T2.Directed_by``, or ``people.`` put before
+``Birth_Date``) is placed only before the same qualified name, and one that changes an alias
+(``AS T2``) only after the same aliased name, so a qualifier is never moved onto another column.
+The tokens around a hunk are the record's question's as much as its mistake's: a literal there
+(a number, a quoted string) stands for any literal of its kind, so the fix of ``age > 18`` is
+placed in ``age > 21``, and ``Name = 'France'`` → ``Nationality = 'France'`` in ``Name =
+'Russia'`` (a value in the wrong column); the text a hunk removes must match exactly (it is the
+mistake). An exact context is tried before the same context with literals left open. A hunk
+whose context matches nowhere is placed by its removed text (with the names it keeps) alone only
+where the draft's own checker feedback names that text as the mistake (``no such column:
+PetAge``), and then at every occurrence: the same wrong name written twice is wrong twice.
+Without that, a table swapped in one query (``car_names`` → ``model_list``) would be swapped into
+every query that reads the table. Given the record's own feedback (``original_feedback``), the
+draft's feedback must also report the same mistake: the same name, its qualifier aside. Where
+the domain can tell whether an action is well formed (``names``, its ``ActionNames`` hook with a
+``parses`` method: SQL parses the statement in the SQLite dialect), a replay that is not is no
+replay. Tokens are literals, words and runs of punctuation, compared case-insensitively, so the
+replay serves any domain whose actions are text and whose checker names what it rejects (SQL,
+code, proofs).
 """
+import functools
 import re
 
 from countermem_jax.method import bounded_diff
@@ -101,17 +106,40 @@ def too_long(*actions: str) -> bool:
     return max(map(len, actions)) > MAX_REPLAY_CHARS
 
 
+def _kept_names(a: list[str], b: list[str], i1: int, i2: int, j1: int, j2: int,
+                context: int) -> tuple[int, int]:
+    """(left, right): how many context tokens of a− a hunk's place must keep on each side, the
+    names the hunk means. A qualifier changed, dropped or put in (``T2`` → ``T1`` before
+    ``.Directed_by``, ``people .`` before ``Birth_Date``) keeps the qualified name on its
+    right; an alias changed or put in (``AS T2``) keeps the aliased name on its left."""
+    removed, added = a[i1:i2], b[j1:j2]
+    right = 0
+    if a[i2:i2 + 1] == ["."]:
+        right = 2                        # ". name": the hunk is (or ends in) a qualifier
+    elif (removed and removed[-1] == ".") or (added and added[-1] == "."):
+        right = 1                        # the hunk's own "." qualifies the next name
+    left = 0
+    if a[i1 - 1:i1] == ["as"] and i1 >= 1:
+        left = 2                         # "name AS": the hunk is the alias
+    elif (removed and removed[0] == "as") or (added and added[0] == "as"):
+        left = 1                         # the hunk's own "AS" names what precedes it
+    return min(left, i1, context), min(right, len(a) - i2, context)
+
+
 def replay_edit(original: str, improved: str, draft: str, feedback: str = "",
-                context: int = 2, original_feedback: str | None = None) -> str | None:
-    """``draft`` with the hunks of the edit ``original`` → ``improved`` made where they fit, or
-    None when none fits, the result equals the draft, or the edit is too large to place at a
-    bounded cost (an action over ``MAX_REPLAY_CHARS``, more than ``MAX_REPLAY_HUNKS`` hunks,
-    a change too long to align). ``feedback`` is the checker's feedback on the draft's task
-    so far (its last attempt); ``context`` tokens on either side of a hunk locate it;
-    ``original_feedback``, the checker's feedback on ``original``, restricts the feedback-named
-    placement to drafts whose feedback reports the same name."""
+                context: int = 2, original_feedback: str | None = None,
+                names=None) -> str | None:
+    """``draft`` with every hunk of the edit ``original`` → ``improved`` made at its place, or
+    None when a hunk has no place (the record does not fit), the result equals the draft or is
+    not well formed (``names.parses`` False, where the domain's names hook has one), or the edit
+    is too large to place at a bounded cost (an action over ``MAX_REPLAY_CHARS``, more than
+    ``MAX_REPLAY_HUNKS`` hunks, a change too long to align). ``feedback`` is the checker's
+    feedback on the draft itself ("" when the draft has not been checked); ``context`` tokens on
+    either side of a hunk locate it; ``original_feedback``, the checker's feedback on
+    ``original``, restricts the feedback-named placement to drafts whose feedback reports the
+    same name."""
     if too_long(original, improved, draft):
-        return None   # too long to place hunks in at a bounded cost (issue 39): no replay
+        return None   # too long to place hunks in at a bounded cost: no replay
     feedback = feedback[:MAX_REPLAY_CHARS]
     a_toks, b_toks, d_toks = _tokens(original), _tokens(improved), _tokens(draft)
     a, b, d = ([t[0] for t in toks] for toks in (a_toks, b_toks, d_toks))
@@ -128,9 +156,11 @@ def replay_edit(original: str, improved: str, draft: str, feedback: str = "",
         removed = a[i1:i2]
         added = improved[b_toks[j1][1]:b_toks[j2 - 1][2]] if j2 > j1 else ""
         left, right = a[max(0, i1 - context):i1], a[i2:i2 + context]
+        keep_l, keep_r = _kept_names(a, b, i1, i2, j1, j2, context)
         place = None
         for lhs, rhs in _contexts(left, right):
-            if len(lhs) + len(rhs) < (1 if removed else context):
+            if (len(lhs) + len(rhs) < (1 if removed else context)
+                    or len(lhs) < keep_l or len(rhs) < keep_r):
                 continue
             for open_literals in (False, True):
                 hits = _placed(d, d_shapes, lhs, removed, rhs, open_literals)
@@ -139,12 +169,20 @@ def replay_edit(original: str, improved: str, draft: str, feedback: str = "",
                     break
             if place is not None:
                 break
-        if place is None and removed and _occurrences(named, removed):
-            spans += [(d_toks[k][1], d_toks[k + len(removed) - 1][2], added)
-                      for k in _occurrences(d, removed)]
-        elif place is not None and removed:
+        if place is None and removed:
+            # the removed text with the names it keeps, where the draft's checker named it
+            core = left[len(left) - keep_l:] + removed + right[:keep_r]
+            found = _occurrences(named, core) and _occurrences(d, core)
+            if not found:
+                return None               # a hunk without a place: the record does not fit
+            spans += [(d_toks[k + keep_l][1], d_toks[k + keep_l + len(removed) - 1][2], added)
+                      for k in found]
+            continue
+        if place is None:
+            return None                   # a hunk without a place: the record does not fit
+        if removed:
             spans.append((d_toks[place][1], d_toks[place + len(removed) - 1][2], added))
-        elif place is not None:
+        else:
             # An insertion between draft tokens place-1 and place, spaced as in ``improved``.
             start = d_toks[place - 1][2] if place > 0 else 0
             end = d_toks[place][1] if place < len(d_toks) else len(draft)
@@ -157,21 +195,37 @@ def replay_edit(original: str, improved: str, draft: str, feedback: str = "",
             return None
         edited, bound = edited[:start] + text + edited[end:], start
     edited = edited.strip()
-    return edited if edited != draft.strip() else None
+    if edited == draft.strip() or not well_formed(edited, names):
+        return None
+    return edited
 
 
-def record_fits(record, task) -> bool:
-    """Whether ``record``'s edit has a place in the decision's draft (``task``: a retrieval
-    ``TaskFacts``; outside a decision, with no draft, every record fits). Under
+def well_formed(action: str, names=None) -> bool:
+    """Whether ``action`` is well formed as far as the domain can tell: its names hook's
+    ``parses`` where it has one and decides (True or False), else True."""
+    parses = getattr(names, "parses", None)
+    return parses is None or parses(action) is not False
+
+
+def record_fits(record, task, names=None) -> bool:
+    """Whether ``record``'s whole edit has its place in the decision's draft (``task``: a
+    retrieval ``TaskFacts``, its ``draft_feedback`` the checker's feedback on that draft; outside
+    a decision, with no draft, every record fits); ``names``: the domain's names hook. Under
     ``memory.revision=replay`` retrieval offers only records that fit, so the condition check
     and the replay agree: a record is compatible where it can change the draft."""
     if task.draft is None:
         return True
-    return replay(record, task.draft, task.feedback or "") is not None
+    return replay(record, task.draft, task.draft_feedback or "", names) is not None
 
 
-def replay(record, draft: str, feedback: str = "") -> str | None:
-    """``replay_edit`` of a stored record on ``draft``, with the record's own feedback (its
-    evidence) as ``original_feedback``."""
+def place_test(names=None):
+    """``record_fits`` for one domain (``names``: its ``ActionNames`` hook): the test retrieval
+    applies under ``memory.revision=replay`` (``RetrievalIndex.fits``)."""
+    return functools.partial(record_fits, names=names)
+
+
+def replay(record, draft: str, feedback: str = "", names=None) -> str | None:
+    """``replay_edit`` of a stored record on ``draft`` (``feedback``: the checker's on the draft
+    itself), with the record's own feedback (its evidence) as ``original_feedback``."""
     return replay_edit(record.original_action, record.improved_action, draft, feedback,
-                       original_feedback=record.evidence.original.feedback)
+                       original_feedback=record.evidence.original.feedback, names=names)

@@ -36,6 +36,7 @@ from countermem_jax.method.agents import Augmentation, DecisionInfo, MemoryCalls
 from countermem_jax.method.edit_replay import replay, too_long
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method.memory import reuse as reuse_lib
+from countermem_jax.method.memory.record import normalize_action
 from countermem_jax.method import text_embedding as embedding
 from countermem_jax.method.retrieval import batching
 from countermem_jax.method.conditions import TaskFacts
@@ -49,13 +50,19 @@ REVISIONS = ("llm", "replay", "replay_then_llm")
 
 
 def condition_query(task, run: str, draft: str | None = None,
-                    feedback: str | None = None) -> TaskFacts:
+                    feedback: str | None = None, last_action: str | None = None) -> TaskFacts:
     """What the condition checkers see of ``task`` at a decision of the task run ``run``: its
     draft, and the checker's feedback on the last attempt ("" before the first); and what
-    retrieval excludes by: the task's reference group."""
+    retrieval excludes by: the task's reference group. The replay's place test reads the
+    feedback only as the draft's own (``draft_feedback``): where the draft repeats the last
+    attempt's action (``last_action``); a new draft has not been checked, and the feedback on
+    another action names that action's mistakes."""
+    own = (draft is not None and last_action is not None
+           and normalize_action(draft) == normalize_action(last_action))
     return TaskFacts(task.task_id, task.prompt,
                      {"environment": task.environment, **task.features}, scope=run, draft=draft,
-                     feedback=feedback, group=group_id(task))
+                     feedback=feedback, group=group_id(task),
+                     draft_feedback=(feedback or "") if own else "")
 
 
 def judge_messages(prompt: str) -> list[dict]:
@@ -148,7 +155,8 @@ class CounterMemAugmentation(Augmentation):
         record or skip, and revise the draft with the chosen record."""
         index = self.index_source()
         last = ctx.state.last
-        query = condition_query(ctx.task, ctx.run, draft, last.outcome.feedback if last else "")
+        query = condition_query(ctx.task, ctx.run, draft, last.outcome.feedback if last else "",
+                                last.action if last else None)
         condition_log = await self._judge_conditions(ctx, index, query)
         s_text = state_text(ctx)
         s_emb, d_emb = embedding.embed_texts([s_text, draft])
@@ -176,7 +184,7 @@ class CounterMemAugmentation(Augmentation):
         info = DecisionInfo(draft, None, log)
         if action != features.SKIP:
             record = candidates[action - 1].record
-            info.action = await self._revise(ctx, draft, record, query.feedback, log)
+            info.action = await self._revise(ctx, draft, record, query.draft_feedback, log)
             info.record_id = record.record_id
             log["record_id"] = record.record_id
         self._pending[ctx.task.task_id] = _Pending(obs, mask, int(action), 0.0)
@@ -185,13 +193,14 @@ class CounterMemAugmentation(Augmentation):
 
     async def _revise(self, ctx, draft: str, record, feedback: str, log: dict) -> str:
         """The draft revised with the chosen ``record``: under ``revision="replay"`` and
-        ``"replay_then_llm"`` its edit made where it fits (``feedback``: the last attempt's);
+        ``"replay_then_llm"`` its whole edit made where it fits (``feedback``: the checker's on
+        the draft itself, ``condition_query``; the agent's domain's names hook checks the result);
         where it has no place the draft itself (replay, ``log["revision"]`` "no_place", or
         "too_long" past the replay's length bound) or REVISE_WITH_RECORD (replay_then_llm,
         "llm"), as under ``revision="llm"`` (an unparsable reply keeps the draft).
         ``log["revision"]`` says which made the action."""
         if self.revision in ("replay", "replay_then_llm"):
-            replayed = replay(record, draft, feedback or "")
+            replayed = replay(record, draft, feedback or "", getattr(self.calls, "names", None))
             if replayed is not None:
                 log["revision"] = "replay"
                 return replayed

@@ -72,11 +72,12 @@ def _fixed(failed: FailedAction, replayed: str, feedback: str) -> bool:
 
 
 async def transfer_checks(records: Sequence, tasks: Sequence, failed: Sequence[FailedAction],
-                          check: Check, max_tries: int, epsilon: float = 0.05
+                          check: Check, max_tries: int, epsilon: float = 0.05, names=None
                           ) -> tuple[dict[str, tuple[int, int]], list[dict]]:
     """record id -> (tries, verified), and one log entry per try. ``tasks``: the construction
     tasks (their environment and reference group); ``failed``: their failed actions; at most
-    ``max_tries`` tries per record, taken in the order of ``failed``."""
+    ``max_tries`` tries per record, taken in the order of ``failed``; ``names``: the domain's
+    ``ActionNames``, the replay's check that its result is well formed (as at a decision)."""
     by_id = {t.task_id: t for t in tasks}
     plans: list[tuple] = []   # (record, task, failed action, replayed action)
     for record in records:
@@ -89,7 +90,7 @@ async def transfer_checks(records: Sequence, tasks: Sequence, failed: Sequence[F
             if (tries >= max_tries or task is None or task.task_id == source.task_id
                     or task.environment != source.environment or group_key(task) == group):
                 continue
-            replayed = replay(record, f.action, f.feedback)
+            replayed = replay(record, f.action, f.feedback, names)
             if replayed is None:
                 continue
             tries += 1

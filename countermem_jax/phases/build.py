@@ -133,7 +133,8 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
             store, run_task, wave_size=cfg.construction.wave_size,
             make_index=functools.partial(context.retrieval_index, ctx.method,
                                         construction=True, groups=ctx.splits.groups,
-                                        world=context.world_check(ctx)),
+                                        world=context.world_check(ctx),
+                                        names=ctx.domain.names),
             make_checker=functools.partial(context.condition_checker, ctx.method), log=wd.log,
             commit=commit, position=len(done)).build(todo)
     finally:
@@ -152,7 +153,8 @@ async def _transfer(wd: Workdir, ctx: context.PhaseContext, store: MemoryStore) 
     async def check(task, action):
         return await ctx.checks.run(ctx.evaluator.evaluate, ctx.evaluator.reset(task), action)
     evidence, entries = await transfer_checks.transfer_checks(
-        store.records, ctx.splits.build, failed, check, cfg.transfer_checks, cfg.epsilon)
+        store.records, ctx.splits.build, failed, check, cfg.transfer_checks, cfg.epsilon,
+        names=ctx.domain.names)
     for record_id, (tries, verified) in evidence.items():
         store.set_transfer(record_id, tries, verified)
     for entry in entries:

@@ -203,14 +203,16 @@ def world_check(ctx: PhaseContext) -> WorldCheck:
 
 
 def retrieval_index(method: MethodConfig, records, checker, evaluation: bool = False,
-                    construction: bool = False, groups=None, world=None) -> RetrievalIndex:
+                    construction: bool = False, groups=None, world=None,
+                    names=None) -> RetrievalIndex:
     """Module III's index over ``records`` with the config's top-k, reuse weight (Eq. 8) and
     condition filter; at ``evaluation`` also the studies' evaluation-only interventions on the
     same store (``eval.retrieval_intervention`` and its seed, §6.2; ``eval.remove_conditions``,
     Appendix E.3). During ``construction`` the low-utility suppression gate leaves out the
     records it withholds (Appendix D.2; inactive in training and evaluation). ``groups`` (the
     splits' task id -> reference group, ``Splits.groups``) keeps every decision from the records
-    of its reference group, in every phase; ``world`` (``world_check``) keeps out the stale records.
+    of its reference group, in every phase; ``world`` (``world_check``) keeps out the stale records;
+    ``names`` (the domain's ``ActionNames``) is the replay's check that its result is well formed.
     """
     r = method.retrieval
     if construction:
@@ -219,7 +221,7 @@ def retrieval_index(method: MethodConfig, records, checker, evaluation: bool = F
     interventions = dict(intervention=r.intervention,
                          intervention_seed=r.intervention_seed) if evaluation else {}
     # under replay a record is offered only where its edit has a place in the draft
-    fits = edit_replay.record_fits if method.use.revision == "replay" else None
+    fits = edit_replay.place_test(names) if method.use.revision == "replay" else None
     return RetrievalIndex(records, top_k=r.top_k, reuse_weight=r.reuse_weight, checker=checker,
                           use_conditions=r.use_conditions and not (
                               evaluation and r.remove_conditions), groups=groups,

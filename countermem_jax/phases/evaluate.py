@@ -67,7 +67,7 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
     index = batching.BatchedIndex(
         context.retrieval_index(ctx.method, frozen.records, context.condition_checker(ctx.method),
                                 evaluation=True, groups=ctx.splits.groups,
-                                world=context.world_check(ctx)),
+                                world=context.world_check(ctx), names=ctx.domain.names),
         batching.retrieval_batcher())
     selections = batching.selection_batcher()
     # (run name, seed, selector, checkpoint fingerprint): a fixed policy has neither seed nor
@@ -188,6 +188,8 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
         raise PhaseError(f"frozen artefacts changed during evaluation: {before} -> {after}")
     result = _evaluation_metrics(cfg, wd, ctx.splits, runs)
     result["method"] = method
+    if method == "countermem":   # how a chosen record revised the draft (metrics.comparison_table)
+        result["revision"] = ctx.method.use.revision
     result["verified_unchanged"] = after
     result["code_version"] = provenance.code_version()  # the report refuses mixed versions
     if plan.store is not None:

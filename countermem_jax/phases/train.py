@@ -73,7 +73,8 @@ def train_selector(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     _check_training_splits(ctx.splits)
     index = context.retrieval_index(ctx.method, frozen.records,
                                     context.condition_checker(ctx.method),
-                                    groups=ctx.splits.groups, world=context.world_check(ctx))
+                                    groups=ctx.splits.groups, world=context.world_check(ctx),
+                                    names=ctx.domain.names)
     agent = Agent(ctx.backbone, ctx.evaluator, ctx.domain, ctx.agent_cfg, wd.log,
                   ctx.parse_failures, checks=ctx.checks)
     wd.log.write("phase_start", phase="selector_training", seeds=list(seeds))

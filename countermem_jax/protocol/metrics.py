@@ -129,6 +129,17 @@ def changed_uses(used: list[dict], base_decisions: list[dict] | None = None) -> 
                                  for d in used)}
 
 
+# Under memory.revision=replay retrieval offers only records whose replay changes the draft
+# (``edit_replay.record_fits``) and the revision makes that replay: every use changes its draft.
+BY_CONSTRUCTION = "by construction under replay"
+
+
+def changed_by_construction(revision: str | None) -> bool:
+    """Whether "uses that changed the draft" is every use by construction (``revision``: the
+    run's ``memory.revision``), so that the count is no finding."""
+    return revision == "replay"
+
+
 def _outcome_key(decision: dict) -> tuple:
     outcome = decision.get("outcome") or {}
     return bool(outcome.get("success")), float(outcome.get("utility") or 0.0)
@@ -337,6 +348,9 @@ def comparison_table(result: dict, agent: str, method: str = "CounterMem") -> st
             ("harmful use rate", "harmful_use_rate"),
             ("harmful vs paired draft", "harmful_vs_draft_rate")]  # study 10, beside the paper's
     for label, key in rows:
+        if key == "uses_changed_draft" and changed_by_construction(result.get("revision")):
+            lines.append(f"{label:<30}{'':>20}  every use, {BY_CONSTRUCTION} (no finding)")
+            continue
         if key is None:
             b, m = f"{base['solved']}/{base['tasks']}", f"{_fmt(mem['solved'])}/{base['tasks']}"
         else:

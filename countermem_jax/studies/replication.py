@@ -30,7 +30,7 @@ from scipy import stats
 
 from countermem_jax import domains
 from countermem_jax.phases import context
-from countermem_jax.protocol import intervals, pools, provenance
+from countermem_jax.protocol import intervals, metrics, pools, provenance
 from countermem_jax.reporting.load import AGENT_LABELS
 from countermem_jax.runtime.runlog import RunLog
 from countermem_jax.studies import cells, runner
@@ -60,6 +60,8 @@ def seed_study(study, split_seed: int) -> ml_collections.ConfigDict:
     c.variants = ml_collections.ConfigDict(variants)
     c.columns = (("records", "store.records"), ("uses", "metrics.selected_uses"),
                  ("changed", "metrics.action_changes"), ("harmful", "metrics.harmful_uses"))
+    if metrics.changed_by_construction(study.base.memory.get("revision")):
+        c.columns = tuple(col for col in c.columns if col[0] != "changed")   # = uses
     return c
 
 
@@ -236,6 +238,9 @@ def _arm_row(summaries: dict, arm: str, group_of: dict) -> dict | None:
             for k, v in memory_uses(summary["variants"][arm]).items():
                 uses[k] += v
     row.update(uses)
+    row["changed_by_construction"] = all(
+        metrics.changed_by_construction(s["variants"][arm].get("revision"))
+        for s in summaries.values() if arm in s["variants"])
     return row
 
 
@@ -272,7 +277,10 @@ def goal(row: dict) -> list[str]:
         missed.append(f"{row['tasks']} < {GOAL['min_tasks']} tasks")
     if row["rescued"] < GOAL["rescued_over_broken"] * row["broken"] or not row["rescued"]:
         missed.append(f"rescued {row['rescued']} < 2 x broken {row['broken']}")
-    if not row["uses"] or row["changed"] < GOAL["changed_share"] * row["uses"]:
+    if row.get("changed_by_construction"):
+        missed.append(f"changed share not measured: every use changes its draft "
+                      f"{metrics.BY_CONSTRUCTION}")
+    elif not row["uses"] or row["changed"] < GOAL["changed_share"] * row["uses"]:
         missed.append(f"changed {row['changed']} of {row['uses']} uses < 50 %")
     return missed
 
@@ -371,7 +379,8 @@ def _line(name: str, row: dict) -> str:
         p = row["sign_test_p"]
         values += [_ci(row["difference"], True), "—" if p is None else f"{p:.3f}",
                    f"{row['rescued']}/{row['broken']}", f"{row['harmful']}/{row['uses']}",
-                   f"{row['changed']}/{row['uses']}", str(row["changed_right"])]
+                   "by constr." if row.get("changed_by_construction")
+                   else f"{row['changed']}/{row['uses']}", str(row["changed_right"])]
     return f"{name[:_NAME - 1]:<{_NAME}}" + "".join(
         f"{v:>{w}}" for v, (_, w) in zip(values, _COLUMNS))
 
@@ -394,6 +403,9 @@ def table(pooled: dict) -> str:
     for r, arms in pooled["per_seed"].items():
         lines += [_line(f"  seed {r}: {row['label']}", row) for row in arms.values()]
     lines += [f"CI: {pooled['method']}"]
+    if any(row.get("changed_by_construction") for row in pooled["arms"].values()):
+        lines += [f"changed/uses \"by constr.\": {metrics.BY_CONSTRUCTION} (retrieval offers "
+                  "only records whose replay changes the draft), not a finding"]
     lines += [f"{label}: {line}" for label, line in _notes(pooled)[1:]]
     lines += [f"config: {prov['config']}; code version {prov['code_version']}; report pool "
               f"fixed {prov['pools_fixed_on']}: {', '.join(prov['report_pool']) or 'none'}; "

@@ -380,6 +380,7 @@ def summarize_study(study, configs: dict, evaluations: dict, root: pathlib.Path,
             "shared_from": evaluations[name]["shared_from"],
             "store": _store_info(r.wd, cfg),
             "selector": cfg.eval.selector,
+            "revision": cfg.memory.get("revision"),   # how a chosen record revised the draft
             "seeds": list(r.ends),
             "per_task": {"base": dict(zip(eval_ids, (int(v > 0) for v in base))),
                          **{k: dict(zip(eval_ids, (int(v > 0) for v in row)))

@@ -264,7 +264,7 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
             settings = context.method_config(pcfg)
             index = context.retrieval_index(settings, by_source[source.task_id],
                                             context.condition_checker(settings),
-                                            groups=sp.groups)
+                                            groups=sp.groups, names=agent.domain.names)
             return CounterMemAugmentation(MemoryCalls(agent), index_source=lambda: index,
                                           selector=selectors["countermem"],
                                           render_condition=settings.use.render_condition,

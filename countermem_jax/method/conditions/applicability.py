@@ -37,6 +37,9 @@ class TaskFacts:
     scope: str = ""
     draft: str | None = None   # the decision's draft action (Module III), None outside one
     feedback: str | None = None   # the checker's feedback on the last attempt ("" before one)
+    # the checker's feedback on the draft itself: the last attempt's where the draft repeats
+    # that attempt's action, else "" (a new draft is unchecked); the replay's place test reads it
+    draft_feedback: str = ""
     group: str = ""   # the task's reference group id: retrieval never offers its group's records
 
 

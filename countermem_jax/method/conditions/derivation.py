@@ -56,6 +56,9 @@ class ActionNames(Protocol):
     def action_names(self, action: str) -> frozenset[str] | None:
         """Every name ``action`` uses, lower-cased; None when the domain cannot read it."""
 
+    # Optional: ``parses(action) -> bool | None``, whether ``action`` is well formed (None: the
+    # domain cannot tell); the replay refuses an edit whose result is not (``edit_replay``).
+
 
 @dataclasses.dataclass(frozen=True)
 class Derivation:
