@@ -27,7 +27,7 @@ _EXTRAS = {
     # GPU hosts only: the vLLM server, in an environment of its own (launch/install_gpu_host.sh
     # makes it; never beside the `gpu` extra's jax[cuda12]). The same pin as that script: from
     # the release with vLLM's gpt-oss reasoning-parser fix to a ceiling (docs/gpu_host.md).
-    "serve": ["vllm>=0.19.0,<0.32"],
+    "serve": ["vllm>=0.19.0,<0.34"],
     # GPU hosts only: CUDA jaxlib of the jax release this code is tested with, for `--jax_gpu`;
     # the binaries keep JAX on the CPU without it and never preallocate (jax_platform.py).
     "gpu": ["jax[cuda12]==0.10.2"],
@@ -36,7 +36,7 @@ _EXTRAS = {
     "curves": ["tensorboardX>=2.6", "tensorboard>=2.15"],
     "bench": ["torch>=2.2"],
     # nbclient/nbformat/ipykernel: the tests execute docs/analysis.ipynb top to bottom.
-    "test": ["pytest>=8.0", "pytest-timeout>=2.3", "nbclient>=0.10", "nbformat>=5.9", "ipykernel>=6.29"],
+    "test": ["pytest>=8.0", "pytest-timeout>=2.3", "huggingface_hub>=1.0,<2", "nbclient>=0.10", "nbformat>=5.9", "ipykernel>=6.29"],
     "plots": ["matplotlib>=3.8", "scipy>=1.10"],  # countermem_jax.report
     # Sweeps across hosts (countermem_jax.sweep on Ray); --local and --dry_run work without it.
     "sweep": ["ray>=2.9"],
