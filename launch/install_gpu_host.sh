@@ -65,7 +65,7 @@ command -v cc >/dev/null || command -v gcc >/dev/null || {
 # --- 2. the driver and the vLLM build it can run
 command -v nvidia-smi >/dev/null || { echo "nvidia-smi not found: install the NVIDIA driver first" >&2; exit 1; }
 cuda="$(nvidia-smi | sed -n 's/.*CUDA \(UMD \)\{0,1\}Version: *\([0-9][0-9.]*\).*/\2/p' | head -n 1)"
-driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1 | tr -d ' ')"
+driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | sed -n 1p | tr -d ' ')"
 if [ -z "$cuda" ]; then   # no banner version (e.g. "Not Found" in a VM): from the driver branch
   case "${driver%%.*}" in
     ''|*[!0-9]*) cuda="";;
