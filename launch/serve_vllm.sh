@@ -182,7 +182,7 @@ fi
 rm -f "$URLS_FILE"   # a config never reads the URLs of servers that are gone
 key_args=()
 [ -n "$KEY_ENV" ] && key_args=(--api-key "${!KEY_ENV:?--api-key-env names $KEY_ENV, which is not set}")
-pids=(); urls=()
+pids=(); urls=(); groups=()
 stop_all() { kill "${pids[@]}" 2>/dev/null || true; }
 trap 'stop_all' EXIT
 trap 'stop_all; rm -f "$URLS_FILE"; exit 130' INT TERM
@@ -195,7 +195,7 @@ for ((i = 0; i < REPLICAS; i++)); do
     --host "$HOST" --port "$port" --tensor-parallel-size "$TP" \
     --gpu-memory-utilization "$GPU_MEM" --max-model-len "$MAX_LEN" --max-num-seqs "$MAX_SEQS" \
     --enable-prompt-tokens-details --async-scheduling "${key_args[@]}" > "vllm_${port}.log" 2>&1 &
-  pids+=($!); urls+=("http://${url_host}:${port}/v1")
+  pids+=($!); urls+=("http://${url_host}:${port}/v1"); groups+=("$group")
   echo "replica $i: GPUs $group, port $port, internal ports from $((INTERNAL_BASE + 100 * i)) (log vllm_${port}.log)"
 done
 exited() {   # replica $1 is gone: say so with its log's tail, its URL out of the file, stop
@@ -205,7 +205,7 @@ exited() {   # replica $1 is gone: say so with its log's tail, its URL out of th
     grep -vF "${urls[$i]} " "$URLS_FILE" > "${URLS_FILE}.tmp" || true
     mv "${URLS_FILE}.tmp" "$URLS_FILE"
   fi
-  echo "replica $i (${urls[$i]}, GPUs of port $port) exited with status $status; the end of vllm_${port}.log:" >&2
+  echo "replica $i (${urls[$i]}, GPUs ${groups[$i]}) exited with status $status; the end of vllm_${port}.log:" >&2
   tail -n 20 "vllm_${port}.log" >&2 || true
   echo "stopping the other replicas; their URLs leave $URLS_FILE" >&2
   stop_all; rm -f "$URLS_FILE"; exit 1

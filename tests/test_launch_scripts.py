@@ -65,7 +65,8 @@ def _env(tmp_path, hub=None, **extra):
 
 
 def _script(port, urls, *args, internal=None):
-    internal = internal or _free_port_block(800, start=port + 1000)
+    # vLLM's internal ports: a free block above the API ports (below them for a high port)
+    internal = internal or _free_port_block(800, start=port + 1000 if port < 50000 else 20000)
     return ["bash", str(ROOT / "launch" / "serve_vllm.sh"), "--port", str(port), "--urls-file",
             str(urls), "--stagger", "0.1", "--watch-interval", "0.3", "--internal-port-base",
             str(internal), *args]
