@@ -4,8 +4,8 @@
 
 Run by launch/serve_vllm.sh with the vLLM environment's Python (huggingface_hub comes with vLLM).
 It calls huggingface_hub.snapshot_download(ignore_patterns=...), the call `hf download` makes,
-so it works with huggingface_hub 0.x and 1.x alike, and turns a failure into one line that
-says which it was: the repository or revision does not exist (404), a login or permission
+so it works with huggingface_hub 0.x and 1.x alike (its progress bars on stderr as usual), and
+turns a failure into one line on stderr, "download of REPO failed: ...", that says which it was: the repository or revision does not exist (404), a login or permission
 problem (401/403, gated), the hub out of reach, or the disk. Exit status 0 on success, 3 for
 not found, 4 for access, 5 for network, 6 for disk, 1 otherwise."""
 import argparse
@@ -64,7 +64,8 @@ def main(argv=None) -> int:
     try:
         from huggingface_hub import constants, snapshot_download
     except ImportError:
-        print("huggingface_hub is not installed in this environment (it comes with vllm)",
+        print(f"download of {args.repo} failed: huggingface_hub is not installed in this "
+              "environment (it comes with vllm)",
               file=sys.stderr)
         return 1
     endpoint = os.environ.get("HF_ENDPOINT", constants.ENDPOINT)
@@ -73,7 +74,7 @@ def main(argv=None) -> int:
                                  ignore_patterns=list(args.exclude or DEFAULT_EXCLUDE))
     except Exception as error:   # every failure becomes one line, no traceback
         status, line = explain(error, args.repo, args.revision, endpoint)
-        print(line, file=sys.stderr)
+        print(f"download of {args.repo} failed: {line}", file=sys.stderr)
         return status
     print(path)
     return 0

@@ -173,8 +173,8 @@ if [ "$DOWNLOAD" = 1 ] && [ ! -d "$MODEL" ]; then
     fi
   fi
   echo "fetching the weights once: ${MODEL} without original/* and metal/* (launch/fetch_weights.py)"
-  why="$("$py" "$here/fetch_weights.py" "$MODEL" --exclude "original/*" --exclude "metal/*" 2>&1 >/dev/null)" || {
-    echo "download of $MODEL failed: $(tail -n 1 <<< "$why")" >&2; exit 1; }
+  # progress on stderr; a failure ends in one line "download of MODEL failed: <why>"
+  "$py" "$here/fetch_weights.py" "$MODEL" --exclude "original/*" --exclude "metal/*" >/dev/null || exit 1
   export HF_HUB_OFFLINE=1   # the replicas read the cache; none of them goes to the hub again
 fi
 

@@ -133,3 +133,14 @@ def test_an_installed_vllm_that_lacks_a_flag_is_named_before_any_gpu_is_used(tmp
     ok = _install("--check-only", "--no-fix-check", "--vllm-env", str(env_dir))
     assert ok.returncode == 0, ok.stderr
     assert "vllm serve takes all 9 flags" in ok.stdout and "+ " not in ok.stdout
+
+
+def test_a_banner_without_a_cuda_version_falls_back_on_the_driver_branch(tmp_path):
+    """Some hosts (vGPU guests) print no CUDA version ("Not Found" in `nvidia-smi -q`,
+    bigstack-oss/cubecos #312): the driver branch decides. The banner here is the recorded 575
+    one with its CUDA field blanked (made up for this case)."""
+    banner = (RECORDED / "nvidia_smi_575_cuda12.9.txt").read_text().replace(
+        "CUDA Version: 12.9", "CUDA Version: N/A ")
+    (tmp_path / "banner.txt").write_text(banner)
+    out = _install("--dry-run", FAKE_SMI=str(tmp_path / "banner.txt"))
+    assert out.returncode == 0 and "driver 575.57.08 for CUDA 12.9: vLLM's cu129 wheels" in out.stdout
