@@ -130,7 +130,7 @@ run "$PROJECT_ENV/bin/python" -m pip install -q -e ".[llm,solvers,plots,sweep,cu
 
 cat <<NEXT
 next: serve the model from the vLLM environment, in tmux (or the systemd unit of docs/gpu_host.md):
-  tmux new -s vllm "source $VLLM_ENV/bin/activate && launch/serve_vllm.sh"
+  tmux new -s vllm "source $VLLM_ENV/bin/activate && launch/serve_vllm.sh; read -p 'serve_vllm.sh ended (above: why); Enter closes'"
 then, from the project environment, once it prints "all ... replicas healthy":
   source $PROJECT_ENV/bin/activate && python -m countermem_jax.preflight --config=configs/paper.py:spider,react,gptoss
 NEXT

@@ -73,7 +73,7 @@ def test_bare_h200_host_to_a_sweep_with_one_hosted_cell(tmp_path):
 def _bare_h200_host_to_a_sweep(tmp_path, hub):
     env = dict(os.environ, PATH=f"{REPO / 'tests' / 'fake_bin'}:{pathlib.Path(sys.executable).parent}"
                                 f":{os.environ['PATH']}", HF_ENDPOINT=hub.url,
-               HF_HUB_DISABLE_TELEMETRY="1",
+               HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_UPDATE_CHECK="1",
                PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "tests")]),
                FAKE_GPUS="1", FAKE_GPU_MEM_MIB="143771",
                FAKE_VLLM_RESPONDER="sweep_fixture:vllm_reply", HOSTED_TEST_KEY="k",
