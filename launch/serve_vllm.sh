@@ -207,7 +207,8 @@ exited() {   # replica $1 is gone: say so with its log's tail, its URL out of th
   fi
   echo "replica $i (${urls[$i]}, GPUs ${groups[$i]}) exited with status $status; the end of vllm_${port}.log:" >&2
   tail -n 20 "vllm_${port}.log" >&2 || true
-  echo "stopping the other replicas; their URLs leave $URLS_FILE" >&2
+  if [ -f "$URLS_FILE" ]; then echo "stopping the other replicas; their URLs leave $URLS_FILE" >&2
+  else echo "stopping the other replicas" >&2; fi
   stop_all; rm -f "$URLS_FILE"; exit 1
 }
 lines=()

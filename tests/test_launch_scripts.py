@@ -268,6 +268,18 @@ def test_health_is_polled_where_the_replicas_listen(tmp_path, hub):
     assert lines == [f"http://127.0.0.2:{port + i}/v1 max_num_seqs=256" for i in range(2)]
 
 
+def test_a_health_check_that_never_answers_times_out(tmp_path, hub):
+    """A replica that accepts /health and never answers: each poll gives up after curl's
+    --max-time (10 s), so --health-timeout ends the wait instead of one curl hanging forever."""
+    port = _free_port_block(1)
+    out = subprocess.run(_script(port, tmp_path / "urls.txt", "--replicas", "1",
+                                 "--no-download", "--health-timeout", "2"), cwd=tmp_path,
+                         env=_env(tmp_path, hub, FAKE_VLLM_HANG_HEALTH="1"), capture_output=True,
+                         text=True, timeout=60, start_new_session=True)
+    assert out.returncode == 1 and "not healthy after 2s" in out.stderr
+    assert not (tmp_path / "urls.txt").exists()
+
+
 def test_the_fake_server_refuses_a_layout_the_gpus_cannot_hold(tmp_path, hub):
     """TP 1 on an 80 GB H100 with 60% of its memory for vLLM: the 65 GB of weights do not fit,
     and the replica's start fails as vLLM's would; the URL file is never written."""
