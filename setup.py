@@ -29,7 +29,7 @@ _EXTRAS = {
     # GPU hosts only: the vLLM server, in an environment of its own (launch/install_gpu_host.sh
     # makes it; never beside the `gpu` extra's jax[cuda12]). The same pin as that script: from
     # the release with vLLM's gpt-oss reasoning-parser fix to a ceiling (docs/gpu_host.md).
-    "serve": ["vllm>=0.19.0,<0.32"],
+    "serve": ["vllm>=0.19.0,<0.34"],
     # GPU hosts only: CUDA jaxlib of the jax release this code is tested with, for `--jax_gpu`;
     # the binaries keep JAX on the CPU without it and never preallocate (jax_platform.py).
     "gpu": ["jax[cuda12]==0.10.2"],
@@ -38,7 +38,8 @@ _EXTRAS = {
     "curves": ["tensorboardX>=2.6,<3", "tensorboard>=2.15,<3"],
     "bench": ["torch>=2.2,<3"],
     # nbclient/nbformat/ipykernel: the tests execute docs/analysis.ipynb top to bottom.
-    "test": ["pytest>=8.0,<10", "pytest-timeout>=2.3,<3", "nbclient>=0.10,<1", "nbformat>=5.9,<6", "ipykernel>=6.29,<8"],
+    "test": ["pytest>=8.0,<10", "pytest-timeout>=2.3,<3", "huggingface_hub>=1.0,<2", "nbclient>=0.10,<1",
+             "nbformat>=5.9,<6", "ipykernel>=6.29,<8"],
     "plots": ["matplotlib>=3.8,<4", "scipy>=1.10,<2"],  # countermem_jax.report
     # Sweeps across hosts (countermem_jax.sweep on Ray); --local and --dry_run work without it.
     "sweep": ["ray>=2.9,<3"],

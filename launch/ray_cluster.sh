@@ -11,7 +11,7 @@
 #               instead of starting serve_vllm.sh)
 # serve_vllm.sh options (passed through): --tp, --replicas, --port-base (its --port), --max-seqs,
 #               --gpu-mem, --max-len, --model, --served-name, --host, --api-key-env,
-#               --health-timeout
+#               --health-timeout, --stagger, --internal-port-base
 #
 # What it does: (1) starts serve_vllm.sh in the background (unless --no-serve) and waits until
 # every replica is healthy and listed in the URL file; (2) exports COUNTERMEM_LLM_URLS=<URL file>,
@@ -42,7 +42,7 @@ while [ $# -gt 0 ]; do
     --replicas) REPLICAS="$2"; serve_args+=("$1" "$2"); shift 2;;
     --max-seqs) MAX_SEQS="$2"; serve_args+=("$1" "$2"); shift 2;;
     --port-base) serve_args+=(--port "$2"); shift 2;;
-    --tp|--gpu-mem|--max-len|--model|--served-name|--host|--api-key-env|--health-timeout)
+    --tp|--gpu-mem|--max-len|--model|--served-name|--host|--api-key-env|--health-timeout|--stagger|--internal-port-base)
       serve_args+=("$1" "$2"); shift 2;;
     *) echo "unknown option $1" >&2; exit 2;;
   esac

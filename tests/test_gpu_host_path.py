@@ -1,5 +1,6 @@
 """The whole launch path of docs/gpu_host.md, from a bare host to a sweep, against the stand-ins
-of tests/fake_bin (one H200: `nvidia-smi`, `hf`, `vllm`) and loopback servers, every step under
+of tests/fake_bin (one H200: `nvidia-smi`, `vllm`), the real huggingface_hub client talking to a
+loopback stand-in of the Hub (tests/hub_standin.py) and loopback servers, every step under
 `ulimit -n 1024` (a common default): the install script (dry run), serve_vllm.sh, the preflight,
 then a sweep whose served cell runs the three phases at a tiny size on the served replica while
 its hosted cell keeps its own endpoint."""
@@ -13,6 +14,7 @@ import sys
 import time
 
 import sweep_fixture
+from hub_standin import HubStandIn, gpt_oss_files
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -63,9 +65,17 @@ def _sh(command: str, cwd, env, timeout=240) -> subprocess.CompletedProcess:
 
 
 def test_bare_h200_host_to_a_sweep_with_one_hosted_cell(tmp_path):
-    env = dict(os.environ, PATH=f"{REPO / 'tests' / 'fake_bin'}:{os.environ['PATH']}",
+    with HubStandIn() as hub:
+        _bare_h200_host_to_a_sweep(tmp_path, hub)
+    assert sum(gpt_oss_files()[f] or 0 for f in hub.fetched()) < 70e9   # not the 196 GB
+
+
+def _bare_h200_host_to_a_sweep(tmp_path, hub):
+    env = dict(os.environ, PATH=f"{REPO / 'tests' / 'fake_bin'}:{pathlib.Path(sys.executable).parent}"
+                                f":{os.environ['PATH']}", HF_ENDPOINT=hub.url,
+               HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_UPDATE_CHECK="1",
                PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "tests")]),
-               FAKE_GPUS="1", FAKE_GPU_MEM_MIB="143771", FAKE_HF_LOG=str(tmp_path / "hf.jsonl"),
+               FAKE_GPUS="1", FAKE_GPU_MEM_MIB="143771",
                FAKE_VLLM_RESPONDER="sweep_fixture:vllm_reply", HOSTED_TEST_KEY="k",
                HF_HOME=str(tmp_path / "hf_home"), FAKE_DF_FREE_KB=str(500 * 10 ** 6))
     env.pop("CUDA_VISIBLE_DEVICES", None)
@@ -77,7 +87,7 @@ def test_bare_h200_host_to_a_sweep_with_one_hosted_cell(tmp_path):
     # 2. the server: one H200, one replica of TP 1, the weights fetched once
     port = _free_port()
     serve = subprocess.Popen(["bash", "-c", f"ulimit -n 1024; exec bash {REPO}/launch/"
-                              f"serve_vllm.sh --port {port} --max-seqs 8"], cwd=tmp_path, env=env,
+                              f"serve_vllm.sh --port {port} --max-seqs 8 --internal-port-base {port + 1000}"], cwd=tmp_path, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              start_new_session=True)
     urls = tmp_path / "vllm_urls.txt"
@@ -118,5 +128,3 @@ def test_bare_h200_host_to_a_sweep_with_one_hosted_cell(tmp_path):
             m["base_urls"])
     assert by_cell == {"served": {str(urls)}, "hosted": {hosted.base_url}}
     assert len(markers) == 6   # build, train, evaluate of each cell
-    fetched = json.loads((tmp_path / "hf.jsonl").read_text())
-    assert fetched["bytes"] < 70e9   # the files vLLM loads, not the repository's 196 GB

@@ -170,17 +170,22 @@ def test_ray_cluster_script_serves_and_advertises_the_hosts_slots(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    weights = tmp_path / "weights"   # a local copy: nothing to fetch
+    weights.mkdir()
     env = dict(os.environ, PATH=f"{REPO / 'tests' / 'fake_bin'}:{os.environ['PATH']}",
                FAKE_VLLM_LOG_DIR=str(tmp_path), FAKE_RAY_LOG=str(tmp_path / "ray.json"),
                FAKE_DF_FREE_KB=str(500 * 10 ** 6), HF_HOME=str(tmp_path / "hf_home"))
     out = subprocess.run(["bash", str(REPO / "launch" / "ray_cluster.sh"), "worker",
                           "--address", "127.0.0.1:6379", "--num-cpus", "8", "--replicas", "2",
-                          "--max-seqs", "64", "--port-base", str(port + 1)],
+                          "--max-seqs", "64", "--port-base", str(port + 1), "--model",
+                          str(weights), "--stagger", "0", "--internal-port-base",
+                          str(port + 1000)],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     ray_call = json.loads((tmp_path / "ray.json").read_text())
     assert ray_call["urls"] == str(tmp_path / "vllm_urls.txt")
-    assert len((tmp_path / "vllm_urls.txt").read_text().splitlines()) == 2
+    # two replicas started (serve_vllm.sh removes its URL file once they are stopped)
+    assert len([p for p in tmp_path.glob("*.json") if p.stem.isdigit()]) == 2
     assert ray_call["args"] == ["start", "--block", "--resources", '{"llm_slots": 128}',
                                 "--num-cpus", "8", "--address", "127.0.0.1:6379"]
     refused = subprocess.run(["bash", str(REPO / "launch" / "ray_cluster.sh"), "worker"],
