@@ -15,6 +15,7 @@ _CORE = [
     "tqdm>=4.66",
     "sqlglot>=25.0",
     "msgpack>=1.0",
+    "jsonschema>=4.18,<5",  # validates structured replies (method/prompting/constraints.py)
 ]
 
 _EXTRAS = {
