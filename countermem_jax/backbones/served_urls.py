@@ -165,7 +165,7 @@ class UrlFileWatch:
         self.served = served
         self.every_s = every_s
         self._lock = threading.Lock()
-        self._next = time.monotonic() + every_s
+        self._checked = time.monotonic()
         self._stamp = self._stat()
         self._digest = self._sha(served.path)
         self._said = None
@@ -187,12 +187,12 @@ class UrlFileWatch:
     def current(self) -> Served:
         """The replicas to use now: the file's, re-read if it changed since."""
         now = time.monotonic()
-        if now < self._next:
+        if now - self._checked < self.every_s:
             return self.served
         with self._lock:
-            if now < self._next:
+            if now - self._checked < self.every_s:
                 return self.served
-            self._next = now + self.every_s
+            self._checked = now
             stamp = self._stat()
             if stamp == self._stamp:
                 return self.served
