@@ -297,3 +297,69 @@ def test_build_memory_goes_on_past_a_prompt_that_does_not_fit(tmp_path):
     [end] = [e for e in Workdir(tmp_path / "wd").log.events("phase_end")
              if e.get("phase") == "construction"]
     assert end["ledger"]["failed_requests"] == {"construction": {"context_length": len(asked)}}
+
+
+# ----------------------------------------------------------------------------- sampling
+def _agent_requests(cfg, runs=("base", "countermem"), tasks=("t1", "t2")) -> list[dict]:
+    """The request bodies an agent of ``cfg`` sends for one reflection per (run, task), against
+    the loopback server."""
+    import types
+    from countermem_jax.method.agents import Agent, AgentConfig, TaskContext
+    with LocalOpenAIServer(responder=lambda request: '{"reflection": "check the bound"}') as srv:
+        agent = Agent(_client(srv.base_url), None, None, AgentConfig(**cfg.agent.to_dict()))
+
+        async def run():
+            for run_name in runs:
+                for task_id in tasks:
+                    ctx = TaskContext(types.SimpleNamespace(task_id=task_id), "evaluation",
+                                      run_name, None, 3, 10_000, 3)
+                    await agent.llm(ctx, prompts.REFLEXION_REFLECT, {
+                        "context": "c", "question": "q", "action": "a", "feedback": "f"})
+            await agent.backbone.aclose()
+        asyncio.run(run())
+        return list(srv.requests)
+
+
+def test_gpt_oss_samples_with_a_seed_per_task_and_the_cpu_configs_stay_greedy():
+    from countermem_jax.protocol import config_defaults
+    gpt = _agent_requests(config_defaults.setting_config("spider", "react", "gptoss"))
+    assert {(r["temperature"], r["top_p"]) for r in gpt} == {(1.0, 1.0)}
+    seeds = [r["seed"] for r in gpt]   # base t1, base t2, countermem t1, countermem t2
+    assert seeds[:2] == seeds[2:] and seeds[0] != seeds[1]   # per task, the same in each run
+    cpu = _agent_requests(config_defaults.spider_cpu_config("react"))
+    assert {(r["temperature"], r["seed"]) for r in cpu} == {(0.0, 0)}
+
+
+# ----------------------------------------------------------------------------- preflight
+@pytest.mark.parametrize("max_model_len", [120, 32768])
+def test_the_preflight_sets_the_longest_prompt_against_max_model_len(tmp_path, max_model_len):
+    from countermem_jax.tools import preflight_checks
+    cfg = sweep_fixture.get_config()
+    cfg.data.data_dir = str(tmp_path)
+    with LocalOpenAIServer(gpt_oss_style=True, max_model_len=max_model_len,
+                           model_id="scripted") as srv:
+        cfg.backbone.base_urls = srv.base_url
+        report = preflight_checks.run(cfg, duration_s=0.2, concurrency=2)
+    context = report.context
+    longest, task = preflight_checks.longest_prompt(cfg)
+    assert (context.prompt_tokens, context.task, context.max_model_len) == (
+        longest, task, max_model_len) and longest > 50
+    text = preflight_checks.render(report)
+    assert f"context: longest prompt {longest} tokens (task {task})" in text
+    over = [p for p in report.problems if p.startswith("context: ")]
+    if max_model_len < longest + context.max_tokens:
+        assert over and "exceed max_model_len=120" in over[0] and "verdict: NO-GO" in text
+    else:
+        assert not over and f"of max_model_len {max_model_len}" in text
+
+
+def test_the_preflight_says_when_the_prompts_cannot_be_measured(tmp_path):
+    from countermem_jax.tools import preflight_checks
+    cfg = sweep_fixture.get_config()
+    cfg.data.benchmark = "no_such_benchmark"
+    with LocalOpenAIServer(gpt_oss_style=True) as srv:
+        cfg.backbone.base_urls = srv.base_url
+        report = preflight_checks.run(cfg, duration_s=0.2, concurrency=2)
+    assert report.context.prompt_tokens is None and report.context.max_model_len is None
+    assert "longest prompt not measured (the benchmark's tasks could not be loaded" in \
+        preflight_checks.render(report)
