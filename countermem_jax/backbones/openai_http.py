@@ -357,9 +357,9 @@ class OpenAICompatibleBackbone(Backbone):
                 name = params.constraint.name
                 if name not in self.refused:
                     self.refused.add(name)
-                    log.warning("%s: the server refused the output constraint %r (%s); that "
-                                "template's replies are parsed and validated only from now on",
-                                self.model_name, name, err)
+                    log.warning("%s: the output constraint %r is not enforced (the server "
+                                "refused it: %s); that template's replies are parsed and "
+                                "validated only from now on", self.model_name, name, err)
                 body = self._body(messages, params)
                 result = await self._send(body, messages)
         except _ContextLength as err:
