@@ -73,6 +73,7 @@ def url_defect(url: str) -> str | None:
 
 
 def _checked(urls: list[str], where: str) -> list[str]:
+    """``urls`` if each has a scheme, else ``UrlFileError`` naming every one without."""
     defects = [f"{where}: {d}" for d in map(url_defect, urls) if d]
     if defects:
         raise UrlFileError(_joined("backbone.base_urls", defects), defects)
@@ -171,6 +172,7 @@ class UrlFileWatch:
         self._said = None
 
     def _stat(self):
+        """(mtime, size, inode) of the file, None when it cannot be looked at."""
         try:
             st = os.stat(self.served.path)
         except OSError:
@@ -179,6 +181,7 @@ class UrlFileWatch:
 
     @staticmethod
     def _sha(path) -> str:
+        """sha256 of the file's bytes ("" when it cannot be read)."""
         try:
             return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
         except OSError:

@@ -93,6 +93,7 @@ class Context:
 
     @property
     def problems(self) -> list[str]:
+        """A prompt and its draft budget past the context (a NO-GO); none when unmeasured."""
         if self.prompt_tokens is None or not self.max_model_len:
             return []
         if self.prompt_tokens + self.max_tokens > self.max_model_len:
@@ -102,6 +103,7 @@ class Context:
         return []
 
     def line(self) -> str:
+        """The report's context line."""
         if self.prompt_tokens is None:
             return f"context: longest prompt not measured ({self.note})"
         used = self.prompt_tokens + self.max_tokens
