@@ -366,7 +366,7 @@ class OpenAICompatibleBackbone(Backbone):
             log.warning("%s: a prompt does not fit the server's context (%s); the request "
                         "counts as failed (context_length) and the run goes on",
                         self.model_name, err.args[0])
-            return ChatResult("", "", Usage(0, 0, None, "server"), self.model_name,
+            return ChatResult("", "", Usage(0, 0, 0, "server"), self.model_name,
                               server=err.args[1], failed="context_length")
         sent = any(key in body for key in _CONSTRAINT_KEYS)
         return dataclasses.replace(result, constrained=sent) if sent else result
