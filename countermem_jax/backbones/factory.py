@@ -15,6 +15,8 @@
     max_tokens_on_truncation: the token budget a reply cut off at its limit is asked again
         with, once (0 or unset: 2x the call's own budget; a value at or below it: no retry)
     repetition_penalty_on_truncation: the repetition penalty of that retry (1 or unset: none)
+    max_model_len (optional, not in the default configs): the server's context; usage counts
+        past ten times it are not booked (unset: ten times gpt-oss's 131,072)
 Tests build the scripted backbone directly; it has no config kind.
 """
 import os
