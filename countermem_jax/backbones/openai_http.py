@@ -150,11 +150,9 @@ class _Retryable(Exception):
     Internal to ``_chat``: tenacity retries on it, and when attempts run out it becomes a
     ``BackboneError`` naming the last server and reason.
     """
-    def __init__(self, server: str, reason: str, not_json: bool = False,
-                 retry_after: float | None = None):
+    def __init__(self, server: str, reason: str, not_json: bool = False):
         super().__init__(f"{server}: {reason}")
         self.server, self.reason, self.not_json = server, reason, not_json
-        self.retry_after = retry_after
 
 
 class _SharedLimit:
@@ -431,7 +429,7 @@ class OpenAICompatibleBackbone(Backbone):
                         if status in (429, 503) else None)
                 if wait:
                     replica.retry_until = time.monotonic() + wait
-                raise _Retryable(replica.url, f"HTTP {status}: {text[:200]}", retry_after=wait)
+                raise _Retryable(replica.url, f"HTTP {status}: {text[:200]}")
             if context_length_error(status, text):   # before the constraint: never its refusal
                 raise _ContextLength(text[:300], replica.url)
             if status == 400 and any(key in body for key in _CONSTRAINT_KEYS) and any(
