@@ -504,8 +504,11 @@ class OpenAICompatibleBackbone(Backbone):
                 return Usage(usage["prompt_tokens"], usage["completion_tokens"],
                              details.get("reasoning_tokens"), "server",
                              prompt_details.get("cached_tokens") or 0), ""
-            log.warning("%s: the server's usage is not booked (%s); the tokenizer's count is",
-                        self.model_name, defect)
+            # said once per backbone (a broken server says it on every reply); each is counted
+            (log.debug if getattr(self, "_said_usage", False) else log.warning)(
+                "%s: the server's usage is not booked (%s); the tokenizer's count is, and the "
+                "reply is counted as malformed (usage_invalid)", self.model_name, defect)
+            self._said_usage = True
         local = Usage(tokens.count_messages(messages),
                       tokens.count_tokens(text) + tokens.count_tokens(reasoning),
                       tokens.count_tokens(reasoning), "tokenizer")
