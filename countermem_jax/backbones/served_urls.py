@@ -16,6 +16,7 @@ without ``http://`` or ``https://``, a ``max_num_seqs`` that is not a whole numb
 value. ``UrlFileWatch`` re-reads the file when it changes (its modification time, size or
 inode), so a replica that moves or restarts on another port is used from then on; a rewrite that
 cannot be read (half written, broken) keeps the replicas read before, said once in the log.
+The in-flight cap stays what the file said at start (a process's one shared limit).
 """
 import dataclasses
 import hashlib
