@@ -17,6 +17,7 @@ _CORE = [
     "tqdm>=4.66,<5",
     "sqlglot>=25.0,<31",
     "msgpack>=1.0,<2",
+    "jsonschema>=4.18,<5",  # validates structured replies (method/prompting/constraints.py)
 ]
 
 _EXTRAS = {

@@ -93,13 +93,14 @@ class Usage:
     """Token counts of one call or a sum of calls.
 
     ``reasoning_tokens`` are the part of ``completion_tokens`` the server reported as thinking;
-    they are not added again to ``total``. ``cached_tokens`` are the part of ``prompt_tokens``
+    they are not added again to ``total``; None when the server did not say (vLLM reports them
+    only with a reasoning parser, in recent releases), and a sum with an unknown part is unknown. ``cached_tokens`` are the part of ``prompt_tokens``
     the server served from its prefix cache (vLLM's ``prompt_tokens_details.cached_tokens``);
     they too stay inside ``total``. Adding usages of different ``source`` gives "mixed".
     """
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    reasoning_tokens: int = 0
+    reasoning_tokens: int | None = 0
     source: str = "server"   # "server" or "tokenizer" (counted locally when the server gave none)
     cached_tokens: int = 0
 
@@ -111,7 +112,8 @@ class Usage:
     def __add__(self, other: "Usage") -> "Usage":
         return Usage(self.prompt_tokens + other.prompt_tokens,
                      self.completion_tokens + other.completion_tokens,
-                     self.reasoning_tokens + other.reasoning_tokens,
+                     None if None in (self.reasoning_tokens, other.reasoning_tokens)
+                     else self.reasoning_tokens + other.reasoning_tokens,
                      self.source if self.source == other.source else "mixed",
                      self.cached_tokens + other.cached_tokens)
 
@@ -128,7 +130,9 @@ class ChatResult:
     was sent to a backend that enforces it (a reply that breaks it then is a violation).
     ``malformed`` names, comma-separated, what the backbone boundary repaired in a reply the
     server sent broken ("invalid_utf8", "surrogate", "nul", "empty_choices", "over_length",
-    ...: ``backbones/replies.py``); empty for a well-formed reply.
+    ...: ``backbones/replies.py``); empty for a well-formed reply. ``failed`` names why the
+    server answered no reply at all to a request it could not take ("context_length": prompt
+    plus ``max_tokens`` past the server's context): the reply is empty, and the run goes on.
     """
     text: str
     reasoning: str = ""
@@ -139,6 +143,12 @@ class ChatResult:
     finish_reason: str = ""
     constrained: bool = False
     malformed: str = ""
+    failed: str = ""
+
+
+class BackboneError(RuntimeError):
+    """A request failed for good; the message names the server, the reason and, once
+    ``Backbone.chat`` has seen it, the task, template and phase it was made for."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,13 +178,17 @@ class TokenLedger:
         self.cached_calls = 0
         # replies the backbone boundary had to repair (``ChatResult.malformed``), per phase
         self.malformed: dict[str, int] = collections.Counter()
+        # requests the server could not take (``ChatResult.failed``), per phase and reason
+        self.failed: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
 
     def record(self, charge: Charge, usage: Usage, cached: bool = False,
-               malformed: bool = False) -> None:
+               malformed: bool = False, failed: str = "") -> None:
         """Books one call's usage to its phase, decision and purpose; a ``malformed`` reply is
-        counted as such under its phase."""
+        counted as such under its phase, a ``failed`` request under its phase and reason."""
         with self._lock:
             self.malformed[charge.phase] += bool(malformed)
+            if failed:
+                self.failed[charge.phase][failed] += 1
             self.by_phase[charge.phase] += usage
             if charge.decision:
                 self.by_decision[charge.decision] += usage
@@ -193,6 +207,8 @@ class TokenLedger:
                                  (self.malformed, other.malformed)):
                 for key, value in theirs.items():
                     mine[key] += value
+            for phase, reasons in other.failed.items():
+                self.failed[phase].update(reasons)
             self.cached_calls += other.cached_calls
 
     def total(self, phase: str | None = None) -> Usage:
@@ -206,13 +222,16 @@ class TokenLedger:
             return out
 
     def summary(self) -> dict[str, Any]:
-        """JSON-ready totals per phase (with ``total``), call counts, cached calls and the
-        malformed replies per phase."""
+        """JSON-ready totals per phase (with ``total``; reasoning tokens left out where the
+        server did not report them), call counts, cached calls, the malformed replies per phase
+        and the failed requests per phase and reason."""
         with self._lock:
-            return {"by_phase": {k: dataclasses.asdict(v) | {"total": v.total}
+            return {"by_phase": {k: {f: x for f, x in dataclasses.asdict(v).items()
+                                     if x is not None} | {"total": v.total}
                                  for k, v in self.by_phase.items()},
                     "calls": dict(self.calls), "cached_calls": self.cached_calls,
-                    "malformed_replies": {k: v for k, v in self.malformed.items() if v}}
+                    "malformed_replies": {k: v for k, v in self.malformed.items() if v},
+                    "failed_requests": {k: dict(v) for k, v in self.failed.items() if v}}
 
 
 class Backbone(abc.ABC):
@@ -242,12 +261,28 @@ class Backbone(abc.ABC):
 
         Cached responses are booked too (flagged ``cached``), so a rerun from the response cache
         reports the same token totals as the run that filled it. The reply is untrusted input:
-        it leaves here cleaned and capped (``replies.sanitize``), every repair counted.
+        it leaves here cleaned and capped (``replies.sanitize``), every repair counted. A request
+        that fails for good (``BackboneError``) is named by its task, template and phase.
         """
-        result = replies.sanitize(await self._chat(list(messages), params), params.max_tokens)
+        try:
+            result = await self._chat(list(messages), params)
+        except BackboneError as err:
+            where = ", ".join(f"{k} {v}" for k, v in (("task", charge.decision), (
+                "template", charge.purpose), ("phase", charge.phase)) if v)
+            if where and not getattr(err, "named_request", False):   # once, if shared
+                err.named_request = True
+                err.args = (f"{err.args[0] if err.args else err} ({where})",) + err.args[1:]
+            raise
+        result = replies.sanitize(result, params.max_tokens)
         (charge.ledger or self.ledger).record(charge, result.usage, result.cached,
-                                              malformed=bool(result.malformed))
+                                              malformed=bool(result.malformed),
+                                              failed=result.failed)
         return result
+
+    def sent_params(self, params: SamplingParams) -> SamplingParams:
+        """``params`` as this backend sends them (the response cache keys on it): the same,
+        except where a backend leaves the output constraint out."""
+        return params
 
     @abc.abstractmethod
     async def _chat(self, messages: list[Message], params: SamplingParams) -> ChatResult:

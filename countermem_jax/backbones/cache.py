@@ -1,6 +1,7 @@
 """Opt-in on-disk response cache: re-running an experiment with the same seeds makes no LLM call.
 
-Key = sha256 of (model, messages, sampling params, the output constraint among them). One JSON file per key, written to a temporary
+Key = sha256 of (model, messages, sampling params as the backend sends them: the output
+constraint among them only when it is sent, ``Backbone.sent_params``). One JSON file per key, written to a temporary
 file and renamed, so concurrent runs sharing a cache never see a partial entry (two writers of
 the same key write the same content; the last rename wins). A cached result keeps the usage of
 the original call, so token totals of a re-run match the first run; the ledger counts it as cached.
@@ -70,7 +71,7 @@ class CachedBackbone(Backbone):
         """Single-flight front of ``_lookup_or_call``: one call per key in flight, its outcome
         shared through a ``concurrent.futures.Future`` (any loop or thread); ``_CANCELLED``
         tells the waiters to try again themselves."""
-        key = cache_key(self.model_name, messages, params)
+        key = cache_key(self.model_name, messages, self.inner.sent_params(params))
         while True:
             with self._lock:
                 leader = self._in_flight.get(key)
@@ -155,6 +156,9 @@ class CachedBackbone(Backbone):
             return _as_hit(result)
         self.misses += 1
         result = await self.inner._chat(messages, params)
+        sent = cache_key(self.model_name, messages, self.inner.sent_params(params))
+        if sent != key:   # the server refused the constraint during the call: keyed as sent
+            key, path = sent, self._path(sent)
         self._remember(key, result)  # a repeat is a hit from now on, written or not
         await asyncio.to_thread(_store, path, result)  # off the event loop
         self._on_disk(key[:2]).add(path.name)
@@ -187,7 +191,9 @@ _TMP_NAMES = itertools.count()
 
 def _store(path: pathlib.Path, result: ChatResult) -> None:
     """Serialises and writes one entry, creating its fan-out folder the first time (again
-    if it was removed since)."""
+    if it was removed since); a request the server could not take is not kept."""
+    if result.failed:
+        return
     text = json.dumps({"text": result.text, "reasoning": result.reasoning,
                        "usage": dataclasses.asdict(result.usage), "model": result.model,
                        "finish_reason": result.finish_reason,

@@ -3,7 +3,8 @@
     kind: "llama_cpp" (in-process CPU model) | "openai" (vLLM / llama.cpp server)
     model_path: GGUF path for llama_cpp (default: the pinned model ``cpu_model`` names)
     cpu_model: "qwen2.5-coder-0.5b" | "qwen2.5-coder-1.5b" (``backbones/gguf.py``)
-    base_urls: comma-separated OpenAI-compatible base URLs, or a URL file (served_urls.py)
+    base_urls: comma-separated OpenAI-compatible base URLs, or a URL file (served_urls.py),
+        followed while the run goes on (a replica that moves is used from then on)
     model: the served model name (e.g. "openai/gpt-oss-120b")
     max_concurrency (lowered to what the URL file's replicas hold), timeout_s, max_attempts,
     reasoning_effort
@@ -14,6 +15,8 @@
     max_tokens_on_truncation: the token budget a reply cut off at its limit is asked again
         with, once (0 or unset: 2x the call's own budget; a value at or below it: no retry)
     repetition_penalty_on_truncation: the repetition penalty of that retry (1 or unset: none)
+    max_model_len (optional, not in the default configs): the server's context; usage counts
+        past ten times it are not booked (unset: ten times gpt-oss's 131,072)
 Tests build the scripted backbone directly; it has no config kind.
 """
 import os
@@ -48,13 +51,15 @@ def make_backbone(cfg, ledger: TokenLedger | None = None) -> Backbone:
             raise ValueError(f"backbone.api_key_env names {key_env}, which is not set: export "
                              f"{key_env}=<your API key> (keys are never read from files)")
         served = served_urls.read(cfg.base_urls)   # a URL file: also what the replicas hold
+        watch = served_urls.UrlFileWatch(served) if served.path is not None else None
         backbone = OpenAICompatibleBackbone(
             served.urls, cfg.model,
             max_concurrency=served_urls.in_flight_limit(cfg.get("max_concurrency", 64), served),
             timeout_s=cfg.get("timeout_s", 600.0), max_attempts=cfg.get("max_attempts", 6),
             reasoning_effort=cfg.get("reasoning_effort") or None, ledger=ledger,
             api_key=os.environ[key_env] if key_env else "EMPTY",
-            constraints=bool(cfg.get("constraints", True)), max_tokens_on_truncation=retry_budget)
+            constraints=bool(cfg.get("constraints", True)), max_tokens_on_truncation=retry_budget,
+            url_watch=watch, max_model_len=cfg.get("max_model_len") or None)
     else:
         raise ValueError(f"unknown backbone kind {kind!r}; expected 'llama_cpp' or 'openai' "
                          "(tests build ScriptedBackbone directly)")

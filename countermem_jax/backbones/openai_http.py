@@ -9,7 +9,16 @@ server at ~100 requests/s whatever the concurrency; aiohttp keeps ≥ 0.8 of ide
   calls one after another, threads running their own loops) has its own session, but all draw on
   one shared limit, and ``aclose`` closes only the calling loop's session;
 * retries with exponential backoff and full jitter (tenacity) on 429, 5xx, timeouts, dropped
-  connections and bodies that are not JSON; never on other 4xx (the request itself is wrong);
+  connections and bodies that are not JSON; a 429 or 503 with ``Retry-After`` (seconds or an
+  HTTP date, at most ``RETRY_AFTER_MAX_S``) keeps that replica out of use for that long, and
+  when every replica is inside such a window the next attempt waits for the first to end, so
+  attempts are not spent inside it; never on other 4xx (the request itself is wrong);
+* a prompt that cannot fit the server's context (HTTP 400 with vLLM's or llama.cpp's
+  context-length error, ``context_length_error``) is a failed request, not an error: an empty
+  reply with ``failed="context_length"``, counted in the ledger, and the run goes on; every
+  other 4xx raises ``RequestRejected`` (named by its task in ``Backbone.chat``);
+* the replicas of a URL file follow the file (``served_urls.UrlFileWatch``): a replica that
+  moves is used from the next request on;
 * a reply is untrusted input (``replies.py``): the body is read up to ``MAX_BODY_BYTES`` and
   decoded leniently (invalid UTF-8 replaced), and a 200 whose JSON holds no usable answer
   (empty ``choices``, a message or field of the wrong type) is an empty reply named in
@@ -17,19 +26,30 @@ server at ~100 requests/s whatever the concurrency; aiohttp keeps ≥ 0.8 of ide
 * when retries run out, ``BackboneError`` says which server failed and why; a server that
   answered every attempt with a body that is not JSON gives an empty reply instead
   (``malformed`` "not_json"), so one request it cannot answer never ends a run;
-* usage comes from the server (cached prompt tokens included); the reasoning text is read from
-  ``reasoning_content`` or ``reasoning`` (vLLM has used both spellings), apart from the content;
-  when a server reports no usage the gpt-oss tokenizer counts it; ``finish_reason`` is kept;
+* usage comes from the server (cached prompt tokens included), checked before it is booked:
+  a count that is not a whole number, negative, past ``usage_bound`` or inconsistent (more
+  cached than prompt tokens, more reasoning than completion tokens) is not booked; the reply is
+  marked ``usage_invalid`` (a malformed reply, counted) and the gpt-oss tokenizer's count booked
+  instead. Reasoning tokens are read from ``completion_tokens_details.reasoning_tokens``, where
+  vLLM reports them (recent releases, with a reasoning parser); absent, they are None (unknown),
+  never 0. The reasoning text is read from ``reasoning_content`` or ``reasoning`` (vLLM has
+  used both spellings), apart from the content; when a server reports no usage the gpt-oss
+  tokenizer counts it; ``finish_reason`` is kept;
 * a call's output constraint is sent as vLLM documents it: a JSON schema as the standard
   ``response_format: {"type": "json_schema", ...}``, a grammar as ``structured_outputs``; a
-  server that rejects the field (HTTP 400 naming it) is asked again without it, and from then on
-  never sent it (said once in the log): replies are then parsed and validated only.
+  server that rejects the field (HTTP 400 naming it, and not a context-length error) is asked
+  again without it, and from then on that constraint (by name: one template's reply format) is
+  never sent again (said once per name in the log); other templates keep theirs. Replies sent
+  without one are parsed and validated only, and the response cache keys them as unconstrained
+  (``sent_params``).
 """
 import asyncio
 import collections
 import dataclasses
+import email.utils
 import logging
 import json
+import re
 import threading
 import time
 from typing import Sequence
@@ -38,18 +58,77 @@ import aiohttp
 import tenacity
 
 from countermem_jax.backbones import replies, tokens
-from countermem_jax.backbones.base import (Backbone, ChatResult, Message,
+from countermem_jax.backbones.base import (Backbone, BackboneError, ChatResult, Message,
                                           SamplingParams, Usage)
 
+__all__ = ["BackboneError", "OpenAICompatibleBackbone", "RequestRejected"]
 
 log = logging.getLogger(__name__)
 
 # Request fields that carry an output constraint (``_constraint_fields``).
 _CONSTRAINT_KEYS = ("response_format", "structured_outputs")
+# What a server's refusal of a constraint says besides the field's name (vLLM's structured
+# outputs backends, hosted APIs): read only on a 400 that is not a context-length error.
+_CONSTRAINT_WORDS = ("json_schema", "json schema", "structured output", "guided", "grammar")
+# The longest ``Retry-After`` honoured; a longer one (a daily quota) is waited this long.
+RETRY_AFTER_MAX_S = 300.0
+# Usage counts past this are absurd (ten times gpt-oss's 131,072-token context) unless the
+# backbone is told its server's ``max_model_len`` (then ten times that).
+USAGE_BOUND = 10 * 131_072
+
+# vLLM's context-length refusals (HTTP 400) across releases, and llama.cpp's error type:
+# "This model's maximum context length is N tokens. However, you requested ..." (older vLLM),
+# "'max_tokens' or 'max_completion_tokens' is too large: B. This model's maximum context length
+# is N tokens and your request has A input tokens ...", "You passed A input tokens and requested
+# B output tokens. However, the model's context length is only N tokens ..." (vllm/renderers/
+# params.py), "The decoder prompt (length A) is longer than the maximum model length of N"
+# (vllm/v1/engine); llama.cpp: ``"type": "exceed_context_size_error"``, "request (A tokens)
+# exceeds the available context size (N tokens)" (older: "input (A tokens) is larger than the
+# max context size (N tokens)"); OpenAI: ``"code": "context_length_exceeded"``.
+_CONTEXT_MESSAGES = re.compile(
+    r"maximum context length is \d+ tokens|the model's context length is only \d+ tokens"
+    r"|is longer than the maximum model length of \d+"
+    r"|exceeds (?:the available )?context size \(\d+ tokens\)"
+    r"|is larger than the max context size \(\d+ tokens\)", re.IGNORECASE)
+_CONTEXT_CODES = ("context_length_exceeded", "exceed_context_size_error")
 
 
-class BackboneError(RuntimeError):
-    """A request failed for good; the message names the server and the reason."""
+def context_length_error(status: int, text: str) -> bool:
+    """Whether an answer is a server's refusal of a prompt that cannot fit its context: HTTP
+    400 whose JSON error carries a known code or type, or one of vLLM's or llama.cpp's messages
+    (``_CONTEXT_MESSAGES``), not any text that happens to say "context"."""
+    if status != 400:
+        return False
+    try:
+        payload = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    if not isinstance(payload, dict):
+        return False
+    error = payload.get("error") if isinstance(payload.get("error"), dict) else payload
+    if any(error.get(key) in _CONTEXT_CODES for key in ("code", "type")):
+        return True
+    message = error.get("message")
+    return isinstance(message, str) and _CONTEXT_MESSAGES.search(message) is not None
+
+
+def retry_after_s(value: str | None, now: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (delta-seconds or an HTTP date), capped
+    at ``RETRY_AFTER_MAX_S``; None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if re.fullmatch(r"\d+(\.\d+)?", value):
+        seconds = float(value)
+    else:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None or when.tzinfo is None:
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    return min(max(seconds, 0.0), RETRY_AFTER_MAX_S)
 
 
 class RequestRejected(BackboneError):
@@ -59,6 +138,10 @@ class RequestRejected(BackboneError):
 
 class _ConstraintRejected(Exception):
     """The server refused a request because of its output-constraint field (HTTP 400)."""
+
+
+class _ContextLength(Exception):
+    """The server refused a request whose prompt and ``max_tokens`` exceed its context."""
 
 
 class _Retryable(Exception):
@@ -123,13 +206,15 @@ class _SharedLimit:
 
 @dataclasses.dataclass
 class _Replica:
-    """Load and health of one base URL: requests in flight, total requests, and the monotonic time
-    until which it is avoided after a failure (5 s after a connection error, 2 s after a 5xx).
+    """Load and health of one base URL: requests in flight, total requests, the monotonic time
+    until which it is avoided after a failure (5 s after a connection error, 2 s after a 5xx),
+    and the end of the window its last ``Retry-After`` asked for.
     """
     url: str
     in_flight: int = 0
     failed_until: float = 0.0
     requests: int = 0
+    retry_until: float = 0.0
 
 
 class OpenAICompatibleBackbone(Backbone):
@@ -141,17 +226,23 @@ class OpenAICompatibleBackbone(Backbone):
     ``timeout_s`` is the total per request; ``max_attempts`` counts the first try; backoff is
     full-jitter exponential from ``backoff_initial_s`` up to ``backoff_max_s``.
     ``peak_in_flight`` records the highest concurrency reached (reported by the speed checks).
+    ``url_watch`` (a ``served_urls.UrlFileWatch``) replaces the replicas when the URL file
+    changes; ``max_model_len`` (the server's, when known) bounds the usage counts believed.
     """
     def __init__(self, base_urls: Sequence[str] | str, model: str, *, api_key: str = "EMPTY",
                  max_concurrency: int = 64, timeout_s: float = 600.0, max_attempts: int = 6,
                  backoff_initial_s: float = 0.5, backoff_max_s: float = 30.0,
                  reasoning_effort: str | None = None, ledger=None, constraints: bool = True,
-                 max_tokens_on_truncation: int = 0):
+                 max_tokens_on_truncation: int = 0, url_watch=None,
+                 max_model_len: int | None = None):
         super().__init__(ledger)
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls:
             raise ValueError("at least one base URL is needed")
         self.replicas = [_Replica(u.rstrip("/")) for u in urls]
+        self.url_watch = url_watch
+        self._watched = url_watch.served if url_watch is not None else None
+        self.usage_bound = 10 * max_model_len if max_model_len else USAGE_BOUND
         self.model_name = model
         self.api_key = api_key
         self.max_concurrency = max_concurrency
@@ -159,8 +250,10 @@ class OpenAICompatibleBackbone(Backbone):
         self.max_attempts = max_attempts
         self.backoff = (backoff_initial_s, backoff_max_s)
         self.reasoning_effort = reasoning_effort
-        # False once a server refused a constraint (or the config turned them off)
+        # False when the config turned them off; ``refused``: the constraints (by name) a
+        # server refused, never sent again
         self.constraints = constraints
+        self.refused: set[str] = set()
         self.max_tokens_on_truncation = max_tokens_on_truncation
         self._limit = _SharedLimit(max_concurrency)
         self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
@@ -186,10 +279,46 @@ class OpenAICompatibleBackbone(Backbone):
         """The least-loaded replica, preferring healthy ones and never ``avoid`` (the one that just failed)
         unless it is the only one. Ties go to the replica that has served fewer requests.
         """
+        self._follow_url_file()
         now = time.monotonic()
-        healthy = [r for r in self.replicas if r.failed_until <= now and r.url != avoid]
+        healthy = [r for r in self.replicas if max(r.failed_until, r.retry_until) <= now
+                   and r.url != avoid]
         pool = healthy or [r for r in self.replicas if r.url != avoid] or self.replicas
-        return min(pool, key=lambda r: (r.in_flight, r.requests))
+        return min(pool, key=lambda r: (r.retry_until > now, r.in_flight, r.requests))
+
+    def _follow_url_file(self) -> None:
+        """Takes the URL file's replicas when it changed: those still listed keep their load
+        and health, new ones start fresh."""
+        if self.url_watch is None:
+            return
+        served = self.url_watch.current()
+        if served is self._watched:
+            return
+        with self._sessions_lock:
+            if served is self._watched:
+                return
+            known = {r.url: r for r in self.replicas}
+            self.replicas = [known.get(u.rstrip("/")) or _Replica(u.rstrip("/"))
+                             for u in served.urls]
+            self._watched = served
+
+    def _retry_wait(self) -> float:
+        """Seconds until the first replica's ``Retry-After`` window ends (0 if any is out of
+        one): what the next attempt waits at least."""
+        now = time.monotonic()
+        return max(0.0, min(r.retry_until for r in self.replicas) - now)
+
+    def _sends_constraint(self, constraint) -> bool:
+        """Whether ``constraint`` goes to the server: constraints are on and the server has not
+        refused this one (by name)."""
+        return (constraint is not None and self.constraints
+                and constraint.name not in self.refused)
+
+    def sent_params(self, params: SamplingParams) -> SamplingParams:
+        """``params`` as sent: without the constraint where it is not sent (config, refusal)."""
+        if params.constraint is not None and not self._sends_constraint(params.constraint):
+            return dataclasses.replace(params, constraint=None)
+        return params
 
     def _body(self, messages: list[Message], params: SamplingParams) -> dict:
         """The ``/chat/completions`` request body; optional fields are sent only when set, since some
@@ -207,24 +336,36 @@ class OpenAICompatibleBackbone(Backbone):
         if effort:
             body["reasoning_effort"] = effort
         if params.constraint is not None:
-            if self.constraints:
+            if self._sends_constraint(params.constraint):
                 body.update(_constraint_fields(params.constraint))
-            else:
-                self.note_unconstrained("backbone.constraints is off or the server refused them")
+            elif not self.constraints:
+                self.note_unconstrained("backbone.constraints is off")
         return body
 
     async def _chat(self, messages: list[Message], params: SamplingParams) -> ChatResult:
         """One chat through the concurrency limit, with retries on another replica; raises
-        ``BackboneError``.
+        ``BackboneError``. A refused constraint is asked again without it (and never sent
+        again); a prompt past the server's context is an empty, failed reply.
         """
         body = self._body(messages, params)
         try:
-            result = await self._send(body, messages)
-        except _ConstraintRejected as err:
-            self.constraints = False
-            self.note_unconstrained(f"the server refused the constraint: {err}")
-            body = self._body(messages, params)
-            result = await self._send(body, messages)
+            try:
+                result = await self._send(body, messages)
+            except _ConstraintRejected as err:
+                name = params.constraint.name
+                if name not in self.refused:
+                    self.refused.add(name)
+                    log.warning("%s: the output constraint %r is not enforced (the server "
+                                "refused it: %s); that template's replies are parsed and "
+                                "validated only from now on", self.model_name, name, err)
+                body = self._body(messages, params)
+                result = await self._send(body, messages)
+        except _ContextLength as err:
+            log.warning("%s: a prompt does not fit the server's context (%s); the request "
+                        "counts as failed (context_length) and the run goes on",
+                        self.model_name, err.args[0])
+            return ChatResult("", "", Usage(0, 0, 0, "server"), self.model_name,
+                              server=err.args[1], failed="context_length")
         sent = any(key in body for key in _CONSTRAINT_KEYS)
         return dataclasses.replace(result, constrained=sent) if sent else result
 
@@ -233,9 +374,12 @@ class OpenAICompatibleBackbone(Backbone):
         client = self._client()
         # The replica of the previous attempt: ``_pick`` avoids it, so a retry goes elsewhere.
         last = {"server": None}
+        backoff = tenacity.wait_random_exponential(multiplier=self.backoff[0],
+                                                   max=self.backoff[1])
         retrying = tenacity.AsyncRetrying(
             stop=tenacity.stop_after_attempt(self.max_attempts),
-            wait=tenacity.wait_random_exponential(multiplier=self.backoff[0], max=self.backoff[1]),
+            # full jitter, but never inside every replica's Retry-After window
+            wait=lambda state: max(backoff(state), self._retry_wait()),
             retry=tenacity.retry_if_exception_type(_Retryable), reraise=True)
         try:
             async for attempt in retrying:
@@ -281,10 +425,15 @@ class OpenAICompatibleBackbone(Backbone):
             if status == 429 or status >= 500 or status == 408:
                 if status >= 500:
                     replica.failed_until = time.monotonic() + 2.0
+                wait = (retry_after_s(response.headers.get("Retry-After"))
+                        if status in (429, 503) else None)
+                if wait:
+                    replica.retry_until = time.monotonic() + wait
                 raise _Retryable(replica.url, f"HTTP {status}: {text[:200]}")
+            if context_length_error(status, text):   # before the constraint: never its refusal
+                raise _ContextLength(text[:300], replica.url)
             if status == 400 and any(key in body for key in _CONSTRAINT_KEYS) and any(
-                    key in text or word in text.lower() for key in _CONSTRAINT_KEYS
-                    for word in ("json_schema", "structured", "guided", "grammar")):
+                    word in text.lower() for word in _CONSTRAINT_KEYS + _CONSTRAINT_WORDS):
                 raise _ConstraintRejected(text[:200])
             if status >= 400:
                 raise RequestRejected(f"{replica.url} rejected the request (HTTP {status}, "
@@ -310,9 +459,9 @@ class OpenAICompatibleBackbone(Backbone):
                    finish: str = "") -> ChatResult:
         """The empty reply a response without a usable answer stands for, ``reason`` named
         (usage from the server when it gave one, else the prompt counted locally)."""
-        usage = self._usage(payload if isinstance(payload, dict) else {}, messages, "", "")
+        usage, bad = self._usage(payload if isinstance(payload, dict) else {}, messages, "", "")
         return ChatResult("", "", usage, self.model_name, server=server, finish_reason=finish,
-                          malformed=reason)
+                          malformed=",".join([reason] + ([bad] if bad else [])))
 
     def _result(self, payload: dict, choice, messages, server: str) -> ChatResult:
         """``ChatResult`` from a response's first choice; usage from the server, else counted
@@ -334,29 +483,37 @@ class OpenAICompatibleBackbone(Backbone):
         reasons += [r for r in found + found_r if r not in reasons]
         finish = choice.get("finish_reason") if isinstance(choice, dict) else ""
         model = payload.get("model")
-        return ChatResult(text, reasoning, self._usage(payload, messages, text, reasoning),
+        usage, bad = self._usage(payload, messages, text, reasoning)
+        if bad:
+            reasons.append(bad)
+        return ChatResult(text, reasoning, usage,
                           model if isinstance(model, str) else self.model_name, server=server,
                           finish_reason=finish if isinstance(finish, str) else "",
                           malformed=",".join(reasons))
 
-    @staticmethod
-    def _usage(payload: dict, messages, text: str, reasoning: str) -> Usage:
-        """The usage the server reported, else the gpt-oss tokenizer's count; counts that are
-        not numbers are read as absent."""
+    def _usage(self, payload: dict, messages, text: str, reasoning: str
+               ) -> tuple[Usage, str]:
+        """The usage the server reported if it passes ``usage_defect``, else the gpt-oss
+        tokenizer's count; and "usage_invalid" when the server's was refused (logged)."""
         usage = payload.get("usage")
-        try:
-            if isinstance(usage, dict) and usage.get("prompt_tokens") is not None:
+        if isinstance(usage, dict) and usage.get("prompt_tokens") is not None:
+            defect = usage_defect(usage, self.usage_bound)
+            if defect is None:
                 details = usage.get("completion_tokens_details") or {}
                 prompt_details = usage.get("prompt_tokens_details") or {}
-                return Usage(int(usage.get("prompt_tokens") or 0),
-                             int(usage.get("completion_tokens") or 0),
-                             int(details.get("reasoning_tokens") or 0), "server",
-                             int(prompt_details.get("cached_tokens") or 0))
-        except (TypeError, ValueError, AttributeError, OverflowError):
-            pass
-        return Usage(tokens.count_messages(messages),
-                     tokens.count_tokens(text) + tokens.count_tokens(reasoning),
-                     tokens.count_tokens(reasoning), "tokenizer")
+                return Usage(usage["prompt_tokens"], usage["completion_tokens"],
+                             details.get("reasoning_tokens"), "server",
+                             prompt_details.get("cached_tokens") or 0), ""
+            # said once per backbone (a broken server says it on every reply); each is counted
+            (log.debug if getattr(self, "_said_usage", False) else log.warning)(
+                "%s: the server's usage is not booked (%s); the tokenizer's count is, and the "
+                "reply is counted as malformed (usage_invalid)", self.model_name, defect)
+            self._said_usage = True
+        local = Usage(tokens.count_messages(messages),
+                      tokens.count_tokens(text) + tokens.count_tokens(reasoning),
+                      tokens.count_tokens(reasoning), "tokenizer")
+        return local, ("usage_invalid" if isinstance(usage, dict)
+                       and usage.get("prompt_tokens") is not None else "")
 
     def chat_sync(self, messages, params=SamplingParams(), charge=None):
         """One blocking call (its own event loop, whose session is closed afterwards)."""
@@ -386,6 +543,31 @@ async def _read_body(stream, limit: int) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
     return b"".join(chunks)
+
+
+def usage_defect(usage: dict, bound: int) -> str | None:
+    """What is wrong with a server's usage block, or None: prompt and completion tokens must be
+    whole numbers in [0, ``bound``]; cached and reasoning tokens, when given, whole numbers no
+    larger than the prompt's and the completion's."""
+    def count(value, name: str, limit: int) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"{name}={value!r} is not a whole number"
+        if not 0 <= value <= limit:
+            return f"{name}={value} is outside [0, {limit}]"
+        return None
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    checks = [count(prompt, "prompt_tokens", bound), count(completion, "completion_tokens", bound)]
+    if not any(checks):
+        for field, name, limit in (("prompt_tokens_details", "cached_tokens", prompt),
+                                   ("completion_tokens_details", "reasoning_tokens", completion)):
+            details = usage.get(field)
+            if details is None:
+                continue
+            if not isinstance(details, dict):
+                checks.append(f"{field}={details!r} is not an object")
+            elif details.get(name) is not None:
+                checks.append(count(details[name], name, limit))
+    return "; ".join(c for c in checks if c) or None
 
 
 def _constraint_fields(constraint) -> dict:

@@ -7,6 +7,7 @@ decision point (``Augmentation.decide``) and after outcomes; the agents' own loo
 """
 import asyncio
 import dataclasses
+import hashlib
 import logging
 from typing import Any
 
@@ -151,6 +152,15 @@ class AgentConfig:
     seed: int
 
 
+def request_seed(seed: int, task_id: str, decision: int, template: str) -> int:
+    """The seed of one sampled request (the gpt-oss configs sample, docs/backbones.md): derived
+    from the config's seed, the task, the decision and the template, never the run, so the
+    paired runs of a task (base and memory) ask the same first draft and a rerun asks the same
+    requests (the response cache serves them); a 31-bit integer, as servers take."""
+    text = f"{seed}/{task_id}#{decision}/{template}".encode("utf-8")
+    return int.from_bytes(hashlib.sha256(text).digest()[:4], "big") & 0x7FFFFFFF
+
+
 class Agent:
     """A ReAct or Reflexion agent (paper §4.1) on one backbone, evaluator and domain.
     ``failures`` is the run's log of reply-contract violations (Appendix D.8); every template
@@ -186,6 +196,9 @@ class Agent:
         by this agent's domain, the one the action is checked in."""
         if template.parses_action:
             parse_args = {**(parse_args or {}), "domain": self.domain}
+        if params is None and self.params.temperature > 0:
+            params = dataclasses.replace(self.params, seed=request_seed(
+                self.cfg.seed, ctx.task.task_id, ctx.decision, template.name))
         parsed = await prompts.call_template(self.backbone, template, fields, charge=ctx.charge(),
                                              params=params or self.params, parse_args=parse_args,
                                              failures=self.failures)

@@ -191,7 +191,10 @@ def gptoss_config(benchmark: str, agent: str = "react") -> ml_collections.Config
     hold (replicas × max-num-seqs, read from the URL file; ``VLLM_SEQUENCES`` at most)."""
     c = base_config()
     c.data.benchmark = benchmark
-    c.agent.update(kind=agent, max_tokens=4096, token_budget=60_000)
+    # sampled as the gpt-oss model card recommends (temperature 1.0, top_p 1.0, the default),
+    # with a seed per request from the task (agents.request_seed); greedy reasoning can loop
+    # to the token budget (docs/backbones.md, "Sampling")
+    c.agent.update(kind=agent, max_tokens=4096, token_budget=60_000, temperature=1.0)
     c.backbone.update(kind="openai", base_urls="vllm_urls.txt", model="openai/gpt-oss-120b",
                       reasoning_effort="medium", max_concurrency=VLLM_SEQUENCES, cache_dir="auto")
     c.eval.concurrency = VLLM_SEQUENCES

@@ -3,9 +3,16 @@
 It stands in for the served gpt-oss-120b / API backbones of paper §4.1 (``backbones/openai_http``
 is the real client and talks to it over a real loopback socket).
 
-It answers ``POST /v1/chat/completions`` and ``GET /health``, and can be told, per request or by
-default, to be slow, fail with 500 / 429 / 400, return malformed JSON, or drop the connection.
-It counts requests and the peak number served at once.
+It answers ``POST /v1/chat/completions``, ``GET /health`` and ``GET /v1/models`` (with vLLM's
+``max_model_len``), and can be told, per request or by default, to be slow, fail with 500 / 429 /
+400, return malformed JSON, drop the connection, refuse a prompt past its context as vLLM or
+llama.cpp do (``context_length``, ``context_length_llama``; or any request whose prompt and
+``max_tokens`` exceed ``max_model_len``), or answer 429 / 503 with ``Retry-After`` in seconds or
+as an HTTP date (``retry_after:<s>``, ``retry_after_date:<s>``). It can send a usage block of
+its own (``usage``: negative or absurd counts), leave out ``completion_tokens_details`` as vLLM
+without a reasoning parser does (``reasoning_details=False``), and refuse only the constraints
+of some templates (``refuse_constraint_names``). It counts requests, their arrival times and the
+peak number served at once.
 
 The injected failures are the ones the client must survive on a real deployment (429 and 5xx
 are retried, 400 is not, malformed JSON and dropped connections are retried), and the peak
@@ -24,6 +31,7 @@ throughput, never the method.
 import argparse
 import collections
 import contextlib
+import email.utils
 import http.server
 import importlib
 import json
@@ -52,10 +60,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
     def do_GET(self):
-        """``/health`` (any path): always ok, so readiness checks never see injected failures."""
+        """``/health`` (any path): always ok, so readiness checks never see injected failures;
+        ``/v1/models`` lists the served name with ``max_model_len``, as vLLM does."""
         body = b'{"status":"ok"}'
         if self.path.startswith("/stats"):
             body = json.dumps(self.server.owner.stats(reset="reset=1" in self.path)).encode()
+        elif self.path.rstrip("/").endswith("/v1/models"):
+            owner = self.server.owner
+            card = {"id": owner.model_id, "object": "model", "owned_by": "vllm"}
+            if owner.max_model_len:
+                card["max_model_len"] = owner.max_model_len
+            body = json.dumps({"object": "list", "data": [card]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -74,6 +89,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             server.in_flight += 1
             server.peak_in_flight = max(server.peak_in_flight, server.in_flight)
             server.requests.append(request)
+            server.arrivals.append(time.monotonic())
         self._counted = True
         try:
             if server.latency_s:
@@ -86,8 +102,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.close_connection = True
                 self.connection.shutdown(2)
                 return
-            if server.refuse_constraints and ("response_format" in request
-                                              or "structured_outputs" in request):
+            if behavior.startswith("context_length") or server.over_context(request):
+                self._send(400, server.context_error(request, behavior == "context_length_llama"))
+                return
+            if behavior.startswith("retry_after"):
+                kind, _, seconds = behavior.partition(":")
+                value = (email.utils.formatdate(time.time() + float(seconds), usegmt=True)
+                         if kind == "retry_after_date" else seconds)
+                status = 503 if kind == "retry_after_date" else 429
+                self._send(status, b'{"error": "slow down"}', {"Retry-After": value})
+                return
+            if server.refuses(request):
                 self._send(400, b'{"error": {"message": "response_format is not supported"}}')
                 return
             if behavior in ("500", "429", "400", "503"):
@@ -109,11 +134,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             with self.server.owner.lock:
                 self.server.owner.in_flight -= 1
 
-    def _send(self, status, body: bytes):
+    def _send(self, status, body: bytes, headers: dict | None = None):
         """A JSON response with its Content-Length (required on a keep-alive connection)."""
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self._done()
         self.wfile.write(body)
@@ -139,14 +166,21 @@ class LocalOpenAIServer:
     thinking first (cut off with empty content and ``finish_reason: length`` when ``max_tokens``
     is smaller), then content meeting the request's JSON schema unless ``ignore_constraints``;
     ``cached_tokens`` are reported as ``prompt_tokens_details.cached_tokens``;
-    ``refuse_constraints`` answers any constrained request with HTTP 400.
+    ``refuse_constraints`` answers any constrained request with HTTP 400,
+    ``refuse_constraint_names`` only those whose JSON schema has one of these names.
+    ``max_model_len`` (shown in ``/v1/models``) refuses, as vLLM does, a request whose prompt
+    (counted with the gpt-oss tokenizer) and ``max_tokens`` exceed it; ``usage`` replaces the
+    usage block of every reply; ``reasoning_details=False`` leaves ``completion_tokens_details``
+    out; ``model_id`` is the name ``/v1/models`` lists.
     """
 
     def __init__(self, latency_s: float = 0.0, default: str = "ok", with_usage: bool = True,
                  reasoning_field: str = "reasoning_content", name: str = "local",
                  responder=None, gpt_oss_style: bool = False, reasoning_tokens: int = 0,
                  cached_tokens: int = 0, ignore_constraints: bool = False,
-                 refuse_constraints: bool = False):
+                 refuse_constraints: bool = False, refuse_constraint_names=(),
+                 max_model_len: int | None = None, usage: dict | None = None,
+                 reasoning_details: bool = True, model_id: str = "openai/gpt-oss-120b"):
         self.latency_s = latency_s
         self.responder = responder
         self.default = default
@@ -158,6 +192,12 @@ class LocalOpenAIServer:
         self.cached_tokens = cached_tokens
         self.ignore_constraints = ignore_constraints
         self.refuse_constraints = refuse_constraints
+        self.refuse_constraint_names = set(refuse_constraint_names)
+        self.max_model_len = max_model_len
+        self.usage = usage
+        self.reasoning_details = reasoning_details
+        self.model_id = model_id
+        self.arrivals: list[float] = []
         self.script: collections.deque[str] = collections.deque()
         self.lock = threading.Lock()
         self.in_flight = 0
@@ -177,6 +217,41 @@ class LocalOpenAIServer:
         the default."""
         with self.lock:
             return self.script.popleft() if self.script else self.default
+
+    def refuses(self, request: dict) -> bool:
+        """Whether the request's output constraint is refused (all, or by its name)."""
+        constrained = "response_format" in request or "structured_outputs" in request
+        name = ((request.get("response_format") or {}).get("json_schema") or {}).get("name")
+        return constrained and (self.refuse_constraints or name in self.refuse_constraint_names)
+
+    @staticmethod
+    def prompt_tokens(request: dict) -> int:
+        """The request's prompt in gpt-oss tokens (as the client's tokenizer counts them)."""
+        from countermem_jax.backbones import tokens
+        return tokens.count_messages(request.get("messages") or [])
+
+    def over_context(self, request: dict) -> bool:
+        """Whether prompt plus ``max_tokens`` exceed ``max_model_len`` (vLLM refuses it)."""
+        return bool(self.max_model_len) and (self.prompt_tokens(request) + int(
+            request.get("max_tokens") or 0) > self.max_model_len)
+
+    def context_error(self, request: dict, llama_cpp: bool = False) -> bytes:
+        """The HTTP 400 body of a prompt past the context, as vLLM or llama.cpp's server send
+        it (``vllm/renderers/params.py``; llama.cpp's ``exceed_context_size_error``)."""
+        n, limit = self.prompt_tokens(request), self.max_model_len or 32768
+        wanted = int(request.get("max_tokens") or 0)
+        if llama_cpp:
+            return json.dumps({"error": {
+                "code": 400, "type": "exceed_context_size_error", "n_prompt_tokens": n,
+                "n_ctx": limit, "message": f"request ({n + wanted} tokens) exceeds the "
+                                           f"available context size ({limit} tokens), try "
+                                           "increasing it"}}).encode()
+        return json.dumps({"error": {
+            "message": f"You passed {n} input tokens and requested {wanted} output tokens. "
+                       f"However, the model's context length is only {limit} tokens, "
+                       f"resulting in a maximum input length of {limit - wanted} tokens. "
+                       "Please reduce the length of the input prompt.",
+            "type": "BadRequestError", "param": "input_tokens", "code": 400}}).encode()
 
     def stats(self, reset: bool = False) -> dict:
         """Requests served, the peak number in flight and those in flight now."""
@@ -208,8 +283,12 @@ class LocalOpenAIServer:
         if self.with_usage:
             out["usage"] = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18,
                             "completion_tokens_details": {"reasoning_tokens": 3}}
+            if not self.reasoning_details:
+                del out["usage"]["completion_tokens_details"]
             if self.cached_tokens:
                 out["usage"]["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+            if self.usage is not None:
+                out["usage"] = self.usage
         return out
 
     def encode(self, payload: dict) -> bytes:

@@ -4,15 +4,20 @@ Before a multi-hour build on a GPU host (paper §4.1's served gpt-oss-120b), one
 template of the config's method (Appendix D.8), each with its output constraint and the
 configured token budget, checks that reasoning and content arrive apart, that the constraint
 was honoured and that no reply was cut off; then requests per second are measured at the
-configured concurrency. ``run`` returns the rows and the verdict; ``render`` prints them;
-``countermem_jax/preflight.py`` is the binary.
+configured concurrency. Before either, the setting's longest prompt (the first draft of each of
+its benchmark's tasks, counted with the gpt-oss tokenizer) plus the draft's token budget is
+set against the servers' ``max_model_len`` (vLLM's ``/v1/models``): a prompt that cannot fit
+would be refused at every attempt (``context_length``). ``run`` returns the rows and the
+verdict; ``render`` prints them; ``countermem_jax/preflight.py`` is the binary.
 """
 import asyncio
 import dataclasses
 import string
 import time
 
-from countermem_jax.backbones import factory
+import aiohttp
+
+from countermem_jax.backbones import factory, tokens
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
 from countermem_jax.baselines import prompts
 from countermem_jax.method.prompting import constraints
@@ -74,13 +79,53 @@ class Row:
 
 
 @dataclasses.dataclass
+class Context:
+    """The setting's longest prompt against the servers' context: ``prompt_tokens`` of the
+    longest first draft (task ``task``), the draft's ``max_tokens`` and the truncation retry's
+    ``retry_tokens``, the smallest ``max_model_len`` the replicas report (None: not said);
+    ``note`` says why something could not be measured."""
+    prompt_tokens: int | None = None
+    task: str = ""
+    max_tokens: int = 0
+    retry_tokens: int = 0
+    max_model_len: int | None = None
+    note: str = ""
+
+    @property
+    def problems(self) -> list[str]:
+        """A prompt and its draft budget past the context (a NO-GO); none when unmeasured."""
+        if self.prompt_tokens is None or not self.max_model_len:
+            return []
+        if self.prompt_tokens + self.max_tokens > self.max_model_len:
+            return [f"the longest prompt ({self.prompt_tokens} tokens, task {self.task}) and "
+                    f"max_tokens={self.max_tokens} exceed max_model_len={self.max_model_len}: "
+                    "its requests fail (context_length); serve a longer --max-model-len"]
+        return []
+
+    def line(self) -> str:
+        """The report's context line."""
+        if self.prompt_tokens is None:
+            return f"context: longest prompt not measured ({self.note})"
+        used = self.prompt_tokens + self.max_tokens
+        limit = (f"of max_model_len {self.max_model_len}" if self.max_model_len
+                 else "(max_model_len not reported by the server)")
+        text = (f"context: longest prompt {self.prompt_tokens} tokens (task {self.task}) + "
+                f"max_tokens {self.max_tokens} = {used} {limit}")
+        if self.max_model_len and self.prompt_tokens + self.retry_tokens > self.max_model_len:
+            text += (f"; a truncation retry ({self.retry_tokens} tokens) would not fit, the cut "
+                     "reply is used instead")
+        return text
+
+
+@dataclasses.dataclass
 class Report:
-    """The rows, the throughput measurement and the verdict."""
+    """The rows, the throughput measurement, the context check and the verdict."""
     rows: list
     concurrency: int
     duration_s: float
     completed: int
     errors: list
+    context: Context = dataclasses.field(default_factory=Context)
 
     @property
     def requests_per_s(self) -> float:
@@ -89,6 +134,7 @@ class Report:
     @property
     def problems(self) -> list[str]:
         out = [f"{r.template}: {p}" for r in self.rows for p in r.problems]
+        out += [f"context: {p}" for p in self.context.problems]
         if not self.completed:
             out.append("throughput: no request completed")
         out += [f"throughput: {e}" for e in self.errors[:3]]
@@ -196,6 +242,56 @@ def request_timeout_s(cfg, names: list[str]) -> float:
     return min(float(cfg.backbone.get("timeout_s") or wanted), max(60.0, wanted))
 
 
+def longest_prompt(cfg) -> tuple[int, str]:
+    """The gpt-oss token count of the setting's longest first-draft prompt and its task: the
+    draft of every task of ``cfg``'s benchmark, as the agent writes it (later attempts add at
+    most the clipped trajectory, ``prompts.LIMITS``)."""
+    from countermem_jax import domains
+    from countermem_jax.method.prompting import prompts as templates
+    tasks, _, domain = domains.load_benchmark(cfg.data)
+    best = (0, "")
+    for task in tasks:
+        messages = templates.DRAFT_ACTION.messages(**templates.task_fields(task),
+                                                   instructions=domain.instructions, history="")
+        best = max(best, (tokens.count_messages(messages), str(task.task_id)))
+    return best
+
+
+async def served_max_model_len(backbone, model: str) -> int | None:
+    """The smallest ``max_model_len`` the replicas' ``/v1/models`` give for ``model`` (vLLM
+    lists it per model); None when no replica says."""
+    inner = getattr(backbone, "inner", backbone)
+    found = []
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10.0),
+                                     trust_env=False) as session:
+        for replica in getattr(inner, "replicas", []):
+            try:
+                async with session.get(f"{replica.url}/models", headers={
+                        "Authorization": f"Bearer {inner.api_key}"}) as response:
+                    cards = (await response.json(content_type=None)).get("data") or []
+            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, AttributeError):
+                continue
+            lengths = [c.get("max_model_len") for c in cards if isinstance(c, dict)
+                       and c.get("id") == model] or [c.get("max_model_len") for c in cards
+                                                     if isinstance(c, dict)][:1]
+            found += [n for n in lengths if isinstance(n, int) and not isinstance(n, bool)
+                      and n > 0]
+    return min(found) if found else None
+
+
+async def context_of(backbone, cfg) -> Context:
+    """The ``Context`` row: the setting's longest prompt and the servers' context."""
+    params = request_of(cfg, "DRAFT_ACTION", backbone.reasoning_effort)[1]
+    retry = int(cfg.backbone.get("max_tokens_on_truncation") or 0) or 2 * params.max_tokens
+    out = Context(max_tokens=params.max_tokens, retry_tokens=retry,
+                  max_model_len=await served_max_model_len(backbone, cfg.backbone.model))
+    try:
+        out.prompt_tokens, out.task = await asyncio.to_thread(longest_prompt, cfg)
+    except Exception as err:   # the data are not here (not fetched): said, not fatal
+        out.note = f"the benchmark's tasks could not be loaded: {str(err)[:160]}"
+    return out
+
+
 async def run_async(cfg, duration_s: float = 60.0, concurrency: int | None = None) -> Report:
     """Probes every template of ``cfg``'s method, then measures throughput for ``duration_s``."""
     names = templates_of(cfg)
@@ -207,13 +303,14 @@ async def run_async(cfg, duration_s: float = 60.0, concurrency: int | None = Non
     bcfg.max_attempts = min(int(bcfg.get("max_attempts", 2)), 2)
     backbone = factory.make_backbone(bcfg)
     try:
+        context = await context_of(backbone, cfg)
         rows = list(await asyncio.gather(*[_probe(backbone, cfg, n) for n in names]))
         # what the client holds: the configured cap, lowered to what the URL file's replicas hold
         concurrency = concurrency or backbone_limit(backbone)
         done, elapsed, errors = await _throughput(backbone, cfg, concurrency, duration_s)
     finally:
         await backbone.aclose()
-    return Report(rows, concurrency, elapsed, done, errors)
+    return Report(rows, concurrency, elapsed, done, errors, context)
 
 
 def backbone_limit(backbone) -> int:
@@ -239,6 +336,7 @@ def render(report: Report) -> str:
     widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(_COLUMNS)]
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
     out = [line(_COLUMNS), line(["-" * w for w in widths])] + [line(r) for r in rows]
+    out.append(report.context.line())
     out.append(f"throughput: {report.requests_per_s:.1f} requests/s at concurrency "
                f"{report.concurrency} ({report.completed} in {report.duration_s:.1f} s)")
     if report.go:

@@ -271,11 +271,16 @@ async def checked_chat(backbone: Backbone, messages: list, params: SamplingParam
                      params.max_tokens, charge.decision, budget)
             failures.count(name, "truncation_retries")
             penalty = getattr(backbone, "repetition_penalty_on_truncation", 1.0)
+            first = result
             result = await backbone.chat(messages, dataclasses.replace(
                 params, max_tokens=budget, repetition_penalty=penalty), charge)
             spent, calls = spent + result.usage, 2
             failures.count(name, "calls")
             _count_malformed(failures, name, charge, result)
+            if result.failed:   # the larger budget does not fit the server's context
+                log.warning("%s: the retry with %d tokens failed (%s; %s); the cut reply is "
+                            "used", name, budget, result.failed, charge.decision)
+                result = first
             if result.finish_reason == "length":
                 failures.count(name, "truncated")
     if (validate and params.constraint is not None and result.constrained
@@ -324,6 +329,13 @@ async def call_template(backbone: Backbone, template: Template, fields: dict, *,
         result, cost, made = await checked_chat(backbone, messages, params, charge, failures,
                                                 validate=False)
         reply, spent, calls = result.text, spent + cost, calls + made
+        if result.failed:   # the server could not take the prompt: a repair would be longer
+            log.warning("%s: request failed (%s; %s); %s", template.name, result.failed,
+                        charge.decision, "using the fallback" if template.fallback else "no value")
+            return Parsed(False, template.fallback(**parse_args) if template.fallback else None,
+                          "", calls, f"request failed: {result.failed}",
+                          used_fallback=template.fallback is not None, tokens=spent.total,
+                          cached_tokens=spent.cached_tokens)
         cut = result.finish_reason == "length"
         try:
             text, read = reply, None
