@@ -31,7 +31,7 @@ from countermem_jax.runtime import file_limits
 USER_ERRORS = (
     ("countermem_jax.phases.config_validation", "ConfigError"),
     ("countermem_jax.phases.config_fingerprint", "WorkdirMismatch"),
-    ("countermem_jax.phases.workdir_guard", "WorkdirBusy"),
+    ("countermem_jax.runtime.phase_locks", "WorkdirBusy"),
     ("countermem_jax.phases.workdir", "PhaseError"),
     ("countermem_jax.protocol.splits", "SplitError"),
     ("countermem_jax.method.memory.persistence", "StoreFormatError"),

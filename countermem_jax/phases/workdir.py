@@ -98,6 +98,13 @@ class Workdir:
                              "recorded as best (modified or replaced)")
         return policies.GreedyDQN(dqn.DQNConfig.from_json(meta["config"]), params), step_dir
 
+    def checkpoint_provenance(self, checkpoint_dirs: dict) -> dict:
+        """{seed: {"step", "fingerprint", "path"}} of the checkpoints an evaluation used (the
+        entries ``selector/fingerprints.json`` holds for them, and where they lie)."""
+        return {str(seed): {"step": int(ckpt_dir.name), "fingerprint": fingerprint(ckpt_dir),
+                            "path": str(ckpt_dir.relative_to(self.root))}
+                for seed, ckpt_dir in checkpoint_dirs.items()}
+
     def artefact_fingerprints(self, frozen, checkpoint_dirs: dict) -> dict:
         """The frozen store's file and content hash and each evaluated checkpoint's fingerprint
         (taken before and after evaluation)."""
