@@ -21,7 +21,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from countermem_jax.protocol import config_defaults
-from countermem_jax.runtime import file_limits
+from countermem_jax.runtime import file_limits, paths
 
 # Errors caused by what the user gave (config, workdir, data, a store or checkpoint), as
 # (module, name); anything else is a bug and keeps its traceback. An error whose module was
@@ -32,6 +32,7 @@ USER_ERRORS = (
     ("countermem_jax.phases.config_validation", "ConfigError"),
     ("countermem_jax.phases.config_fingerprint", "WorkdirMismatch"),
     ("countermem_jax.runtime.phase_locks", "WorkdirBusy"),
+    ("countermem_jax.runtime.paths", "NotUTF8"),
     ("countermem_jax.phases.workdir", "PhaseError"),
     ("countermem_jax.protocol.splits", "SplitError"),
     ("countermem_jax.method.memory.persistence", "StoreFormatError"),
@@ -90,10 +91,20 @@ def one_line_errors(interrupted: str = RESUME_LINE, errors: tuple = ()):
         sys.exit(INTERRUPTED_STATUS)
 
 
+def check_utf8(path, flag: str) -> None:
+    """Refuses (``PathError``, one line) a path flag whose name is not valid UTF-8."""
+    try:
+        paths.check_utf8(path, flag)
+    except paths.NotUTF8 as err:
+        raise PathError(str(err)) from None
+
+
 def check_workdir(path: str, flag: str = "--workdir") -> None:
-    """Refuses a ``--workdir`` (or another output directory's ``flag``) that exists but is not
-    a directory, lies under a file, or cannot be written (a read-only mount, no permission),
-    before anything is loaded or made; the file or directory stays as it was."""
+    """Refuses a ``--workdir`` (or another output directory's ``flag``) whose name is not valid
+    UTF-8, that exists but is not a directory, lies under a file, or cannot be written (a
+    read-only mount, no permission), before anything is loaded or made; the file or directory
+    stays as it was."""
+    check_utf8(path, flag)
     target = pathlib.Path(path)
     for folder in (target, *target.parents):
         if folder.exists():
@@ -113,7 +124,8 @@ def check_workdir(path: str, flag: str = "--workdir") -> None:
 
 def existing_dir(path: str, flag: str) -> pathlib.Path:
     """``path`` as a directory to read from, or a ``PathError`` saying in one line that
-    it does not exist or is a file."""
+    it does not exist, is a file or has a name that is not valid UTF-8."""
+    check_utf8(path, flag)
     target = pathlib.Path(path)
     if not target.is_dir():
         what = "is a file" if target.exists() else "does not exist"

@@ -48,6 +48,7 @@ def main(argv):
     if not _STORE.value:
         print("error: give --store=FILE or --workdir=DIR", file=sys.stderr)
         sys.exit(1)
+    cli.check_utf8(_STORE.value, "--store")
     store = load_store(_STORE.value)
     check = None
     if _CONFIG.value is not None:   # the data after the store: a broken store costs nothing

@@ -10,7 +10,7 @@ from countermem_jax import domains
 from countermem_jax.phases import config_fingerprint, config_validation
 from countermem_jax.phases.config_fingerprint import FINGERPRINT_FILE, LOCK_DIR
 from countermem_jax.protocol.splits import SplitError
-from countermem_jax.runtime import phase_locks
+from countermem_jax.runtime import paths, phase_locks
 
 
 WorkdirBusy = phase_locks.WorkdirBusy
@@ -50,6 +50,7 @@ def enter_phase(cfg, root, phase: str) -> Iterator[None]:
     """Validates ``cfg``, holds the phase lock, checks and (but for evaluate) records the config's
     fingerprint, and takes back what a refused run made (docs/running.md, "Workdir safety")."""
     config_validation.validate(cfg)
+    paths.check_utf8(root, "workdir")   # before anything is made: Orbax cannot open such names
     root = pathlib.Path(root)
     # What this run makes, deepest first (a workdir with a lock folder keeps its folders).
     made = [folder for folder in (root / LOCK_DIR, root, *root.parents) if not folder.exists()]
