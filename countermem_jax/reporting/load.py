@@ -190,6 +190,19 @@ def _read_bytes(path: pathlib.Path, what: str) -> bytes:
         raise ReportError(f"{path}: unreadable {what} ({err.strerror or err})") from None
 
 
+def unreported_runs(workdir, runs) -> str | None:
+    """Why the evaluation ``runs`` of ``workdir`` cannot be reported (a run whose log has no
+    result for some held-out task, an unreadable split), None when each has every task."""
+    root = pathlib.Path(workdir)
+    try:
+        eval_ids = tuple(_read_json(root / "splits.json", "splits.json").get("eval") or [])
+        for run in runs:
+            _task_ends(root / "eval" / run / "log.jsonl", run, eval_ids)
+    except ReportError as err:
+        return str(err)
+    return None
+
+
 def _recorded_groups(metrics: list, eval_ids: tuple) -> dict | None:
     """task id -> reference group of the held-out tasks, from the metrics files'
     ``aggregate.per_task`` (``task_ids`` and ``groups``, aligned); None when no file records
@@ -447,7 +460,11 @@ def load_all(paths) -> tuple[list, list]:
     arms, provenances = {}, []
     check_distinct(paths)
     for path in paths:
-        workdir_arms, provenance = load_workdir(path)
+        try:
+            workdir_arms, provenance = load_workdir(path)
+        except ReportError as err:
+            err.workdir = str(path)   # which workdir to redo (the sweep names its runs)
+            raise
         provenances.append(provenance)
         for arm in workdir_arms:
             key = (arm.backbone, arm.agent, arm.benchmark, arm.label)
