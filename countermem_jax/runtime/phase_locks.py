@@ -60,12 +60,13 @@ def _held(root: pathlib.Path, phase: str) -> bool:
 
 def running(root, phases=PHASES) -> dict:
     """{phase: its owner record} of the ``phases`` running on ``root`` now; {} for a workdir no
-    phase ever locked or that this process cannot write (no phase of this code writes there)."""
+    phase ever locked or that this process cannot write (no phase of this code writes there).
+    Only lock files already there are opened: a reader leaves the workdir as it was."""
     root = pathlib.Path(root)
-    if not (root / LOCK_DIR).is_dir():
-        return {}
+    entry = root / LOCK_DIR / ENTRY_LOCK
     try:
-        with filelock.FileLock(str(root / LOCK_DIR / ENTRY_LOCK), timeout=60):
+        with (filelock.FileLock(str(entry), timeout=60) if entry.exists()
+              else contextlib.nullcontext()):
             return {p: _owner(root, p) for p in phases if _held(root, p)}
     except OSError:
         return {}
