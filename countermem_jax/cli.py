@@ -2,9 +2,9 @@
 library.
 
 Bad user input (a config field with a value the pipeline cannot run with, a workdir made with
-another config or busy with the same phase, overlapping or too small splits, a broken store or
-checkpoint, a path the file system refuses: missing, read-only, a file where a directory is
-needed) ends the binary with one line on stderr and exit status 1, no traceback; the config
+another config or busy with a phase this one may not run beside, overlapping or too small
+splits, a broken store or checkpoint, a path the file system refuses: missing, read-only, a file
+where a directory is needed, a name that is not UTF-8) ends the binary with one line on stderr and exit status 1, no traceback; the config
 itself is validated before anything else runs. The config is locked: an override naming a field
 the config does not declare (a typo such as ``splits.n_evall`` for ``splits.n_eval``) is refused
 the same way, while the flags are parsed, before any model or data is loaded. SIGINT (Ctrl-C)
