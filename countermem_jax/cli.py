@@ -2,9 +2,9 @@
 library.
 
 Bad user input (a config field with a value the pipeline cannot run with, a workdir made with
-another config or busy with the same phase, overlapping or too small splits, a broken store or
-checkpoint, a path the file system refuses: missing, read-only, a file where a directory is
-needed) ends the binary with one line on stderr and exit status 1, no traceback; the config
+another config or busy with a phase this one may not run beside, overlapping or too small
+splits, a broken store or checkpoint, a path the file system refuses: missing, read-only, a file
+where a directory is needed, a name that is not UTF-8) ends the binary with one line on stderr and exit status 1, no traceback; the config
 itself is validated before anything else runs. The config is locked: an override naming a field
 the config does not declare (a typo such as ``splits.n_evall`` for ``splits.n_eval``) is refused
 the same way, while the flags are parsed, before any model or data is loaded. SIGINT (Ctrl-C)
@@ -21,7 +21,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from countermem_jax.protocol import config_defaults
-from countermem_jax.runtime import file_limits
+from countermem_jax.runtime import file_limits, paths
 
 # Errors caused by what the user gave (config, workdir, data, a store or checkpoint), as
 # (module, name); anything else is a bug and keeps its traceback. An error whose module was
@@ -31,7 +31,8 @@ from countermem_jax.runtime import file_limits
 USER_ERRORS = (
     ("countermem_jax.phases.config_validation", "ConfigError"),
     ("countermem_jax.phases.config_fingerprint", "WorkdirMismatch"),
-    ("countermem_jax.phases.workdir_guard", "WorkdirBusy"),
+    ("countermem_jax.runtime.phase_locks", "WorkdirBusy"),
+    ("countermem_jax.runtime.paths", "NotUTF8"),
     ("countermem_jax.phases.workdir", "PhaseError"),
     ("countermem_jax.protocol.splits", "SplitError"),
     ("countermem_jax.method.memory.persistence", "StoreFormatError"),
@@ -90,10 +91,20 @@ def one_line_errors(interrupted: str = RESUME_LINE, errors: tuple = ()):
         sys.exit(INTERRUPTED_STATUS)
 
 
+def check_utf8(path, flag: str) -> None:
+    """Refuses (``PathError``, one line) a path flag whose name is not valid UTF-8."""
+    try:
+        paths.check_utf8(path, flag)
+    except paths.NotUTF8 as err:
+        raise PathError(str(err)) from None
+
+
 def check_workdir(path: str, flag: str = "--workdir") -> None:
-    """Refuses a ``--workdir`` (or another output directory's ``flag``) that exists but is not
-    a directory, lies under a file, or cannot be written (a read-only mount, no permission),
-    before anything is loaded or made; the file or directory stays as it was."""
+    """Refuses a ``--workdir`` (or another output directory's ``flag``) whose name is not valid
+    UTF-8, that exists but is not a directory, lies under a file, or cannot be written (a
+    read-only mount, no permission), before anything is loaded or made; the file or directory
+    stays as it was."""
+    check_utf8(path, flag)
     target = pathlib.Path(path)
     for folder in (target, *target.parents):
         if folder.exists():
@@ -113,7 +124,8 @@ def check_workdir(path: str, flag: str = "--workdir") -> None:
 
 def existing_dir(path: str, flag: str) -> pathlib.Path:
     """``path`` as a directory to read from, or a ``PathError`` saying in one line that
-    it does not exist or is a file."""
+    it does not exist, is a file or has a name that is not valid UTF-8."""
+    check_utf8(path, flag)
     target = pathlib.Path(path)
     if not target.is_dir():
         what = "is a file" if target.exists() else "does not exist"

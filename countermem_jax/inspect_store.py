@@ -13,7 +13,8 @@ environment changed: the database file's hash); without it, how many carry a sta
 With ``--workdir`` (after the three phases) it shows one evaluation task where a record was
 used (§3.4): the memory-free draft, the record, the revised action, the checker's verdict and
 whether memory rescued or broke the task against the base run; with an empty store, one line
-saying why (construction's checks per source, verified, unparseable replies). A path that is
+saying why (construction's checks per source, verified, unparseable replies). While
+build_memory or evaluate runs on the workdir it refuses in one line. A path that is
 not a store or not a workdir (missing, a file, a truncated or altered store) is one line on
 stderr and exit status 1, for either flag (``cli.run_main``).
 """
@@ -27,6 +28,7 @@ from countermem_jax.method.memory import load_store
 from countermem_jax.method.memory import world
 from countermem_jax.method.memory.summary import summarize
 from countermem_jax.protocol.record_at_work import record_at_work
+from countermem_jax.runtime import phase_locks
 
 _STORE = flags.DEFINE_string("store", None, "Path of a store file (open or frozen).")
 _WORKDIR = flags.DEFINE_string("workdir", None, "A workdir: show a record used in evaluation.")
@@ -43,11 +45,15 @@ def main(argv):
     """
     del argv
     if _WORKDIR.value:
-        print(record_at_work(cli.existing_dir(_WORKDIR.value, "--workdir")))
+        root = cli.existing_dir(_WORKDIR.value, "--workdir")
+        # what it reads (the frozen store, the evaluation logs) must not be half written
+        phase_locks.refuse_if_running(root, "inspect_store", ("build_memory", "evaluate"))
+        print(record_at_work(root))
         return
     if not _STORE.value:
         print("error: give --store=FILE or --workdir=DIR", file=sys.stderr)
         sys.exit(1)
+    cli.check_utf8(_STORE.value, "--store")
     store = load_store(_STORE.value)
     check = None
     if _CONFIG.value is not None:   # the data after the store: a broken store costs nothing

@@ -38,6 +38,8 @@ def main(argv):
     if not flags.FLAGS["verbosity"].present:   # the loaders' INFO lines; -v 0 shows them
         logging.set_verbosity(logging.WARNING)
     cfg = cli.loaded_config(_CONFIG, "config")
+    cli.check_utf8(_STORE.value, "--store")
+    cli.check_utf8(_OUT.value, "--out")
     out = pathlib.Path(_OUT.value)
     if out.exists() or out.resolve() == pathlib.Path(_STORE.value).resolve():
         raise cli.PathError(f"--out={_OUT.value} already exists; give a new file (nothing is "

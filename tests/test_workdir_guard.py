@@ -232,8 +232,13 @@ def test_two_concurrent_builds_one_is_refused_and_no_record_is_lost(tmp_path, pe
 
 def test_phases_lock_separately_and_release_on_error(tmp_path):
     cfg = base_config()
+    fixed = base_config()
+    fixed.eval.selector = "always_top1"
+    with workdir_guard.phase_lock(tmp_path, "train_selector", ("build_memory",)):
+        _enter(fixed, tmp_path, "evaluate")  # a fixed selector reads nothing training writes
+        with pytest.raises(workdir_guard.WorkdirBusy, match=f"pid {os.getpid()} on host"):
+            _enter(cfg, tmp_path, "train_selector")
     with workdir_guard.phase_lock(tmp_path, "build_memory"):
-        _enter(cfg, tmp_path, "evaluate")  # another phase is not blocked
         with pytest.raises(workdir_guard.WorkdirBusy, match=f"pid {os.getpid()} on host"):
             _enter(cfg, tmp_path, "build_memory")
     with pytest.raises(RuntimeError):

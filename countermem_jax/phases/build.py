@@ -22,7 +22,7 @@ from countermem_jax.phases import construction_waves as waves
 from countermem_jax.method.agents import Agent, MemoryCalls
 from countermem_jax.method.counterfactual import CounterfactualBuilder
 from countermem_jax.method import transfer_checks
-from countermem_jax.method.memory import load_frozen, load_store, save_store
+from countermem_jax.method.memory import load_store, save_store
 from countermem_jax.method.memory.reuse import suppressed
 from countermem_jax.method.memory.store import MemoryStore
 from countermem_jax.method.memory_use import CounterMemAugmentation
@@ -62,8 +62,11 @@ class _Ticking:
 def _already_frozen(wd: Workdir) -> dict:
     """The summary of a store frozen by an earlier run: a frozen store is never rebuilt, since
     the selector and evaluation runs of this workdir are tied to its hash (checked against the
-    recorded one: a store truncated or replaced since is refused, not reported as built)."""
-    frozen = wd.load_frozen_checked() if wd.frozen_hash.exists() else load_frozen(wd.frozen)
+    recorded one: a store truncated or replaced since is refused, not reported as built; a
+    deleted hash file is restored from the run log, ``Workdir.restore_frozen_hash``)."""
+    if not wd.frozen_hash.exists():
+        wd.restore_frozen_hash()
+    frozen = wd.load_frozen_checked()
     print(f"memory already built and frozen: {len(frozen)} records, hash "
           f"{frozen.content_hash()[:16]} ({wd.frozen})")
     return {"records": len(frozen), "hash": frozen.content_hash()}

@@ -12,9 +12,9 @@ from flax import traverse_util
 from countermem_jax.method.memory.persistence import write_lines_atomic
 from countermem_jax.phases import config_validation
 from countermem_jax.protocol import config_defaults, provenance
+from countermem_jax.runtime.phase_locks import LOCK_DIR
 
 FINGERPRINT_FILE = "fingerprint.json"
-LOCK_DIR = ".locks"
 NOT_FINGERPRINTED = (
     "eval", "data.data_dir", "data.bird_json", "data.bird_db_root", "data.swebench_json",
     "data.swebench_checkouts", "data.lean_project", "splits.manifest", "backbone.base_urls",

@@ -55,6 +55,7 @@ class _MemoryPlan:
     store_line: str
     metrics_path: object
     store: dict | None = None
+    checkpoints: dict | None = None   # {seed: the checkpoint directory evaluated}
 
 
 def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
@@ -101,7 +102,7 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
         runs, functools.partial(wd.artefact_fingerprints, frozen, checkpoints),
         f"store {frozen.content_hash()[:12]} ({len(frozen)} records), selector "
         f"{cfg.eval.selector}", metrics_path,
-        {"hash": frozen.content_hash(), "records": len(frozen)})
+        {"hash": frozen.content_hash(), "records": len(frozen)}, checkpoints)
 
 
 def _baseline_plan(cfg, method: str, wd: Workdir, ctx: context.PhaseContext,
@@ -194,6 +195,8 @@ def evaluate(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
     result["code_version"] = provenance.code_version()  # the report refuses mixed versions
     if plan.store is not None:
         result["store"] = plan.store
+    if plan.checkpoints:   # which checkpoint each seed used: its step and fingerprint
+        result["checkpoints"] = wd.checkpoint_provenance(plan.checkpoints)
     plan.metrics_path.write_text(json.dumps(result, indent=1, default=str))
     # Print the comparison table (Table 1 row) and where everything was written.
     agent_name = "ReAct" if cfg.agent.kind == "react" else "Reflexion"

@@ -54,8 +54,26 @@ class Workdir:
         save_store(frozen, self.frozen)
         self.frozen_hash.write_text(frozen.content_hash() + "\n")
 
+    def restore_frozen_hash(self) -> None:
+        """Writes ``store_frozen.sha256`` again (deleted since freezing) from the hash the run
+        log's construction ``phase_end`` recorded, once the frozen store has that content hash;
+        refused in one line when the log records none or another."""
+        recorded = [e.get("hash") for e in self.log.events("phase_end")
+                    if e.get("phase") == "construction" and isinstance(e.get("hash"), str)]
+        actual = load_frozen(self.frozen).content_hash()
+        if not recorded or recorded[-1] != actual:
+            found = f"records {recorded[-1][:16]}" if recorded else "records no hash"
+            raise PhaseError(f"{self.frozen_hash}: missing, and the run log {found} for the "
+                             f"frozen store (hash {actual[:16]}): it cannot be proven the store "
+                             "construction froze; rebuild it in a new workdir")
+        self.frozen_hash.write_text(actual + "\n")
+        print(f"restored {self.frozen_hash} from the run log {self.log.path}")
+
     def load_frozen_checked(self):
         """The frozen store, refused unless its content hash is the one written at freezing."""
+        if self.frozen.exists() and not self.frozen_hash.exists():
+            raise PhaseError(f"{self.frozen_hash}: missing; run build_memory again to restore "
+                             "it from the run log")
         if not self.frozen.exists() or not self.frozen_hash.exists():
             raise PhaseError(f"{self.frozen}: no frozen store; run build_memory first")
         return load_frozen(self.frozen, expected_hash=self.frozen_hash.read_text().strip())
@@ -97,6 +115,13 @@ class Workdir:
             raise PhaseError(f"{step_dir}: the selector checkpoint is not the one training "
                              "recorded as best (modified or replaced)")
         return policies.GreedyDQN(dqn.DQNConfig.from_json(meta["config"]), params), step_dir
+
+    def checkpoint_provenance(self, checkpoint_dirs: dict) -> dict:
+        """{seed: {"step", "fingerprint", "path"}} of the checkpoints an evaluation used (the
+        entries ``selector/fingerprints.json`` holds for them, and where they lie)."""
+        return {str(seed): {"step": int(ckpt_dir.name), "fingerprint": fingerprint(ckpt_dir),
+                            "path": str(ckpt_dir.relative_to(self.root))}
+                for seed, ckpt_dir in checkpoint_dirs.items()}
 
     def artefact_fingerprints(self, frozen, checkpoint_dirs: dict) -> dict:
         """The frozen store's file and content hash and each evaluated checkpoint's fingerprint

@@ -1,46 +1,29 @@
-"""One writer per phase on a workdir, the config checked before it writes (docs/running.md)."""
+"""One writer per phase on a workdir, phases in order, the config checked before it writes
+(docs/running.md)."""
 import contextlib
 import functools
-import json
 import os
 import pathlib
-import socket
 from typing import Iterator
-
-import filelock
 
 from countermem_jax import domains
 from countermem_jax.phases import config_fingerprint, config_validation
 from countermem_jax.phases.config_fingerprint import FINGERPRINT_FILE, LOCK_DIR
-from countermem_jax.protocol import provenance
 from countermem_jax.protocol.splits import SplitError
+from countermem_jax.runtime import paths, phase_locks
 
 
-class WorkdirBusy(RuntimeError):
-    """Another process runs this phase on this workdir (the message names its pid and host)."""
+WorkdirBusy = phase_locks.WorkdirBusy
+phase_lock = phase_locks.hold   # (root, phase, reads=()): one writer per phase, phases in order
 
 
-@contextlib.contextmanager
-def phase_lock(root: pathlib.Path, phase: str) -> Iterator[None]:
-    """Holds ``root/.locks/<phase>.lock``; refuses at once when another process holds it."""
-    owner = root / LOCK_DIR / f"{phase}.owner"
-    lock = filelock.FileLock(str(root / LOCK_DIR / f"{phase}.lock"), timeout=0)
-    try:
-        lock.acquire()
-    except filelock.Timeout:
-        holder = dict.fromkeys(("pid", "host", "since"), "?")
-        with contextlib.suppress(OSError, ValueError, TypeError):
-            holder.update(json.loads(owner.read_text()))
-        raise WorkdirBusy(f"workdir {root}: phase {phase} is already running (pid {holder['pid']} "
-                          f"on host {holder['host']}, since {holder['since']})") from None
-    try:
-        owner.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                     "since": provenance.now_utc()}))
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            owner.unlink()
-        lock.release()
+def reads(cfg, phase: str) -> tuple:
+    """The phases whose outputs ``phase`` reads with ``cfg``: training reads the frozen store,
+    evaluation the store (or a baseline's memory) and, for the trained DQN, the checkpoints."""
+    if phase == "evaluate" and not (cfg.get("method", "countermem") == "countermem"
+                                    and config_validation.lookup(cfg, "eval.selector") == "dqn"):
+        return ("build_memory",)
+    return phase_locks.MAY_READ.get(phase, ())
 
 
 def _written(root: pathlib.Path) -> dict:
@@ -53,7 +36,7 @@ def _written(root: pathlib.Path) -> dict:
 def _take_back(root: pathlib.Path, phase: str, made: list) -> None:
     """Removes a refused run's lock files, then the empty folders it made (``made``, deepest
     first; in a workdir it made, every empty folder in it)."""
-    for name in (f"{phase}.lock", f"{phase}.owner", "fingerprint.lock"):
+    for name in (f"{phase}.lock", f"{phase}.owner", "fingerprint.lock", phase_locks.ENTRY_LOCK):
         with contextlib.suppress(OSError):
             (root / LOCK_DIR / name).unlink()
     inside = [pathlib.Path(f) for f, _, _ in os.walk(root, topdown=False)] if root in made else []
@@ -67,12 +50,13 @@ def enter_phase(cfg, root, phase: str) -> Iterator[None]:
     """Validates ``cfg``, holds the phase lock, checks and (but for evaluate) records the config's
     fingerprint, and takes back what a refused run made (docs/running.md, "Workdir safety")."""
     config_validation.validate(cfg)
+    paths.check_utf8(root, "workdir")   # before anything is made: Orbax cannot open such names
     root = pathlib.Path(root)
     # What this run makes, deepest first (a workdir with a lock folder keeps its folders).
     made = [folder for folder in (root / LOCK_DIR, root, *root.parents) if not folder.exists()]
     refused, recorded, before = False, False, None
     try:
-        with phase_lock(root, phase):
+        with phase_lock(root, phase, reads(cfg, phase)):
             try:
                 config_fingerprint.check(cfg, root, phase)
                 recorded = phase != "evaluate" and config_fingerprint.record(cfg, root, phase)

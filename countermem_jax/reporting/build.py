@@ -65,6 +65,7 @@ def write_report(run_dirs, out) -> dict:
     comparable first, so a refusal leaves ``out`` untouched.
     """
     # Load and check everything before creating ``out``: a refusal writes nothing.
+    load.check_distinct(run_dirs)
     study_dirs = [d for d in run_dirs if studies.is_study(d)]
     workdirs = [d for d in run_dirs if not studies.is_study(d)]
     arms, provenances = load.load_all(workdirs) if workdirs else ([], [])

@@ -27,9 +27,12 @@ import dataclasses
 import hashlib
 import json
 import pathlib
+import re
 
 from countermem_jax.protocol import splits as splits_lib
 from countermem_jax.experiment import METHOD_LABELS
+from countermem_jax.runtime import phase_locks
+from countermem_jax.runtime.paths import NotUTF8, check_utf8
 
 NOT_RECORDED = "not recorded"
 AGENT_LABELS = {"react": "ReAct", "reflexion": "Reflexion"}
@@ -88,33 +91,116 @@ class Provenance:
     reference_groups: int | None = None  # groups among the held-out tasks; None: not recorded
 
 
-def _read_json(path: pathlib.Path, what: str):
-    """Parsed JSON of a workdir file; missing or unreadable files are a ``ReportError`` naming it.
-    """
+def _read_text(path: pathlib.Path, what: str) -> str:
+    """A workdir file's text; missing, unreadable or not UTF-8 is a ``ReportError`` naming it."""
     try:
-        return json.loads(path.read_text())
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ReportError(f"{path}: no {what}; is this an evaluated workdir?") from None
-    except (OSError, ValueError) as err:
-        raise ReportError(f"{path}: unreadable {what} ({err})") from None
+    except UnicodeDecodeError as err:
+        raise ReportError(f"{path}: unreadable {what} (not UTF-8 at byte {err.start})") from None
+    except OSError as err:
+        raise ReportError(f"{path}: unreadable {what} ({err.strerror or err})") from None
+
+
+def _json_type(value) -> str:
+    """The JSON name of a parsed value's type (what a one-line refusal says it found)."""
+    kinds = ((bool, "a boolean"), (int, "a number"), (float, "a number"), (str, "a string"),
+             (list, "a list"), (dict, "an object"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), "null")
+
+
+def _expect(path: pathlib.Path, value, kind: type, where: str, optional: bool = False):
+    """``value`` if it is a ``kind`` (JSON object: dict, list, string), else a ``ReportError``
+    naming the file, the field and what it holds; ``optional`` lets null through."""
+    if (value is None and optional) or isinstance(value, kind):
+        return value
+    raise ReportError(f"{path}: {where} is {_json_type(value)}, expected {_json_type(kind())}; "
+                      "not a file evaluate wrote (edited or damaged?)")
+
+
+def _read_json(path: pathlib.Path, what: str, kind: type = dict):
+    """Parsed JSON of a workdir file, a ``kind`` at the top; missing, unreadable, not UTF-8, not
+    JSON or of another shape is a ``ReportError`` naming the file."""
+    text = _read_text(path, what)
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise ReportError(f"{path}: unreadable {what} (not JSON: {str(err)[:120]})") from None
+    return _expect(path, value, kind, f"its {what}")
+
+
+# The fields of a metrics file the report reads, and their JSON types (None: may be null).
+_METRICS_FIELDS = {"method": str, "agent": str, "benchmark": str, "runs": dict, "seeds": list,
+                   "code_version": str, "aggregate": dict, "checkpoints": dict}
+_RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")   # a directory under eval/, no "../"
+
+
+def _check_metrics(path: pathlib.Path, metrics: dict) -> dict:
+    """``metrics`` once every field the report reads has the type evaluate writes."""
+    for field, kind in _METRICS_FIELDS.items():
+        _expect(path, metrics.get(field), kind, f"field {field!r}", optional=True)
+    for run in metrics.get("runs") or {}:
+        if not _RUN_NAME.fullmatch(run):
+            raise ReportError(f"{path}: run name {run!r} is not a run directory evaluate names")
+    per_task = _expect(path, (metrics.get("aggregate") or {}).get("per_task"), dict,
+                       "field 'aggregate.per_task'", optional=True) or {}
+    for field in ("task_ids", "groups"):
+        _expect(path, per_task.get(field), list, f"field 'aggregate.per_task.{field}'", True)
+    return metrics
+
+
+def _check_end(path: pathlib.Path, lineno: int, end: dict) -> dict:
+    """A held-out task_end once the fields the report counts have their types."""
+    where = f"line {lineno}: task_end's"
+    if not isinstance(end.get("solved"), (bool, int)):
+        _expect(path, end.get("solved"), bool, f"{where} 'solved'")
+    for field in ("tokens", "cached_tokens", "calls"):
+        value = end.get(field)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            _expect(path, value, int, f"{where} {field!r}")
+    return end
 
 
 def _task_ends(path: pathlib.Path, run: str, eval_ids: tuple) -> dict:
     """The last finished attempt of every held-out task of ``run`` (a redone task counts once)."""
     wanted, ends = set(eval_ids), {}
     if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
+        raw = _read_bytes(path, "run log")
+        for lineno, line in enumerate(raw.splitlines(), 1):
             try:
-                e = json.loads(line)
-            except ValueError:
-                continue  # a line cut by a crash; its task was redone
-            if e.get("event") == "task_end" and e.get("run") == run and e.get("task_id") in wanted:
-                ends[e["task_id"]] = e
+                e = json.loads(line.decode("utf-8"))
+            except (ValueError, RecursionError):
+                continue  # a line cut by a crash (or damaged): its task was redone, or is missing
+            if isinstance(e, dict) and e.get("event") == "task_end" and e.get("run") == run \
+                    and isinstance(e.get("task_id"), str) and e["task_id"] in wanted:
+                ends[e["task_id"]] = _check_end(path, lineno, e)
     missing = len(wanted) - len(ends)
     if missing:
         raise ReportError(f"{path}: run {run} has no result for {missing} of {len(wanted)} "
                           "held-out tasks (evaluation unfinished?)")
     return ends
+
+
+def _read_bytes(path: pathlib.Path, what: str) -> bytes:
+    """A workdir file's bytes; unreadable is a ``ReportError`` naming it."""
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise ReportError(f"{path}: unreadable {what} ({err.strerror or err})") from None
+
+
+def unreported_runs(workdir, runs) -> str | None:
+    """Why the evaluation ``runs`` of ``workdir`` cannot be reported (a run whose log has no
+    result for some held-out task, an unreadable split), None when each has every task."""
+    root = pathlib.Path(workdir)
+    try:
+        eval_ids = tuple(_read_json(root / "splits.json", "splits.json").get("eval") or [])
+        for run in runs:
+            _task_ends(root / "eval" / run / "log.jsonl", run, eval_ids)
+    except ReportError as err:
+        return str(err)
+    return None
 
 
 def _recorded_groups(metrics: list, eval_ids: tuple) -> dict | None:
@@ -140,7 +226,7 @@ def _recorded_code_version(root: pathlib.Path, metrics: list, fingerprint: dict)
     versions |= {v["code_version"] for v in fingerprint.values()
                  if isinstance(v, dict) and v.get("code_version")}
     if (root / CODE_VERSION_FILE).exists():
-        versions.add((root / CODE_VERSION_FILE).read_text().strip())
+        versions.add(_read_text(root / CODE_VERSION_FILE, CODE_VERSION_FILE).strip())
     return " / ".join(sorted(versions)) if versions else NOT_RECORDED
 
 
@@ -160,7 +246,7 @@ def _store_hash(root: pathlib.Path, method: str) -> str:
         path = root / "baselines" / f"{method}_frozen.jsonl.sha256"
     if not path.exists():
         return "none (no memory)"
-    recorded = path.read_text().strip()
+    recorded = _read_text(path, "recorded store hash").strip()
     if not frozen.exists():
         return recorded
     try:
@@ -204,6 +290,24 @@ def _seed(ends: dict) -> str | None:
     return None if seeds == {None} else ",".join(sorted(str(s) for s in seeds))
 
 
+def _check_checkpoints(files: list, metrics: list, selector_file: pathlib.Path,
+                       selector: dict) -> None:
+    """Refuses metrics whose evaluated checkpoint (``checkpoints``: step and fingerprint per
+    seed) is not the one training records as that seed's best."""
+    for path, m in zip(files, metrics):
+        for seed, used in (m.get("checkpoints") or {}).items():
+            recorded = selector.get(seed)
+            if not isinstance(used, dict) or recorded is None:
+                continue
+            if (used.get("step"), used.get("fingerprint")) != (recorded.get("step"),
+                                                               recorded.get("fingerprint")):
+                raise ReportError(
+                    f"{path}: seed {seed} was evaluated with the checkpoint of step "
+                    f"{used.get('step')}, but {selector_file} records step "
+                    f"{recorded.get('step')} as its best (fingerprint "
+                    f"{str(recorded.get('fingerprint'))[:12]}); run evaluate again")
+
+
 def load_workdir(path) -> tuple[list, Provenance]:
     """One workdir's arms (its base run included) and its provenance.
 
@@ -214,17 +318,33 @@ def load_workdir(path) -> tuple[list, Provenance]:
     fingerprints still loads (its config fields show as not recorded); the splits hash covers
     only the task assignment, so manifests differing in bookkeeping fields hash alike.
     """
+    try:
+        check_utf8(path, "run directory")
+    except NotUTF8 as err:
+        raise ReportError(str(err)) from None
     root = pathlib.Path(path)
     if not root.is_dir():
         raise ReportError(f"{root}: not a directory")
+    try:
+        phase_locks.refuse_if_running(root, "the report")
+    except phase_locks.WorkdirBusy as err:
+        raise ReportError(str(err)) from None
     manifest = _read_json(root / "splits.json", "splits.json")
+    for part in splits_lib.PARTS:
+        _expect(root / "splits.json", manifest.get(part), list, f"part {part!r}", optional=True)
     fingerprint = _read_json(root / "fingerprint.json", "fingerprint.json") \
         if (root / "fingerprint.json").exists() else {}
+    for phase, entry in fingerprint.items():
+        _expect(root / "fingerprint.json", entry, dict, f"entry {phase!r}")
+        _expect(root / "fingerprint.json", entry.get("fields"), dict,
+                f"entry {phase!r}'s 'fields'", optional=True)
     files = sorted(root.glob("metrics*.json"))
     if not files:
         raise ReportError(f"{root}: no metrics.json; run evaluate on this workdir first")
-    metrics = [_read_json(f, "metrics file") for f in files]
-    eval_ids = tuple(manifest.get("eval", []))
+    metrics = [_check_metrics(f, _read_json(f, "metrics file")) for f in files]
+    eval_ids = tuple(manifest.get("eval") or [])
+    if not all(isinstance(t, str) for t in eval_ids):
+        raise ReportError(f"{root / 'splits.json'}: held-out task ids that are not strings")
     if not eval_ids:
         raise ReportError(f"{root / 'splits.json'}: no held-out (eval) task ids")
     kinds = {(m.get("method", "countermem"), m.get("agent"), m.get("benchmark")) for m in metrics}
@@ -251,6 +371,15 @@ def load_workdir(path) -> tuple[list, Provenance]:
     assignment = {n: list(manifest.get(n, [])) for n in splits_lib.PARTS}
     selector_file = root / "selector" / "fingerprints.json"
     selector = _read_json(selector_file, "selector fingerprints") if selector_file.exists() else {}
+    for seed, entry in selector.items():
+        _expect(selector_file, entry, dict, f"seed {seed!r}'s entry")
+    _check_checkpoints(files, metrics, selector_file, selector)
+    for best in sorted((root / "selector").glob("seed_*/best.json")):   # the learning curve's
+        returns = _read_json(best, "selector best.json").get("val_returns")
+        for step, value in (_expect(best, returns, dict, "field 'val_returns'", True) or {}).items():
+            if not step.isdigit() or isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ReportError(f"{best}: field 'val_returns' holds {step!r}: {value!r}, "
+                                  "expected decisions: a number")
     provenance = Provenance(
         workdir=str(root), method=method, agent=agent, benchmark=str(benchmark),
         eval_ids=eval_ids,
@@ -294,12 +423,48 @@ def check_comparable(provenances: list) -> None:
                               f"({same.store_hash[:16]} vs {p.store_hash[:16]})")
 
 
+def _identity(root: pathlib.Path) -> tuple:
+    """(the directory itself, the content of its metrics files): equal for one workdir given by
+    two paths (a symlink, a bind mount) and for a copy of it (evaluate writes the workdir's own
+    paths into its metrics files, so two evaluations never match)."""
+    stat = root.stat()
+    files = sorted(root.glob("metrics*.json"))
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(file.name.encode() + b"\0" + _read_bytes(file, "metrics file") + b"\0")
+    return (stat.st_dev, stat.st_ino), digest.hexdigest() if files else None
+
+
+def check_distinct(workdirs) -> None:
+    """Refuses a workdir given twice, by path, symlink or a copy: its runs would be pooled as
+    further runs of its arms (n doubled, the intervals too narrow)."""
+    seen = {}
+    for path in workdirs:
+        root = pathlib.Path(path)
+        if not root.is_dir():
+            continue   # load_workdir says what it is
+        place, content = _identity(root)
+        for key, how in ((place, "the same directory"),
+                         (content, "identical metrics files: a copy of one evaluation")):
+            if key is None:
+                continue
+            if key in seen:
+                raise ReportError(f"refusing to pool {seen[key]} and {path}: {how}; give each "
+                                  "workdir once")
+            seen[key] = path
+
+
 def load_all(paths) -> tuple[list, list]:
     """Arms pooled over workdirs (same backbone, agent, benchmark and row label), and every
-    workdir's provenance."""
+    workdir's provenance; one workdir given twice is refused (``check_distinct``)."""
     arms, provenances = {}, []
+    check_distinct(paths)
     for path in paths:
-        workdir_arms, provenance = load_workdir(path)
+        try:
+            workdir_arms, provenance = load_workdir(path)
+        except ReportError as err:
+            err.workdir = str(path)   # which workdir to redo (the sweep names its runs)
+            raise
         provenances.append(provenance)
         for arm in workdir_arms:
             key = (arm.backbone, arm.agent, arm.benchmark, arm.label)

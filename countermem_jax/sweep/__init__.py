@@ -57,9 +57,24 @@ def evaluated_workdirs(runs, outcome) -> list[str]:
     return sorted(w for w, good in ok.items() if good)
 
 
-def write_report(sweep, workdirs, echo=print) -> pathlib.Path | None:
+def _to_redo(err, runs) -> str:
+    """Which runs to redo for the workdir a report refusal names (none: the inputs disagree)."""
+    workdir = getattr(err, "workdir", None)
+    mine = [r for r in runs if r.workdir == workdir]
+    if not mine:
+        return ""
+    broken = [r.name for r in mine if execute.not_whole(r)]
+    if broken:
+        return f"; run the sweep again to redo {', '.join(broken)}"
+    evaluations = [r for r in mine if r.phase == "evaluate"]
+    return (f"; redo {', '.join(r.name for r in evaluations)}: delete "
+            f"{' '.join(str(r.marker) for r in evaluations)} and run the sweep again")
+
+
+def write_report(sweep, workdirs, echo=print, runs=()) -> pathlib.Path | None:
     """``python -m countermem_jax.report WORKDIR... --out ROOT/report`` over the finished
-    workdirs; a report that cannot be made is said in one line (the runs stay as they are)."""
+    workdirs; a report that cannot be made is said in one line naming the runs to redo (the
+    runs stay as they are)."""
     out = pathlib.Path(sweep.get("report_dir") or pathlib.Path(sweep.root) / "report")
     try:
         from countermem_jax.reporting import ReportError, build
@@ -69,7 +84,7 @@ def write_report(sweep, workdirs, echo=print) -> pathlib.Path | None:
     try:
         written = build.write_report([str(w) for w in workdirs], str(out))
     except ReportError as err:
-        echo(f"report: not written: {' '.join(str(err).split())}")
+        echo(f"report: not written: {' '.join(str(err).split())}{_to_redo(err, runs)}")
         return None
     echo(f"report: {written['report.md']}")
     return pathlib.Path(written["report.md"])
@@ -101,5 +116,5 @@ def run_sweep(sweep, *, dry_run: bool = False, local: bool = False, address: str
         echo(f"{len(outcome.errors)} runs did not finish:\n{schedule.failure_report(outcome)}")
     workdirs = evaluated_workdirs(runs, outcome)
     if report and sweep.get("report", True) and workdirs:
-        write_report(sweep, workdirs, echo)
+        write_report(sweep, workdirs, echo, runs)
     return outcome

@@ -47,28 +47,64 @@ def result_path(run) -> pathlib.Path:
 
 
 def is_finished(run) -> bool:
-    """A previous sweep finished ``run``: its marker and its result file both exist (a marker
-    alone, e.g. with the result deleted since, does not count) and, for a build, the frozen
-    memory still matches the hash recorded when it was frozen (a store truncated or edited
-    since is not finished: its build runs again and refuses it in one line)."""
-    return run.marker.is_file() and result_path(run).exists() and _memory_intact(run)
+    """A previous sweep finished ``run``: its marker exists and its outputs are whole
+    (``not_whole``); a marker alone, with an output deleted, cut or edited since, does not
+    count: the run is started again (the phases resume, or refuse in one line)."""
+    return run.marker.is_file() and not_whole(run) is None
 
 
-def _memory_intact(run) -> bool:
-    """False when ``run`` is a build whose frozen memory no longer matches its recorded hash."""
-    if run.phase != "build_memory":
-        return True
-    from countermem_jax.method.memory.persistence import StoreFormatError, load_frozen
+def not_whole(run) -> str | None:
+    """Why ``run``'s outputs are not those of a finished run (None when they are): a build's
+    frozen memory missing, or not matching the hash recorded when it was frozen (the hash file
+    deleted: the build restores it from the run log); a seed's ``best.json`` or recorded best
+    checkpoint missing or changed; an evaluation's metrics file unreadable, or a run it names
+    without a result for some held-out task in its log (a log cut after the marker)."""
     path = result_path(run)
+    if not path.exists():
+        return f"{path} is missing"
+    if run.phase == "build_memory":
+        return _memory_not_whole(run, path)
+    if run.phase == "train_selector":
+        return _selector_not_whole(run, path)
+    return _evaluation_not_whole(run, path)
+
+
+def _memory_not_whole(run, path: pathlib.Path) -> str | None:
+    from countermem_jax.method.memory.persistence import StoreFormatError, load_frozen
     try:
         if run.config.method == "countermem":
             load_frozen(path.with_suffix(".jsonl"), expected_hash=path.read_text().strip())
         else:
             from countermem_jax.baselines.memory import load_frozen_memory
             load_frozen_memory(path, run.config.method)
-    except (StoreFormatError, OSError):
-        return False
-    return True
+    except (StoreFormatError, OSError, ValueError) as err:
+        return " ".join(str(err).split())
+    return None
+
+
+def _selector_not_whole(run, best: pathlib.Path) -> str | None:
+    from countermem_jax.runtime.file_hash import fingerprint
+    seed = str(run.config.selector.seeds[0])
+    prints = best.parent.parent / "fingerprints.json"
+    try:
+        json.loads(best.read_text())
+        recorded = json.loads(prints.read_text())[seed]
+        step_dir = best.parent / str(recorded["step"])
+        if fingerprint(step_dir) != recorded["fingerprint"]:
+            return f"{step_dir}: not the checkpoint training recorded as seed {seed}'s best"
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return f"{prints}: no readable best checkpoint of seed {seed} ({err!r})"
+    return None
+
+
+def _evaluation_not_whole(run, path: pathlib.Path) -> str | None:
+    from countermem_jax.reporting import load
+    try:
+        metrics = json.loads(path.read_text())
+        runs = list(metrics["runs"]) if "runs" in metrics else ["base", metrics["run"]]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return f"{path}: unreadable metrics ({err!r})"
+    return load.unreported_runs(run.workdir, runs)
 
 
 def uses_node_servers(cfg) -> bool:

@@ -55,12 +55,24 @@ class LocalExecutor:
             return [(run.name, None, one_line(err))]
 
 
+def _start_state(run, echo) -> str:
+    """``skipped`` for a run an earlier sweep finished whose outputs are whole, else
+    ``waiting``; a finished run whose outputs changed since is named, with why, and redone."""
+    if not run.marker.is_file():
+        return "waiting"
+    why = execute.not_whole(run)
+    if why is None:
+        return "skipped"
+    echo(f"redo: {run.name}: finished before, but its outputs are not whole ({why})")
+    return "waiting"
+
+
 def run_graph(runs, executor, *, progress_every_s: float = 30.0, echo=print,
               precheck=None) -> Outcome:
     """Runs ``runs`` (dependencies first) on ``executor``; ``precheck(run)`` may name a reason
     not to start a run (a workdir made with another config) before anything runs."""
     # A run finished by an earlier sweep is skipped; a precheck refusal fails it up front.
-    states = {r.name: ("skipped" if execute.is_finished(r) else "waiting") for r in runs}
+    states = {r.name: _start_state(r, echo) for r in runs}
     errors, infos = {}, {}
     for run in runs:
         reason = precheck(run) if precheck and states[run.name] == "waiting" else None
