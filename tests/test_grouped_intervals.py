@@ -74,16 +74,21 @@ def test_two_level_summary_draws_groups_and_without_groups_draws_tasks():
         intervals.summarize(per_group[None])["ci95"]
 
 
-def test_seed_aggregate_bootstraps_the_score_difference_over_groups():
-    """Evaluation's aggregate resamples the groups it is given, and records them per task."""
+def test_seed_aggregate_gives_the_score_difference_a_design_effect_for_groups():
+    """Evaluation's aggregate counts the groups it is given (twins rescued together are one
+    piece of evidence: a wider interval than the same tasks as independent ones), and records
+    them per task."""
     ids = [f"t{i:02d}" for i in range(20)]
     group_of = {t: f"g{i // 2}" for i, t in enumerate(ids)}   # ten pairs of twins
     base = [{"task_id": t, "solved": False, "calls": 1, "failures": 1, "tokens": 1} for t in ids]
-    mem = [dict(e, solved=i % 2 == 0) for i, e in enumerate(base)]
+    mem = [dict(e, solved=i < 4) for i, e in enumerate(base)]   # two pairs rescued whole
     grouped = metrics.seed_aggregate(base, {"0": mem}, {"0": []}, group_of=group_of)
     plain = metrics.seed_aggregate(base, {"0": mem}, {"0": []})
-    assert grouped["score_difference"]["ci95"] == [50.0, 50.0]   # every pair: one rescued
-    assert plain["score_difference"]["ci95"][0] < 50.0 < plain["score_difference"]["ci95"][1]
+    g, p = grouped["score_difference"], plain["score_difference"]
+    assert g["mean"] == p["mean"] == 20.0
+    assert g["design_effect"] == 2.0 and p["design_effect"] == 1.0
+    assert g["ci95"][0] < p["ci95"][0] < 20.0 < p["ci95"][1] < g["ci95"][1]
+    assert "Tango" in g["method"]
     assert grouped["per_task"]["groups"] == [group_of[t] for t in ids]
 
 
