@@ -307,12 +307,13 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
                                   "tasks", ids))
             if method is None:
                 continue
-            units = cells.rate_units(cells.decisions(pairs_wd.root, name))
+            units = cells.rate_units(cells.decisions(pairs_wd.root, name),
+                                     cells.decisions(pairs_wd.root, f"{condition}-base"))
             rows.append(cells.row("b", "retrieval coverage", "coverage",
                                   "coverage per retrieval opportunity (%)", label, x,
                                   [units["coverage"]], ["pairs"], "retrieval opportunities"))
             rows.append(cells.row("c", "harmful use", "harmful_use",
-                                  "harmful use per selected use (%)", label, x,
+                                  "harmful use per paired use (%)", label, x,
                                   [units["harmful"]], ["pairs"], "selected uses"))
     notes = [f"{len(sources)} source tasks with verified records; pairs per condition: " +
              ", ".join(f"{c} {len(p)} of {len(candidates[c])} candidates"
