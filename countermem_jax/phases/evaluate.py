@@ -90,8 +90,9 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
             render_condition=(ctx.method.use.render_condition
                               and not ctx.method.retrieval.remove_conditions),
             revision=ctx.method.use.revision)
-        # The §6.1 ablation "WM without CF" checks corrections within the task at test time too.
-        if ctx.method.construction.corrections == "within_task":  # §6.1 "WM without CF"
+        # The §6.1 ablation "WM without CF": test-time checks against the task's own reference
+        # (an oracle search outside the attempt budget, not a memory; counted in its calls).
+        if ctx.method.construction.corrections == "within_task":
             augmentation = WithinTaskChecks(augmentation, CounterfactualBuilder(
                 agent, None, ctx.method.construction, agent.runlog))
         runs.append(EvalRun(name, seed, agent, augmentation))
