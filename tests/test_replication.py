@@ -169,6 +169,7 @@ def test_the_pooled_table_prints_the_funnel_and_the_score_interval(replicated):
     text = replication.table(record["pooled"])
     assert "funnel, pooled over split and selector seeds" in text
     assert "decisions > " in text and "harmful" in text and "Tango score interval" in text
+    assert "  seed 0: test-time checks against the reference " in text   # the oracle ablation
 
 
 def test_pooled_difference_counts_reference_groups(replicated):

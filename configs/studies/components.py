@@ -46,7 +46,7 @@ from countermem_jax.studies.configs import four_domain_config, study_config
 VARIANTS = {
     "full": ("CounterMem (full)", {}),
     "cf_without_wm": ("CF without WM", {"construction": {"corrections": "unverified_advice"}}),
-    "wm_without_cf": ("test-time checks against the reference (WM without CF)",
+    "wm_without_cf": ("test-time checks against the reference",   # "WM without CF"
                       {"construction": {"corrections": "within_task"},
                                         "eval": {"selector": "always_skip"}}),
 }

@@ -369,7 +369,7 @@ def _ci(value: dict, signed: bool = False) -> str:
 
 
 # (header, width) of the table's columns after the arm's name (``_NAME`` wide).
-_NAME = 36
+_NAME = 50   # "  seed 0: test-time checks against the reference" fits
 _COLUMNS = (("seeds", 6), ("tasks (groups)", 15), ("score [95% CI]", 22),
             ("vs ReAct (pp) [95% CI]", 24), ("sign p", 8), ("resc/brk", 10),
             ("harmful/uses", 14), ("changed/uses", 14), ("changed right", 14))
