@@ -21,7 +21,8 @@ with a seeded shuffle, each target at most once per condition:
                     derivable reference and get no look-alike targets (counted in the notes).
 
 Per condition and method: task success over the targets (with the no-memory reference), retrieval
-coverage per retrieval opportunity and harmful use per selected record use (Appendix D.4). Pair
+coverage per retrieval opportunity and harmful use per selected record use paired with the
+no-memory run at the same decision (Appendix D.4, Fig. 5(d)). Pair
 runs are logged in ``pairs/eval/<condition>-<method>/log.jsonl`` and resume after a kill.
 """
 import asyncio
