@@ -1,9 +1,9 @@
 """The report pool as a check (``protocol/pools.py``): a phase whose tasks come from a report-pool
 database runs only under the frozen replication's config.
 
-The frozen config is ``configs/studies/replication.py:cpu``: every run config it makes (each
-split seed's variants: the arms and, on the ablation seeds, the ablations) is a config a phase may
-read the report pool with. A config is that config when its fingerprinted fields
+The frozen config is ``configs/studies/replication.py:cpu``: every run config it makes (its base
+on each split seed with the overrides of an arm or an ablation) is a config a phase may read the
+report pool with. A config is that config when its fingerprinted fields
 (``config_fingerprint.fingerprint_fields`` of build_memory and train_selector) and its ``eval``
 section (but ``eval.concurrency``, which only schedules) equal one of those run configs'; any other
 is refused with one line naming the databases and the first fields that differ. The tuning tools
@@ -17,7 +17,9 @@ import importlib.util
 import json
 import pathlib
 
-from countermem_jax.phases import config_fingerprint
+import ml_collections
+
+from countermem_jax.phases import config_fingerprint, config_validation
 from countermem_jax.phases.config_validation import ConfigError
 from countermem_jax.protocol import pools
 
@@ -39,8 +41,8 @@ def frozen_fields(cfg) -> dict:
 
 @functools.lru_cache(maxsize=1)
 def _frozen_runs() -> tuple:
-    """The frozen fields of every run config the replication makes (read once per process)."""
-    from countermem_jax.studies import replication, runner   # the studies import the phases
+    """The frozen fields of every run config the replication makes: its base on each split seed
+    with each arm's or ablation's overrides (read once per process)."""
     if not _FILE.exists():
         raise ConfigError(f"the report pool can only be read under {FROZEN}, and "
                           f"{_FILE} is not there to check the config against")
@@ -48,9 +50,15 @@ def _frozen_runs() -> tuple:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     study = module.get_config("cpu")
-    return tuple(json.dumps(frozen_fields(c), sort_keys=True)
-                 for r in range(study.protocol.split_seeds)
-                 for c in runner.variant_configs(replication.seed_study(study, r)).values())
+    p = study.protocol
+    out = []
+    for r in range(p.split_seeds):
+        for variant in (*p.arms.values(), *p.ablations.values()):
+            cfg = ml_collections.ConfigDict(study.base.to_dict())
+            cfg.splits.seed = r
+            config_validation.apply_overrides(cfg, variant.get("overrides"), FROZEN)
+            out.append(json.dumps(frozen_fields(cfg), sort_keys=True))
+    return tuple(out)
 
 
 def _differences(mine: dict, theirs: dict) -> list[str]:
