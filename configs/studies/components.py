@@ -13,10 +13,10 @@ action is distilled and stored without any check; the task's own actions are sti
 within_task``: after a failure at evaluation, alternatives are checked against the task's own
 reference outside the attempt budget and the best verified one becomes the same task's next
 action, nothing is stored, so the selector has nothing to choose and ``always_skip`` stands for
-it: an oracle search, not a memory; its calls per solved task count those checks). It prints one row per variant: score [95% CI],
-score gain over the base agent (pp, paired per task, [95% CI]), calls per solved task of the
-variant and of the base agent, and the number of stored records; ``DIR/study.json`` holds the
-panels (a) score gain and (b) calls per solved task.
+it: an oracle search, not a memory; its calls per solved task count those checks). It prints one
+row per variant: score [95% CI], score gain over the base agent (pp, paired per task, [95% CI]),
+calls per solved task of the variant and of the base agent, and the number of stored records;
+``DIR/study.json`` holds the panels (a) score gain and (b) calls per solved task.
 
 Fig. 4(a,b) over Table 1's four domains (Math, Coding, Text-to-SQL, SAT; every benchmark of each,
 averaged within its domain) and both agents, each against its own base agent, in one command::

@@ -65,7 +65,8 @@ def _differences(mine: dict, theirs: dict) -> list[str]:
     """``path: frozen -> this`` for each field where the two differ."""
     absent = "<absent>"
     return [f"{k}: {theirs.get(k, absent)!r} -> {mine.get(k, absent)!r}"
-            for k in sorted(set(mine) | set(theirs)) if mine.get(k, absent) != theirs.get(k, absent)]
+            for k in sorted(set(mine) | set(theirs))
+            if mine.get(k, absent) != theirs.get(k, absent)]
 
 
 def check(cfg, tasks) -> None:

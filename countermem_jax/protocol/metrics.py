@@ -40,9 +40,9 @@ Over selector seeds (``seed_aggregate``): every CounterMem metric per seed and i
 the score and the paired score difference to the base agent also the standard deviation and a 95%
 bootstrap CI (``intervals.summarize``) that draws whole reference groups when the task → group map
 is given (paraphrase twins are one unit of evidence, not two); the paired difference's CI is the
-score interval with a design effect for those groups (``intervals.summarize_difference``). ``building_cost`` adds what the
-evaluation figures leave out by the paper's definitions: the construction and selector-training
-phases.
+score interval with a design effect for those groups (``intervals.summarize_difference``).
+``building_cost`` adds what the evaluation figures leave out by the paper's definitions: the
+construction and selector-training phases.
 """
 import collections
 
