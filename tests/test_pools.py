@@ -2,15 +2,22 @@
 rule fixed on 2026-11-27, the hash rule for a database no list names is the same in every
 process, and every tuning script (the yield and operator benchmarks, the Spider calibration)
 refuses a report-pool database, and the empty "every database", with one line before it reads
-a question or loads a model."""
+a question or loads a model; so does every phase (build_memory, train_selector, evaluate) unless
+its config is one of the frozen replication's run configs (phases/report_pool.py)."""
+import importlib.util
 import json
 import os
+import pathlib
 import subprocess
 import sys
+import types
 
+import ml_collections
 import pytest
 
 from countermem_jax.protocol import pools
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 TUNING = ("car_1", "concert_singer", "course_teach", "employee_hire_evaluation", "museum_visit",
           "pets_1", "poker_player", "singer", "tvshow")
@@ -148,3 +155,63 @@ def test_the_calibrate_command_refuses_a_report_database(benchdata):
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stdout.strip().splitlines() == [run.stdout.strip()]
     assert "real_estate_properties is in the report pool" in run.stdout
+
+
+# ----------------------------------------------------------------------------- the phases
+def _frozen_run_configs():
+    from countermem_jax.studies import replication, runner
+    spec = importlib.util.spec_from_file_location(
+        "replication_config", ROOT / "configs" / "studies" / "replication.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    study = module.get_config("cpu")
+    return [c for r in range(study.protocol.split_seeds)
+            for c in runner.variant_configs(replication.seed_study(study, r)).values()]
+
+
+def _tasks(*databases):
+    return [types.SimpleNamespace(environment=d) for d in databases]
+
+
+def test_the_frozen_replications_run_configs_read_the_report_pool_and_nothing_else_does():
+    from countermem_jax.phases import config_validation, report_pool
+    configs = _frozen_run_configs()
+    assert len(configs) == 3 * 2 + 2   # two arms per split seed, two ablations on seed 0
+    for cfg in configs:
+        report_pool.check(cfg, _tasks("network_1", "real_estate_properties"))
+    changed = ml_collections.ConfigDict(configs[0].to_dict())
+    changed.memory.top_k += 1
+    with pytest.raises(config_validation.ConfigError) as err:
+        report_pool.check(changed, _tasks("network_1"))
+    assert "network_1 is in the report pool" in str(err.value)
+    assert "memory.top_k" in str(err.value) and "\n" not in str(err.value)
+    report_pool.check(changed, _tasks("pets_1"))   # the tuning pool: any config
+
+
+def test_every_phase_refuses_the_report_pool_before_its_backbone(tmp_path):
+    """build_memory, train_selector and evaluate all set up through ``context.setup``: the
+    quickstart's config on a report-pool database is refused before a model is made."""
+    from countermem_jax.phases import config_validation, context
+    from countermem_jax.phases.workdir import Workdir
+    from countermem_jax.protocol import config_defaults
+    cfg = config_defaults.spider_cpu_config("react")
+    cfg.backbone.model_path = "/nonexistent.gguf"
+    with pytest.raises(config_validation.ConfigError, match="only the frozen replication"):
+        context.setup(cfg, Workdir(tmp_path / "wd"), benchmark=(
+            _tasks("student_transcripts_tracking"), None, None))
+
+
+@pytest.mark.parametrize("db_ids", ["('pets_1','network_1')", "()"])
+def test_build_memory_refuses_a_report_database_in_one_line(db_ids, tmp_path, benchdata):
+    workdir = tmp_path / "wd"
+    run = subprocess.run([sys.executable, "-m", "countermem_jax.build_memory",
+                          "--config=configs/spider_react_cpu.py", f"--workdir={workdir}",
+                          "--config.backbone.model_path=/nonexistent.gguf",
+                          f"--config.data.db_ids={db_ids}"],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert lines[-1].startswith("error: ") and "report pool" in lines[-1]
+    assert "frozen replication" in lines[-1]
+    assert ("data.db_ids=() loads every database" in lines[-1]) is (db_ids == "()")
+    assert not (workdir / "fingerprint.json").exists()   # nothing of the refused run kept

@@ -119,17 +119,17 @@ def replicated(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("replication")
     bench = twin_benchmark(tmp_path)
     given = []
-    real = intervals.grouped_paired_bootstrap
+    real = intervals.paired_score_interval
 
     def recording(base, treated, groups, **kw):
         given.append(list(groups))
         return real(base, treated, groups, **kw)
-    intervals.grouped_paired_bootstrap = recording
+    intervals.paired_score_interval = recording
     try:
         record = replication.run(_small_study(tmp_path), tmp_path / "rep",
                                  backbone_factory=scripted, benchmark=bench)
     finally:
-        intervals.grouped_paired_bootstrap = real
+        intervals.paired_score_interval = real
     return record, bench, given, tmp_path / "rep"
 
 
@@ -145,8 +145,9 @@ def test_small_replication_pools_every_seed(replicated, capsys):
     for arm in (*MAIN, *ABLATIONS):
         row = arms[arm]
         assert {"difference", "rescued", "broken", "sign_test_p", "uses", "harmful", "changed",
-                "changed_right"} <= set(row)
+                "changed_right", "funnel"} <= set(row)
         assert row["changed_right"] <= row["changed"] <= row["uses"]
+        assert row["funnel"]["selected"] == row["uses"] and row["harmful"] is not None
     per_seed = record["pooled"]["per_seed"]
     assert list(per_seed) == ["0", "1", "2"]
     assert list(per_seed["0"]) == ["react", *MAIN, *ABLATIONS]
@@ -163,7 +164,15 @@ def test_small_replication_pools_every_seed(replicated, capsys):
     assert all(s["selector_fingerprints"]["countermem_dqn"] for s in prov["seeds"].values())
 
 
-def test_pooled_bootstrap_resamples_reference_groups(replicated):
+def test_the_pooled_table_prints_the_funnel_and_the_score_interval(replicated):
+    record, _, _, _ = replicated
+    text = replication.table(record["pooled"])
+    assert "funnel, pooled over split and selector seeds" in text
+    assert "decisions > " in text and "harmful" in text and "Tango score interval" in text
+    assert "  seed 0: test-time checks against the reference " in text   # the oracle ablation
+
+
+def test_pooled_difference_counts_reference_groups(replicated):
     record, bench, given, _ = replicated
     group_of = _group_ids(bench[0])
     assert len(set(group_of.values())) == len(set(_groups(bench[0]).values()))
@@ -209,35 +218,59 @@ def test_the_report_reads_the_replication(replicated, tmp_path):
     assert "replication" in written["report.md"].read_text()
 
 
-def test_use_counts_prefer_the_evaluations_own(tmp_path):
-    entry = {"workdir": str(tmp_path), "per_task": {"base": {"t": 0}}, "seeds": ["0", "1"],
-             "metrics": {"uses_changed_draft": 1.5, "uses_changed_right": 0.5}}
+def _decision(run, task, k, draft, action, success, record=None, label=0, **memory):
+    return dict(run=run, task_id=task, decision=k, draft=draft, action=action,
+                changed=draft != action, outcome={"success": success, "utility": float(success)},
+                memory={"covered": record is not None, **({"record_id": record} if record else {}),
+                        **memory}, reuse={"label": label} if record else {})
+
+
+def _eval_logs(root, runs: dict):
+    """``root/eval/<run>/log.jsonl`` with each run's decisions and a task_end per task."""
+    from countermem_jax.runtime.runlog import RunLog
+    for run, decisions in runs.items():
+        log = RunLog(root / "eval" / run / "log.jsonl")
+        for d in decisions:
+            log.write("decision", **d)
+        for task in dict.fromkeys(d["task_id"] for d in decisions):
+            solved = any(d["outcome"]["success"] for d in decisions if d["task_id"] == task)
+            log.write("task_end", run=run, task_id=task, solved=solved, calls=2, failures=1,
+                      tokens=10)
+
+
+def test_use_counts_judge_harm_against_react_at_the_same_decision(tmp_path):
+    """ReAct solves t1 at its first decision; both selector seeds' record use there changes the
+    draft to a failing action: two harmful uses (the reuse label says 0: nothing to compare
+    with), a broken task, and a funnel summed over the two seeds."""
+    base = [dict(_decision("base", "t1", 0, "A", "A", True), memory={}),
+            dict(_decision("base", "t2", 0, "B", "B", False), memory={}),
+            dict(_decision("base", "t2", 1, "B2", "B2", False), memory={})]
+    seeds = {f"countermem-dqn-seed{s}": [
+        _decision(f"countermem-dqn-seed{s}", "t1", 0, "A", "A'", False, "r1",
+                  excluded_transfer=["r9"]),
+        _decision(f"countermem-dqn-seed{s}", "t1", 1, "A", "A", True),
+        _decision(f"countermem-dqn-seed{s}", "t2", 0, "B", "B", False, excluded_no_place=["r2"],
+                  excluded_stale=["r3"], conditions={"compatible": 1, "incompatible": 2}),
+        _decision(f"countermem-dqn-seed{s}", "t2", 1, "B2", "C", True, "r4", label=1)]
+        for s in (0, 1)}
+    _eval_logs(tmp_path, {"base": base, **seeds})
+    entry = {"workdir": str(tmp_path), "per_task": {"base": {"t1": 1, "t2": 0}},
+             "seeds": ["0", "1"]}
     counts = replication.memory_uses(entry)
-    assert counts["changed"] == 3 and counts["changed_right"] == 1
-    entry["metrics"] = {}
-    assert replication.memory_uses(entry)["changed"] == 0
+    assert (counts["uses"], counts["harmful"], counts["changed"], counts["changed_right"]) == \
+        (4, 2, 4, 2)
+    f = counts["funnel"]
+    assert (f["decisions"], f["failed_drafts"], f["with_candidate"], f["no_place"],
+            f["refuted_by_transfer"], f["stale"], f["conditions_incompatible"], f["wrong"],
+            f["checker_calls"]) == (8, 4, 4, 2, 2, 2, 4, 2, 8)
 
 
-def test_the_full_command_gets_120_distinct_evaluation_tasks_from_the_report_pool(benchdata):
-    from countermem_jax import domains
-    study = _config("cpu")
-    tasks = domains.load_benchmark(study.base.data)[0]
-    splits = replication.check(study, tasks)   # what the binary draws before any model loads
-    evals = [{t.task_id for t in s.eval} for s in splits.values()]
-    assert len(splits) == 3 and all(len(e) == 40 for e in evals)
-    assert len(set().union(*evals)) == 120
-    assert {t.environment for t in tasks} == set(study.base.data.db_ids)
-    # the report-pool questions probes read before the pools were fixed are never evaluated
-    from countermem_jax.protocol import pools
-    assert not set().union(*evals) & pools.seen_before_fixing("spider")
-
-
-def test_questions_held_out_of_evaluation_take_their_reference_group_along():
-    from countermem_jax.protocol import splits as splits_lib
-    from evaluators.base import Task
-    tasks = [Task(f"t{i:02d}", "sql", "spider", "q", "", "query", reference=f"r{i // 2}")
-             for i in range(12)]
-    sp = splits_lib.make_splits(tasks, 4, 2, 1, 4, group_key=lambda t: t.reference,
-                                held_out_of_eval=frozenset({"t00", "t05"}))
-    assert not {t.task_id for t in sp.eval} & {"t00", "t01", "t04", "t05"}
-    assert sp.info["held_out_of_eval"] == 2
+def test_rescued_and_broken_count_a_task_once_over_selector_seeds():
+    """Two selector seeds that both break the same task: one broken task, not two."""
+    summary = {"variants": {"countermem_dqn": {"per_task": {
+        "base": {"t1": 1, "t2": 0, "t3": 0}, "0": {"t1": 0, "t2": 1, "t3": 0},
+        "1": {"t1": 0, "t2": 0, "t3": 0}}}}}
+    o = replication.arm_outcomes({0: summary}, "countermem_dqn", {"t1": "g1", "t2": "g2",
+                                                                 "t3": "g3"})
+    assert (o["rescued"], o["broken"]) == (1, 1)
+    assert o["treated"] == [0.0, 50.0, 0.0]

@@ -44,14 +44,15 @@ def _by_method(rows, key="method"):
 
 
 def test_identical_twins_count_once(tmp_path):
-    """Every interval of the twin workdir is the group bootstrap's: the same as a workdir holding
-    one task per group (draw for draw), and wider than the task bootstrap of the 30 twins."""
+    """Every interval of the twin workdir counts groups: the same as a workdir holding one task
+    per group, and wider than the same 30 twins taken as independent tasks (the difference's
+    score interval with the groups' design effect, the scores' group bootstrap)."""
     wd, ids, groups = _twin_workdir(tmp_path / "twins")
     arms, provenances = load.load_all([wd])
     (diff,) = tables.differences(arms)
     per_task = 100.0 * (np.repeat(EXPEL, 2) - np.repeat(BASE, 2))
-    grouped = intervals.summarize(per_task[None], groups=groups)
-    by_task = intervals.summarize(per_task[None])
+    grouped = intervals.summarize_difference(per_task[None], groups=groups)
+    by_task = intervals.summarize_difference(per_task[None])
     assert [diff["ci95_low"], diff["ci95_high"]] == grouped["ci95"]
     assert diff["ci95_high"] - diff["ci95_low"] > by_task["ci95"][1] - by_task["ci95"][0]
     assert provenances[0].reference_groups == 15
@@ -86,8 +87,9 @@ def test_identical_twins_count_once(tmp_path):
 
 def test_a_metrics_json_without_per_task_reports_as_before(tmp_path):
     """No ``aggregate.per_task``: the tasks are resampled, with the very draws the report made
-    before groups were recorded (the figures below are those of the code before this change),
-    and the report says the unit was tasks."""
+    before groups were recorded (the figures below are those of the code before this change;
+    the difference's CI is the score interval with tasks as groups, design effect 1), and the
+    report says the unit was tasks."""
     ids = _ids(24)
     wd = _workdir(tmp_path / "cm", "countermem", {
         "base": _outcomes(ids, [1] * 12 + [0] * 12),
@@ -98,7 +100,7 @@ def test_a_metrics_json_without_per_task_reports_as_before(tmp_path):
     (diff,) = tables.differences(arms)
     assert (diff["difference_b_minus_a"], diff["ci95_low"], diff["ci95_high"],
             diff["p_bootstrap"], diff["p_sign_test"]) == pytest.approx(
-        (50 / 3, 0.0, 100 / 3, 0.0648, 0.2890625))
+        (50 / 3, -4.182803, 37.663749, 0.0648, 0.2890625), abs=1e-5)
     cm = _by_method(tables.scores(arms))["CounterMem"]
     assert (cm["ci95_low"], cm["ci95_high"]) == pytest.approx((47.916666666666664, 250 / 3))
     rb = _by_method(tables.rescued_broken(arms))["CounterMem"]

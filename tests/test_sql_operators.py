@@ -196,3 +196,38 @@ def test_tasks_meeting_an_empty_reference_are_counted_in_the_metrics():
     from countermem_jax.protocol import metrics
     ends = [{"cf_reference_empty": True}, {"cf_reference_empty": False}, {}]
     assert metrics.cost(ends)["reference_empty_tasks"] == 1
+
+
+@pytest.mark.parametrize("reference, corrected", [
+    ("SELECT name FROM singer WHERE age > 100", False),    # empty reference result: refused
+    ("SELECT name FROM singer WHERE age > 30", True)])     # a real pass: the next action
+def test_test_time_checks_refuse_a_pass_against_an_empty_reference(db, reference, corrected):
+    """"WM without CF" at evaluation (``WithinTaskChecks``) takes a checked alternative as the
+    task's next action only where it passed against a non-empty reference result, as
+    construction admits only such passes."""
+    import dataclasses
+    from countermem_jax.method.agents import Augmentation
+    from countermem_jax.method.counterfactual import WithinTaskChecks
+    task = Task("t", "sql", "spider", "Which singers are older than 30?", "", "predicate",
+                reference=SQLReference(reference, db, "spider"))
+    ev = SQLEvaluator(timeout_s=2.0)
+    draft = "SELECT name FROM singer"
+    outcome = ev.evaluate(ev.reset(task), draft)
+    alternative = reference.replace("100", "500")
+
+    async def llm(ctx, template, fields, parse_args=None):
+        return Parsed(True, [alternative], "", 1)
+
+    async def check(state, action):
+        return ev.evaluate(state, action)
+
+    agent = types.SimpleNamespace(llm=llm, check=check, domain=sql_domain.SQL, evaluator=ev,
+                                  backbone=types.SimpleNamespace(model_name="m"))
+    builder = CounterfactualBuilder(agent, None, dataclasses.replace(
+        paper("construction"), corrections="within_task"))
+    checks = WithinTaskChecks(Augmentation(), builder)
+    ctx = TaskContext(task, "evaluation", "r", ev.reset(task), 100, 10_000, 3)
+    asyncio.run(checks.after_failure(ctx, ev.reset(task), draft, outcome))
+    info = asyncio.run(checks.decide(ctx, draft))
+    assert (info.action == alternative) is corrected
+    assert bool(info.log.get("within_task_correction")) is corrected

@@ -9,12 +9,14 @@ construction, 200 + 20 selector tasks, 40 held-out tasks, five selector seeds); 
 ``:bird,reflexion`` etc. for another setting. Variants: the full method; *CF without WM*
 (``construction.corrections=unverified_advice``: the first proposed alternative of a failed
 action is distilled and stored without any check; the task's own actions are still checked);
-*WM without CF* (``construction.corrections=within_task``: alternatives are checked and the best
-verified one becomes the same task's next action, nothing is stored, so the selector has nothing
-to choose and ``always_skip`` stands for it). It prints one row per variant: score [95% CI],
-score gain over the base agent (pp, paired per task, [95% CI]), calls per solved task of the
-variant and of the base agent, and the number of stored records; ``DIR/study.json`` holds the
-panels (a) score gain and (b) calls per solved task.
+*WM without CF*, labelled "test-time checks against the reference" (``construction.corrections=
+within_task``: after a failure at evaluation, alternatives are checked against the task's own
+reference outside the attempt budget and the best verified one becomes the same task's next
+action, nothing is stored, so the selector has nothing to choose and ``always_skip`` stands for
+it: an oracle search, not a memory; its calls per solved task count those checks). It prints one
+row per variant: score [95% CI], score gain over the base agent (pp, paired per task, [95% CI]),
+calls per solved task of the variant and of the base agent, and the number of stored records;
+``DIR/study.json`` holds the panels (a) score gain and (b) calls per solved task.
 
 Fig. 4(a,b) over Table 1's four domains (Math, Coding, Text-to-SQL, SAT; every benchmark of each,
 averaged within its domain) and both agents, each against its own base agent, in one command::
@@ -44,7 +46,8 @@ from countermem_jax.studies.configs import four_domain_config, study_config
 VARIANTS = {
     "full": ("CounterMem (full)", {}),
     "cf_without_wm": ("CF without WM", {"construction": {"corrections": "unverified_advice"}}),
-    "wm_without_cf": ("WM without CF", {"construction": {"corrections": "within_task"},
+    "wm_without_cf": ("test-time checks against the reference",   # "WM without CF"
+                      {"construction": {"corrections": "within_task"},
                                         "eval": {"selector": "always_skip"}}),
 }
 

@@ -16,15 +16,24 @@ Appendix D.2 from all 222 and stripped of evaluation's groups, keeps 52, 49 and 
 trains and evaluates ReAct and ReAct+CounterMem with the DQN and with always-top-1 (one build,
 one base run), and on seed 0 the two ablations of ``components.py``: counterfactuals without
 the world model (``construction.corrections=unverified_advice``) and the world model without
-counterfactuals (``construction.corrections=within_task``). It is the only reader of the report
-pool: the config is frozen before it runs; nothing tunes on its outcome.
+counterfactuals (``construction.corrections=within_task``: at evaluation, test-time checks
+against the reference, an oracle search rather than a memory). It is the only reader of the
+report pool: the config is frozen before it runs, nothing tunes on its outcome, and every phase
+refuses a report-pool database under any other config (``phases/report_pool.py``).
+
+It differs from the paper (``config_defaults.spider_cpu_config``): 2 attempts per task (paper 3),
+the DQN trained on 30 decisions with 1 seed (paper 2,000 and 5), the chosen record's edit
+replayed on the draft instead of the LLM's revision (``memory.revision=replay``), and records
+kept out unless their edit verifies on up to 8 other construction tasks (transfer checks).
 
 It prints each seed's variant table as the seed finishes, then one table pooled over seeds: per
 arm (ReAct, CounterMem with the DQN, with always-top-1, the ablations on seed 0) the seeds, tasks
-(reference groups), score [95% CI], the paired difference to ReAct [95% CI] (both a bootstrap
-over reference groups, a group under two seeds one unit), the sign test's p on rescued vs
-broken, rescued/broken, harmful/selected record uses, uses that changed the draft, and those
-whose changed action was right; then the same per seed, whether issue 36's goal is met (≥ +3 pp,
+(reference groups), score [95% CI] (a bootstrap over reference groups, a group under two seeds
+one unit), the paired difference to ReAct [95% CI] (Tango's score interval with a design effect
+for the groups), the sign test's p on the tasks rescued vs broken (one count per task),
+rescued/broken, harmful (worse than ReAct's run at the same decision) / selected record uses,
+uses that changed the draft, and those whose changed action was right; each arm's funnel from
+decisions to harmful uses; then the same per seed, whether issue 36's goal is met (≥ +3 pp,
 CI above 0, ≥ 120 tasks, rescued ≥ 2× broken, ≥ 50 % of uses changing the draft), and the
 provenance (config, code version, split hash, store hash and selector checkpoint fingerprint per
 seed, wall time). ``DIR/study.json`` holds it all; ``python -m countermem_jax.report DIR --out R``

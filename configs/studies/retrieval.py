@@ -11,7 +11,8 @@ reaching the selector change (``eval.retrieval_intervention``, seeded by
 random (k records sampled without state matching), shuffled (records reassigned to other records'
 decision states), matched (the method). It prints per variant: score [95% CI], score change vs
 *none* (pp, paired per task), action changes and harmful changes per retrieved record (harmful:
-reuse label −1), and the number of retrieved records (the denominator).
+worse than the memory-free run at the same decision, Fig. 5(d)), and the number of retrieved
+records (the denominator).
 
 Fig. 4(c,d) over Table 1's four domains and both agents, each against its own base agent::
 

@@ -281,11 +281,15 @@ class CounterfactualBuilder:
 
 
 class WithinTaskChecks(Augmentation):
-    """"WM without CF" (§6.1): after a failed action, Modules I–II check alternatives from the
-    same state (world-model calls of this task), nothing is stored, and the best verified
-    alternative (largest Δ > ε) replaces the next draft of the same task; it is forgotten when the
-    task ends, so no later task can use it. Wraps an evaluation run's augmentation (during
-    construction the builder checks the same alternatives and stores nothing)."""
+    """"WM without CF" (§6.1), at evaluation test-time checks against the reference: after a
+    failed action, Modules I–II check up to K alternatives from the same state against the
+    task's own reference (world-model calls of this task, outside its attempt budget), nothing
+    is stored, and the best verified alternative (largest Δ > ε; a pass against an empty
+    reference result refused, as construction refuses it) replaces the next draft of the same
+    task; it is forgotten when the task ends. An oracle search, not a memory: its rows are
+    reported apart from memory's, with their checker calls. Wraps an evaluation run's
+    augmentation (during construction the builder checks the same alternatives and stores
+    nothing)."""
 
     def __init__(self, inner: Augmentation, builder: CounterfactualBuilder):
         if builder.cfg.corrections != "within_task":
@@ -313,7 +317,9 @@ class WithinTaskChecks(Augmentation):
         keeps the best one with Δ > ε (Eq. 2) for this task's next decision; nothing is stored."""
         await self.inner.after_failure(ctx, state_before, action, outcome)
         checked = await self.builder.expand(ctx, state_before, action, outcome)
-        better = [e for e in checked if e["completed"] and e["delta"] > self.builder.cfg.epsilon]
+        # a pass against an empty reference result proves nothing: refused, as construction does
+        better = [e for e in checked if e["completed"] and not e.get("reference_empty")
+                  and e["delta"] > self.builder.cfg.epsilon]
         if better:
             self._next[ctx.task.task_id] = max(better, key=lambda e: e["delta"])["candidate"]
 

@@ -16,7 +16,7 @@ import pathlib
 
 import ml_collections
 
-from countermem_jax.phases import config_validation
+from countermem_jax.phases import config_validation, report_pool
 from countermem_jax import domains
 from countermem_jax.protocol import config_defaults, pools, splits as splits_lib
 from countermem_jax.method.agents import AgentConfig
@@ -150,6 +150,7 @@ def setup(cfg, workdir: Workdir, backbone=None, benchmark=None) -> PhaseContext:
     domain) may be injected, which is how the pipeline tests run on a scripted backbone."""
     method = method_config(cfg)
     tasks, evaluator, domain = benchmark or domains.load_benchmark(cfg.data)
+    report_pool.check(cfg, tasks)   # the report pool: the frozen replication's config only
     sp = draw_splits(cfg, tasks)
     _pin_splits(workdir, sp)
     if backbone is None:

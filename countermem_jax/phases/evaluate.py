@@ -5,8 +5,9 @@ The base agent runs once without memory; CounterMem runs once per selector seed 
 fixed selector), and a baseline method runs once with its own frozen memory. Each run has its own
 directory ``WORKDIR/eval/<run>/`` (log.jsonl, metrics.json) and resumes from its log. The frozen
 artefacts are fingerprinted before and proven unchanged after. ``WORKDIR/metrics.json`` holds the
-per-seed metrics, their mean, std and 95% bootstrap CI, the paired comparison with the base
-agent, and the cost of building.
+per-seed metrics (the funnel from decisions to harmful uses among them), their mean, std and 95%
+CIs (the score's a bootstrap over reference groups, the paired difference's a score interval with
+the groups' design effect), the paired comparison with the base agent, and the cost of building.
 """
 import dataclasses
 import functools
@@ -91,8 +92,9 @@ def _countermem_plan(cfg, wd: Workdir, ctx: context.PhaseContext,
             render_condition=(ctx.method.use.render_condition
                               and not ctx.method.retrieval.remove_conditions),
             revision=ctx.method.use.revision)
-        # The §6.1 ablation "WM without CF" checks corrections within the task at test time too.
-        if ctx.method.construction.corrections == "within_task":  # §6.1 "WM without CF"
+        # The §6.1 ablation "WM without CF": test-time checks against the task's own reference
+        # (an oracle search outside the attempt budget, not a memory; counted in its calls).
+        if ctx.method.construction.corrections == "within_task":
             augmentation = WithinTaskChecks(augmentation, CounterfactualBuilder(
                 agent, None, ctx.method.construction, agent.runlog))
         runs.append(EvalRun(name, seed, agent, augmentation))

@@ -8,14 +8,25 @@
   stale_refusals          records refused at retrieval opportunities because their checker
                           version or environment changed since they were verified, summed over
                           opportunities (``method/memory/world.py``)
-  harmful_use_rate        selected record uses labelled harmful (reuse label −1) / selected uses
+  harmful_uses            selected uses whose revised action did worse (success first, then
+                          utility) than the paired memory-free run's action at the same decision
+                          of the same task (Fig. 5(d)); ``harmful_use_rate`` over the paired uses
+                          (``paired_uses``: the memory-free run reached that decision; a use at a
+                          decision it never reached, having ended before, is ``unpaired_uses``).
+                          Undefined (None) without the memory-free run's decisions.
+  reuse_label_harmful     selected uses with reuse label −1 (Appendix B.3, Eq. 6; the statistic
+                          that updates u). On a binary-scored benchmark whose task stops at its
+                          first success it can only be 0: a changed, failed use's previous
+                          attempt scored 0 too, or there was none (label 0). Not a harm count.
   rescued, broken         paired tasks: failed without memory and solved with it / the reverse
+                          (a task is broken when the memory-free run solves it and the memory
+                          run does not)
   action_changes_per_retrieved, harmful_changes_per_retrieved
-                          selected uses that changed the executed action (those labelled harmful)
-                          / retrieved records (§6.2, Fig. 4(d): per retrieved record)
-  harmful_vs_draft_rate   beyond the paper (study 10): selected uses whose outcome is worse than
-                          that of the paired memory-free run's action at the same decision of the
-                          same task (the draft the record revised) / selected uses so paired
+                          selected uses that changed the executed action (those of them harmful,
+                          as above) / retrieved records (§6.2, Fig. 4(d): per retrieved record)
+  harmful_vs_draft_rate   beyond the paper (study 10): as harmful_use_rate, paired only where the
+                          memory-free run's action at that decision is the very draft the record
+                          revised (same history) / selected uses so paired
   uses_changed_draft      selected uses whose action differs from the draft they revised
   uses_changed_right      of those, the uses whose change was right: the revised action solved
                           where the draft did not, or scored a higher utility (judged against the
@@ -23,13 +34,15 @@
                           pairing by its reuse label, +1 = solved or improved on the last attempt)
   uses_no_place           selected uses whose record's edit had no place in the draft
                           (``memory.revision=replay``: the draft ran unchanged)
+  funnel                  where memory is lost, decision by decision (``funnel``)
 
 Over selector seeds (``seed_aggregate``): every CounterMem metric per seed and its mean, and for
 the score and the paired score difference to the base agent also the standard deviation and a 95%
 bootstrap CI (``intervals.summarize``) that draws whole reference groups when the task → group map
-is given (paraphrase twins are one unit of evidence, not two). ``building_cost`` adds what the
-evaluation figures leave out by the paper's definitions: the construction and selector-training
-phases.
+is given (paraphrase twins are one unit of evidence, not two); the paired difference's CI is the
+score interval with a design effect for those groups (``intervals.summarize_difference``).
+``building_cost`` adds what the evaluation figures leave out by the paper's definitions: the
+construction and selector-training phases.
 """
 import collections
 
@@ -77,22 +90,27 @@ def run_metrics(task_ends: list[dict], decisions: list[dict],
         covered = sum(bool(m.get("covered")) for m in memory)
         # Selected uses: the selector chose a record rather than skipping (the harmful-use denominator).
         used = [d for d in decisions if d.get("memory", {}).get("record_id")]
-        harmful = sum(1 for d in used if (d.get("reuse") or {}).get("label") == -1)
+        harm = paired_harm(base_decisions, used) if base_decisions is not None else {
+            "harmful_uses": None, "helpful_uses": None, "paired_uses": None,
+            "unpaired_uses": None, "harmful_use_rate": None}
+        labelled = sum(1 for d in used if (d.get("reuse") or {}).get("label") == -1)
         out.update({"retrieval_opportunities": opportunities,
                     "retrieval_coverage": covered / opportunities,
                     "stale_refusals": sum(len(m.get("excluded_stale") or ()) for m in memory),
-                    "selected_uses": len(used),
-                    "harmful_uses": harmful,
-                    "harmful_use_rate": harmful / len(used) if used else None,
+                    "selected_uses": len(used), **harm,
+                    "reuse_label_harmful": labelled,
+                    "reuse_label_harmful_rate": labelled / len(used) if used else None,
                     "changed_by_memory": sum(bool(d.get("changed")) for d in used)})
         changed = [d for d in used if d.get("changed")]
         retrieved = sum(len(m.get("retrieved") or ()) for m in memory)
-        harmful_changes = sum(1 for d in changed if (d.get("reuse") or {}).get("label") == -1)
+        harmful_changes = (None if base_decisions is None else
+                           sum(worse_than_base(base_decisions, d) is True for d in changed))
         out.update({"retrieved_records": retrieved, "action_changes": len(changed),
                     "harmful_changes": harmful_changes,
                     "action_changes_per_retrieved": len(changed) / retrieved if retrieved else None,
                     "harmful_changes_per_retrieved":
-                        harmful_changes / retrieved if retrieved else None})
+                        harmful_changes / retrieved if retrieved and harmful_changes is not None
+                        else None})
         out.update(changed_uses(used, base_decisions))
         if base_decisions is not None:
             out.update(draft_paired_harm(base_decisions, used))
@@ -106,7 +124,117 @@ def run_metrics(task_ends: list[dict], decisions: list[dict],
             if any("no_place" in v for v in verdicts):   # revision=replay's place test
                 out["condition_verdicts"]["no_place"] = sum(v.get("no_place", 0)
                                                             for v in verdicts)
+        out["funnel"] = funnel(task_ends, decisions, base_decisions)
     return out
+
+
+def _base_index(base_decisions) -> dict:
+    """The memory-free run's decisions by (task id, decision index)."""
+    return {(d["task_id"], d.get("decision")): d for d in base_decisions or ()}
+
+
+def worse_than_base(base_decisions, use: dict, base: dict | None = None) -> bool | None:
+    """Whether a selected use did worse (success first, then utility) than the memory-free run
+    at the same decision of the same task (Fig. 5(d)); None where that run never reached it.
+    ``base``: ``_base_index(base_decisions)``, given when judging many uses."""
+    b = (base if base is not None else _base_index(base_decisions)).get(
+        (use["task_id"], use.get("decision")))
+    return None if b is None else _outcome_key(use) < _outcome_key(b)
+
+
+def paired_harm(base_decisions: list[dict], used: list[dict]) -> dict:
+    """Harmful and helpful uses against the memory-free run at the same decision (module
+    docstring, Fig. 5(d)), over the uses so paired."""
+    base = _base_index(base_decisions)
+    harmful = helpful = paired_uses = 0
+    for d in used:
+        b = base.get((d["task_id"], d.get("decision")))
+        if b is None:
+            continue
+        paired_uses += 1
+        harmful += _outcome_key(d) < _outcome_key(b)
+        helpful += _outcome_key(d) > _outcome_key(b)
+    return {"harmful_uses": harmful, "helpful_uses": helpful, "paired_uses": paired_uses,
+            "unpaired_uses": len(used) - paired_uses,
+            "harmful_use_rate": harmful / paired_uses if paired_uses else None}
+
+
+FUNNEL = (("decisions", "decisions"), ("failed_drafts", "failed drafts"),
+          ("with_candidate", "with a candidate"),
+          ("conditions_compatible", "conditions compatible"),
+          ("conditions_incompatible", "incompatible"), ("conditions_undecided", "undecided"),
+          ("no_place", "records with no place"), ("refuted_by_transfer", "refuted by transfer"),
+          ("stale", "stale"), ("selected", "selected"), ("changed", "changed"),
+          ("right", "right"), ("wrong", "wrong"), ("harmful", "harmful"))
+
+
+def funnel(task_ends: list[dict], decisions: list[dict],
+           base_decisions: list[dict] | None = None) -> dict:
+    """Where memory is lost, from a memory run's decision events (``FUNNEL`` in order):
+    decisions; failed drafts (the memory-free draft failed: the unchanged draft's own outcome,
+    or the paired memory-free run's where its action there was that draft; ``draft_unknown``
+    where neither tells); decisions with a candidate (≥ 1 record offered); distinct conditions
+    judged compatible / incompatible / undecided, summed over decisions; records kept out
+    because their edit had no place in the draft, refuted by transfer checks, or stale;
+    decisions where a record was selected, changed the draft, was right / wrong (changed and
+    not right); harmful uses (``harmful_uses``, None without the memory-free run); then the
+    run's task tokens, checker (world-model) calls and the condition judge's calls and tokens."""
+    base = _base_index(base_decisions)
+    memory = [d for d in decisions if d.get("memory")]
+    used = [d for d in memory if d["memory"].get("record_id")]
+    failed = unknown = 0
+    for d in decisions:
+        b = base.get((d.get("task_id"), d.get("decision")))
+        if not d.get("changed"):
+            failed += not (d.get("outcome") or {}).get("success")
+        elif b is not None and normalize_action(b.get("action", "")) == normalize_action(
+                d.get("draft", "")):
+            failed += not (b.get("outcome") or {}).get("success")
+        else:
+            unknown += 1
+    verdicts = [m["memory"].get("conditions") or {} for m in memory]
+    changed = changed_uses(used, base_decisions)
+    harm = paired_harm(base_decisions, used)["harmful_uses"] if base_decisions is not None \
+        else None
+
+    def excluded(key):
+        return sum(len(d["memory"].get(key) or ()) for d in memory)
+    return {"decisions": len(decisions), "failed_drafts": failed, "draft_unknown": unknown,
+            "with_candidate": sum(bool(d["memory"].get("covered")) for d in memory),
+            **{f"conditions_{k}": sum(v.get(k, 0) for v in verdicts)
+               for k in ("compatible", "incompatible", "undecided")},
+            "no_place": excluded("excluded_no_place"),
+            "refuted_by_transfer": excluded("excluded_transfer"),
+            "stale": excluded("excluded_stale"), "selected": len(used),
+            "changed": changed["uses_changed_draft"], "right": changed["uses_changed_right"],
+            "wrong": changed["uses_changed_draft"] - changed["uses_changed_right"],
+            "harmful": harm,
+            "tokens": sum(int(e.get("tokens") or 0) for e in task_ends),
+            "checker_calls": sum(int(e.get("calls") or 0) for e in task_ends),
+            "judge_calls": sum(v.get("judge_calls", 0) for v in verdicts),
+            "judge_tokens": sum(v.get("judge_tokens", 0) for v in verdicts)}
+
+
+def add_funnels(funnels) -> dict:
+    """The sum of funnels (selector seeds, split seeds); a harmful count unknown in any is
+    unknown in the sum."""
+    funnels = [f for f in funnels if f]
+    if not funnels:
+        return {}
+    out = {}
+    for key in funnels[0]:
+        values = [f.get(key) for f in funnels]
+        out[key] = None if any(v is None for v in values) else sum(values)
+    return out
+
+
+def funnel_line(f: dict) -> str:
+    """The funnel as one line of ``label count`` steps."""
+    steps = [f"{f[k] if f.get(k) is not None else '—'} {label}" for k, label in FUNNEL]
+    if f.get("draft_unknown"):
+        steps[1] += f" (+{f['draft_unknown']} unknown)"
+    return (" > ".join(steps) + f"; {f['tokens']} tokens, {f['checker_calls']} checker calls, "
+            f"{f['judge_calls']} judge calls")
 
 
 def changed_uses(used: list[dict], base_decisions: list[dict] | None = None) -> dict:
@@ -223,7 +351,7 @@ def seed_aggregate(base_ends: list[dict], seed_ends: dict, seed_decisions: dict,
         "per_seed": per_seed,
         "mean": mean_metrics(list(per_seed.values())),
         "score": intervals.summarize(solved, groups=groups),
-        "score_difference": intervals.summarize(
+        "score_difference": intervals.summarize_difference(
             solved - np.array([base[t] for t in ids])[None], groups=groups),
         # the per-task outcomes the intervals were drawn from, for pooled summaries
         "per_task": {"task_ids": ids, "groups": groups, "base": [base[t] for t in ids],
@@ -345,8 +473,10 @@ def comparison_table(result: dict, agent: str, method: str = "CounterMem") -> st
             ("retrieval coverage", "retrieval_coverage"), ("selected record uses", "selected_uses"),
             ("  that changed the draft", "uses_changed_draft"),
             ("  whose change was right", "uses_changed_right"),
-            ("harmful use rate", "harmful_use_rate"),
-            ("harmful vs paired draft", "harmful_vs_draft_rate")]  # study 10, beside the paper's
+            ("harmful uses (vs no memory)", "harmful_uses"),   # Fig. 5(d): worse than the
+            ("harmful use rate", "harmful_use_rate"),          # memory-free run's decision
+            ("harmful vs the same draft", "harmful_vs_draft_rate"),   # study 10
+            ("reuse label -1 (Eq. 6)", "reuse_label_harmful")]
     for label, key in rows:
         if key == "uses_changed_draft" and changed_by_construction(result.get("revision")):
             lines.append(f"{label:<30}{'':>20}  every use, {BY_CONSTRUCTION} (no finding)")
@@ -359,7 +489,8 @@ def comparison_table(result: dict, agent: str, method: str = "CounterMem") -> st
     runs = ("one run (no selector)" if method != "CounterMem" else
             "one run of the fixed selector" if seeds == ["fixed"] else
             f"mean over {len(seeds)} selector seed(s) ({', '.join(seeds)})")
-    lines.append(f"{method}: {runs}; CI: {agg['score']['method']}")
+    lines.append(f"{method}: {runs}; CI: {agg['score']['method']}; difference: "
+                 f"{agg['score_difference']['method']}")
     for s in seeds:
         p = agg["paired"][s]
         label = f"seed {s}" if s != "fixed" else \
@@ -374,6 +505,9 @@ def comparison_table(result: dict, agent: str, method: str = "CounterMem") -> st
                          + (f", {v['no_place']} with no place for the edit" if "no_place" in v
                             else "")
                          + f" ({v['judge_calls']} judge calls, {v['judge_tokens']} tokens)")
+        f = agg["per_seed"][s].get("funnel")
+        if f:   # where memory is lost, decision by decision (``funnel``)
+            lines.append(f"    funnel: {funnel_line(f)}")
         stale = agg["per_seed"][s].get("stale_refusals")
         if stale:   # records checked in a world that has changed since (docs/method.md)
             lines.append(f"    stale records refused {stale} times (checker version or "

@@ -5,7 +5,9 @@ Every choice the CPU setting makes (databases, prompts, operators, thresholds, r
 made on the *tuning pool*. The *report pool* is read by the replication
 (``configs/studies/replication.py``) with a config frozen before it runs, and by nothing else:
 the tuning scripts (``tools.tuning.record_yield``, ``tools.tuning.sql_operators``, calibration,
-any probe) call ``require_tuning_pool`` and refuse a report-pool database with one line.
+any probe) call ``require_tuning_pool`` and refuse a report-pool database with one line, and the
+phases (build_memory, train_selector, evaluate) refuse one under any config but the frozen
+replication's run configs (``phases/report_pool.py``).
 
 The rule, fixed on ``FIXED_ON`` and read from no outcome: a database that any committed CPU
 configuration or probe had read before that date is in the tuning pool, whatever it did there

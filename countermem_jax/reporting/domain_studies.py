@@ -8,7 +8,8 @@ Statistics (per benchmark, over its held-out tasks and selector seeds):
   ``calls_per_solved``       evaluator calls per solved task (Σ calls / Σ solved), Fig. 4(b);
   ``base_calls_per_solved``  the same for the memory-free base agent (drawn beside it);
   ``changes_per_retrieved``  action changes per retrieved record, Fig. 4(d);
-  ``harmful_per_retrieved``  harmful changes (reuse label −1) per retrieved record, Fig. 4(d).
+  ``harmful_per_retrieved``  harmful changes (worse than the memory-free run at the same
+                             decision) per retrieved record, Fig. 4(d).
 CIs: a stratified bootstrap (each benchmark resampled on its own, a task's seeds kept together,
 ``intervals.N_RESAMPLES`` resamples) over reference groups where the setting's study.json records
 them (a variant's ``task_groups``: twins sharing a gold query drawn together), over tasks otherwise,

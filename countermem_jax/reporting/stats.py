@@ -10,8 +10,12 @@ groups (tasks).
 
 A method-vs-method difference on the same agent, benchmark and tasks is tested on the per-task
 differences (each method's per-task outcome is its mean over its runs):
+  * its 95% CI: for success rates (per-task values in [0, 100]) Tango's score interval for
+    paired proportions with a design effect for reference groups
+    (``intervals.summarize_difference``: a bootstrap cannot go below 0 with one rescued task and
+    none broken), for any other value the grouped bootstrap below;
   * a paired bootstrap (the same ``intervals`` replicates of the mean difference, over reference
-    groups where known, else tasks; a task's two outcomes are always drawn together): 95% CI and
+    groups where known, else tasks; a task's two outcomes are always drawn together):
     a two-sided p-value, 2 · min(P*(Δ ≤ 0), P*(Δ ≥ 0)) over the replicates, capped at 1;
   * an exact sign test (``scipy.stats.binomtest``) on the tasks where the two differ. It stays
     per task even where groups are known: it counts tasks rescued against tasks broken, and
@@ -69,12 +73,17 @@ def paired_test(a_per_task, b_per_task, groups=None) -> dict:
         raise ValueError(f"paired outcomes must be two equal non-empty vectors, got {a.shape}, "
                          f"{b.shape}")
     diff = b - a
-    summary = intervals.summarize(diff[None], groups=groups)
+    # success rates (0–100 per task): the score interval with the groups' design effect, which
+    # keeps its coverage with few discordant tasks; any other value: the grouped bootstrap
+    proportions = bool(np.all((a >= 0) & (a <= 100) & (b >= 0) & (b <= 100)))
+    summary = (intervals.summarize_difference(diff[None], groups=groups) if proportions
+               else intervals.summarize(diff[None], groups=groups))
     replicates = intervals.bootstrap_means(diff[None], groups=groups)
     p_boot = min(1.0, 2.0 * min(float(np.mean(replicates <= 0)), float(np.mean(replicates >= 0))))
     better, worse = int(np.sum(diff > 0)), int(np.sum(diff < 0))
     p_sign = scipy_stats.binomtest(better, better + worse, 0.5).pvalue if better + worse else 1.0
     return {"difference": summary["mean"], "ci95": summary["ci95"], "tasks": int(a.size),
+            "interval": summary["method"],
             "groups": summary["groups"],
             "b_better": better, "a_better": worse, "p_bootstrap": p_boot,
             "p_sign_test": float(p_sign)}

@@ -55,7 +55,10 @@ Finished phases are skipped, so a killed study resumes.
          "tasks", "solved", "score", "tokens", "world_model_calls", "failed_attempts",
          "calls_per_solved", "failures_per_solved",            # App. D.6: per solved task
          "retrieval_opportunities", "retrieval_coverage",       # per retrieval opportunity
-         "selected_uses", "harmful_uses", "harmful_use_rate",   # per selected record use
+         "selected_uses", "harmful_uses", "harmful_use_rate",   # worse than the memory-free
+         "paired_uses", "unpaired_uses",        # run at the same decision, per paired use
+         "reuse_label_harmful", "reuse_label_harmful_rate",     # Eq. 6's label −1
+         "funnel": {...metrics.FUNNEL steps...},  # where memory is lost, summed over seeds
          "retrieved_records", "action_changes", "harmful_changes",
          "action_changes_per_retrieved", "harmful_changes_per_retrieved",  # per retrieved record
          "draft_paired_uses", "harmful_vs_draft", "helpful_vs_draft",

@@ -37,7 +37,7 @@ import shutil
 
 import ml_collections
 
-from countermem_jax.protocol import config_defaults, provenance
+from countermem_jax.protocol import config_defaults, metrics, provenance
 from countermem_jax.phases import config_fingerprint, config_validation
 from countermem_jax import domains, experiment
 from countermem_jax.protocol import splits as splits_lib
@@ -253,13 +253,16 @@ def solved_row(ends: dict, task_ids: list) -> list:
     return [100.0 * bool(ends[t]["solved"]) for t in task_ids]
 
 
-def rate_units(decision_events: list) -> dict:
+def rate_units(decision_events: list, base_events: list) -> dict:
     """Per-unit indicators of the transfer rates (Appendix D.4): one per retrieval opportunity
-    (≥ 1 eligible record returned) and one per selected use (labelled harmful, reuse −1)."""
+    (≥ 1 eligible record returned) and one per selected use paired with the memory-free run
+    (``base_events``) at the same decision, 100 where it did worse there (Fig. 5(d))."""
     memory = [d for d in decision_events if d.get("memory")]
     used = [d for d in memory if d["memory"].get("record_id")]
+    base = {(d["task_id"], d.get("decision")): d for d in base_events}
+    worse = [metrics.worse_than_base(base_events, d, base) for d in used]
     return {"coverage": [100.0 * bool(d["memory"].get("covered")) for d in memory],
-            "harmful": [100.0 * ((d.get("reuse") or {}).get("label") == -1) for d in used]}
+            "harmful": [100.0 * w for w in worse if w is not None]}
 
 
 def row(panel: str, title: str, metric: str, ylabel: str, method: str, x, values: list,

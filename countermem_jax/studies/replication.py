@@ -10,11 +10,16 @@ run), and on the seeds of ``protocol.ablation_seeds`` the ablations (``protocol.
 Each seed directory is an ordinary variant study (``DIR/seed<r>/study.json``, schema
 "countermem-study/1"); finished phases are skipped, so a killed replication resumes.
 
-Pooled over seeds, per arm (``pool``): its score and the paired difference to ReAct on the same
-tasks, each with a 95% bootstrap CI over reference groups (``intervals.grouped_paired_bootstrap``:
-a group evaluated under two split seeds is one unit), an exact sign test on rescued vs broken
-(``scipy.stats.binomtest``), harmful uses (reuse label −1) of the selected record uses, and the
-uses that changed the draft and, of those, the ones whose action was right. ``DIR/study.json``
+Pooled over seeds, per arm (``pool``): its score with a 95% bootstrap CI over reference groups
+(``intervals.grouped_bootstrap``: a group evaluated under two split seeds is one unit), the paired
+difference to ReAct on the same tasks with Tango's score interval and the groups' design effect
+(``intervals.paired_score_interval``: a bootstrap cannot go below 0 with one rescued task), an
+exact sign test on the tasks rescued vs broken (``scipy.stats.binomtest``; per (split seed, task):
+the arm's mean over selector seeds above or below ReAct's, so a task counts once however many
+selector seeds ran it), the selected record uses harmful against ReAct's run at the same decision
+(``metrics.paired_harm``), the uses that changed the draft and, of those, the ones whose action
+was right, and the funnel from decision to harmful use (``metrics.funnel``) summed over selector
+and split seeds. ``DIR/study.json``
 (schema "countermem-study-rows/1", which ``python -m countermem_jax.report`` reads) holds the
 per-arm rows with these intervals as estimates, and ``pooled``: the table's numbers with every
 unit (seed, task, reference group) behind them and the provenance (config, store hash per seed,
@@ -157,7 +162,8 @@ def _read_wall(root: pathlib.Path) -> dict:
 def arm_outcomes(summaries: dict, arm: str, group_of: dict) -> dict:
     """The per-task outcomes of ``arm`` over the seeds that ran it, as parallel lists: split
     seed, task id, reference group, ReAct (0/100) and the arm (0–100: the mean over selector
-    seeds), plus rescued / broken counted per selector seed and task."""
+    seeds), plus rescued / broken: the (split seed, task) units where that mean is above /
+    below ReAct's (one count per task, whatever the number of selector seeds)."""
     out = {"seed": [], "task": [], "group": [], "base": [], "treated": [], "rescued": 0,
            "broken": 0}
     for r, summary in summaries.items():
@@ -168,76 +174,80 @@ def arm_outcomes(summaries: dict, arm: str, group_of: dict) -> dict:
         per_task = entry["per_task"]
         runs = [k for k in per_task if k != "base"] if arm != BASE else ["base"]
         for t in sorted(per_task["base"]):
-            base = per_task["base"][t]
-            mine = [per_task[k][t] for k in runs]
+            base = 100.0 * per_task["base"][t]
+            mine = 100.0 * float(np.mean([per_task[k][t] for k in runs]))
             out["seed"].append(r)
             out["task"].append(t)
             out["group"].append(group_of[t])
-            out["base"].append(100.0 * base)
-            out["treated"].append(100.0 * float(np.mean(mine)))
-            out["rescued"] += sum(1 for v in mine if v and not base)
-            out["broken"] += sum(1 for v in mine if base and not v)
+            out["base"].append(base)
+            out["treated"].append(mine)
+            out["rescued"] += mine > base
+            out["broken"] += mine < base
     return out
 
 
-def _interval(base, treated, groups) -> dict:
-    """Mean of treated − base with its grouped 95% CI (base zeros: the score itself)."""
-    mean, low, high = intervals.grouped_paired_bootstrap(base, treated, groups, confidence=CONFIDENCE,
-                                               seed=intervals.BOOTSTRAP_SEED)
+def _score(treated, groups) -> dict:
+    """Mean of the per-task scores with its grouped 95% bootstrap CI."""
+    mean, low, high = intervals.grouped_bootstrap(treated, groups, confidence=CONFIDENCE,
+                                                  seed=intervals.BOOTSTRAP_SEED)
     return {"mean": mean, "ci95": [low, high]}
 
 
+def _difference(base, treated, groups) -> dict:
+    """Mean of treated − base with the 95% score interval and the groups' design effect."""
+    mean, low, high = intervals.paired_score_interval(base, treated, groups,
+                                                      confidence=CONFIDENCE)
+    diff = (np.asarray(treated) - np.asarray(base)) / 100.0
+    return {"mean": mean, "ci95": [low, high],
+            "design_effect": round(float(intervals.design_effect(diff, groups)), 3)}
+
+
 def memory_uses(entry: dict) -> dict:
-    """Selected record uses of one evaluated variant, summed over its selector seeds: harmful
-    (reuse label −1), changed the draft, and changed it right. Counted from its run logs'
-    decisions on the held-out tasks (right: the changed action solved); where the evaluation
-    records its own counts (``metrics.uses_changed_draft`` / ``uses_changed_right``, means over
-    selector seeds) those are taken for the last two."""
+    """Selected record uses of one evaluated variant, summed over its selector seeds, from its
+    run logs' decisions on the held-out tasks: uses, harmful (worse than ReAct's run at the same
+    decision, ``metrics.paired_harm``), changed the draft, changed it right, and the funnel
+    (``metrics.funnel``) of every selector seed's run, summed."""
     wd, tasks = pathlib.Path(entry["workdir"]), set(entry["per_task"]["base"])
-    counts = {"uses": 0, "harmful": 0, "changed": 0, "changed_right": 0}
+    base_log = wd / "eval" / "base" / "log.jsonl"
+    base = ([d for d in RunLog(base_log).completed_decisions("base") if d["task_id"] in tasks]
+            if base_log.exists() else None)
+    funnels = []
     for log in sorted((wd / "eval").glob("*/log.jsonl")):
         run = log.parent.name
         if run == "base":
             continue
-        for d in RunLog(log).completed_decisions(run):
-            if d["task_id"] not in tasks or not (d.get("memory") or {}).get("record_id"):
-                continue
-            counts["uses"] += 1
-            counts["harmful"] += (d.get("reuse") or {}).get("label") == -1
-            if d.get("changed"):
-                counts["changed"] += 1
-                counts["changed_right"] += bool((d.get("outcome") or {}).get("success"))
-    recorded = entry.get("metrics") or {}
-    if recorded.get("uses_changed_draft") is not None:
-        runs = len(entry.get("seeds") or ()) or 1
-        counts["changed"] = round(recorded["uses_changed_draft"] * runs)
-        counts["changed_right"] = round((recorded.get("uses_changed_right") or 0) * runs)
-    return counts
+        runlog = RunLog(log)
+        ends = list({e["task_id"]: e for e in runlog.events("task_end")
+                     if e["run"] == run and e["task_id"] in tasks}.values())
+        decisions = [d for d in runlog.completed_decisions(run) if d["task_id"] in tasks]
+        funnels.append(metrics.funnel(ends, decisions, base))
+    f = metrics.add_funnels(funnels)
+    return {"uses": f.get("selected", 0), "harmful": f.get("harmful"),
+            "changed": f.get("changed", 0), "changed_right": f.get("right", 0), "funnel": f}
 
 
 def _arm_row(summaries: dict, arm: str, group_of: dict) -> dict | None:
-    """One table row: the arm's score, its difference to ReAct, sign test and use counts over
-    ``summaries`` (the seeds pooled, or one seed); None when no seed ran the arm."""
+    """One table row: the arm's score, its difference to ReAct, sign test, use counts and funnel
+    over ``summaries`` (the seeds pooled, or one seed); None when no seed ran the arm."""
     o = arm_outcomes(summaries, arm, group_of)
     if not o["task"]:
         return None
-    zeros = np.zeros(len(o["task"]))
     row = {"seeds": sorted(set(o["seed"])), "tasks": len(o["task"]),
-           "groups": len(set(o["group"])), "score": _interval(zeros, o["treated"], o["group"]),
+           "groups": len(set(o["group"])), "score": _score(o["treated"], o["group"]),
            "units": [[s, t, g] for s, t, g in zip(o["seed"], o["task"], o["group"])],
            "per_task": o["treated"]}
     if arm == BASE:
         return row
     n = o["rescued"] + o["broken"]
-    row.update(difference=_interval(o["base"], o["treated"], o["group"]),
+    row.update(difference=_difference(o["base"], o["treated"], o["group"]),
                rescued=o["rescued"], broken=o["broken"],
                sign_test_p=float(stats.binomtest(o["rescued"], n, 0.5).pvalue) if n else None)
-    uses = {"uses": 0, "harmful": 0, "changed": 0, "changed_right": 0}
-    for summary in summaries.values():
-        if arm in summary["variants"]:
-            for k, v in memory_uses(summary["variants"][arm]).items():
-                uses[k] += v
-    row.update(uses)
+    counted = [memory_uses(summary["variants"][arm]) for summary in summaries.values()
+               if arm in summary["variants"]]
+    funnel = metrics.add_funnels([c["funnel"] for c in counted])
+    row.update(uses=funnel.get("selected", 0), harmful=funnel.get("harmful"),
+               changed=funnel.get("changed", 0), changed_right=funnel.get("right", 0),
+               funnel=funnel)
     row["changed_by_construction"] = all(
         metrics.changed_by_construction(s["variants"][arm].get("revision"))
         for s in summaries.values() if arm in s["variants"])
@@ -259,10 +269,12 @@ def pool(summaries: dict, group_of: dict, labels: dict) -> dict:
             if row is not None:
                 per_seed[str(r)][arm] = {"label": label, **row}
     return {"arms": arms, "per_seed": per_seed,
-            "method": f"percentile bootstrap over reference groups (a group under several "
-                      f"split seeds is one unit), 10000 resamples, numpy seed "
-                      f"{intervals.BOOTSTRAP_SEED}; sign test: exact binomial on rescued vs "
-                      f"broken (scipy.stats.binomtest)"}
+            "method": f"score: percentile bootstrap over reference groups (a group under "
+                      f"several split seeds is one unit), 10000 resamples, numpy seed "
+                      f"{intervals.BOOTSTRAP_SEED}; difference: Tango score interval for paired "
+                      f"proportions with a design effect for reference groups "
+                      f"(protocol/intervals.py); sign test: exact binomial on the tasks rescued "
+                      f"vs broken, one count per task (scipy.stats.binomtest)"}
 
 
 def goal(row: dict) -> list[str]:
@@ -365,10 +377,11 @@ def _ci(value: dict, signed: bool = False) -> str:
 
 
 # (header, width) of the table's columns after the arm's name (``_NAME`` wide).
-_NAME = 36
+_NAME = 50   # "  seed 0: test-time checks against the reference" fits
 _COLUMNS = (("seeds", 6), ("tasks (groups)", 15), ("score [95% CI]", 22),
             ("vs ReAct (pp) [95% CI]", 24), ("sign p", 8), ("resc/brk", 10),
             ("harmful/uses", 14), ("changed/uses", 14), ("changed right", 14))
+# harmful: worse than ReAct's run at the same decision (Fig. 5(d)), not the Eq. 6 label
 
 
 def _line(name: str, row: dict) -> str:
@@ -378,7 +391,8 @@ def _line(name: str, row: dict) -> str:
     if "difference" in row:
         p = row["sign_test_p"]
         values += [_ci(row["difference"], True), "—" if p is None else f"{p:.3f}",
-                   f"{row['rescued']}/{row['broken']}", f"{row['harmful']}/{row['uses']}",
+                   f"{row['rescued']}/{row['broken']}",
+                   f"{'—' if row['harmful'] is None else row['harmful']}/{row['uses']}",
                    "by constr." if row.get("changed_by_construction")
                    else f"{row['changed']}/{row['uses']}", str(row["changed_right"])]
     return f"{name[:_NAME - 1]:<{_NAME}}" + "".join(
@@ -399,6 +413,9 @@ def table(pooled: dict) -> str:
     lines = [f"{TITLE}: {', '.join(prov['databases'])} ({reported}); {prov['backbone']}",
              head, "-" * len(head)]
     lines += [_line(row["label"], row) for row in pooled["arms"].values()]
+    lines += ["funnel, pooled over split and selector seeds (decisions of the memory runs):"]
+    lines += [f"  {row['label']}: {metrics.funnel_line(row['funnel'])}"
+              for row in pooled["arms"].values() if row.get("funnel")]
     lines += ["per split seed:"]
     for r, arms in pooled["per_seed"].items():
         lines += [_line(f"  seed {r}: {row['label']}", row) for row in arms.values()]

@@ -291,18 +291,25 @@ class _VariantRuns:
         """Per seed key (and "base") and task: [evaluator calls, solved, retrieved records,
         action changes, harmful changes] (``COUNT_FIELDS``), the per-task numbers the report's
         four-domain ratios resample (Fig. 4(b,d))."""
-        def per_task(ends, decisions):
-            by_task = {}
+        def by_task(decisions):
+            out = {}
             for d in decisions:
-                by_task.setdefault(d["task_id"], []).append(d)
+                out.setdefault(d["task_id"], []).append(d)
+            return out
+        base = by_task(self.base_decisions)
+
+        def per_task(ends, decisions, paired=True):
+            mine = by_task(decisions)
             ends = {e["task_id"]: e for e in ends}
             out = {}
             for t in task_ids:
-                m = metrics.run_metrics([ends[t]], by_task.get(t, []))
+                # harmful changes: against the memory-free run's same decision (Fig. 5(d))
+                m = metrics.run_metrics([ends[t]], mine.get(t, []),
+                                        base.get(t, []) if paired else None)
                 out[t] = [m["world_model_calls"], m["solved"]] + [
-                    m.get(k, 0) for k in COUNT_FIELDS[2:]]
+                    m.get(k) or 0 for k in COUNT_FIELDS[2:]]
             return out
-        return {"base": per_task(self.base_ends, self.base_decisions),
+        return {"base": per_task(self.base_ends, self.base_decisions, paired=False),
                 **{k: per_task(self.ends[k], self.decisions[k]) for k in self.ends}}
 
     def metrics_on(self, task_ids: set) -> dict:
@@ -311,7 +318,12 @@ class _VariantRuns:
         runs = [metrics.run_metrics([e for e in self.ends[k] if e["task_id"] in task_ids],
                                     [d for d in self.decisions[k] if d["task_id"] in task_ids],
                                     base) for k in self.ends]
-        return metrics.mean_metrics(runs) if runs else {}
+        if not runs:
+            return {}
+        # the funnel summed over seeds (counts, not means), beside the seeds' mean metrics
+        return {**metrics.mean_metrics(runs),
+                **({"funnel": metrics.add_funnels([r.get("funnel") for r in runs])}
+                   if any(r.get("funnel") for r in runs) else {})}
 
 
 def look_alike_tasks(with_conditions: _VariantRuns, without: _VariantRuns) -> set:
@@ -386,8 +398,9 @@ def summarize_study(study, configs: dict, evaluations: dict, root: pathlib.Path,
                          **{k: dict(zip(eval_ids, (int(v > 0) for v in row)))
                             for k, row in zip(r.ends, solved)}},
             "score": intervals.summarize(solved, groups=groups),
-            "score_vs_base": intervals.summarize(solved - base[None], groups=groups),
-            "score_change": intervals.summarize(solved - ref[None], groups=groups),
+            # paired differences: the score interval with the groups' design effect
+            "score_vs_base": intervals.summarize_difference(solved - base[None], groups=groups),
+            "score_change": intervals.summarize_difference(solved - ref[None], groups=groups),
             "metrics": r.metrics_on(set(eval_ids)),
             "base_metrics": metrics.run_metrics(r.base_ends, r.base_decisions),
             "paired": result["aggregate"]["paired"],

@@ -21,7 +21,8 @@ with a seeded shuffle, each target at most once per condition:
                     derivable reference and get no look-alike targets (counted in the notes).
 
 Per condition and method: task success over the targets (with the no-memory reference), retrieval
-coverage per retrieval opportunity and harmful use per selected record use (Appendix D.4). Pair
+coverage per retrieval opportunity and harmful use per selected record use paired with the
+no-memory run at the same decision (Appendix D.4, Fig. 5(d)). Pair
 runs are logged in ``pairs/eval/<condition>-<method>/log.jsonl`` and resume after a kill.
 """
 import asyncio
@@ -307,12 +308,13 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
                                   "tasks", ids))
             if method is None:
                 continue
-            units = cells.rate_units(cells.decisions(pairs_wd.root, name))
+            units = cells.rate_units(cells.decisions(pairs_wd.root, name),
+                                     cells.decisions(pairs_wd.root, f"{condition}-base"))
             rows.append(cells.row("b", "retrieval coverage", "coverage",
                                   "coverage per retrieval opportunity (%)", label, x,
                                   [units["coverage"]], ["pairs"], "retrieval opportunities"))
             rows.append(cells.row("c", "harmful use", "harmful_use",
-                                  "harmful use per selected use (%)", label, x,
+                                  "harmful use per paired use (%)", label, x,
                                   [units["harmful"]], ["pairs"], "selected uses"))
     notes = [f"{len(sources)} source tasks with verified records; pairs per condition: " +
              ", ".join(f"{c} {len(p)} of {len(candidates[c])} candidates"
