@@ -18,7 +18,7 @@ import tqdm
 
 from countermem_jax import baselines
 from countermem_jax.runtime import curves
-from countermem_jax.phases import construction_waves as waves
+from countermem_jax.phases import construction_waves as waves, wave_sizes
 from countermem_jax.method.agents import Agent, MemoryCalls
 from countermem_jax.method.counterfactual import CounterfactualBuilder
 from countermem_jax.method import transfer_checks
@@ -77,8 +77,9 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
     done = set(store.meta.get("processed_tasks", []))
     construction_cfg = ctx.method.construction
     todo = [t for t in ctx.splits.build if t.task_id not in done]
+    wave_size = wave_sizes.construction_wave(cfg.construction.wave_size, ctx.backbone)
     wd.log.write("phase_start", phase="construction", tasks=len(ctx.splits.build),
-                 resumed=len(done))
+                 resumed=len(done), wave_size=wave_size)
 
     async def run_task(task, view: waves.TaskView):
         """One construction task on its view of the store; what it writes (records, reuse
@@ -130,7 +131,7 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
             "construction/tokens": ctx.ledger.total("construction").total})
     try:
         return await waves.InFlight(
-            store, run_task, wave_size=cfg.construction.wave_size,
+            store, run_task, wave_size=wave_size,
             make_index=functools.partial(context.retrieval_index, ctx.method,
                                         construction=True, groups=ctx.splits.groups,
                                         world=context.world_check(ctx)),

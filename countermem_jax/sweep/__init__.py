@@ -90,7 +90,8 @@ def run_sweep(sweep, *, dry_run: bool = False, local: bool = False, address: str
          f"({'in this process' if local else 'on Ray'})")
     outcome = schedule.run_graph(runs, executor,
                                  progress_every_s=float(sweep.get("progress_every_s", 30.0)),
-                                 echo=echo, precheck=_precheck)
+                                 echo=echo, precheck=_precheck,
+                                 hosted_cap=int(sweep.get("hosted_slots", 0) or 0))
     status = {r.name: {"phase": r.phase, "workdir": r.workdir, "state": outcome.states[r.name],
                        "error": outcome.errors.get(r.name), "ran": outcome.infos.get(r.name)}
               for r in runs}
