@@ -271,3 +271,49 @@ def test_the_scheduler_never_runs_more_hosted_slots_than_the_cap(tmp_path):
     executor = Executor()
     schedule.run_graph(runs, executor, echo=lambda *_: None)
     assert executor.peak == 18   # no cap: all at once
+
+
+def test_the_dry_run_prints_the_grids_calls_tokens_and_hours():
+    """The per-run bounds add up to the run config's own (studies/cost.py: the build, each
+    seed's training, the base run once, one memory run per seed), at agent.max_tokens each; at
+    --tokens_per_s they become hours; hosted cells are counted apart."""
+    from countermem_jax.studies import cost
+    from countermem_jax.sweep import wall_time
+    sweep, runs = _paper_cells(methods=("countermem",))
+    cfg = next(r.config for k, r in runs.items() if k[:3] == ("gptoss", "countermem",
+                                                              "build_memory"))
+    with cfg.unlocked():
+        cfg.selector.seeds = (0, 1)
+        cfg.eval.seeds = ()
+    whole = cost.phase_requests(cfg)
+    t = wall_time.tally(list(runs.values()))
+    assert t.served_calls == sum(whole.values()) > 0
+    assert t.served_tokens == t.served_calls * 4096 and t.hosted_calls > 0
+    text = wall_time.describe(list(runs.values()), tokens_per_s=1000.0, tokens_per_call=100)
+    hours = wall_time.tally(list(runs.values()), 100).served_tokens / 1000 / 3600
+    assert f"at 1,000 tokens/s: at most {hours:,.1f} h" in text
+    assert "not counted" not in text
+    out = _binary("--sweep=configs/sweeps/paper_grid.py", "--dry_run", "--tokens_per_s=20480",
+                  "--sweep.benchmarks=('spider',)", "--sweep.methods=('countermem',)")
+    assert out.returncode == 0, out.stderr
+    assert "expected wall time on the hosts' servers at 20,480 tokens/s: at most" in out.stdout
+
+
+def test_every_method_of_the_grid_has_a_request_bound():
+    """The Table 1 grid's wall time counts every method's calls (ExpeL, Generative Agents,
+    Voyager, MemGPT and Best-of-N bounded as their builders and augmentations call)."""
+    from countermem_jax import baselines
+    from countermem_jax.studies import cost
+    from countermem_jax.sweep import wall_time
+    _, runs = _paper_cells(methods=tuple(baselines.METHODS))
+    assert not wall_time.tally(list(runs.values())).unbounded
+    cfg = next(iter(runs.values())).config
+    per = {}
+    for method in baselines.METHODS:
+        with cfg.unlocked():
+            cfg.method = method
+        per[method] = cost.task_requests(cfg)
+    attempts = cfg.agent.max_attempts
+    assert per["best_of_n"] == {"build": 0, "base": attempts, "memory": attempts * 6}
+    assert per["memgpt"]["memory"] == attempts * 3 and per["memgpt"]["build"] == attempts * 3 + 3
+    assert per["expel"]["build"] == attempts + 2
