@@ -78,6 +78,8 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
     construction_cfg = ctx.method.construction
     todo = [t for t in ctx.splits.build if t.task_id not in done]
     wave_size = wave_sizes.construction_wave(cfg.construction.wave_size, ctx.backbone)
+    if cfg.construction.wave_size == wave_sizes.AUTO:
+        print(f"construction.wave_size=0: {wave_size} tasks in flight, what the servers hold")
     wd.log.write("phase_start", phase="construction", tasks=len(ctx.splits.build),
                  resumed=len(done), wave_size=wave_size)
 
