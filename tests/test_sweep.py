@@ -43,7 +43,8 @@ def test_dry_run_prints_the_graph_and_starts_nothing(tmp_path):
     assert "evaluate[seed 1, all seeds]" in people[4]
     # eval.concurrency of the run config (2) is what an evaluation reserves; the others 1
     assert "llm_slots=2" in people[2] and "llm_slots=1" in people[0]
-    assert lines[-1] == "runs per phase: build_memory 2, train_selector 4, evaluate 6"
+    assert lines[-3] == "runs per phase: build_memory 2, train_selector 4, evaluate 6"
+    assert lines[-2].startswith("LLM calls (upper bounds") and "--tokens_per_s" in lines[-1]
     assert not (tmp_path / "root").exists()
 
 
@@ -52,7 +53,7 @@ def test_paper_grid_dry_run_has_one_build_per_store():
     assert out.returncode == 0, out.stderr
     # 12 benchmarks x 2 agents x 2 backbones = 48 settings; per setting 8 memories (CounterMem
     # and 7 baselines), 5 selector seeds, 5 CounterMem + 9 baseline evaluations
-    assert out.stdout.splitlines()[-1] == \
+    assert out.stdout.splitlines()[-3] == \
         "runs per phase: build_memory 384, train_selector 240, evaluate 672"
 
 

@@ -19,7 +19,12 @@ base agent (a draft and, for Reflexion, a reflection per attempt) and once per e
 The ReasoningBank baselines (Appendix D.5, E.2) revise with one memory block per attempt (no
 condition judgement) and learn after every construction run: a self-judgement and an extraction
 (plain), one extraction (verified feedback), or ``matts_k`` rollouts each self-judged and one
-contrast (MaTTS). What variants share (build, selector, base run; ``runner.ShareKeys``) is
+contrast (MaTTS). The other baselines (Appendix D.5): ExpeL gathers with the base agent and
+compares at most twice per task (the run, the batch's tail); Voyager describes at most one skill
+per task; Generative Agents scores each attempt's observation and may reflect (two calls) after
+it; MemGPT manages its memory in at most ``max_steps`` calls per task and searches its archive
+once per attempt; Best-of-N builds nothing and draws K candidates and a judgement per attempt.
+What variants share (build, selector, base run; ``runner.ShareKeys``) is
 counted once, as the runner makes it once.
 """
 from countermem_jax.studies import runner
