@@ -100,3 +100,16 @@ def test_a_bad_argument_is_refused_in_one_line_naming_the_choices(tmp_path, arg,
     assert out.returncode == 1 and len(lines) == 1, out.stderr
     assert lines[0].startswith(f"error: configs/paper.py:{arg}: ") and message in lines[0]
     assert not workdir.exists()
+
+
+def test_gpu_configs_keep_every_phase_full_and_cpu_configs_one_at_a_time():
+    """Construction on the gpt-oss and API settings keeps as many tasks in flight as the
+    servers hold (0, resolved at phase start); the gpt-oss selector waves' five seeds together
+    hold the paper host's sequences; the CPU schedule keeps 1 everywhere."""
+    paper = _module("paper.py").get_config
+    gptoss, api, cpu = (paper(f"spider,react,{b}") for b in ("gptoss", "api", "cpu"))
+    assert gptoss.construction.wave_size == api.construction.wave_size == 0
+    assert gptoss.selector.wave_size * len(gptoss.selector.seeds) <= config_defaults.VLLM_SEQUENCES
+    assert gptoss.selector.wave_size == config_defaults.VLLM_SEQUENCES // 5 > 1
+    assert api.selector.wave_size == 1
+    assert (cpu.construction.wave_size, cpu.selector.wave_size, cpu.eval.concurrency) == (1, 1, 1)

@@ -276,11 +276,46 @@ def test_a_stale_run_that_raised_is_re_run_not_fatal(tmp_path, people, pinned):
                for c, _ in backbone.calls)  # the stale run did raise
 
 
-def test_wave_size_below_one_is_refused(tmp_path, people):
-    with pytest.raises(Exception, match=r"construction\.wave_size=0 must be >= 1"):
-        experiment.build_memory(_config(tmp_path, 0), tmp_path / "wd", backbone=scripted(),
+def test_a_negative_wave_size_is_refused(tmp_path, people):
+    with pytest.raises(Exception, match=r"construction\.wave_size=-1 must be >= 0"):
+        experiment.build_memory(_config(tmp_path, -1), tmp_path / "wd", backbone=scripted(),
                                 benchmark=people)
     assert not (tmp_path / "wd" / "store.jsonl").exists()
+
+
+def test_wave_size_zero_keeps_as_many_tasks_in_flight_as_the_servers_hold(tmp_path, people,
+                                                                          pinned):
+    """0 (the GPU configs) is the client's in-flight limit, read when the phase starts; the
+    store is the one of W = 1."""
+    one = _build(tmp_path, people, "w1", wave_size=1)
+    backbone = scripted()
+    backbone.max_concurrency = 5   # what the client allows: the URL file's replicas hold 5
+    auto = _build(tmp_path, people, "auto", wave_size=0, backbone=backbone)
+    assert [len(w["tasks"]) for w in _waves(auto)] == [5, 5, 5, 1]
+    assert RunLog(auto / "log.jsonl").events("phase_start")[0]["wave_size"] == 5
+    for name in ("store.jsonl", "store_frozen.jsonl"):
+        assert (auto / name).read_bytes() == (one / name).read_bytes(), name
+
+
+def test_the_servers_hold_what_the_url_file_says(tmp_path):
+    """The wave of 0 through the real client: the URL file's sum of max_num_seqs, under the
+    configured cap; a backbone without a limit (llama.cpp, scripted) runs one task at a time."""
+    from countermem_jax.backbones.cache import CachedBackbone
+    from countermem_jax.backbones.factory import make_backbone
+    from countermem_jax.phases import wave_sizes
+    urls = tmp_path / "vllm_urls.txt"
+    urls.write_text("http://127.0.0.1:9/v1 max_num_seqs=48\nhttp://127.0.0.1:10/v1 "
+                    "max_num_seqs=16\n")
+    cfg = base_config().backbone
+    cfg.update(kind="openai", base_urls=str(urls), model="m", max_concurrency=1024,
+               cache_dir=str(tmp_path / "cache"))
+    backbone = make_backbone(cfg)
+    assert isinstance(backbone, CachedBackbone)
+    assert wave_sizes.construction_wave(0, backbone) == 64
+    assert wave_sizes.construction_wave(3, backbone) == 3
+    cfg.max_concurrency = 40
+    assert wave_sizes.construction_wave(0, make_backbone(cfg)) == 40
+    assert wave_sizes.construction_wave(0, scripted()) == 1
 
 
 # ----------------------------------------------------------------------------- the replay rule

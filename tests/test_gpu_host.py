@@ -1,6 +1,7 @@
 """What a bare GPU host needs of the client side (issue 37): the URL file and what its replicas
 hold, the sweep leaving hosted-API cells their endpoint, no retry of a refused request, the
 open-file limit, the preflight's timeout. Loopback servers only (countermem_jax/testing)."""
+import asyncio
 import os
 import pathlib
 import subprocess
@@ -164,3 +165,45 @@ def test_the_preflight_timeout_follows_reasoning_effort_and_token_budget(monkeyp
         cfg.backbone.base_urls = server.base_url
         preflight_checks.run(cfg, duration_s=0.2, concurrency=2)
     assert seen == [medium]
+
+
+def test_the_preflight_measures_completion_tokens_per_second_per_url():
+    """Short bounded replies against every URL the client holds: tokens/s in all and per URL,
+    the value the sweep's dry run takes; a URL that answered nothing is a NO-GO."""
+    cfg = config_defaults.setting_config("spider", "react", "gptoss")
+    with LocalOpenAIServer(gpt_oss_style=True) as a, LocalOpenAIServer(gpt_oss_style=True) as b:
+        cfg.backbone.base_urls = f"{a.base_url},{b.base_url}"
+        report = preflight_checks.run(cfg, duration_s=0.5, concurrency=4)
+    assert set(report.tokens_by_url) == {a.base_url, b.base_url}
+    assert all(n > 0 for n in report.tokens_by_url.values())
+    assert report.tokens_per_s == pytest.approx(sum(report.tokens_by_url.values())
+                                                / report.duration_s)
+    text = preflight_checks.render(report)
+    assert f"tokens/s: {report.tokens_per_s:,.0f} completion tokens/s in all ({a.base_url}: " in text
+    assert f"--tokens_per_s={report.tokens_per_s:.0f}" in text
+    report.tokens_by_url[b.base_url] = 0
+    assert f"throughput: no completion tokens from {b.base_url}" in report.problems
+    assert not report.go
+
+
+def test_the_preflight_throughput_requests_are_bounded():
+    seen = []
+
+    cfg = config_defaults.setting_config("spider", "react", "gptoss")
+    with LocalOpenAIServer(gpt_oss_style=True) as server:
+        cfg.backbone.update(base_urls=server.base_url, cache_dir="")
+        backbone = factory.make_backbone(cfg.backbone)
+        real = backbone._chat
+
+        async def chat(messages, params):
+            seen.append(params.max_tokens)
+            return await real(messages, params)
+
+        async def measure():
+            try:
+                await preflight_checks._throughput(backbone, cfg, 2, 0.2)
+            finally:
+                await backbone.aclose()
+        backbone._chat = chat
+        asyncio.run(measure())
+    assert seen and set(seen) == {preflight_checks.THROUGHPUT_MAX_TOKENS}

@@ -43,7 +43,8 @@ def test_dry_run_prints_the_graph_and_starts_nothing(tmp_path):
     assert "evaluate[seed 1, all seeds]" in people[4]
     # eval.concurrency of the run config (2) is what an evaluation reserves; the others 1
     assert "llm_slots=2" in people[2] and "llm_slots=1" in people[0]
-    assert lines[-1] == "runs per phase: build_memory 2, train_selector 4, evaluate 6"
+    assert lines[-3] == "runs per phase: build_memory 2, train_selector 4, evaluate 6"
+    assert lines[-2].startswith("LLM calls (upper bounds") and "--tokens_per_s" in lines[-1]
     assert not (tmp_path / "root").exists()
 
 
@@ -52,7 +53,7 @@ def test_paper_grid_dry_run_has_one_build_per_store():
     assert out.returncode == 0, out.stderr
     # 12 benchmarks x 2 agents x 2 backbones = 48 settings; per setting 8 memories (CounterMem
     # and 7 baselines), 5 selector seeds, 5 CounterMem + 9 baseline evaluations
-    assert out.stdout.splitlines()[-1] == \
+    assert out.stdout.splitlines()[-3] == \
         "runs per phase: build_memory 384, train_selector 240, evaluate 672"
 
 
@@ -207,3 +208,118 @@ def test_sweep_slots_never_change_a_fingerprinted_concurrency():
     with cfg.unlocked():
         cfg.selector.wave_size = 2   # fingerprinted: selector training in waves
     assert spec.slots_for(sweep, cfg, "train_selector") == 2
+
+
+def _paper_cells(**fields):
+    sweep = sweep_helpers.load_sweep(REPO / "configs" / "sweeps" / "paper_grid.py")
+    sweep.update(dict(benchmarks=("spider",), agents=("react",), backbones=("gptoss", "api"),
+                      methods=("countermem", "none", "expel", "best_of_n"), seeds=(0, 1)))
+    sweep.update(fields)
+    return sweep, {(r.workdir.split("/")[-2].split("_")[1], r.workdir.split("/")[-1].split("-")[0],
+                    r.phase, r.label): r for r in graph.build_graph(sweep)}
+
+
+def test_a_run_reserves_what_it_can_use():
+    """Spider on gpt-oss: 40 evaluation tasks, each with the base run and one method run (one
+    seed per evaluation run), reserve 80 slots, not eval.concurrency's 1,024; the base agent
+    alone 40; Best-of-N's K = 4 extra candidates at once 200; a CounterMem build its 60 tasks
+    (its wave of 0: what the servers hold), a baseline's sequential build 1; selector training
+    its (fingerprinted) wave. Each run's concurrency is what it reserved."""
+    _, runs = _paper_cells()
+    slots = {k[1:]: r.llm_slots for k, r in runs.items() if k[0] == "gptoss"}
+    assert slots[("countermem", "evaluate", "seed 0")] == 80
+    assert slots[("countermem", "evaluate", "seed 1, all seeds")] == 80
+    assert slots[("none", "evaluate", "")] == 40
+    assert slots[("best_of_n", "evaluate", "")] == 200
+    assert slots[("countermem", "build_memory", "")] == 60
+    assert slots[("expel", "build_memory", "")] == 1
+    assert slots[("countermem", "train_selector", "seed 0")] == 204
+    run = runs[("gptoss", "countermem", "evaluate", "seed 0")]
+    assert run.config.backbone.max_concurrency == run.config.eval.concurrency == 80
+    build = runs[("gptoss", "countermem", "build_memory", "")]
+    assert build.config.construction.wave_size == build.config.backbone.max_concurrency == 60
+    assert runs[("gptoss", "countermem", "train_selector", "seed 0")].config.selector.wave_size \
+        == 204
+
+
+def test_hosted_runs_take_a_share_of_one_cluster_wide_cap():
+    """API cells reserve no node slots; each takes at most sweep.hosted_slots of the
+    cluster-wide cap, and its client never holds more in flight."""
+    _, runs = _paper_cells(hosted_slots=5)
+    hosted = [r for k, r in runs.items() if k[0] == "api"]
+    assert hosted and all(r.llm_slots == 0 and 0 < r.hosted_slots <= 5 for r in hosted)
+    assert all(r.config.backbone.max_concurrency <= 5 for r in hosted)
+    assert not any(r.hosted_slots for k, r in runs.items() if k[0] == "gptoss")
+    _, uncapped = _paper_cells(hosted_slots=0)
+    assert not any(r.hosted_slots for r in uncapped.values())
+
+
+def test_the_scheduler_never_runs_more_hosted_slots_than_the_cap(tmp_path):
+    """Six independent hosted runs of 3 slots under a cap of 7: at most two run at once."""
+    from countermem_jax.sweep import schedule
+
+    class Executor:
+        def __init__(self):
+            self.running, self.peak = [], 0
+
+        def submit(self, run):
+            self.running.append(run)
+            self.peak = max(self.peak, sum(r.hosted_slots for r in self.running))
+
+        def wait(self, timeout):
+            return [(self.running.pop(0).name, {}, None)]
+
+    runs = [graph.PhaseRun(f"{tmp_path}/w{i}:evaluate", "evaluate", str(tmp_path / f"w{i}"),
+                           None, [], 1.0, 0, hosted_slots=3) for i in range(6)]
+    executor = Executor()
+    outcome = schedule.run_graph(runs, executor, echo=lambda *_: None, hosted_cap=7)
+    assert outcome.ok and executor.peak == 6
+    executor = Executor()
+    schedule.run_graph(runs, executor, echo=lambda *_: None)
+    assert executor.peak == 18   # no cap: all at once
+
+
+def test_the_dry_run_prints_the_grids_calls_tokens_and_hours():
+    """The per-run bounds add up to the run config's own (studies/cost.py: the build, each
+    seed's training, the base run once, one memory run per seed), at agent.max_tokens each; at
+    --tokens_per_s they become hours; hosted cells are counted apart."""
+    from countermem_jax.studies import cost
+    from countermem_jax.sweep import wall_time
+    sweep, runs = _paper_cells(methods=("countermem",))
+    cfg = next(r.config for k, r in runs.items() if k[:3] == ("gptoss", "countermem",
+                                                              "build_memory"))
+    with cfg.unlocked():
+        cfg.selector.seeds = (0, 1)
+        cfg.eval.seeds = ()
+    whole = cost.phase_requests(cfg)
+    t = wall_time.tally(list(runs.values()))
+    assert t.served_calls == sum(whole.values()) > 0
+    assert t.served_tokens == t.served_calls * 4096 and t.hosted_calls > 0
+    text = wall_time.describe(list(runs.values()), tokens_per_s=1000.0, tokens_per_call=100)
+    hours = wall_time.tally(list(runs.values()), 100).served_tokens / 1000 / 3600
+    assert f"at 1,000 tokens/s: at most {hours:,.1f} h" in text
+    assert "not counted" not in text
+    out = _binary("--sweep=configs/sweeps/paper_grid.py", "--dry_run", "--tokens_per_s=20480",
+                  "--sweep.benchmarks=('spider',)", "--sweep.methods=('countermem',)")
+    assert out.returncode == 0, out.stderr
+    assert "expected wall time on the hosts' servers at 20,480 tokens/s: at most" in out.stdout
+
+
+def test_every_method_of_the_grid_has_a_request_bound():
+    """The Table 1 grid's wall time counts every method's calls (ExpeL, Generative Agents,
+    Voyager, MemGPT and Best-of-N bounded as their builders and augmentations call)."""
+    from countermem_jax import baselines
+    from countermem_jax.studies import cost
+    from countermem_jax.sweep import wall_time
+    _, runs = _paper_cells(methods=tuple(baselines.METHODS))
+    assert not wall_time.tally(list(runs.values())).unbounded
+    cfg = next(iter(runs.values())).config
+    per = {}
+    for method in baselines.METHODS:
+        with cfg.unlocked():
+            cfg.method = method
+        per[method] = cost.task_requests(cfg)
+    attempts = cfg.agent.max_attempts
+    assert per["best_of_n"] == {"build": 0, "base": attempts, "memory": attempts * 6}
+    assert per["memgpt"]["memory"] == attempts * 3 and per["memgpt"]["build"] == attempts * 3 + 3
+    assert per["expel"]["build"] == attempts + 2

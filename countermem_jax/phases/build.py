@@ -4,8 +4,8 @@ CounterMem runs the base agent on each construction task with retrieval over the
 grows; after a failure Modules I–II propose ≤ K local edits, check them from the same state and
 admit verified improvements as records. The store is saved atomically after every task with the
 processed task ids in its header, so a killed run resumes where it stopped. Up to
-``construction.wave_size`` tasks run at once and commit in split order, with the store identical
-to the one-at-a-time run (``countermem_jax.phases.construction_waves.InFlight``). At the end the store is
+``construction.wave_size`` tasks (0: as many as the servers hold, ``wave_sizes``) run at once and
+commit in split order, with the store identical to the one-at-a-time run (``countermem_jax.phases.construction_waves.InFlight``). At the end the store is
 frozen and its content hash written for the later phases. A baseline method (``cfg.method``)
 builds its own memory instead (``countermem_jax.baselines``), or skips a phase it has no use for.
 """
@@ -18,7 +18,7 @@ import tqdm
 
 from countermem_jax import baselines
 from countermem_jax.runtime import curves
-from countermem_jax.phases import construction_waves as waves
+from countermem_jax.phases import construction_waves as waves, wave_sizes
 from countermem_jax.method.agents import Agent, MemoryCalls
 from countermem_jax.method.counterfactual import CounterfactualBuilder
 from countermem_jax.method import transfer_checks
@@ -80,8 +80,11 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
     done = set(store.meta.get("processed_tasks", []))
     construction_cfg = ctx.method.construction
     todo = [t for t in ctx.splits.build if t.task_id not in done]
+    wave_size = wave_sizes.construction_wave(cfg.construction.wave_size, ctx.backbone)
+    if cfg.construction.wave_size == wave_sizes.AUTO:
+        print(f"construction.wave_size=0: {wave_size} tasks in flight, what the servers hold")
     wd.log.write("phase_start", phase="construction", tasks=len(ctx.splits.build),
-                 resumed=len(done))
+                 resumed=len(done), wave_size=wave_size)
 
     async def run_task(task, view: waves.TaskView):
         """One construction task on its view of the store; what it writes (records, reuse
@@ -133,7 +136,7 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
             "construction/tokens": ctx.ledger.total("construction").total})
     try:
         return await waves.InFlight(
-            store, run_task, wave_size=cfg.construction.wave_size,
+            store, run_task, wave_size=wave_size,
             make_index=functools.partial(context.retrieval_index, ctx.method,
                                         construction=True, groups=ctx.splits.groups,
                                         world=context.world_check(ctx),

@@ -54,7 +54,7 @@ INT_RANGES = {
     "agent.max_attempts": (1, None), "agent.token_budget": (1, None), "agent.max_tokens": (1, None),
     "memory.capacity": (1, None), "memory.suppress_after_uses": (0, None), "memory.top_k": (1, features.NUM_SLOTS),
     "construction.k": (1, None), "construction.max_expanded_failures": (0, None),
-    "construction.verification_budget": (0, None), "construction.wave_size": (1, None),
+    "construction.verification_budget": (0, None), "construction.wave_size": (0, None),
     "construction.transfer_checks": (0, None),
     "selector.total_decisions": (1, None), "selector.learning_starts": (0, None),
     "selector.train_every": (1, None), "selector.target_sync_every": (1, None),

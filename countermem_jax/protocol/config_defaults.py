@@ -161,6 +161,7 @@ def base_config() -> ml_collections.ConfigDict:
     # Construction tasks in flight (docs/concurrency.md): the store is the same for
     # every value; a larger one keeps a served backbone busy, at the cost of re-runs (cheap
     # with backbone.cache_dir set, which also lets the condition judge be asked ahead).
+    # 0: as many as the servers hold, resolved at phase start (phases/wave_sizes.py).
     c.construction.wave_size = 1
     # Evaluation-only interventions on the same store and selector (studies, Appendix D.5/E.3):
     # which records reach the selector (retrieval.retrieve.INTERVENTIONS, seeded), and removing
@@ -183,6 +184,9 @@ def base_config() -> ml_collections.ConfigDict:
 VLLM_REPLICAS = 4
 VLLM_MAX_NUM_SEQS = 256
 VLLM_SEQUENCES = VLLM_REPLICAS * VLLM_MAX_NUM_SEQS
+# Selector training episodes per wave in the GPU configs: the five seeds of Table 4 trained
+# together (train_selector) hold VLLM_SEQUENCES requests, one per episode.
+SELECTOR_WAVE = VLLM_SEQUENCES // 5
 
 
 def gptoss_config(benchmark: str, agent: str = "react") -> ml_collections.ConfigDict:
@@ -198,6 +202,12 @@ def gptoss_config(benchmark: str, agent: str = "react") -> ml_collections.Config
     c.backbone.update(kind="openai", base_urls="vllm_urls.txt", model="openai/gpt-oss-120b",
                       reasoning_effort="medium", max_concurrency=VLLM_SEQUENCES, cache_dir="auto")
     c.eval.concurrency = VLLM_SEQUENCES
+    # Every phase keeps the servers full (docs/concurrency.md): construction as many tasks as
+    # the URL file's replicas hold (the store is the same at any W); selector training waves
+    # whose seeds together fill the paper's host. Selector waves change the selector (a wave
+    # acts with its start's parameters), so W is a fixed number, the same on every host.
+    c.construction.wave_size = 0
+    c.selector.wave_size = SELECTOR_WAVE
     return c
 
 
@@ -210,6 +220,7 @@ def api_config(benchmark: str, agent: str = "react") -> ml_collections.ConfigDic
                       model="gemini-3.1-flash-lite", api_key_env="GEMINI_API_KEY",
                       reasoning_effort="", max_concurrency=8)
     c.eval.concurrency = 8
+    c.selector.wave_size = 1   # 8 requests in flight hold no wave
     return c
 
 

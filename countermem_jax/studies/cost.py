@@ -19,14 +19,20 @@ base agent (a draft and, for Reflexion, a reflection per attempt) and once per e
 The ReasoningBank baselines (Appendix D.5, E.2) revise with one memory block per attempt (no
 condition judgement) and learn after every construction run: a self-judgement and an extraction
 (plain), one extraction (verified feedback), or ``matts_k`` rollouts each self-judged and one
-contrast (MaTTS). What variants share (build, selector, base run; ``runner.ShareKeys``) is
+contrast (MaTTS). The other baselines (Appendix D.5): ExpeL gathers with the base agent and
+compares at most twice per task (the run, the batch's tail); Voyager describes at most one skill
+per task; Generative Agents scores each attempt's observation and may reflect (two calls) after
+it; MemGPT manages its memory in at most ``max_steps`` calls per task and searches its archive
+once per attempt; Best-of-N builds nothing and draws K candidates and a judgement per attempt.
+What variants share (build, selector, base run; ``runner.ShareKeys``) is
 counted once, as the runner makes it once.
 """
 from countermem_jax.studies import runner
 
 PHASES = ("build", "selector", "base_run", "memory_runs")
-# Calls after each construction run, besides the run itself (baselines/reasoningbank.py).
-_LEARN = {"reasoningbank": 2, "reasoningbank_verified": 1}
+# Calls after each construction run, besides the run itself (baselines/reasoningbank.py; ExpeL:
+# a comparison of the run and the tail of the success batch; Voyager: one skill description).
+_LEARN = {"reasoningbank": 2, "reasoningbank_verified": 1, "expel": 2, "voyager": 1}
 
 
 def _method(cfg) -> str:
@@ -34,9 +40,16 @@ def _method(cfg) -> str:
 
 
 def _attempt(cfg) -> int:
-    """Calls of one attempt with memory: draft, revision, condition judgements (CounterMem) or
-    draft and one revision with the retrieved block (a baseline)."""
-    return 2 + cfg.memory.top_k if _method(cfg) == "countermem" else 2
+    """Calls of one attempt with memory: draft, revision, condition judgements (CounterMem);
+    draft, archival search and revision (MemGPT); draft, K candidates and the judge
+    (Best-of-N); or draft and one revision with the retrieved block (another baseline)."""
+    method = _method(cfg)
+    if method == "countermem":
+        return 2 + cfg.memory.top_k
+    if method == "best_of_n":
+        from countermem_jax.baselines import config as baseline_config
+        return 2 + int(baseline_config.section(cfg, method)["k"])
+    return 3 if method == "memgpt" else 2
 
 
 def _reflections(cfg) -> int:
@@ -75,11 +88,19 @@ def task_requests(cfg) -> dict:
         from countermem_jax.baselines import config as baseline_config
         k = int(baseline_config.section(cfg, method)["matts_k"])
         build, memory = k * (run + 1) + 1, run
+    elif method == "best_of_n":   # no memory to build
+        build, memory = 0, run
+    elif method == "expel":        # gathering runs the base agent
+        build, memory = base + _LEARN[method], run
     elif method in _LEARN:
         build, memory = run + _LEARN[method], run
+    elif method == "generative_agents":   # per attempt an importance, at most a reflection
+        build, memory = run + 3 * attempts, run   # and its importance
+    elif method == "memgpt":       # up to max_steps memory-management steps per run
+        from countermem_jax.baselines import config as baseline_config
+        build, memory = run + int(baseline_config.section(cfg, method)["max_steps"]), run
     else:
-        raise ValueError(f"no request bound for method {method!r}; bounded: none, countermem, "
-                         f"reasoningbank, reasoningbank_matts, reasoningbank_verified")
+        raise ValueError(f"no request bound for method {method!r}")
     return {"build": build, "base": base, "memory": memory}
 
 

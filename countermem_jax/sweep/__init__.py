@@ -17,7 +17,7 @@ import json
 import pathlib
 
 from countermem_jax.phases import config_fingerprint, config_validation
-from countermem_jax.sweep import execute, graph, schedule
+from countermem_jax.sweep import execute, graph, schedule, wall_time
 from countermem_jax.sweep.spec import SweepError
 
 __all__ = ["run_sweep", "SweepError"]
@@ -91,21 +91,25 @@ def write_report(sweep, workdirs, echo=print, runs=()) -> pathlib.Path | None:
 
 
 def run_sweep(sweep, *, dry_run: bool = False, local: bool = False, address: str = "auto",
-              ray_init: dict | None = None, report: bool = True, echo=print):
-    """Plans the sweep and runs it (or only prints the plan); returns the ``schedule.Outcome``
+              ray_init: dict | None = None, report: bool = True, echo=print,
+              tokens_per_s: float = 0.0, tokens_per_call: int = 0):
+    """Plans the sweep and runs it (or only prints the plan, with the calls, tokens and, at
+    ``tokens_per_s``, the hours it needs: ``wall_time``); returns the ``schedule.Outcome``
     (None for a dry run). ``ROOT/sweep_status.json`` records every run's state and reason."""
     for module in sweep.get("imports") or ():  # extra benchmarks, known before validation
         importlib.import_module(module)
     runs = graph.build_graph(sweep)
     if dry_run:
         echo(graph.describe(runs, sweep.root))
+        echo(wall_time.describe(runs, tokens_per_s, tokens_per_call))
         return None
     executor = _executor(sweep, local, address, ray_init, runs)
     echo(f"sweep: {len(runs)} phase runs under {sweep.root} "
          f"({'in this process' if local else 'on Ray'})")
     outcome = schedule.run_graph(runs, executor,
                                  progress_every_s=float(sweep.get("progress_every_s", 30.0)),
-                                 echo=echo, precheck=_precheck)
+                                 echo=echo, precheck=_precheck,
+                                 hosted_cap=int(sweep.get("hosted_slots", 0) or 0))
     status = {r.name: {"phase": r.phase, "workdir": r.workdir, "state": outcome.states[r.name],
                        "error": outcome.errors.get(r.name), "ran": outcome.infos.get(r.name)}
               for r in runs}

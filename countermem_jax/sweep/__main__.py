@@ -1,6 +1,7 @@
 """The sweep binary: the grid of a sweep config, on a Ray cluster or in this process.
 
     python -m countermem_jax.sweep --sweep=configs/sweeps/<name>.py --dry_run   # the graph only
+    python -m countermem_jax.sweep --sweep=configs/sweeps/<name>.py --dry_run --tokens_per_s=20480
     python -m countermem_jax.sweep --sweep=configs/sweeps/<name>.py --local     # one process
     python -m countermem_jax.sweep --sweep=configs/sweeps/<name>.py             # Ray (address auto)
 
@@ -29,6 +30,11 @@ LOCAL = flags.DEFINE_bool("local", False, "Run the graph in this process, withou
 ADDRESS = flags.DEFINE_string("address", "auto", "Ray cluster address ('auto': the cluster this "
                               "host belongs to; 'local': a one-node Ray started here).")
 REPORT = flags.DEFINE_bool("report", True, "Write the report over the evaluated workdirs.")
+TOKENS_PER_S = flags.DEFINE_float("tokens_per_s", 0.0, "With --dry_run: the hosts' servers' "
+                                  "completion tokens per second (the preflight's measurement), "
+                                  "to print the grid's expected wall time.")
+TOKENS_PER_CALL = flags.DEFINE_integer("tokens_per_call", 0, "With --dry_run: completion tokens "
+                                       "per LLM call (0: each config's agent.max_tokens, a bound).")
 
 
 def main(argv):
@@ -36,7 +42,8 @@ def main(argv):
     del argv
     try:
         outcome = run_sweep(cli.loaded_config(SWEEP, "sweep"), dry_run=DRY_RUN.value, local=LOCAL.value,
-                            address=ADDRESS.value, report=REPORT.value)
+                            address=ADDRESS.value, report=REPORT.value,
+                            tokens_per_s=TOKENS_PER_S.value, tokens_per_call=TOKENS_PER_CALL.value)
     except (SweepError, config_validation.ConfigError) as err:
         print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
         sys.exit(1)

@@ -113,6 +113,12 @@ def uses_node_servers(cfg) -> bool:
     return cfg.backbone.kind == "openai" and not served_urls.names_urls(cfg.backbone.base_urls)
 
 
+def uses_hosted_api(cfg) -> bool:
+    """Whether a run of ``cfg`` talks to a hosted API: a served backbone with URLs of its own
+    (the sweep's ``hosted_slots`` cap them all together)."""
+    return cfg.backbone.kind == "openai" and served_urls.names_urls(cfg.backbone.base_urls)
+
+
 def phase_config(run, urls_env: str = DEFAULT_URLS_ENV):
     """The run's config with the host's LLM server URLs, when the host names them and the run
     uses the host's servers (``uses_node_servers``)."""

@@ -17,8 +17,9 @@ Parallelism is across workdirs: stores, methods, agents, benchmarks, backbones, 
 
 LLM slots are reserved only by runs that talk to the hosts' own servers
 (``execute.uses_node_servers``: a served backbone whose config names a URL file), by every phase
-alike (construction and selector waves, evaluation tasks: what each phase has in flight); a
-hosted API (URLs of its own) and an in-process model (llama.cpp) reserve none.
+alike (what each phase can have in flight: ``spec.usable_slots``); an in-process model
+(llama.cpp) reserves none, and a hosted API (URLs of its own) takes its share of the sweep's
+cluster-wide ``hosted_slots`` instead, which the scheduler holds (``schedule.run_graph``).
 """
 import dataclasses
 import hashlib
@@ -42,6 +43,7 @@ class PhaseRun:
     cpus: float
     llm_slots: int
     label: str = ""                # e.g. "seed 0", "all seeds"
+    hosted_slots: int = 0          # of the sweep's cluster-wide cap on hosted-API requests
 
     @property
     def marker(self) -> pathlib.Path:
@@ -79,8 +81,10 @@ class _Builder:
         lane = self.lanes.get(workdir)
         deps = list(deps) + ([lane] if lane and lane not in deps else [])
         reserved = slots if execute.uses_node_servers(cfg) else 0
+        hosted = (spec_lib.hosted_slots(self.sweep, cfg, slots)
+                  if execute.uses_hosted_api(cfg) else 0)
         self.runs[name] = PhaseRun(name, phase, workdir, cfg, deps, self.cpus[phase], reserved,
-                                   label)
+                                   label, hosted)
         self.lanes[workdir] = name
         return name
 
@@ -93,6 +97,8 @@ def build_graph(sweep) -> list[PhaseRun]:
         slots = {p: spec_lib.slots_for(sweep, cell.config, p) for p in spec_lib.PHASES}
         cfg = spec_lib.with_slots(cell.config, slots["build_memory"], slots["train_selector"],
                                   slots["evaluate"])
+        if execute.uses_hosted_api(cfg):   # its client never exceeds its share of the cap
+            slots = {p: spec_lib.hosted_slots(sweep, cfg, s) or s for p, s in slots.items()}
         workdir = str(root / _workdir_name(cell, store_key(cfg)))
         method, seeds = cell.method, cell.seeds
         deps = []
@@ -136,7 +142,8 @@ def describe(runs: list[PhaseRun], root) -> str:
     lines = [f"sweep: {len(runs)} phase runs in {len(workdirs)} workdirs under {root}"]
     for i, r in enumerate(runs):
         deps = ", ".join(f"#{index[d]}" for d in r.deps) or "-"
-        where = "" if r.llm_slots or r.config.backbone.kind != "openai" else " own-endpoint"
+        where = "" if r.llm_slots or r.config.backbone.kind != "openai" else (
+            f" own-endpoint hosted_slots={r.hosted_slots}")
         lines.append(f"#{i:<3} {r.name.removeprefix(root):<70} cpus={r.cpus:g} "
                      f"llm_slots={r.llm_slots:<3}{where} after: {deps}")
     for k, step in enumerate(steps(runs), 1):

@@ -68,9 +68,11 @@ def _start_state(run, echo) -> str:
 
 
 def run_graph(runs, executor, *, progress_every_s: float = 30.0, echo=print,
-              precheck=None) -> Outcome:
+              precheck=None, hosted_cap: int = 0) -> Outcome:
     """Runs ``runs`` (dependencies first) on ``executor``; ``precheck(run)`` may name a reason
-    not to start a run (a workdir made with another config) before anything runs."""
+    not to start a run (a workdir made with another config) before anything runs. Runs on
+    hosted APIs start only while their ``hosted_slots`` fit, with the running ones', in
+    ``hosted_cap`` (the sweep's cluster-wide cap; 0: none)."""
     # A run finished by an earlier sweep is skipped; a precheck refusal fails it up front.
     states = {r.name: _start_state(r, echo) for r in runs}
     errors, infos = {}, {}
@@ -79,6 +81,11 @@ def run_graph(runs, executor, *, progress_every_s: float = 30.0, echo=print,
         if reason:
             states[run.name], errors[run.name] = "failed", reason
     tally = progress.LogTally(r.workdir for r in runs)
+    by_name = {r.name: r for r in runs}
+
+    def hosted_fits(run) -> bool:
+        in_use = sum(by_name[n].hosted_slots for n, s in states.items() if s == "running")
+        return not hosted_cap or in_use + run.hosted_slots <= hosted_cap
     started = last = time.time()
     # Each round: start every waiting run whose dependencies finished (block those with a
     # failed one), then collect what ended; stop when nothing is running.
@@ -91,7 +98,7 @@ def run_graph(runs, executor, *, progress_every_s: float = 30.0, echo=print,
                 states[run.name] = "blocked"
                 bad = next(d for d in run.deps if states[d] in ("failed", "blocked"))
                 errors[run.name] = f"not started: dependency {bad} did not finish"
-            elif all(s in ("done", "skipped") for s in dep_states):
+            elif all(s in ("done", "skipped") for s in dep_states) and hosted_fits(run):
                 states[run.name] = "running"
                 executor.submit(run)
         if not any(s == "running" for s in states.values()):

@@ -15,6 +15,7 @@ import copy
 import dataclasses
 import importlib.util
 import itertools
+import json
 import pathlib
 
 import ml_collections
@@ -56,10 +57,15 @@ def default_sweep() -> ml_collections.ConfigDict:
     c.run_config = "configs/paper.py:{benchmark},{agent},{backbone}"
     c.overrides = ml_collections.ConfigDict()   # nested fields applied to every run
     c.variants = ml_collections.ConfigDict({"main": {}})   # study name -> nested overrides
-    # LLM slots a phase run reserves (= its concurrency); 0: the run config's own
-    # (eval.concurrency, construction.wave_size / selector.wave_size where present, else 1);
-    # a fingerprinted field (it changes results) always keeps the run config's value.
+    # LLM slots a phase run reserves (= its concurrency); 0: what the run can use (usable_slots:
+    # an evaluation at most its tasks x runs, a build at most its wave and its tasks, selector
+    # training its wave); a fingerprinted field (it changes results) always keeps the run
+    # config's value.
     c.llm_slots = ml_collections.ConfigDict(dict(build_memory=0, train_selector=0, evaluate=0))
+    # Requests in flight to hosted APIs (the api backbone), all runs of the sweep together, on
+    # the whole cluster; each hosted run takes at most this many (0: no cap). Our choice: two
+    # of the api config's runs (8 each) at a time; set it to what your API key allows.
+    c.hosted_slots = 16
     c.cpus = ml_collections.ConfigDict(dict(build_memory=2.0, train_selector=1.0, evaluate=2.0))
     c.max_retries = 2                           # Ray retries of a dead worker / transient error
     c.urls_env = "COUNTERMEM_LLM_URLS"          # node-local LLM URLs (launch/ray_cluster.sh)
@@ -128,18 +134,62 @@ CONCURRENCY = {"evaluate": ("eval", "concurrency"), "build_memory": ("constructi
 
 def slots_for(sweep, cfg, phase: str) -> int:
     """LLM slots a phase run of ``cfg`` reserves, which is also its concurrency: the sweep's
-    ``llm_slots.<phase>`` when > 0, else the run config's own (``eval.concurrency``;
-    ``construction.wave_size`` / ``selector.wave_size``). A concurrency field that is
-    fingerprinted (it changes results, e.g. selector waves) is never changed by the sweep: the
-    run config's value is what the run reserves."""
+    ``llm_slots.<phase>`` when > 0, else what the run can use (``usable_slots``). A concurrency
+    field that is fingerprinted (it changes results, e.g. selector waves) is never changed by
+    the sweep: the run config's value is what the run reserves."""
     section, name = CONCURRENCY[phase]
-    own = max(1, int(cfg[section][name] or 1))
     defining = {**config_fingerprint.fingerprint_fields(cfg, "build_memory"),
                 **config_fingerprint.fingerprint_fields(cfg, "train_selector")}
     if f"{section}.{name}" in defining:
-        return own
+        return max(1, int(cfg[section][name] or 1))
     given = int((sweep.get("llm_slots") or {}).get(phase, 0) or 0)
-    return given if given > 0 else own
+    return given if given > 0 else usable_slots(cfg, phase)
+
+
+def _split_size(cfg, split: str) -> int | None:
+    """Tasks of ``split`` ("build", "eval"): the manifest's list when the config names one
+    (None if it cannot be read here), else ``splits.n_<split>``."""
+    manifest = cfg.splits.get("manifest")
+    if not manifest:
+        return int(cfg.splits[f"n_{split}"])
+    try:
+        return len(json.loads(pathlib.Path(manifest).read_text())[split])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def eval_runs(cfg) -> int:
+    """Requests in flight per task of one of the sweep's evaluation runs: the base agent's run
+    and the method's (CounterMem with the trained selector: one seed per evaluation run; none
+    for "none"; Best-of-N draws its K extra candidates at once)."""
+    if cfg.method == "best_of_n":
+        return 1 + int(cfg.baselines.best_of_n.k)
+    return 1 + (cfg.method != "none")
+
+
+def usable_slots(cfg, phase: str) -> int:
+    """What a phase run of ``cfg`` can keep in flight, one request per task or episode: an
+    evaluation at most its tasks x runs, within ``eval.concurrency``; a CounterMem build at most
+    its construction tasks, within its wave size (0: the client's cap ``backbone.max_concurrency``,
+    what the phase itself would resolve it to), a baseline's build 1; selector training its
+    wave."""
+    if phase == "train_selector":
+        return max(1, int(cfg.selector.wave_size or 1))
+    if phase == "evaluate":
+        tasks, own = _split_size(cfg, "eval"), int(cfg.eval.concurrency or 1)
+        return max(1, own if tasks is None else min(own, tasks * eval_runs(cfg)))
+    if cfg.method != "countermem":   # a baseline builds its memory one task at a time
+        return 1
+    wave = int(cfg.construction.wave_size) or int(cfg.backbone.get("max_concurrency") or 1)
+    tasks = _split_size(cfg, "build")
+    return max(1, wave if tasks is None else min(wave, tasks))
+
+
+def hosted_slots(sweep, cfg, slots: int) -> int:
+    """The slots a run on a hosted API takes of the sweep's cluster-wide ``hosted_slots``: its
+    own, at most the cap (0: no cap; then it takes none)."""
+    cap = int(sweep.get("hosted_slots", 0) or 0)
+    return min(slots, cap) if cap > 0 else 0
 
 
 def with_slots(cfg, build: int, train: int, evaluate: int) -> ml_collections.ConfigDict:

@@ -3,13 +3,16 @@
 Before a multi-hour build on a GPU host (paper §4.1's served gpt-oss-120b), one request per
 template of the config's method (Appendix D.8), each with its output constraint and the
 configured token budget, checks that reasoning and content arrive apart, that the constraint
-was honoured and that no reply was cut off; then requests per second are measured at the
-configured concurrency. Before either, the setting's longest prompt (the first draft of each of
-its benchmark's tasks, counted with the gpt-oss tokenizer) plus the draft's token budget is
-set against the servers' ``max_model_len`` (vLLM's ``/v1/models``): a prompt that cannot fit
-would be refused at every attempt (``context_length``). ``run`` returns the rows and the
-verdict; ``render`` prints them; ``countermem_jax/preflight.py`` is the binary.
+was honoured and that no reply was cut off; then requests and completion tokens per second are
+measured at the configured concurrency, with replies bounded to ``THROUGHPUT_MAX_TOKENS`` so
+that they finish inside the measurement, in all and per URL (a URL that finished no request is a
+problem). Before either, the setting's longest prompt (the first draft of each of its
+benchmark's tasks, counted with the gpt-oss tokenizer) plus the draft's token budget is set
+against the servers' ``max_model_len`` (vLLM's ``/v1/models``): a prompt that cannot fit would
+be refused at every attempt (``context_length``). ``run`` returns the rows and the verdict;
+``render`` prints them; ``countermem_jax/preflight.py`` is the binary.
 """
+import collections
 import asyncio
 import dataclasses
 import string
@@ -59,6 +62,9 @@ _PARSE_ARGS = {"GENERATE_LOCAL_ALTERNATIVES": {"action": _ACTION, "k": 2},
 PREFLIGHT_TOKENS_PER_S = 20.0
 PREFLIGHT_QUEUE_S = 30.0
 EFFORT_SHARE = {"low": 0.5, "medium": 1.0, "high": 1.0}
+# Completion tokens of each throughput request: short enough to finish within the measurement
+# at a full batch's pace (PREFLIGHT_TOKENS_PER_S), long enough for decoding to dominate prefill.
+THROUGHPUT_MAX_TOKENS = 256
 # Markers of a reasoning trace left in the content (no reasoning parser on the server).
 _TRACE_MARKERS = ("<|channel|>", "<|start|>", "<think>", "assistantfinal")
 
@@ -126,10 +132,18 @@ class Report:
     completed: int
     errors: list
     context: Context = dataclasses.field(default_factory=Context)
+    # completion tokens of the throughput requests, per URL that answered them (every URL the
+    # client holds is a key)
+    tokens_by_url: dict = dataclasses.field(default_factory=dict)
 
     @property
     def requests_per_s(self) -> float:
         return self.completed / self.duration_s if self.duration_s else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Completion tokens per second, all servers together."""
+        return sum(self.tokens_by_url.values()) / self.duration_s if self.duration_s else 0.0
 
     @property
     def problems(self) -> list[str]:
@@ -137,6 +151,8 @@ class Report:
         out += [f"context: {p}" for p in self.context.problems]
         if not self.completed:
             out.append("throughput: no request completed")
+        elif idle := [u for u, n in self.tokens_by_url.items() if not n]:
+            out.append(f"throughput: no completion tokens from {', '.join(idle)}")
         out += [f"throughput: {e}" for e in self.errors[:3]]
         return out
 
@@ -207,10 +223,13 @@ async def _probe(backbone: Backbone, cfg, name: str) -> Row:
 
 
 async def _throughput(backbone: Backbone, cfg, concurrency: int, duration_s: float):
-    """Requests completed in ``duration_s`` with ``concurrency`` in flight (the draft's)."""
+    """Requests completed in ``duration_s`` with ``concurrency`` in flight (the draft's, at
+    most ``THROUGHPUT_MAX_TOKENS`` completion tokens each), the elapsed time, the errors and
+    the completion tokens per URL that answered."""
     messages, params = request_of(cfg, "DRAFT_ACTION", backbone.reasoning_effort)
+    params = dataclasses.replace(params, max_tokens=min(params.max_tokens, THROUGHPUT_MAX_TOKENS))
     deadline = time.monotonic() + duration_s
-    done, errors = 0, []
+    done, errors, tokens = 0, [], collections.Counter()
 
     async def worker(i: int):
         nonlocal done
@@ -220,14 +239,16 @@ async def _throughput(backbone: Backbone, cfg, concurrency: int, duration_s: flo
             seeded = dataclasses.replace(params, seed=(params.seed or 0) + 1 + i + n * concurrency)
             n += 1
             try:
-                await backbone.chat(messages, seeded, Charge(purpose="PREFLIGHT_THROUGHPUT"))
+                result = await backbone.chat(messages, seeded,
+                                             Charge(purpose="PREFLIGHT_THROUGHPUT"))
                 done += 1
+                tokens[result.server or "?"] += result.usage.completion_tokens
             except Exception as err:
                 errors.append(str(err)[:160])
                 return
     start = time.monotonic()
     await asyncio.gather(*[worker(i) for i in range(concurrency)])
-    return done, time.monotonic() - start, errors
+    return done, time.monotonic() - start, errors, tokens
 
 
 def request_timeout_s(cfg, names: list[str]) -> float:
@@ -307,10 +328,18 @@ async def run_async(cfg, duration_s: float = 60.0, concurrency: int | None = Non
         rows = list(await asyncio.gather(*[_probe(backbone, cfg, n) for n in names]))
         # what the client holds: the configured cap, lowered to what the URL file's replicas hold
         concurrency = concurrency or backbone_limit(backbone)
-        done, elapsed, errors = await _throughput(backbone, cfg, concurrency, duration_s)
+        done, elapsed, errors, tokens = await _throughput(backbone, cfg, concurrency, duration_s)
+        urls = served_urls(backbone)
     finally:
         await backbone.aclose()
-    return Report(rows, concurrency, elapsed, done, errors, context)
+    return Report(rows, concurrency, elapsed, done, errors, context,
+                  {**dict.fromkeys(urls, 0), **tokens})
+
+
+def served_urls(backbone) -> list[str]:
+    """The base URLs ``backbone`` sends to (through a response cache, its inner one's)."""
+    inner = getattr(backbone, "inner", backbone)
+    return [r.url for r in getattr(inner, "replicas", [])]
 
 
 def backbone_limit(backbone) -> int:
@@ -339,6 +368,10 @@ def render(report: Report) -> str:
     out.append(report.context.line())
     out.append(f"throughput: {report.requests_per_s:.1f} requests/s at concurrency "
                f"{report.concurrency} ({report.completed} in {report.duration_s:.1f} s)")
+    per_url = "; ".join(f"{u}: {n / report.duration_s:,.0f}" if report.duration_s else f"{u}: 0"
+                        for u, n in report.tokens_by_url.items())
+    out.append(f"tokens/s: {report.tokens_per_s:,.0f} completion tokens/s in all ({per_url}); "
+               f"the sweep's dry run takes --tokens_per_s={report.tokens_per_s:.0f}")
     if report.go:
         out.append("verdict: GO")
     else:

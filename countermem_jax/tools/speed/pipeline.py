@@ -22,11 +22,16 @@ which none of the run's own LLM calls or checks was under way, each timed as the
 (a chat call from the request to the task resuming, cache hits included; a check from the
 request to the task resuming: its turn for a checker thread, the check, the return to the loop;
 a task's condition-judge calls overlap: the union of their intervals counts, not their sum);
-``overhead_checks_in_thread_pct`` counts a check only while it runs in its thread. Goals:
+``overhead_checks_in_thread_pct`` counts a check only while it runs in its thread; and the
+share of prompt characters that repeat an earlier prompt's prefix (``prefix_share_pct``: over
+the prompts the phase sent to the server, response-cache hits excluded, each prompt's longest
+common prefix with any earlier prompt of the phase, summed, over their summed lengths): what
+vLLM's prefix cache can serve (goal on Spider: >= 70 % in evaluation). Goals:
 evaluation ≥ 40×, construction ≥ 10×, selector training ≥ 20×, overhead ≤ 5%. Last line:
 ``result: {json}``. ``--scale`` multiplies the task counts and decisions (the default sizes
 take about ten minutes on two cores, most of it the runs at 1).
 """
+import bisect
 import contextlib
 import contextvars
 import dataclasses
@@ -157,6 +162,56 @@ def _waiting(*unions):
     return tracker.waiting(unions or ("awaited", "in_check"))
 
 
+class _PrefixShare:
+    """Characters of the prompts sent and, of those, the ones a prompt shares with the longest
+    common prefix of any earlier prompt (``shared``); thread-safe. The longest common prefix
+    with any string of a set is the longer of those with its neighbours in sorted order."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.sorted, self.shared, self.total = [], 0, 0
+
+    @staticmethod
+    def _common(a: str, b: str) -> int:
+        n = 0
+        for x, y in zip(a, b):
+            if x != y:
+                break
+            n += 1
+        return n
+
+    def add(self, text: str) -> None:
+        """Books one prompt sent to the server."""
+        with self.lock:
+            i = bisect.bisect_left(self.sorted, text)
+            near = self.sorted[max(0, i - 1):i + 1]
+            self.shared += max((self._common(text, other) for other in near), default=0)
+            self.total += len(text)
+            self.sorted.insert(i, text)
+
+    @property
+    def pct(self) -> float | None:
+        return round(100.0 * self.shared / self.total, 1) if self.total else None
+
+
+def prompt_text(messages) -> str:
+    """A chat as one string in message order, roles marked: the order in which a server's
+    prefix cache meets its tokens."""
+    return "".join(f"<|{m['role']}|>{m.get('content') or ''}" for m in messages)
+
+
+class _PrefixCountingBackbone(OpenAICompatibleBackbone):
+    """The HTTP client, booking every prompt it sends (the response cache sits in front)."""
+
+    def __init__(self, *args, prefixes: _PrefixShare, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.prefixes = prefixes
+
+    async def _chat(self, messages, params):
+        self.prefixes.add(prompt_text(messages))
+        return await super()._chat(messages, params)
+
+
 class _TimedBackbone(Backbone):
     """Times every chat call (the wait for the server, or for an identical call in flight)."""
 
@@ -267,8 +322,9 @@ def _run_phase(fn, cfg, wd: pathlib.Path, url: str, bench) -> dict:
     """Runs one phase (``fn``: an ``experiment`` entry point) into ``wd`` with timed backbone,
     checker and task runs; returns its wall time, the server's counters and the overhead share
     (task-run time spent neither in HTTP waits nor in checks)."""
-    waits = _Waits()
-    inner = OpenAICompatibleBackbone(url, MODEL, max_concurrency=cfg.backbone.max_concurrency)
+    waits, prefixes = _Waits(), _PrefixShare()
+    inner = _PrefixCountingBackbone(url, MODEL, max_concurrency=cfg.backbone.max_concurrency,
+                                    prefixes=prefixes)
     backbone = _TimedBackbone(CachedBackbone(inner, wd / "llm_cache"), waits)
     tasks, evaluator, domain = bench
     _server_stats(url, reset=True)
@@ -287,7 +343,8 @@ def _run_phase(fn, cfg, wd: pathlib.Path, url: str, bench) -> dict:
             "check_s": round(waits.check_s, 3),
             "check_awaited_s": round(waits.check_awaited_s, 3),
             "overhead_pct": share(waits.waiting_s),
-            "overhead_checks_in_thread_pct": share(waits.waiting_in_check_s)}
+            "overhead_checks_in_thread_pct": share(waits.waiting_in_check_s),
+            "prefix_share_pct": prefixes.pct, "prompt_chars_sent": prefixes.total}
 
 
 def _store_records(wd: pathlib.Path) -> tuple[list, str]:
@@ -447,7 +504,9 @@ def main(argv):
                "files_identical": None if artefacts[(phase, 1)][1] is None
                else artefacts[(phase, 1)][1] == artefacts[(phase, high)][1],
                f"overhead_pct_at_{high}": many["overhead_pct"],
-               f"overhead_checks_in_thread_pct_at_{high}": many["overhead_checks_in_thread_pct"]}
+               f"overhead_checks_in_thread_pct_at_{high}": many["overhead_checks_in_thread_pct"],
+               "prefix_share_pct_1": one["prefix_share_pct"],
+               f"prefix_share_pct_{high}": many["prefix_share_pct"]}
         if phase == "selector_training":
             row[f"reproducible_at_{high}"] = repeated[high]
         result[phase] = row
@@ -455,7 +514,9 @@ def main(argv):
               f"-> {speedup:6.1f}x (goal {GOALS[phase]:g}x); server peak in flight "
               f"{one['server_peak_in_flight']} / {many['server_peak_in_flight']}; identical "
               f"{row['identical']}; framework overhead {many['overhead_pct']}% of task time "
-              f"({many['overhead_checks_in_thread_pct']}% with checks counted in their thread)")
+              f"({many['overhead_checks_in_thread_pct']}% with checks counted in their thread); "
+              f"prompt characters repeating an earlier prompt's prefix {one['prefix_share_pct']}%"
+              f" / {many['prefix_share_pct']}%")
     print_result(result)
 
 
