@@ -215,3 +215,15 @@ def test_build_memory_refuses_a_report_database_in_one_line(db_ids, tmp_path, be
     assert "frozen replication" in lines[-1]
     assert ("data.db_ids=() loads every database" in lines[-1]) is (db_ids == "()")
     assert not (workdir / "fingerprint.json").exists()   # nothing of the refused run kept
+
+
+def test_the_papers_settings_read_every_database_and_the_cpu_backbone_on_them_does_not():
+    """The pools are the CPU setting's choices: the paper's Spider setting on gpt-oss reads the
+    whole of Spider dev (report pool included); the same setting on the CPU model is refused."""
+    from countermem_jax.phases import config_validation, report_pool
+    from countermem_jax.protocol import config_defaults
+    cfg = config_defaults.gptoss_config("spider", "react")
+    report_pool.check(cfg, _tasks("network_1", "pets_1"))
+    cfg.backbone.kind = "llama_cpp"
+    with pytest.raises(config_validation.ConfigError, match="report pool"):
+        report_pool.check(cfg, _tasks("network_1"))

@@ -10,7 +10,8 @@ is refused with one line naming the databases and the first fields that differ. 
 refuse the report pool on their own (``pools.require_tuning_pool``). ``data.db_ids=()`` loads
 every database, the report pool's among them, and is refused like any other config. The check
 reads the databases the pool rule names (``pools.report_pool``); one that a later data copy adds
-is in the pool its name's hash picks, which the tuning tools check.
+is in the pool its name's hash picks, which the tuning tools check. The pools are the CPU
+setting's: a config on another backbone (the paper's settings on vLLM or an API) is not checked.
 """
 import functools
 import importlib.util
@@ -24,6 +25,9 @@ from countermem_jax.phases.config_validation import ConfigError
 from countermem_jax.protocol import pools
 
 FROZEN = "configs/studies/replication.py:cpu"
+# The pools hold the choices made with the CPU models (docs/ledger.md); the paper's settings on
+# gpt-oss or a hosted model made none of them and read every database of their benchmark.
+POOLED_BACKBONES = ("llama_cpp",)
 _FILE = pathlib.Path(__file__).resolve().parents[2] / "configs" / "studies" / "replication.py"
 _UNSCHEDULED = ("eval.concurrency",)   # how the runs are scheduled, not what they compute
 _SHOWN = 3                             # differing fields the refusal names
@@ -72,6 +76,8 @@ def _differences(mine: dict, theirs: dict) -> list[str]:
 def check(cfg, tasks) -> None:
     """Raises ``ConfigError`` (one line) when ``tasks`` hold a report-pool database of
     ``cfg.data.benchmark`` and ``cfg`` is not one of the frozen replication's run configs."""
+    if cfg.backbone.kind not in POOLED_BACKBONES:
+        return   # the paper's settings (served or hosted models) read their whole benchmark
     benchmark = cfg.data.benchmark
     named = set(pools.report_pool(benchmark))
     reported = sorted({t.environment for t in tasks} & named)
