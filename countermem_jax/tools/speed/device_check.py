@@ -74,24 +74,6 @@ def _best(fn, repeats=3) -> float:
     return best_time(fn, repeats=repeats)
 
 
-def _synthetic_log(training, n: int):
-    """``n`` random decisions shaped like logged ones, as tools/speed/selector.py makes them
-    (that module's flags and config imports are not wanted here): timing does not depend on
-    what the numbers mean."""
-    import numpy as np
-    from countermem_jax.method.selector import features
-    rng = np.random.default_rng(0)
-    mask = rng.random((n, features.NUM_ACTIONS)) < 0.7
-    mask[:, 0] = True
-    action = np.array([rng.choice(np.flatnonzero(m)) for m in mask], np.int32)
-    return training.TransitionLog(
-        obs=rng.normal(size=(n, features.OBS_DIM)).astype(np.float32), action=action,
-        reward=rng.normal(size=n).astype(np.float32),
-        next_obs=rng.normal(size=(n, features.OBS_DIM)).astype(np.float32),
-        next_mask=np.roll(mask, -1, 0), done=(np.arange(n) % 3 == 2).astype(np.float32),
-        mask=mask, episode=np.arange(n) // 3, split=np.full(n, "train"))
-
-
 def _selector(devices: dict, decisions: int) -> dict:
     """Offline training, 1 and 5 seeds, on each device; the learned parameters compared."""
     import jax
@@ -104,7 +86,8 @@ def _selector(devices: dict, decisions: int) -> dict:
                         epsilon_start=0.3, epsilon_end=0.05, exploration_fraction=1.0,
                         checkpoint_every=decisions, call_penalty=0.15, failure_penalty=0.25,
                         token_penalty=0.02, token_scale=10_000.0)
-    log = _synthetic_log(training, decisions)
+    from countermem_jax.tools.speed.synthetic import synthetic_log
+    log = synthetic_log(decisions)
     out, params = {}, {}
 
     def train(seeds):

@@ -17,6 +17,7 @@ from absl import app, flags
 from countermem_jax.tools.common import best_time, optional_module, print_result
 from countermem_jax.method.selector import dqn, features, training
 from countermem_jax.phases import context
+from countermem_jax.tools.speed.synthetic import synthetic_log
 
 _DECISIONS = flags.DEFINE_integer("decisions", 2000, "Logged decisions to train on.")
 
@@ -25,23 +26,6 @@ def _train(cfg: dqn.DQNConfig, log: training.TransitionLog, seeds: tuple) -> obj
     """Offline training as timed here: no checkpoints are written, so no validation score is
     computed (the synthetic log has only "train" rows)."""
     return training.train_offline(cfg, log, seeds=seeds, validate=lambda params: float("nan"))
-
-
-def synthetic_log(n: int, seed: int = 0) -> training.TransitionLog:
-    """``n`` random logged decisions shaped like the real ones (98-d observations, 5 actions with
-    skip always valid, 3-decision episodes), all in the "train" split. Training speed does not
-    depend on what the numbers mean, so random data times the real computation.
-    """
-    rng = np.random.default_rng(seed)
-    mask = rng.random((n, features.NUM_ACTIONS)) < 0.7
-    mask[:, 0] = True
-    action = np.array([rng.choice(np.flatnonzero(m)) for m in mask], np.int32)
-    return training.TransitionLog(
-        obs=rng.normal(size=(n, features.OBS_DIM)).astype(np.float32), action=action,
-        reward=rng.normal(size=n).astype(np.float32),
-        next_obs=rng.normal(size=(n, features.OBS_DIM)).astype(np.float32),
-        next_mask=np.roll(mask, -1, 0), done=(np.arange(n) % 3 == 2).astype(np.float32), mask=mask,
-        episode=np.arange(n) // 3, split=np.full(n, "train"))
 
 
 class TorchDQN:
