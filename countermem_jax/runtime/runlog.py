@@ -1,6 +1,12 @@
 """The run log: one JSON line per event, appended as it happens; the source of every reported
 figure and what a killed run resumes from. Each event reaches the OS at once (a killed process
 loses nothing); ``sync`` fsyncs where a file saved next must not be ahead of the log, and at exit.
+
+A write cut by a kill or a full disk leaves a partial last line. Like a write-ahead log's torn
+tail, it is skipped on reading (counted, and reported once on stderr), and the next append
+starts a new line after it, so no event glues onto it. A group of events written together
+(``write_all``: one episode's transitions, one construction task's events) carries one
+``_batch`` tag per line and is read whole or not at all.
 """
 import atexit
 import contextlib
@@ -8,6 +14,7 @@ import json
 import os
 import pathlib
 import re
+import sys
 import threading
 
 import numpy as np
@@ -27,6 +34,16 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def _line(event: str, fields: dict) -> str:
     text = json.dumps({"event": event, **fields}, default=_default, ensure_ascii=False)
     return _SURROGATE.sub("\ufffd", text) + "\n"
+
+
+BATCH = "_batch"   # "<random id>/<lines>" on every line of a ``write_all``
+
+
+def _tagged(lines: list[str]) -> str:
+    """``lines`` as one write, each tagged with the batch's id and size (the id is random: a
+    batch rewritten after a cut one never joins it)."""
+    tag = json.dumps(f"{os.urandom(6).hex()}/{len(lines)}")
+    return "".join(f'{line[:-2]}, "{BATCH}": {tag}}}\n' for line in lines)
 
 
 _lock = threading.Lock()   # every append and fsync of this process
@@ -54,7 +71,10 @@ def _append(path, text: str, sync: bool) -> None:
         if text and path not in _failed:
             _unsynced.add(path)
             new = not os.path.exists(path)
-            with open(path, "ab") as f:   # one append: every byte written before the close
+            with open(path, "a+b") as f:   # one append: every byte written before the close
+                size = os.fstat(f.fileno()).st_size
+                if size and os.pread(f.fileno(), 1, size - 1) != b"\n":
+                    text = "\n" + text   # after a cut line: never glued onto it
                 f.write(text.encode("utf-8"))
             if new:   # its directory entry made durable too
                 _fsync(os.path.dirname(path))
@@ -82,6 +102,7 @@ class RunLog:
     def __init__(self, path: str | os.PathLike):
         self.path = pathlib.Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.skipped = 0   # lines the last read left out (cut or damaged)
 
     def write(self, event: str, **fields) -> None:
         """Appends ``{"event": event, **fields}`` as one line, handed to the OS at once."""
@@ -90,22 +111,57 @@ class RunLog:
     def write_all(self, events: "EventBuffer") -> None:
         """Appends the buffered ``events`` in order, in one write, durable before it returns."""
         if events.lines:
-            _append(self.path, "".join(events.lines), sync=True)
+            _append(self.path, _tagged(events.lines), sync=True)
 
     def sync(self) -> None:
         """Returns once every event written so far is durable (fsynced)."""
         _append(self.path, "", sync=True)
 
     def events(self, event: str | None = None) -> list[dict]:
-        """All events in file order, or only those named ``event``; [] before the log exists."""
-        out = []
-        with contextlib.suppress(FileNotFoundError), open(self.path, encoding="utf-8") as f:
-            for line in f:
-                with contextlib.suppress(json.JSONDecodeError):   # a line cut by a crash: redone
-                    obj = json.loads(line)
-                    if event is None or obj.get("event") == event:
-                        out.append(obj)
+        """All events in file order, or only those named ``event``; [] before the log exists.
+        Lines of an unfinished write are skipped (``skipped`` counts them; reported once)."""
+        out, self.skipped = [], 0
+        for obj in self._read():
+            if event is None or obj.get("event") == event:
+                out.append(obj)
+        if self.skipped:
+            _report(self.path, self.skipped)
         return out
+
+    def _read(self):
+        """The whole events of the log in order: a line that is not a JSON object (cut by a
+        kill or a full disk, or damaged) and the lines of an incomplete batch are counted in
+        ``skipped`` and left out."""
+        batch, size = [], 0   # the lines of the batch being read, and how many it has
+
+        def close() -> list[dict]:
+            whole = batch.copy() if len(batch) == size else []
+            self.skipped += len(batch) - len(whole)
+            batch.clear()
+            return whole
+        with contextlib.suppress(FileNotFoundError), open(self.path, "rb") as f:
+            tag = None
+            for raw in f:
+                if not raw.strip():
+                    continue
+                try:
+                    obj = json.loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+                    obj = None
+                if not isinstance(obj, dict):   # a cut line: its work is redone
+                    yield from close()
+                    tag = None
+                    self.skipped += 1
+                    continue
+                line_tag = obj.pop(BATCH, None)
+                if line_tag != tag:
+                    yield from close()
+                    tag, size = line_tag, _batch_size(line_tag)
+                if tag is None:
+                    yield obj
+                else:
+                    batch.append(obj)
+            yield from close()
 
     def finished(self, run: str) -> set[str]:
         """Ids of the tasks of ``run`` that logged a ``task_end`` (what resuming skips)."""
@@ -122,6 +178,26 @@ class RunLog:
             elif e.get("run") == run and e.get("event") == "task_end":
                 done[e["task_id"]] = pending.pop(e["task_id"], [])
         return [d for decisions in done.values() for d in decisions]
+
+
+def _batch_size(tag) -> int:
+    """The line count a batch tag names (0, never matched, for a malformed tag)."""
+    try:
+        return int(str(tag).rsplit("/", 1)[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+_reported: set[tuple[str, int]] = set()
+
+
+def _report(path, skipped: int) -> None:
+    """One stderr line per log and count: the lines a read left out."""
+    key = (str(path), skipped)
+    if key not in _reported:
+        _reported.add(key)
+        print(f"warning: {path}: skipped {skipped} line(s) of an unfinished write (a kill or a "
+              "full disk cut it); what they held is redone on resume", file=sys.stderr)
 
 
 class EventBuffer:
