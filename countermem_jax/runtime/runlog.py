@@ -71,11 +71,15 @@ def _append(path, text: str, sync: bool) -> None:
         if text and path not in _failed:
             _unsynced.add(path)
             new = not os.path.exists(path)
-            with open(path, "a+b") as f:   # one append: every byte written before the close
-                size = os.fstat(f.fileno()).st_size
-                if size and os.pread(f.fileno(), 1, size - 1) != b"\n":
-                    text = "\n" + text   # after a cut line: never glued onto it
-                f.write(text.encode("utf-8"))
+            try:
+                with open(path, "a+b") as f:   # one append: every byte written before the close
+                    size = os.fstat(f.fileno()).st_size
+                    if size and os.pread(f.fileno(), 1, size - 1) != b"\n":
+                        text = "\n" + text   # after a cut line: never glued onto it
+                    f.write(text.encode("utf-8"))
+            except OSError as err:   # a full disk, a file-size limit: the log's path named
+                raise OSError(err.errno, f"writing the run log failed: {err.strerror or err}",
+                              path) from None
             if new:   # its directory entry made durable too
                 _fsync(os.path.dirname(path))
         if sync and path in _unsynced:
