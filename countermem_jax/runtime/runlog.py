@@ -10,6 +10,7 @@ starts a new line after it, so no event glues onto it. A group of events written
 """
 import atexit
 import contextlib
+import itertools
 import json
 import os
 import pathlib
@@ -123,49 +124,16 @@ class RunLog:
 
     def events(self, event: str | None = None) -> list[dict]:
         """All events in file order, or only those named ``event``; [] before the log exists.
-        Lines of an unfinished write are skipped (``skipped`` counts them; reported once)."""
-        out, self.skipped = [], 0
-        for obj in self._read():
-            if event is None or obj.get("event") == event:
-                out.append(obj)
-        if self.skipped:
-            _report(self.path, self.skipped)
-        return out
-
-    def _read(self):
-        """The whole events of the log in order: a line that is not a JSON object (cut by a
-        kill or a full disk, or damaged) and the lines of an incomplete batch are counted in
-        ``skipped`` and left out."""
-        batch, size = [], 0   # the lines of the batch being read, and how many it has
-
-        def close() -> list[dict]:
-            whole = batch.copy() if len(batch) == size else []
-            self.skipped += len(batch) - len(whole)
-            batch.clear()
-            return whole
+        Lines of an unfinished write are left out (``skipped`` counts them; said once)."""
+        out, skipped = [], [0]
         with contextlib.suppress(FileNotFoundError), open(self.path, "rb") as f:
-            tag = None
-            for raw in f:
-                if not raw.strip():
-                    continue
-                try:
-                    obj = json.loads(raw.decode("utf-8"))
-                except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-                    obj = None
-                if not isinstance(obj, dict):   # a cut line: its work is redone
-                    yield from close()
-                    tag = None
-                    self.skipped += 1
-                    continue
-                line_tag = obj.pop(BATCH, None)
-                if line_tag != tag:
-                    yield from close()
-                    tag, size = line_tag, _batch_size(line_tag)
-                if tag is None:
-                    yield obj
-                else:
-                    batch.append(obj)
-            yield from close()
+            out = [e for e in _whole(f, skipped) if event is None or e.get("event") == event]
+        self.skipped = skipped[0]
+        if self.skipped and (str(self.path), self.skipped) not in _reported:
+            _reported.add((str(self.path), self.skipped))
+            print(f"warning: {self.path}: skipped {self.skipped} line(s) of an unfinished write "
+                  "(cut by a kill or a full disk); resuming redoes their work", file=sys.stderr)
+        return out
 
     def finished(self, run: str) -> set[str]:
         """Ids of the tasks of ``run`` that logged a ``task_end`` (what resuming skips)."""
@@ -184,24 +152,43 @@ class RunLog:
         return [d for decisions in done.values() for d in decisions]
 
 
-def _batch_size(tag) -> int:
-    """The line count a batch tag names (0, never matched, for a malformed tag)."""
+_reported: set[tuple[str, int]] = set()   # (log, skipped lines) said on stderr
+
+
+def _parse(raw: bytes) -> dict | None:
+    """A line's event; None for a line that is not a JSON object in UTF-8 (cut, or damaged)."""
     try:
-        return int(str(tag).rsplit("/", 1)[1])
-    except (IndexError, ValueError):
-        return 0
+        obj = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):   # UnicodeDecodeError and JSONDecodeError too
+        return None
+    return obj if isinstance(obj, dict) else None
 
 
-_reported: set[tuple[str, int]] = set()
+def _size(tag) -> int:
+    """The line count a batch tag names; 0 for none (or a malformed one)."""
+    count = tag.rsplit("/", 1)[-1] if isinstance(tag, str) else ""
+    return int(count) if count.isdigit() else 0
 
 
-def _report(path, skipped: int) -> None:
-    """One stderr line per log and count: the lines a read left out."""
-    key = (str(path), skipped)
-    if key not in _reported:
-        _reported.add(key)
-        print(f"warning: {path}: skipped {skipped} line(s) of an unfinished write (a kill or a "
-              "full disk cut it); what they held is redone on resume", file=sys.stderr)
+def _whole(lines, skipped: list[int]):
+    """The events of ``lines`` (bytes) in order; ``skipped[0]`` counts the lines left out:
+    those ``_parse`` refuses and every line of a batch not read whole."""
+    batch, tag, end = [], None, {}
+    for obj in itertools.chain(map(_parse, filter(bytes.strip, lines)), [end]):
+        line_tag = obj.pop(BATCH, None) if obj else None
+        if batch and line_tag != tag:   # the batch ends here: read whole or not at all
+            if len(batch) == _size(tag):
+                yield from batch
+            else:
+                skipped[0] += len(batch)
+            batch = []
+        tag = line_tag
+        if obj is None:
+            skipped[0] += 1
+        elif obj is not end and _size(tag):
+            batch.append(obj)
+        elif obj is not end:
+            yield obj
 
 
 class EventBuffer:
