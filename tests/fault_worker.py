@@ -50,11 +50,18 @@ def inject(fault: str, at: int, workdir: pathlib.Path) -> None:
         return seen[0] == at
 
     if fault.endswith("_mid_write"):
-        append = runlog._append
+        append, write_all, in_batch = runlog._append, runlog.RunLog.write_all, [False]
+
+        def batch(self, events):
+            in_batch[0] = True
+            try:
+                return write_all(self, events)
+            finally:
+                in_batch[0] = False
 
         def faulty(path, text, sync):
             data = text.encode("utf-8")
-            if runlog.BATCH not in text or not reached():
+            if not (in_batch[0] and text) or not reached():
                 return append(path, text, sync)
             size = os.path.getsize(path) if os.path.exists(path) else 0
             if fault == "kill_mid_write":
@@ -68,7 +75,7 @@ def inject(fault: str, at: int, workdir: pathlib.Path) -> None:
                 slack = -size % PAGE   # the log's last page takes that much without a new one
                 _fill(workdir, max(0, (len(data) - slack) // 2) // PAGE * PAGE)
             return append(path, text, sync)
-        runlog._append = faulty
+        runlog._append, runlog.RunLog.write_all = faulty, batch
     elif fault == "kill_before_hash":
         digests = checkpoint._file_digests
 

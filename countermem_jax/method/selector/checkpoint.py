@@ -157,20 +157,27 @@ def drop_unrecorded_steps(directory: str | os.PathLike) -> list[int]:
 _OS_ERROR_CODE = re.compile(r"os_error_code='?(\d+)")
 
 
-class _DropOrbaxErrors(logging.Filter):
-    """Drops Orbax's own log lines of a failed write (its background threads log before the
-    error reaches ``save``, which reports it in one line)."""
+class _DropOrbaxWriteErrors(logging.Filter):
+    """Drops the log lines Orbax's background threads write about a failed file write (an
+    ``OSError``, or tensorstore's message with the OS error code): ``save`` raises that error,
+    which a binary prints in one line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.levelno >= logging.ERROR and "orbax" in record.pathname)
+        if record.levelno < logging.ERROR or "orbax" not in record.pathname:
+            return True
+        text = record.getMessage()
+        failed_io = (isinstance(record.exc_info and record.exc_info[1], OSError)
+                     or "os_error_code" in text or "[Errno" in text)
+        return not failed_io
+
+
+logging.getLogger("absl").addFilter(_DropOrbaxWriteErrors())
 
 
 @contextlib.contextmanager
 def _write_errors(step_dir: pathlib.Path):
     """An I/O failure inside Orbax (its ``ValueError`` carrying the OS error code, or an
     ``OSError``) raised as one ``OSError`` naming the step directory."""
-    quiet = _DropOrbaxErrors()
-    logging.getLogger("absl").addFilter(quiet)
     try:
         yield
     except OSError as err:
@@ -183,8 +190,6 @@ def _write_errors(step_dir: pathlib.Path):
         errno = int(code.group(1))
         raise OSError(errno, f"saving the selector checkpoint failed: {os.strerror(errno)}",
                       str(step_dir)) from None
-    finally:
-        logging.getLogger("absl").removeFilter(quiet)
 
 
 def check_metrics_files(directory: str | os.PathLike) -> None:
