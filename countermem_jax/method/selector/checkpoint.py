@@ -165,10 +165,9 @@ class _DropOrbaxWriteErrors(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.ERROR or "orbax" not in record.pathname:
             return True
-        text = record.getMessage()
-        failed_io = (isinstance(record.exc_info and record.exc_info[1], OSError)
-                     or "os_error_code" in text or "[Errno" in text)
-        return not failed_io
+        error = record.exc_info[1] if record.exc_info else None
+        text = f"{record.getMessage()} {error}"
+        return not (isinstance(error, OSError) or "os_error_code" in text or "[Errno" in text)
 
 
 logging.getLogger("absl").addFilter(_DropOrbaxWriteErrors())
