@@ -62,21 +62,17 @@ def test_a_kill_inside_an_orbax_save_resumes_whole(tmp_path, reference):
     assert_same_training(reference(1), _train_result(wd))
 
 
-# What tensorstore's own threads may print after a failed write: the callbacks of its other
-# writes in flight reach Orbax's event loop, already closed (no frame of this project).
-_TENSORSTORE_AFTERMATH = re.compile(
-    r"Traceback \(most recent call last\):\n(  File \"[^\n]*asyncio/base_events.py\"[^\n]*\n"
-    r"[^\n]*\n)+RuntimeError: Event loop is closed\n")
-
-
 def _one_write_error(out, reason: str) -> None:
     """The child ended as a binary should on a write error: one ``error:`` line with the OS's
-    reason, no traceback of ours, none of Orbax's own error lines."""
+    reason, none of Orbax's error lines, no traceback of ours. (tensorstore's own threads may
+    print one after the failed write: the callbacks of its other writes in flight reach
+    Orbax's event loop, already closed; those have only asyncio frames.)"""
     assert out.returncode == 1, out.stderr
     lines = error_lines(out)
     assert len(lines) == 1 and lines[0].endswith(reason), out.stderr[-3000:]
-    rest = _TENSORSTORE_AFTERMATH.sub("", out.stderr.replace("\r", "\n"))
-    assert "Traceback" not in rest and "ERROR:absl" not in rest, rest[-3000:]
+    frames = re.findall(r'File "([^"]+)"', out.stderr)
+    assert all(f.endswith("asyncio/base_events.py") for f in frames), out.stderr[-3000:]
+    assert "ERROR:absl" not in out.stderr, out.stderr[-3000:]
 
 
 def test_a_file_size_limit_inside_orbax_is_one_line_and_resumes_whole(tmp_path, reference):
