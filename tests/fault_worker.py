@@ -7,7 +7,7 @@ config and replies, selector config of test_selector_waves) on WORKDIR as a bina
 ``error:`` line and exit 1 for a user or file-system error), with FAULT injected at the AT-th
 time its point is reached (counted from 1):
 
-  kill_mid_write    the run log's AT-th batch (``write_all``) gets half its bytes, then SIGKILL
+  kill_mid_write    the run log's AT-th batch (``write_all``) gets 3/4 of its bytes, then SIGKILL
   fsize_mid_write   RLIMIT_FSIZE set so the run log's AT-th batch stops half way (EFBIG)
   full_mid_write    the file system (a tmpfs) filled so the AT-th batch stops part way (ENOSPC)
   kill_before_hash  SIGKILL after Orbax committed the AT-th checkpoint, before its hash record
@@ -65,8 +65,8 @@ def inject(fault: str, at: int, workdir: pathlib.Path) -> None:
                 return append(path, text, sync)
             size = os.path.getsize(path) if os.path.exists(path) else 0
             if fault == "kill_mid_write":
-                with open(path, "ab") as f:
-                    f.write(data[:len(data) // 2])
+                with open(path, "ab") as f:   # past the first line: a whole line, a cut one
+                    f.write(data[:len(data) * 3 // 4])
                 _kill()
             if fault == "fsize_mid_write":
                 resource.setrlimit(resource.RLIMIT_FSIZE,

@@ -147,4 +147,20 @@ def test_the_records_are_written_whole_or_not_at_all(tmp_path, monkeypatch):
     assert not (tmp_path / "sel" / "500.sha256.json").exists()
     assert [p.name for p in (tmp_path / "sel").iterdir() if p.name.endswith(".tmp")] == []
     assert checkpoint.drop_unrecorded_steps(tmp_path / "sel") == [500]
-    assert checkpoint.SelectorCheckpointer(tmp_path / "sel", CFG, seed=3).steps() == [250]
+    reopened = checkpoint.SelectorCheckpointer(tmp_path / "sel", CFG, seed=3)
+    assert reopened.steps() == [250]
+    reopened.close()
+
+
+def test_an_older_step_without_its_record_is_kept_for_restore_to_refuse(tmp_path):
+    """Only the last step can be cut by a kill (saves are sequential): an earlier step without
+    its hash record was not cut but damaged, and is kept (nothing stored is deleted) for
+    evaluation to refuse by name."""
+    _save(tmp_path / "sel", [(250, 0.1), (500, 0.7)]).close()
+    (tmp_path / "sel" / "250.sha256.json").unlink()
+    assert checkpoint.drop_unrecorded_steps(tmp_path / "sel") == []
+    ckpt = checkpoint.SelectorCheckpointer(tmp_path / "sel", CFG, seed=3)
+    assert ckpt.steps() == [250, 500]
+    ckpt.close()
+    with pytest.raises(checkpoint.CheckpointIntegrityError, match="250.sha256.json: missing"):
+        checkpoint.restore(tmp_path / "sel", 250)

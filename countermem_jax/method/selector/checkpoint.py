@@ -135,14 +135,17 @@ def _write_atomic(path: pathlib.Path, text: str) -> None:
 
 
 def _unrecorded_steps(directory: pathlib.Path) -> list[int]:
-    """Steps Orbax committed whose hash record is missing (a kill between the two writes)."""
-    steps = (int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit())
-    return sorted(s for s in steps if not _hash_file(directory, s).exists())
+    """The last step Orbax committed when its hash record is missing (a kill between the two
+    writes: saves are sequential, so no other step can be cut). Steps without records below
+    recorded ones are not a cut save and are left for ``restore`` to refuse by name."""
+    steps = sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit())
+    unrecorded = [s for s in steps if not _hash_file(directory, s).exists()]
+    return unrecorded if unrecorded[-1:] == steps[-1:] == unrecorded else []
 
 
 def drop_unrecorded_steps(directory: str | os.PathLike) -> list[int]:
-    """Removes the steps without a hash record (saved in part: never restored, saved again by
-    the resumed training), saying so in one line on stderr; returns them."""
+    """Removes a last step saved without its hash record (never restored; the resumed training
+    saves it again), saying so in one line on stderr; returns the steps removed."""
     directory = pathlib.Path(directory)
     dropped = _unrecorded_steps(directory) if directory.is_dir() else []
     for step in dropped:
