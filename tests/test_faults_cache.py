@@ -84,8 +84,9 @@ def test_many_damaged_entries_are_reported_once_and_each_refetched(tmp_path, cap
 
 
 def test_an_entry_write_cut_by_a_full_disk_leaves_no_temporary_file(tmp_path, monkeypatch):
-    """The disk fills while an entry is written: the write fails as the OS says, and neither a
-    partial entry nor its temporary file is left in the cache (writes stay atomic)."""
+    """The disk fills while an entry is written (the write cut and failed with ENOSPC as a
+    full disk does): the error is the OS's, and neither a partial entry nor its temporary file
+    is left in the cache (writes stay atomic)."""
     from countermem_jax.backbones import cache
     real = cache.pathlib.Path.write_text
 
