@@ -56,6 +56,22 @@ def test_an_append_after_a_cut_line_starts_a_new_line(tmp_path):
     assert log.finished("r") == {"t0", "t1", "t2"} and log.skipped == 1
 
 
+def test_an_evaluation_task_cut_mid_line_is_redone_from_its_first_decision(tmp_path):
+    """An evaluation task killed while its ``task_end`` was written: the resumed attempt's
+    first decision is not glued onto the cut line, so the task's decisions are exactly those
+    of the redone attempt (what the metrics are computed from)."""
+    log = RunLog(tmp_path / "log.jsonl")
+    for d in range(2):
+        log.write("decision", run="r", task_id="t0", decision=d, attempt="killed")
+    with open(log.path, "ab") as f:
+        f.write(b'{"event": "task_end", "run": "r", "task_id": "t0", "sol')
+    for d in range(2):
+        log.write("decision", run="r", task_id="t0", decision=d, attempt="redone")
+    log.write("task_end", run="r", task_id="t0", solved=True)
+    decisions = log.completed_decisions("r")
+    assert [(e["decision"], e["attempt"]) for e in decisions] == [(0, "redone"), (1, "redone")]
+
+
 def test_a_batch_cut_at_any_byte_is_absent_and_its_rewrite_is_whole(tmp_path):
     """A ``write_all`` (one construction task, one episode) cut at every byte in turn: the
     reader sees all of it or none of it, and the batch written again on resume is read once,
