@@ -16,6 +16,11 @@ Recent replies (up to ``RECENT_REPLIES``) are kept in memory, so a repeated requ
 file-system call; and a fan-out folder is listed once, the first time a key in it is looked up,
 so a new request costs no failed open either. (An entry another process writes into a folder
 after this process listed it is not seen: that request is made again, with the same reply.)
+
+An entry that cannot be read as this cache's format (not UTF-8, not a JSON object of the
+fields ``_store`` writes with their types, nested past the parser's depth, truncated, a folder
+at its path) is a miss: counted in ``damaged``, reported on stderr once per process, refetched
+and written again in its place.
 """
 import asyncio
 import collections
@@ -26,6 +31,8 @@ import itertools
 import json
 import os
 import pathlib
+import shutil
+import sys
 import threading
 
 from countermem_jax.backbones.base import Backbone, ChatResult, SamplingParams, Usage
@@ -57,6 +64,7 @@ class CachedBackbone(Backbone):
         self.reasoning_effort = inner.reasoning_effort
         self.directory = pathlib.Path(directory)
         self.hits = self.misses = 0
+        self.damaged = 0  # misses whose entry was there but unreadable (refetched, rewritten)
         self.joined_in_flight = 0  # hits that waited for an identical call in flight
         self._in_flight: dict[str, concurrent.futures.Future] = {}
         self._lock = threading.Lock()
@@ -141,15 +149,11 @@ class CachedBackbone(Backbone):
         try:
             if path.name not in self._on_disk(key[:2]):
                 raise FileNotFoundError(path)
-            obj = json.loads(path.read_text(encoding="utf-8"))
-            result = ChatResult(obj["text"], obj["reasoning"], Usage(**obj["usage"]), obj["model"],
-                                finish_reason=obj.get("finish_reason", ""),
-                                constrained=obj.get("constrained", False),
-                                malformed=str(obj.get("malformed") or ""))
+            result = _parse_entry(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             pass
-        except (json.JSONDecodeError, KeyError, TypeError):
-            path.unlink(missing_ok=True)  # a damaged entry is refetched, never trusted
+        except (OSError, ValueError, RecursionError) as err:  # damaged: refetched, never trusted
+            self._damaged(path, err)
         else:
             self.hits += 1
             self._remember(key, result)
@@ -164,6 +168,17 @@ class CachedBackbone(Backbone):
         self._on_disk(key[:2]).add(path.name)
         return result
 
+    def _damaged(self, path: pathlib.Path, err: BaseException) -> None:
+        """Counts an unreadable entry, says so the first time, and clears its path."""
+        with self._lock:
+            self.damaged += 1
+            first = self.damaged == 1
+        if first:
+            reason = " ".join(str(err).split())[:200] or type(err).__name__
+            print(f"warning: reply cache {path}: unreadable entry ({reason}); treated as a miss "
+                  "and refetched (later ones are counted, not reported)", file=sys.stderr)
+        _clear(path)
+
     async def aclose(self):
         """Closes the inner backbone's connections."""
         await self.inner.aclose()
@@ -171,6 +186,49 @@ class CachedBackbone(Backbone):
 
 _CANCELLED = object()  # the leading call was cancelled: its waiters make the call themselves
 RECENT_REPLIES = 16384  # replies kept in memory per CachedBackbone (a few KB each)
+
+
+_TEXT_FIELDS = ("text", "reasoning", "model")
+_USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
+
+
+def _parse_entry(data: str) -> ChatResult:
+    """The reply an entry holds; ``ValueError`` (or ``RecursionError``) for anything else than
+    what ``_store`` writes: UTF-8 JSON, strings for the texts, whole counts for the usage."""
+    obj = json.loads(data)
+    if not isinstance(obj, dict):
+        raise ValueError(f"not a JSON object: {type(obj).__name__}")
+    for name in _TEXT_FIELDS:
+        if not isinstance(obj.get(name), str):
+            raise ValueError(f"field {name!r} is not a string")
+    usage = obj.get("usage")
+    if not isinstance(usage, dict) or set(usage) - {*_USAGE_COUNTS, "source"}:
+        raise ValueError("field 'usage' is not a usage record")
+    for name in _USAGE_COUNTS:
+        count = usage.get(name, 0)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"usage {name!r} is not a token count: {count!r}")
+    if not isinstance(usage.get("source", "server"), str):
+        raise ValueError("usage 'source' is not a string")
+    for name, kind in (("finish_reason", str), ("constrained", bool), ("malformed", str)):
+        if name in obj and not isinstance(obj[name], kind):
+            raise ValueError(f"field {name!r} is not a {kind.__name__}")
+    return ChatResult(obj["text"], obj["reasoning"], Usage(**usage), obj["model"],
+                      finish_reason=obj.get("finish_reason", ""),
+                      constrained=obj.get("constrained", False),
+                      malformed=obj.get("malformed") or "")
+
+
+def _clear(path: pathlib.Path) -> None:
+    """Removes what stands at an entry's path (a file, a link, a folder) so it can be written
+    again; what cannot be removed is left for the write to report."""
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def _as_hit(result: ChatResult) -> ChatResult:
@@ -182,8 +240,11 @@ def _write_entry(path: pathlib.Path, text: str) -> None:
     """Writes one entry atomically: a temporary file named for this process, then a rename
     (several processes writing the same key write the same content; the last rename wins)."""
     tmp = path.with_suffix(f".{os.getpid()}.{next(_TMP_NAMES)}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)   # a write a full disk cut leaves nothing behind
 
 
 _TMP_NAMES = itertools.count()

@@ -255,12 +255,15 @@ class SeedRun:
         """Trains the seed to ``total_decisions`` (resumed after a kill) and returns its best
         checkpoint and validation returns."""
         learner = training.OnlineLearner(self.dcfg, self.seed)
-        episodes = await selector_loop.train(learner, self, self.logged(), self.wave_size,
-                                             self.train_episode)
-        self.bar.close()
+        try:
+            episodes = await selector_loop.train(learner, self, self.logged(), self.wave_size,
+                                                 self.train_episode)
+        finally:   # a failed seed's bar ends its line: the error is a line of its own
+            if self.bar is not None:
+                self.bar.close()
+            self.curves.close()
         best, returns = self.ckpt.best_step(), self.ckpt.val_returns()
         self.ckpt.close()
-        self.curves.close()
         self._save_log()
         return {"decisions": learner.decisions, "episodes": episodes, "best_step": best,
                 "best_val_return": returns[best], "val_returns": returns}

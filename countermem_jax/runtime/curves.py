@@ -12,6 +12,7 @@ no curves are written. ``read_scalars`` reads the files back without TensorBoard
 framing around tensorboardX's ``Event`` protos); a step written twice (a resumed run) keeps its
 last value.
 """
+import contextlib
 import logging
 import math
 import pathlib
@@ -49,10 +50,21 @@ class CurveWriter:
                 self._writer.add_scalar(tag, float(value), int(step))
 
     def close(self) -> None:
-        """Flushes and closes the event file."""
+        """Flushes and closes the event file. A flush the file system refuses (a full disk)
+        loses only the points not yet written, which a resumed run writes again: logged at
+        INFO (the phase's own write error is the line a user reads), not raised, and not
+        tried again at exit."""
         if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+            writer, self._writer = self._writer, None
+            try:
+                writer.close()
+            except OSError as err:
+                log.info("curves under %s: last points not written (%s)", self.logdir,
+                         err.strerror or err)
+                with contextlib.suppress(AttributeError, OSError):   # tensorboardX's own
+                    events = writer.file_writer.event_writer
+                    events._closed = True   # its exit handler would flush again
+                    events._worker.stop()
 
 
 def read_scalars(logdir) -> dict[str, list[tuple[int, float]]]:

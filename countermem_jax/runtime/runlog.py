@@ -1,13 +1,21 @@
 """The run log: one JSON line per event, appended as it happens; the source of every reported
 figure and what a killed run resumes from. Each event reaches the OS at once (a killed process
 loses nothing); ``sync`` fsyncs where a file saved next must not be ahead of the log, and at exit.
+
+A write cut by a kill or a full disk leaves a partial last line. Like a write-ahead log's torn
+tail, it is skipped on reading (counted, and reported once on stderr), and the next append
+starts a new line after it, so no event glues onto it. A group of events written together
+(``write_all``: one episode's transitions, one construction task's events) carries one
+``_batch`` tag per line and is read whole or not at all.
 """
 import atexit
 import contextlib
+import itertools
 import json
 import os
 import pathlib
 import re
+import sys
 import threading
 
 import numpy as np
@@ -27,6 +35,16 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def _line(event: str, fields: dict) -> str:
     text = json.dumps({"event": event, **fields}, default=_default, ensure_ascii=False)
     return _SURROGATE.sub("\ufffd", text) + "\n"
+
+
+BATCH = "_batch"   # "<random id>/<lines>" on every line of a ``write_all``
+
+
+def _tagged(lines: list[str]) -> str:
+    """``lines`` as one write, each tagged with the batch's id and size (the id is random: a
+    batch rewritten after a cut one never joins it)."""
+    tag = json.dumps(f"{os.urandom(6).hex()}/{len(lines)}")
+    return "".join(f'{line[:-2]}, "{BATCH}": {tag}}}\n' for line in lines)
 
 
 _lock = threading.Lock()   # every append and fsync of this process
@@ -54,8 +72,15 @@ def _append(path, text: str, sync: bool) -> None:
         if text and path not in _failed:
             _unsynced.add(path)
             new = not os.path.exists(path)
-            with open(path, "ab") as f:   # one append: every byte written before the close
-                f.write(text.encode("utf-8"))
+            try:
+                with open(path, "a+b") as f:   # one append: every byte written before the close
+                    size = os.fstat(f.fileno()).st_size
+                    if size and os.pread(f.fileno(), 1, size - 1) != b"\n":
+                        text = "\n" + text   # after a cut line: never glued onto it
+                    f.write(text.encode("utf-8"))
+            except OSError as err:   # a full disk, a file-size limit: the log's path named
+                raise OSError(err.errno, f"writing the run log failed: {err.strerror or err}",
+                              path) from None
             if new:   # its directory entry made durable too
                 _fsync(os.path.dirname(path))
         if sync and path in _unsynced:
@@ -82,6 +107,7 @@ class RunLog:
     def __init__(self, path: str | os.PathLike):
         self.path = pathlib.Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.skipped = 0   # lines the last read left out (cut or damaged)
 
     def write(self, event: str, **fields) -> None:
         """Appends ``{"event": event, **fields}`` as one line, handed to the OS at once."""
@@ -90,21 +116,23 @@ class RunLog:
     def write_all(self, events: "EventBuffer") -> None:
         """Appends the buffered ``events`` in order, in one write, durable before it returns."""
         if events.lines:
-            _append(self.path, "".join(events.lines), sync=True)
+            _append(self.path, _tagged(events.lines), sync=True)
 
     def sync(self) -> None:
         """Returns once every event written so far is durable (fsynced)."""
         _append(self.path, "", sync=True)
 
     def events(self, event: str | None = None) -> list[dict]:
-        """All events in file order, or only those named ``event``; [] before the log exists."""
-        out = []
-        with contextlib.suppress(FileNotFoundError), open(self.path, encoding="utf-8") as f:
-            for line in f:
-                with contextlib.suppress(json.JSONDecodeError):   # a line cut by a crash: redone
-                    obj = json.loads(line)
-                    if event is None or obj.get("event") == event:
-                        out.append(obj)
+        """All events in file order, or only those named ``event``; [] before the log exists.
+        Lines of an unfinished write are left out (``skipped`` counts them; said once)."""
+        out, skipped = [], [0]
+        with contextlib.suppress(FileNotFoundError), open(self.path, "rb") as f:
+            out = [e for e in _whole(f, skipped) if event is None or e.get("event") == event]
+        self.skipped = skipped[0]
+        if self.skipped and (str(self.path), self.skipped) not in _reported:
+            _reported.add((str(self.path), self.skipped))
+            print(f"warning: {self.path}: skipped {self.skipped} line(s) of an unfinished write "
+                  "(cut by a kill or a full disk); resuming redoes their work", file=sys.stderr)
         return out
 
     def finished(self, run: str) -> set[str]:
@@ -122,6 +150,45 @@ class RunLog:
             elif e.get("run") == run and e.get("event") == "task_end":
                 done[e["task_id"]] = pending.pop(e["task_id"], [])
         return [d for decisions in done.values() for d in decisions]
+
+
+_reported: set[tuple[str, int]] = set()   # (log, skipped lines) said on stderr
+
+
+def _parse(raw: bytes) -> dict | None:
+    """A line's event; None for a line that is not a JSON object in UTF-8 (cut, or damaged)."""
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):   # UnicodeDecodeError and JSONDecodeError too
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _size(tag) -> int:
+    """The line count a batch tag names; 0 for none (or a malformed one)."""
+    count = tag.rsplit("/", 1)[-1] if isinstance(tag, str) else ""
+    return int(count) if count.isdigit() else 0
+
+
+def _whole(lines, skipped: list[int]):
+    """The events of ``lines`` (bytes) in order; ``skipped[0]`` counts the lines left out:
+    those ``_parse`` refuses and every line of a batch not read whole."""
+    batch, tag, end = [], None, {}
+    for obj in itertools.chain(map(_parse, filter(bytes.strip, lines)), [end]):
+        line_tag = obj.pop(BATCH, None) if obj else None
+        if batch and line_tag != tag:   # the batch ends here: read whole or not at all
+            if len(batch) == _size(tag):
+                yield from batch
+            else:
+                skipped[0] += len(batch)
+            batch = []
+        tag = line_tag
+        if obj is None:
+            skipped[0] += 1
+        elif obj is not end and _size(tag):
+            batch.append(obj)
+        elif obj is not end:
+            yield obj
 
 
 class EventBuffer:

@@ -11,12 +11,23 @@ so a flipped byte, a truncated or missing array file, a step directory swapped f
 best step that no longer exists is a ``CheckpointIntegrityError`` naming the path, never a silent
 restore of other weights. Unreadable metadata (``best.json``, the hash file, the step's ``meta``,
 the ``metrics`` file Orbax ranks steps by) names its file.
+
+Whole or absent: a step counts once its hash record exists. The record and ``best.json`` are
+written atomically (temporary file, fsync, rename) after Orbax's own atomic commit; a step a
+kill left without its record is dropped when the directory is next opened for training (one
+line on stderr), and training saves it again. A write error inside Orbax (a full disk, a
+file-size limit) is an ``OSError`` naming the step.
 """
+import contextlib
 import hashlib
 import json
+import logging
 import math
 import os
 import pathlib
+import re
+import shutil
+import sys
 
 import jax
 import numpy as np
@@ -110,6 +121,79 @@ def _verify_files(directory: pathlib.Path, step: int) -> dict:
     return record
 
 
+def _write_atomic(path: pathlib.Path, text: str) -> None:
+    """``text`` as ``path``, whole or not at all: a temporary file, fsynced, then renamed."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _unrecorded_steps(directory: pathlib.Path) -> list[int]:
+    """The last step Orbax committed when its hash record is missing (a kill between the two
+    writes: saves are sequential, so no other step can be cut). Steps without records below
+    recorded ones are not a cut save and are left for ``restore`` to refuse by name."""
+    steps = sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit())
+    unrecorded = [s for s in steps if not _hash_file(directory, s).exists()]
+    return unrecorded if unrecorded[-1:] == steps[-1:] == unrecorded else []
+
+
+def drop_unrecorded_steps(directory: str | os.PathLike) -> list[int]:
+    """Removes a last step saved without its hash record (never restored; the resumed training
+    saves it again), saying so in one line on stderr; returns the steps removed."""
+    directory = pathlib.Path(directory)
+    dropped = _unrecorded_steps(directory) if directory.is_dir() else []
+    for step in dropped:
+        shutil.rmtree(directory / str(step))
+    if dropped:
+        print(f"{directory}: dropped selector checkpoint(s) {dropped} saved without their "
+              "content hash (the run was cut while saving); training saves them again",
+              file=sys.stderr)
+    return dropped
+
+
+_OS_ERROR_CODE = re.compile(r"os_error_code='?(\d+)")
+
+
+class _DropOrbaxWriteErrors(logging.Filter):
+    """Drops the log lines Orbax's background threads write about a failed file write (an
+    ``OSError``, or tensorstore's message with the OS error code): ``save`` raises that error,
+    which a binary prints in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR or "orbax" not in record.pathname:
+            return True
+        error = record.exc_info[1] if record.exc_info else None
+        text = f"{record.getMessage()} {error}"
+        return not (isinstance(error, OSError) or "os_error_code" in text or "[Errno" in text)
+
+
+logging.getLogger("absl").addFilter(_DropOrbaxWriteErrors())
+
+
+@contextlib.contextmanager
+def _write_errors(step_dir: pathlib.Path):
+    """An I/O failure inside Orbax (its ``ValueError`` carrying the OS error code, or an
+    ``OSError``) raised as one ``OSError`` naming the step directory."""
+    try:
+        yield
+    except OSError as err:
+        raise OSError(err.errno, f"saving the selector checkpoint failed: {err.strerror or err}",
+                      str(step_dir)) from None
+    except ValueError as err:
+        code = _OS_ERROR_CODE.search(str(err))
+        if code is None:
+            raise
+        errno = int(code.group(1))
+        raise OSError(errno, f"saving the selector checkpoint failed: {os.strerror(errno)}",
+                      str(step_dir)) from None
+
+
 def check_metrics_files(directory: str | os.PathLike) -> None:
     """Refuses a step whose Orbax ``metrics`` file is not a JSON object with a finite
     ``val_return``, naming the file. Orbax reads every step's metrics when a manager opens the
@@ -123,16 +207,18 @@ def check_metrics_files(directory: str | os.PathLike) -> None:
                                            f"got {value!r}")
 
 
-def _manager(directory: str | os.PathLike) -> ocp.CheckpointManager:
+def _manager(directory: str | os.PathLike, training: bool = False) -> ocp.CheckpointManager:
     """An Orbax ``CheckpointManager`` that keeps every step and tracks the best by ``val_return``.
 
     All steps are kept (``max_to_keep=None``): the evaluation checkpoint is chosen by validation
     return every 250 decisions (Appendix C.2), and the curve itself is part of the report.
+    Training's manager (``training``) removes the temporary folder of a save a kill cut; a
+    reader leaves it.
     """
     check_metrics_files(directory)
     options = ocp.CheckpointManagerOptions(
         max_to_keep=None, best_fn=lambda m: m["val_return"], best_mode="max",
-        keep_checkpoints_without_metrics=True, create=True)
+        keep_checkpoints_without_metrics=True, create=True, cleanup_tmp_directories=training)
     return ocp.CheckpointManager(pathlib.Path(directory).resolve(), options=options)
 
 
@@ -153,13 +239,17 @@ class SelectorCheckpointer:
 
     Each save also writes the step's integrity record and refreshes ``best.json`` (best step,
     its return, and the return of every step), so the checkpoint that evaluation must use can
-    be read without opening Orbax.
+    be read without opening Orbax. Opening drops the steps a kill left without their record
+    and rewrites a ``best.json`` that does not list every step.
     """
 
     def __init__(self, directory: str | os.PathLike, cfg: DQNConfig, seed: int):
         self.directory = pathlib.Path(directory)
         self.cfg, self.seed = cfg, seed
-        self._mngr = _manager(directory)
+        drop_unrecorded_steps(self.directory)
+        self._mngr = _manager(directory, training=True)
+        if self.steps() and self._recorded_steps() != self.steps():
+            self._write_best(self.val_returns())
 
     def save(self, decisions: int, params, val_return: float) -> None:
         """Saves ``params`` as step ``decisions`` with its validation return; blocks until written.
@@ -171,20 +261,33 @@ class SelectorCheckpointer:
             raise ValueError(f"{self.directory}: validation return {val_return} at {decisions} "
                              "decisions is not finite; a checkpoint is chosen by its score")
         meta = metadata(self.cfg, self.seed, decisions, val_return)
-        self._mngr.save(int(decisions), args=ocp.args.Composite(
-            params=ocp.args.StandardSave(jax.device_get(params)), meta=ocp.args.JsonSave(meta)),
-            metrics={"val_return": float(val_return)})
-        self._mngr.wait_until_finished()
         step_dir = self.directory / str(int(decisions))
+        with _write_errors(step_dir):
+            self._mngr.save(int(decisions), args=ocp.args.Composite(
+                params=ocp.args.StandardSave(jax.device_get(params)),
+                meta=ocp.args.JsonSave(meta)), metrics={"val_return": float(val_return)})
+            self._mngr.wait_until_finished()
         record = {"step": int(decisions), "files": _file_digests(step_dir),
                   "arrays_sha256": _arrays_digest(jax.device_get(params), meta)}
-        _hash_file(self.directory, decisions).write_text(json.dumps(record, indent=1))
-        returns = self.val_returns() | {int(decisions): float(val_return)}
+        # the step counts from here on: before it, a resume drops it and saves it again
+        _write_atomic(_hash_file(self.directory, decisions), json.dumps(record, indent=1))
+        self._write_best(self.val_returns() | {int(decisions): float(val_return)})
+
+    def _write_best(self, returns: dict[int, float]) -> None:
+        """``best.json``: the best step, its return and the return of every step."""
         best = self._mngr.best_step()
-        (self.directory / "best.json").write_text(json.dumps(
+        _write_atomic(self.directory / "best.json", json.dumps(
             {"best_step": best, "best_val_return": returns[best],
              "steps": list(self._mngr.all_steps()),
              "val_returns": {str(k): v for k, v in sorted(returns.items())}}, indent=1))
+
+    def _recorded_steps(self) -> list[int] | None:
+        """The steps ``best.json`` lists (None when it is missing or unreadable)."""
+        try:
+            steps = json.loads((self.directory / "best.json").read_text(encoding="utf-8"))["steps"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return steps if isinstance(steps, list) else None
 
     def val_returns(self) -> dict[int, float]:
         """Validation return per saved step (as recorded in best.json)."""
