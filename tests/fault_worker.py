@@ -76,6 +76,15 @@ def inject(fault: str, at: int, workdir: pathlib.Path) -> None:
                 _fill(workdir, max(0, (len(data) - slack) // 2) // PAGE * PAGE)
             return append(path, text, sync)
         runlog._append, runlog.RunLog.write_all = faulty, batch
+    elif fault == "kill_before_store_save":   # a task's events logged, the store not saved
+        from countermem_jax.phases import build
+        save_store = build.save_store
+
+        def then_kill(store, path):
+            if reached():
+                _kill()
+            return save_store(store, path)
+        build.save_store = then_kill
     elif fault == "kill_before_hash":
         digests = checkpoint._file_digests
 

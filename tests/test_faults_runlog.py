@@ -276,3 +276,46 @@ def test_a_kill_mid_construction_write_resumes_to_the_uninterrupted_store(tmp_pa
                       for e in RunLog(ref / "log.jsonl").events()
                       if e.get("phase") == "construction"
                       and e["event"] in ("decision", "counterfactual", "task_end")]
+
+
+def test_the_logs_other_readers_and_the_studies_copy_read_whole_events(tmp_path):
+    """A study copying a build's log into a variant, and ``inspect_store --workdir``'s reader:
+    a cut line in the source is left out (not a traceback), and the copy starts on a new line
+    after a cut line in its destination, so no event is lost or glued."""
+    from countermem_jax.protocol import record_at_work
+    from countermem_jax.studies import runner
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    log = RunLog(src / "log.jsonl")
+    log.write("counterfactual", phase="construction", task_id="t0")
+    log.write("task_end", phase="selector_training", task_id="t1")
+    log.write("counterfactual", phase="construction", task_id="t2")
+    data = log.path.read_bytes()
+    log.path.write_bytes(data[:-9])                       # the last event cut mid-line
+    assert [e["task_id"] for e in record_at_work._rows(log.path)] == ["t0", "t1"]
+    dst.mkdir()
+    (dst / "log.jsonl").write_bytes(b'{"event": "task_end", "ta')   # a cut line of its own
+    runner._copy_log_events(src, dst, "construction")
+    copied = RunLog(dst / "log.jsonl").events()
+    assert [(e["event"], e["task_id"]) for e in copied] == [("counterfactual", "t0")]
+
+
+def test_a_kill_between_a_tasks_log_and_the_store_save_counts_the_task_once(tmp_path):
+    """SIGKILL after a construction task's events are durable but before the store names the
+    task: the rerun redoes it (a ``construction_redo`` event says so) and construction's tally
+    of checks, verified and admitted candidates is the uninterrupted run's, not counted twice."""
+    from countermem_jax.protocol import construction_tally
+    ref, wd = tmp_path / "ref", tmp_path / "wd"
+    fault_worker.run(tmp_path, ref, 1, "build_memory")
+    out = run_with_fault(tmp_path, wd, 1, "build_memory", "kill_before_store_save", 1)
+    assert out.returncode == -9, out.stderr
+    fault_worker.run(tmp_path, wd, 1, "build_memory")
+    assert load_frozen(wd / "store_frozen.jsonl").build_hash() == \
+        load_frozen(ref / "store_frozen.jsonl").build_hash()
+    events = RunLog(wd / "log.jsonl").events()
+    assert [e["task_ids"] for e in events if e["event"] == construction_tally.REDO]
+    everything = [e for e in events if e["event"] == "counterfactual"]
+    standing = construction_tally.standing(events)
+    want = construction_tally.tally(
+        construction_tally.standing(RunLog(ref / "log.jsonl").events()))
+    assert len(everything) > len(standing) and want["checks"] > 0
+    assert construction_tally.tally(standing) == want

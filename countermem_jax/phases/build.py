@@ -10,7 +10,6 @@ frozen and its content hash written for the later phases. A baseline method (``c
 builds its own memory instead (``countermem_jax.baselines``), or skips a phase it has no use for.
 """
 import functools
-import json
 import time
 from typing import Callable
 
@@ -31,7 +30,9 @@ from countermem_jax.phases import context
 from countermem_jax.phases.workdir import Workdir
 from countermem_jax.method.selector import policies
 from countermem_jax.phases import workdir_guard
+from countermem_jax.protocol import construction_tally
 from countermem_jax.protocol.construction_tally import empty_store_reason, tally
+from countermem_jax.runtime.runlog import RunLog
 
 RUN = "build"  # the construction task runs' name (log events, ledger, the judge's verdict scope)
 
@@ -85,6 +86,11 @@ async def _construct(cfg, wd: Workdir, ctx: context.PhaseContext,
         print(f"construction.wave_size=0: {wave_size} tasks in flight, what the servers hold")
     wd.log.write("phase_start", phase="construction", tasks=len(ctx.splits.build),
                  resumed=len(done), wave_size=wave_size)
+    # tasks whose events were logged but whose store save a kill cut off: run again, once counted
+    logged = {e["task_id"] for e in wd.log.events()
+              if e.get("phase") == "construction" and e.get("task_id")} - done
+    if logged:
+        wd.log.write(construction_tally.REDO, phase="construction", task_ids=sorted(logged))
 
     async def run_task(task, view: waves.TaskView):
         """One construction task on its view of the store; what it writes (records, reuse
@@ -223,9 +229,8 @@ def build_memory(cfg, workdir_path, *, backbone=None, benchmark=None) -> dict:
                "tasks": len(ctx.splits.build) if constructs else 0,
                "tokens": ctx.ledger.total("construction").total, "waves": wave_totals,
                "transfer": transfer}
-    failures = ([json.loads(line) for line in wd.parse_failures.read_text().splitlines() if line]
-                if wd.parse_failures.exists() else [])
-    counts = tally(wd.log.events("counterfactual"), failures)
+    failures = RunLog(wd.parse_failures).events() if wd.parse_failures.exists() else []
+    counts = tally(construction_tally.standing(wd.log.events()), failures)
     summary["never_holding_conditions"] = counts["never_holds"]
     summary["repeated_situations"] = counts["repeated_situations"]
     wd.log.write("phase_end", phase="construction", ledger=ctx.ledger.summary(),

@@ -12,6 +12,23 @@ import collections
 from countermem_jax.method.counterfactual import NEVER_HOLDS
 
 
+REDO = "construction_redo"   # tasks logged but not in the saved store, run again on resume
+
+
+def standing(events) -> list[dict]:
+    """The "counterfactual" events of a run log's ``events`` (all of them, in file order) that
+    stand: a task whose events were logged before a kill kept the store from naming it is run
+    again on resume after a ``REDO`` event, and counts once, from its last run."""
+    kept = []
+    for e in events:
+        if e.get("event") == REDO:
+            redone = set(e.get("task_ids", ()))
+            kept = [k for k in kept if k.get("task_id") not in redone]
+        elif e.get("event") == "counterfactual":
+            kept.append(e)
+    return kept
+
+
 def tally(entries, parse_failures=()) -> dict:
     """What construction's checks came to, from the run log's "counterfactual" entries and the
     parse-failure items: per candidate source (the label each candidate carries: the model's

@@ -3,18 +3,17 @@ draft (paper §3.4), with the run without memory as its pair (rescued or broken)
 empty store, why construction verified nothing (Modules I–II). What the CPU quickstart prints
 last (``inspect_store --workdir``).
 """
-import json
 import pathlib
 
 from countermem_jax.method.memory.persistence import load_frozen
-from countermem_jax.protocol.construction_tally import empty_store_reason, tally
+from countermem_jax.protocol.construction_tally import empty_store_reason, standing, tally
+from countermem_jax.runtime.runlog import RunLog
 
 
 def _rows(path: pathlib.Path) -> list[dict]:
-    """The JSON lines of a log file ([] when it does not exist)."""
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    """The whole events of a log file, lines of an unfinished write left out ([] when it does
+    not exist)."""
+    return RunLog(path).events() if path.is_file() else []
 
 
 def _events(path: pathlib.Path, event: str) -> list[dict]:
@@ -33,7 +32,7 @@ def record_at_work(workdir) -> str:
     store = load_frozen(root / "store_frozen.jsonl")
     if not len(store):
         failures = _rows(root / "parse_failures.jsonl")
-        return empty_store_reason(tally(_events(root / "log.jsonl", "counterfactual"), failures))
+        return empty_store_reason(tally(standing(_rows(root / "log.jsonl")), failures))
     base = {e["task_id"]: e["solved"] for e in _events(root / "eval" / "base" / "log.jsonl",
                                                         "task_end")}
     found = []

@@ -31,7 +31,7 @@ from countermem_jax.phases import config_fingerprint, config_validation
 from countermem_jax import experiment
 from countermem_jax.protocol import intervals, metrics, provenance
 from countermem_jax.method.memory import load_frozen
-from countermem_jax.runtime.runlog import RunLog
+from countermem_jax.runtime.runlog import EventBuffer, RunLog
 from countermem_jax.reporting.studies import value_at
 from countermem_jax.studies import SCHEMA, cells
 
@@ -108,16 +108,13 @@ class ShareKeys:
 
 # ----------------------------------------------------------------------------- copying
 def _copy_log_events(src: pathlib.Path, dst: pathlib.Path, phase: str) -> None:
-    """Appends the ``phase`` events of ``src/log.jsonl`` to ``dst/log.jsonl``."""
-    lines = []
-    for line in (src / "log.jsonl").read_text(encoding="utf-8").splitlines(keepends=True):
-        try:
-            if json.loads(line).get("phase") == phase:
-                lines.append(line)
-        except json.JSONDecodeError:
-            continue
-    with open(dst / "log.jsonl", "a", encoding="utf-8") as f:
-        f.writelines(lines)
+    """Appends the ``phase`` events of ``src/log.jsonl`` to ``dst/log.jsonl`` in one durable
+    write (read whole: a cut line of ``src`` is left out; a cut copy reads as absent)."""
+    copied = EventBuffer()
+    for e in RunLog(src / "log.jsonl").events():
+        if e.get("phase") == phase:
+            copied.write(e.pop("event"), **e)
+    RunLog(dst / "log.jsonl").write_all(copied)
 
 
 def copy_build(src: pathlib.Path, dst: pathlib.Path) -> None:

@@ -33,7 +33,7 @@ from absl import app, flags
 
 from countermem_jax import experiment
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
-from countermem_jax.protocol.construction_tally import tally
+from countermem_jax.protocol.construction_tally import standing, tally
 from countermem_jax.method.memory import load_frozen
 from countermem_jax.tools.common import print_result
 from countermem_jax.method.prompting import prompts
@@ -118,7 +118,7 @@ def construction_yield(cfg, workdir, backbone: Backbone, benchmark=None) -> dict
     failures_file = workdir / "parse_failures.jsonl"
     failures = ([json.loads(line) for line in failures_file.read_text().splitlines() if line]
                 if failures_file.exists() else [])
-    t = tally(log.events("counterfactual"), failures)
+    t = tally(standing(log.events()), failures)
     first = [d for d in log.events("decision") if d.get("decision") == 0]
     records = len(load_frozen(workdir / "store_frozen.jsonl"))
     tokens = int(summary.get("tokens", 0))
