@@ -21,6 +21,7 @@ import os
 import pathlib
 import resource
 import signal
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -102,6 +103,9 @@ def inject(fault: str, at: int, workdir: pathlib.Path) -> None:
                     resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))
                 elif fault == "full_in_orbax":
                     _fill(workdir, 0)
+                elif fault == "readonly_in_orbax":   # the workdir turned read-only under it
+                    for args in (["--bind"], ["-o", "remount,ro,bind"]):
+                        subprocess.run(["mount", *args, str(workdir), str(workdir)], check=True)
                 elif fault == "kill_in_orbax":
                     self._mngr.wait_until_finished = _kill   # Orbax's write is under way
             return save(self, decisions, params, val_return)

@@ -4,6 +4,7 @@ cut step again, every step it leaves restores, and the artefacts equal an uninte
 a write error is one line."""
 import json
 import re
+import subprocess
 
 import jax
 import pytest
@@ -95,6 +96,22 @@ def test_a_full_disk_inside_orbax_is_one_line_and_resumes_whole(tmpfs, reference
     out = run_with_fault(tmpfs.parent, wd, 1, "train_selector", "full_in_orbax", 1)
     _one_write_error(out, "No space left on device")
     (tmpfs / "filler").unlink()
+    fault_worker.run(tmpfs.parent, wd, 1, "train_selector")
+    _every_step_restores(wd)
+    assert_same_training(reference(1), _train_result(wd))
+
+
+def test_a_workdir_made_read_only_inside_orbax_is_one_line_and_resumes_whole(tmpfs, reference):
+    """The workdir made read-only (a read-only bind mount over it, as a remount would) while a
+    checkpoint is saved: one ``error:`` line; nothing stored before is lost, and once it is
+    writable again the rerun equals the uninterrupted run."""
+    wd = tmpfs / "wd"
+    fault_worker.run(tmpfs.parent, wd, 1, "build_memory")
+    store = (wd / "store_frozen.jsonl").read_bytes()
+    out = run_with_fault(tmpfs.parent, wd, 1, "train_selector", "readonly_in_orbax", 1)
+    subprocess.run(["umount", str(wd)], check=True)
+    _one_write_error(out, "Read-only file system")
+    assert (wd / "store_frozen.jsonl").read_bytes() == store
     fault_worker.run(tmpfs.parent, wd, 1, "train_selector")
     _every_step_restores(wd)
     assert_same_training(reference(1), _train_result(wd))
