@@ -6,7 +6,7 @@ import types
 
 from countermem_jax.domains.sql import SQL
 from countermem_jax.method.prompting import prompts
-from countermem_jax.tools.speed import pipeline
+from countermem_jax.tools.speed import prefix_share
 
 SCHEMA = "Database: pets_1\nSchema:\nCREATE TABLE Student (StuID INTEGER, Age INTEGER);\n" * 8
 
@@ -26,19 +26,19 @@ def test_a_databases_questions_share_their_schema_as_the_prompts_prefix():
                   improved="b", evidence="e", condition_hint="")
     for template in method:
         assert template.user.startswith(prompts.TASK_HEAD) and not template.system
-        texts = [pipeline.prompt_text(template.messages(**prompts.task_fields(_task(q)),
+        texts = [prefix_share.prompt_text(template.messages(**prompts.task_fields(_task(q)),
                                                         **fields))
                  for q in ("How many students are there?", "What is the oldest age?")]
-        shared = pipeline._PrefixShare._common(*texts)
+        shared = prefix_share.PrefixShare._common(*texts)
         assert shared >= len(SCHEMA) and texts[0][shared:].startswith(
             "How many"), template.name
 
 
 def test_the_prefix_share_counts_each_prompts_longest_prefix_with_any_earlier_one():
-    share = pipeline._PrefixShare()
+    share = prefix_share.PrefixShare()
     for text in ("abcdef", "xyz", "abcxyz", "abcdeq", "xy"):
         share.add(text)
     # 0 + 0 + 3 (abc) + 5 (abcde) + 2 (xy) of 6 + 3 + 6 + 6 + 2
     assert (share.shared, share.total) == (10, 23)
     assert share.pct == round(100 * 10 / 23, 1)
-    assert pipeline._PrefixShare().pct is None
+    assert prefix_share.PrefixShare().pct is None

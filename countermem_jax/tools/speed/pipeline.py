@@ -31,7 +31,6 @@ evaluation ≥ 40×, construction ≥ 10×, selector training ≥ 20×, overhead
 ``result: {json}``. ``--scale`` multiplies the task counts and decisions (the default sizes
 take about ten minutes on two cores, most of it the runs at 1).
 """
-import bisect
 import contextlib
 import contextvars
 import dataclasses
@@ -61,6 +60,7 @@ from countermem_jax.method.memory import load_frozen
 from countermem_jax.tools import scripted_sql
 from countermem_jax.tools.common import print_result
 from countermem_jax.phases.workdir import Workdir
+from countermem_jax.tools.speed.prefix_share import PrefixShare, prompt_text
 
 _LATENCY = flags.DEFINE_integer("latency_ms", 100, "Server latency per request.")
 _CONCURRENCY = flags.DEFINE_integer("concurrency", 64, "Tasks / waves in flight to compare with 1.")
@@ -162,48 +162,10 @@ def _waiting(*unions):
     return tracker.waiting(unions or ("awaited", "in_check"))
 
 
-class _PrefixShare:
-    """Characters of the prompts sent and, of those, the ones a prompt shares with the longest
-    common prefix of any earlier prompt (``shared``); thread-safe. The longest common prefix
-    with any string of a set is the longer of those with its neighbours in sorted order."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.sorted, self.shared, self.total = [], 0, 0
-
-    @staticmethod
-    def _common(a: str, b: str) -> int:
-        n = 0
-        for x, y in zip(a, b):
-            if x != y:
-                break
-            n += 1
-        return n
-
-    def add(self, text: str) -> None:
-        """Books one prompt sent to the server."""
-        with self.lock:
-            i = bisect.bisect_left(self.sorted, text)
-            near = self.sorted[max(0, i - 1):i + 1]
-            self.shared += max((self._common(text, other) for other in near), default=0)
-            self.total += len(text)
-            self.sorted.insert(i, text)
-
-    @property
-    def pct(self) -> float | None:
-        return round(100.0 * self.shared / self.total, 1) if self.total else None
-
-
-def prompt_text(messages) -> str:
-    """A chat as one string in message order, roles marked: the order in which a server's
-    prefix cache meets its tokens."""
-    return "".join(f"<|{m['role']}|>{m.get('content') or ''}" for m in messages)
-
-
 class _PrefixCountingBackbone(OpenAICompatibleBackbone):
     """The HTTP client, booking every prompt it sends (the response cache sits in front)."""
 
-    def __init__(self, *args, prefixes: _PrefixShare, **kwargs):
+    def __init__(self, *args, prefixes: PrefixShare, **kwargs):
         super().__init__(*args, **kwargs)
         self.prefixes = prefixes
 
@@ -322,7 +284,7 @@ def _run_phase(fn, cfg, wd: pathlib.Path, url: str, bench) -> dict:
     """Runs one phase (``fn``: an ``experiment`` entry point) into ``wd`` with timed backbone,
     checker and task runs; returns its wall time, the server's counters and the overhead share
     (task-run time spent neither in HTTP waits nor in checks)."""
-    waits, prefixes = _Waits(), _PrefixShare()
+    waits, prefixes = _Waits(), PrefixShare()
     inner = _PrefixCountingBackbone(url, MODEL, max_concurrency=cfg.backbone.max_concurrency,
                                     prefixes=prefixes)
     backbone = _TimedBackbone(CachedBackbone(inner, wd / "llm_cache"), waits)
