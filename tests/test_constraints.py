@@ -62,3 +62,49 @@ def test_ci_builds_its_own_environment_and_runs_the_readme_command():
     assert "python3 -m venv .venv" in ci and ". .venv/bin/activate" in ci
     assert ci.index(". .venv/bin/activate") < ci.index("bash launch/install.sh")
     assert "python -m pytest -q tests" in ci and "python -m pytest -q tests" in readme
+
+
+def _all_declared():
+    tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
+    values = {t.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+              for t in node.targets if isinstance(t, ast.Name) and t.id in ("_CORE", "_EXTRAS")}
+    reqs = list(values["_CORE"]) + [r for v in values["_EXTRAS"].values() for r in v]
+    return {_name(Requirement(r).name) for r in reqs}
+
+
+def _third_party_imports(package: pathlib.Path) -> dict:
+    """{top-level module: a file importing it} for the modules ``package`` imports that are
+    neither the standard library nor the project's own."""
+    import sys
+    out = {}
+    for path in package.rglob("*.py"):
+        if "harness" in path.parts:
+            continue   # runs in the sandbox under Debian's interpreter (launch/system_packages.sh)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and node.module
+                     and not node.level else [])
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top not in ("countermem_jax",
+                                                                       "evaluators"):
+                    out.setdefault(top, str(path.relative_to(ROOT)))
+    return out
+
+
+def test_every_third_party_import_is_declared_in_setup_py():
+    """A module the code imports comes from a distribution setup.py names (core or an extra),
+    so a newcomer's install has it (jsonschema was imported and only came in by chance)."""
+    from importlib import metadata
+    providers = metadata.packages_distributions()
+    declared = _all_declared()
+    missing = {}
+    imports = {**_third_party_imports(ROOT / "evaluators"),
+               **_third_party_imports(ROOT / "countermem_jax")}
+    for module, where in sorted(imports.items()):
+        dists = {_name(d) for d in providers.get(module, [])}
+        if module in ("torch", "vllm", "llama_cpp", "tensorboardX") and not dists:
+            continue   # optional extras not installed in every environment
+        if not dists & declared:
+            missing[module] = where
+    assert not missing, f"imported but not declared in setup.py: {missing}"
