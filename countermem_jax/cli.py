@@ -84,7 +84,10 @@ def one_line_errors(interrupted: str = RESUME_LINE, errors: tuple = ()):
     except Exception as err:   # noqa: BLE001 -- re-raised below unless a user error
         if not isinstance(err, (*user_errors(), *errors, OSError)):
             raise
-        print(one_line(err), file=sys.stderr)
+        # one write with its newline: a library's thread printing at the same moment (Orbax's
+        # after a failed save) cannot land inside the line
+        sys.stderr.write(one_line(err) + "\n")
+        sys.stderr.flush()
         sys.exit(1)
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)
