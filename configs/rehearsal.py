@@ -4,9 +4,9 @@ r"""The GPU recipe's Spider setting, shrunk for the CPU rehearsal (launch/rehear
 
 The argument is ``backbone[,small]``: ``gptoss`` is ``configs/paper.py:spider,react,gptoss``
 (the served model name openai/gpt-oss-120b, a URL file, constraints, the waves and concurrency
-sized from the URL file) with only its size changed: a few tasks, decisions and tokens, over two
-Spider databases, one with a short schema and one with a long one (the long one's prompts do not
-fit the rehearsal server's context, so an over-long prompt happens in every phase). ``api`` is
+sized from the URL file) with only its size changed: a few tasks, decisions and tokens, over four
+Spider databases, three with a short schema and one with a long one (student_transcripts_tracking,
+whose prompts do not fit the rehearsal server's context: over-long prompts in the phases). ``api`` is
 ``spider,react,api`` (a hosted API, its own URL and key) pointed at the loopback stand-in whose
 URL is in $COUNTERMEM_REHEARSAL_API_URL, its key read from $REHEARSAL_API_KEY. ``small`` is the
 test's variant (tests/test_rehearsal.py): the fewest tasks, tiny budgets.
@@ -15,8 +15,8 @@ import os
 
 from countermem_jax.protocol.config_defaults import paper_config
 
-# the short schema first: the split draws take tasks of both databases
-DATABASES = ("singer", "student_transcripts_tracking")
+# three short schemas and a long one: the split draws take tasks of several
+DATABASES = ("singer", "concert_singer", "pets_1", "student_transcripts_tracking")
 
 
 def get_config(arg="gptoss"):
@@ -26,12 +26,12 @@ def get_config(arg="gptoss"):
     small = variant == "small"
     c = paper_config(f"spider,react,{backbone}")
     c.data.db_ids = DATABASES
-    c.splits.update(n_build=2 if small else 4, n_train=2 if small else 4, n_validation=1,
-                    n_eval=2 if small else 4, n_build_envs=2, n_eval_envs=2)
-    c.agent.update(max_tokens=24 if small else 64, max_attempts=2, temperature=0.0)
+    c.splits.update(n_build=2 if small else 8, n_train=2 if small else 6, n_validation=1,
+                    n_eval=2 if small else 6, n_build_envs=4, n_eval_envs=4)
+    c.agent.update(max_tokens=24 if small else 96, max_attempts=2, temperature=0.0)
     c.memory.judge.max_tokens = 16 if small else 32
     c.construction.update(verification_budget=1 if small else 2, k=2)
-    c.selector.update(total_decisions=2 if small else 6, learning_starts=1, batch_size=2,
+    c.selector.update(total_decisions=2 if small else 12, learning_starts=1, batch_size=2,
                       train_every=1, target_sync_every=2, checkpoint_every=2,
                       wave_size=2, seeds=(0,))
     c.eval.seeds = (0,)
