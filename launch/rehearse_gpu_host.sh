@@ -9,7 +9,7 @@
 #    vllm_urls.txt in serve_vllm.sh's format; a loopback OpenAI-compatible server stands in for a
 #    hosted API (countermem_jax/testing/openai_server.py) and refuses one template's constraint.
 # 2. preflight: python -m countermem_jax.preflight on the served setting.
-# 3. sweep: configs/rehearsal.py's Spider setting (configs/paper.py:spider,react,gptoss and
+# 3. sweep: configs/rehearsal/spider.py's Spider setting (configs/paper.py:spider,react,gptoss and
 #    spider,react,api with a few tasks, decisions and tokens): the dry run, then --local, which
 #    builds, trains and evaluates the served cell and the hosted-style cell.
 #    During it: the replica is killed (SIGKILL) after it answered KILL_AFTER requests and a new
@@ -92,7 +92,11 @@ python - "$WORK/api_model.json" <<'PY'
 import json, sys
 from countermem_jax import domains
 from countermem_jax.tools import scripted_sql
-cfg = __import__("importlib").import_module("configs.rehearsal").get_config("api").data
+import importlib.util
+spec = importlib.util.spec_from_file_location("rehearsal_spider", "configs/rehearsal/spider.py")
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+cfg = module.get_config("api").data
 tasks = domains.load_benchmark(cfg)[0]
 json.dump(scripted_sql.responder_config(tasks), open(sys.argv[1], "w"))
 PY
@@ -104,36 +108,21 @@ for _ in $(seq 100); do [ -s "$WORK/api.url" ] && break; sleep 0.2; done
 export COUNTERMEM_REHEARSAL_API_URL="$(head -n 1 "$WORK/api.url")"
 echo "hosted-API stand-in: $COUNTERMEM_REHEARSAL_API_URL (refuses the constraint distilled_record)"
 
-say "2. preflight (configs/rehearsal.py:gptoss$VARIANT, ${DURATION} s of throughput)"
+say "2. preflight (configs/rehearsal/spider.py:gptoss$VARIANT, ${DURATION} s of throughput)"
 pf=0
-timeout 600 python -m countermem_jax.preflight --config="configs/rehearsal.py:gptoss$VARIANT" \
+timeout 600 python -m countermem_jax.preflight --config="configs/rehearsal/spider.py:gptoss$VARIANT" \
   --config.backbone.base_urls="$URLS" --duration_s="$DURATION" > "$WORK/preflight.txt" 2> "$WORK/preflight.err" || pf=$?
 cat "$WORK/preflight.txt"; echo "preflight exit status $pf"
 
 say "3. sweep: the dry run"
-cat > "$WORK/sweep.py" <<EOF
-"""The rehearsal's sweep: the served cell and the hosted-style cell, CounterMem, seed 0."""
-from countermem_jax.sweep.spec import default_sweep
-
-
-def get_config():
-    c = default_sweep()
-    c.root = "$WORK/sweep"
-    c.run_config = "configs/rehearsal.py:{backbone}$VARIANT"
-    c.benchmarks = ("spider",)
-    c.agents = ("react",)
-    c.backbones = ("gptoss", "api")
-    c.methods = ("countermem",)
-    c.seeds = (0,)
-    c.progress_every_s = 30.0
-    return c
-EOF
+SWEEP=(--sweep=configs/sweeps/rehearsal.py --sweep.root="$WORK/sweep"
+       --sweep.run_config="configs/rehearsal/spider.py:{backbone}$VARIANT")
 tps=$(grep -o -- '--tokens_per_s=[0-9.]*' "$WORK/preflight.txt" | head -n 1 || true)
-python -m countermem_jax.sweep --sweep="$WORK/sweep.py" --dry_run $tps 2>&1 | tee "$WORK/dry_run.txt" | tail -n 12
+python -m countermem_jax.sweep "${SWEEP[@]}" --dry_run $tps 2>&1 | tee "$WORK/dry_run.txt" | tail -n 12
 
 say "3. sweep --local, the replica killed mid-phase after $KILL_AFTER requests and restarted on another port"
 sw=0
-python -m countermem_jax.sweep --sweep="$WORK/sweep.py" --local > "$WORK/sweep.txt" 2>&1 &
+python -m countermem_jax.sweep "${SWEEP[@]}" --local > "$WORK/sweep.txt" 2>&1 &
 sweep_pid=$!; pids+=($sweep_pid)
 before=$(answered replica_a)   # the preflight's
 # mid-phase: a phase of the served cell has started and not ended, KILL_AFTER requests sent

@@ -53,11 +53,16 @@ def replica(log: pathlib.Path) -> dict:
 
 
 def summarize(root: pathlib.Path, preflight_status: int, sweep_status: int) -> dict:
+    """What the rehearsal in ``root`` left: the replicas' requests, the URL file, the preflight's
+    verdict, both cells' phases and the constraints each model's server refused."""
     sweep_text = (root / "sweep.txt").read_text(errors="replace") if (
         root / "sweep.txt").is_file() else ""
     refused: dict = {}
     for model, name in _REFUSED.findall(sweep_text):
         refused.setdefault(model, set()).add(name)
+    preflight_err = root / "preflight.err"
+    in_preflight = sorted({name for _, name in _REFUSED.findall(
+        preflight_err.read_text(errors="replace") if preflight_err.is_file() else "")})
     preflight = (root / "preflight.txt").read_text() if (root / "preflight.txt").is_file() else ""
     verdict = re.search(r"\b(NO-GO|GO)\b", preflight)
     killed = root / "killed_during"
@@ -70,7 +75,8 @@ def summarize(root: pathlib.Path, preflight_status: int, sweep_status: int) -> d
                           else None},
             "sweep_status": sweep_status, "served": cell(root, "gptoss"),
             "hosted": cell(root, "api"),
-            "refused": {m: sorted(n) for m, n in refused.items()}}
+            "refused": {m: sorted(n) for m, n in refused.items()},
+            "refused_in_preflight": in_preflight}
 
 
 def checks(s: dict) -> list[tuple[str, bool, str]]:
@@ -106,12 +112,14 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
          f"{overlong} context_length; other failed requests {other_failed or 'none'}"),
         ("refused constraints, per template", bool(s["refused"].get(SERVED))
          and hosted_refused == ["distilled_record"],
-         f"llama.cpp refused {s['refused'].get(SERVED, [])}; the hosted stand-in "
-         f"{hosted_refused}"),
+         f"llama.cpp refused {s['refused'].get(SERVED, [])} in the sweep, "
+         f"{s['refused_in_preflight']} in the preflight (each said once); the hosted stand-in "
+         f"{hosted_refused} alone"),
     ]
 
 
 def main(argv=None) -> int:
+    """Prints the steps' outcomes and writes ``summary.json``; 1 when a step failed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workdir")
     parser.add_argument("--preflight_status", type=int, default=0)

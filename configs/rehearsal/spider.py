@@ -1,6 +1,6 @@
 r"""The GPU recipe's Spider setting, shrunk for the CPU rehearsal (launch/rehearse_gpu_host.sh).
 
-    python -m countermem_jax.build_memory --config=configs/rehearsal.py:gptoss --workdir=...
+    python -m countermem_jax.build_memory --config=configs/rehearsal/spider.py:gptoss --workdir=...
 
 The argument is ``backbone[,small]``: ``gptoss`` is ``configs/paper.py:spider,react,gptoss``
 (the served model name openai/gpt-oss-120b, a URL file, constraints, the waves and concurrency
@@ -22,7 +22,7 @@ DATABASES = ("singer", "concert_singer", "pets_1", "student_transcripts_tracking
 def get_config(arg="gptoss"):
     backbone, _, variant = arg.partition(",")
     if backbone not in ("gptoss", "api") or variant not in ("", "small"):
-        raise ValueError(f"configs/rehearsal.py takes gptoss|api[,small], not {arg!r}")
+        raise ValueError(f"configs/rehearsal/spider.py takes gptoss|api[,small], not {arg!r}")
     small = variant == "small"
     c = paper_config(f"spider,react,{backbone}")
     c.data.db_ids = DATABASES
