@@ -12,8 +12,8 @@
 # 3. sweep: configs/rehearsal/spider.py's Spider setting (configs/paper.py:spider,react,gptoss and
 #    spider,react,api with a few tasks, decisions and tokens): the dry run, then --local, which
 #    builds, trains and evaluates the served cell and the hosted-style cell.
-#    During it: the replica is killed (SIGKILL) after it answered KILL_AFTER requests and a new
-#    one started on another port (serve_cpu.sh rewrites the URL file; the client re-reads it);
+#    During it: once a phase of the served cell has started and sent KILL_AFTER requests, the
+#    replica is killed (SIGKILL) and a new one started on another port (serve_cpu.sh rewrites the URL file; the client re-reads it);
 #    the long schema's prompts exceed the replica's context (--ctx), each one a failed request
 #    (context_length) while the phase goes on; llama.cpp's server refuses the JSON-schema
 #    constraint (HTTP 500, a validation error), handled per template.
@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ "$SMALL" = 1 ]; then VARIANT=",small"; KILL_AFTER=2; DURATION=3; else VARIANT=""; KILL_AFTER=6; DURATION=10; fi
-CTX=${REHEARSAL_CTX:-768}   # the short schema's prompts fit, the long one's do not
+CTX=${REHEARSAL_CTX:-768}   # the short schemas' prompts fit, the long one's do not
 THREADS=${REHEARSAL_THREADS:-$(nproc)}
 DATA="$(python -c "from countermem_jax.runtime.paths import data_root; print(data_root())")"
 [ -f "$DATA/spider/dev.json" ] || { echo "rehearsal: no Spider data at $DATA/spider (docs/data.md)" >&2; exit 1; }

@@ -31,15 +31,14 @@ def cell(root: pathlib.Path, backbone: str) -> dict:
     """Per phase of a cell's workdir: ended or not, calls, failed requests by reason."""
     logs = sorted((root / "sweep" / "spider" / f"react_{backbone}").glob("*/log.jsonl"))
     out = {"workdir": str(logs[0].parent) if logs else None, "phases": {}}
+    latest: dict = {}   # a process's ledger is shared by its phases: the last count per phase
     for event in _events(logs[0]) if logs else []:
         if event.get("event") == "phase_end" and event.get("phase") in PHASES:
             ledger = event.get("ledger") or {}
-            failed: dict = {}
-            for reasons in (ledger.get("failed_requests") or {}).values():
-                for reason, n in reasons.items():
-                    failed[reason] = failed.get(reason, 0) + n
-            out["phases"][event["phase"]] = {"calls": sum((ledger.get("calls") or {}).values()),
-                                             "failed_requests": failed}
+            latest.update(ledger.get("failed_requests") or {})
+            out["phases"][event["phase"]] = {"calls": sum((ledger.get("calls") or {}).values())}
+    for phase, counts in out["phases"].items():
+        counts["failed_requests"] = dict(latest.get(phase) or {})
     out["metrics"] = bool(logs) and (logs[0].parent / "metrics.json").is_file()
     return out
 
