@@ -32,7 +32,9 @@ while [ $# -gt 0 ]; do
 done
 if [ "$SMALL" = 1 ]; then VARIANT=",small"; KILL_AFTER=2; DURATION=3; else VARIANT=""; KILL_AFTER=6; DURATION=10; fi
 CTX=${REHEARSAL_CTX:-768}   # the short schemas' prompts fit, the long one's do not
-THREADS=${REHEARSAL_THREADS:-$(nproc)}
+# --small (the test) decodes on one thread: on a shared 2-core machine two llama.cpp threads
+# wait on each other whenever one is descheduled (a --small run: 366 s with 2, 151 s with 1)
+[ "$SMALL" = 1 ] && THREADS=${REHEARSAL_THREADS:-1} || THREADS=${REHEARSAL_THREADS:-$(nproc)}
 DATA="$(python -c "from countermem_jax.runtime.paths import data_root; print(data_root())")"
 [ -f "$DATA/spider/dev.json" ] || { echo "rehearsal: no Spider data at $DATA/spider (docs/data.md)" >&2; exit 1; }
 python -c "import llama_cpp.server" 2>/dev/null || {
