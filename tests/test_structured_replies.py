@@ -350,3 +350,17 @@ def test_the_edit_schema_bounds_each_string_by_the_action():
     runaway = json.dumps({"edits": [{"find": "age > 30",
                                      "replace": "age >= 30" + " OR age >= 30" * 20}]})
     assert constraints.violation(c, ok) == "" and constraints.violation(c, runaway)
+
+
+def test_llama_cpp_servers_500_on_a_json_schema_is_a_refusal_of_that_template_not_retried():
+    # llama_cpp.server answers response_format {"type": "json_schema"} with HTTP 500 (a pydantic
+    # validation error): it was retried to the end and then ended the phase
+    with LocalOpenAIServer(refuse_constraints=True, refuse_like_llama_cpp=True,
+                           responder=lambda r: "SITUATION: s\nCONDITION: none") as srv:
+        backbone = _client(srv)
+        for _ in range(2):
+            parsed = _call(backbone, prompts.DISTIL_RECORD, DISTIL_FIELDS, ParseFailureLog(), {})
+            assert parsed.ok and parsed.value.situation == "s"
+        sent = ["response_format" in r for r in srv.requests]
+    assert sent == [True, False, False]
+    assert len(backbone.refused) == 1 and backbone.constraints

@@ -37,8 +37,10 @@ server at ~100 requests/s whatever the concurrency; aiohttp keeps ≥ 0.8 of ide
   tokenizer counts it; ``finish_reason`` is kept;
 * a call's output constraint is sent as vLLM documents it: a JSON schema as the standard
   ``response_format: {"type": "json_schema", ...}``, a grammar as ``structured_outputs``; a
-  server that rejects the field (HTTP 400 naming it, and not a context-length error) is asked
-  again without it, and from then on that constraint (by name: one template's reply format) is
+  server that rejects the field (HTTP 400 naming it, and not a context-length error; or the
+  HTTP 500 or 422 validation error naming ``response_format`` that llama.cpp's Python server,
+  ``llama_cpp.server``, answers to ``json_schema``, ``_validation_refusal``) is asked
+  again without it, not retried, and from then on that constraint (by name: one template's reply format) is
   never sent again (said once per name in the log); other templates keep theirs. Replies sent
   without one are parsed and validated only, and the response cache keys them as unconstrained
   (``sent_params``).
@@ -110,6 +112,17 @@ def context_length_error(status: int, text: str) -> bool:
         return True
     message = error.get("message")
     return isinstance(message, str) and _CONTEXT_MESSAGES.search(message) is not None
+
+
+def _validation_refusal(status: int, text: str, body: dict) -> bool:
+    """Whether an answer is a request-schema validation error on the constraint field: what
+    ``llama_cpp.server`` sends (HTTP 500, FastAPI/pydantic's "validation error" with the field's
+    location, ``'response_format', 'type'``; a plain FastAPI app sends 422) to a
+    ``response_format`` of type ``json_schema``, which it does not take."""
+    if status not in (422, 500) or "response_format" not in body:
+        return False
+    low = text.lower()
+    return "response_format" in low and (status == 422 or "validation error" in low)
 
 
 def retry_after_s(value: str | None, now: float | None = None) -> float | None:
@@ -422,6 +435,8 @@ class OpenAICompatibleBackbone(Backbone):
                 # a reply no token budget allows: counted as malformed and cut, never parsed
                 return self._malformed("", "over_length", replica.url, messages, "length")
             text, bad_bytes = replies.decode_body(raw)
+            if _validation_refusal(status, text, body):   # deterministic: never retried
+                raise _ConstraintRejected(text[:200])
             if status == 429 or status >= 500 or status == 408:
                 if status >= 500:
                     replica.failed_until = time.monotonic() + 2.0

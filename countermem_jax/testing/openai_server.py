@@ -43,6 +43,14 @@ import threading
 import time
 
 
+# What llama_cpp.server (0.3.x) answers to ``response_format: {"type": "json_schema"}``.
+LLAMA_CPP_REFUSAL = json.dumps({"error": {
+    "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+               "'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\", "
+               "'input': 'json_schema'}", "type": "internal_server_error", "param": None,
+    "code": None}}).encode()
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     """One request: the behaviour comes from the owning ``LocalOpenAIServer``."""
     # Keep-alive, as OpenAI-compatible servers speak it: the client's connection pool is
@@ -113,7 +121,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self._send(status, b'{"error": "slow down"}', {"Retry-After": value})
                 return
             if server.refuses(request):
-                self._send(400, b'{"error": {"message": "response_format is not supported"}}')
+                if server.refuse_like_llama_cpp:
+                    self._send(500, LLAMA_CPP_REFUSAL)
+                else:
+                    self._send(400, b'{"error": {"message": "response_format is not supported"}}')
                 return
             if behavior in ("500", "429", "400", "503"):
                 self._send(int(behavior), b'{"error": "injected failure"}')
@@ -167,7 +178,8 @@ class LocalOpenAIServer:
     is smaller), then content meeting the request's JSON schema unless ``ignore_constraints``;
     ``cached_tokens`` are reported as ``prompt_tokens_details.cached_tokens``;
     ``refuse_constraints`` answers any constrained request with HTTP 400,
-    ``refuse_constraint_names`` only those whose JSON schema has one of these names.
+    ``refuse_constraint_names`` only those whose JSON schema has one of these names
+    (``refuse_like_llama_cpp``: with llama.cpp's HTTP 500 validation error instead).
     ``max_model_len`` (shown in ``/v1/models``) refuses, as vLLM does, a request whose prompt
     (counted with the gpt-oss tokenizer) and ``max_tokens`` exceed it; ``usage`` replaces the
     usage block of every reply; ``reasoning_details=False`` leaves ``completion_tokens_details``
@@ -180,7 +192,8 @@ class LocalOpenAIServer:
                  cached_tokens: int = 0, ignore_constraints: bool = False,
                  refuse_constraints: bool = False, refuse_constraint_names=(),
                  max_model_len: int | None = None, usage: dict | None = None,
-                 reasoning_details: bool = True, model_id: str = "openai/gpt-oss-120b"):
+                 reasoning_details: bool = True, model_id: str = "openai/gpt-oss-120b",
+                 refuse_like_llama_cpp: bool = False):
         self.latency_s = latency_s
         self.responder = responder
         self.default = default
@@ -193,6 +206,7 @@ class LocalOpenAIServer:
         self.ignore_constraints = ignore_constraints
         self.refuse_constraints = refuse_constraints
         self.refuse_constraint_names = set(refuse_constraint_names)
+        self.refuse_like_llama_cpp = refuse_like_llama_cpp
         self.max_model_len = max_model_len
         self.usage = usage
         self.reasoning_details = reasoning_details
@@ -354,9 +368,16 @@ def _main():
     parser.add_argument("--latency_s", type=float, default=0.0)
     parser.add_argument("--responder", default="", help="module:factory scripting the replies")
     parser.add_argument("--responder_config", default="", help="JSON file given to the factory")
+    parser.add_argument("--gpt_oss_style", action="store_true", help="replies meet the schema")
+    parser.add_argument("--refuse_constraint_names", default="",
+                        help="comma-separated constraint names answered with HTTP 400")
+    parser.add_argument("--model_id", default="openai/gpt-oss-120b", help="/v1/models lists it")
     args = parser.parse_args()
     responder = load_responder(args.responder, args.responder_config) if args.responder else None
-    with LocalOpenAIServer(latency_s=args.latency_s, responder=responder) as server:
+    refused = [n for n in args.refuse_constraint_names.split(",") if n]
+    with LocalOpenAIServer(latency_s=args.latency_s, responder=responder,
+                           gpt_oss_style=args.gpt_oss_style, refuse_constraint_names=refused,
+                           model_id=args.model_id) as server:
         print(server.base_url, flush=True)
         threading.Event().wait()
 
