@@ -15,12 +15,16 @@ class PrefixShare:
 
     @staticmethod
     def _common(a: str, b: str) -> int:
-        n = 0
-        for x, y in zip(a, b):
-            if x != y:
-                break
-            n += 1
-        return n
+        """Length of the common prefix of ``a`` and ``b``, by bisection on slice comparisons
+        (C speed: a character loop in Python slowed the benchmark's client at 64 in flight)."""
+        lo, hi = 0, min(len(a), len(b))
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if a[:mid] == b[:mid]:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
 
     def add(self, text: str) -> None:
         """Books one prompt sent to the server."""
