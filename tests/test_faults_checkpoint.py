@@ -12,7 +12,7 @@ import pytest
 import fault_worker
 from countermem_jax.method.selector import checkpoint, dqn
 from helpers import paper
-from test_faults_runlog import (_train_result, assert_same_training, error_lines,  # noqa: F401
+from test_faults_runlog import (_train_result, assert_same_training,  # noqa: F401
                                 reference, run_with_fault, tmpfs)
 
 
