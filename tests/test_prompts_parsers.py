@@ -129,6 +129,8 @@ def test_every_paper_template_exists():
 # 2e54276, before the baselines' templates moved to ``baselines/prompts.py``: every field long
 # enough to be truncated, with delimiters and braces in it, and the template's constraint and
 # token budget. A changed key means every cached reply of that template is missed.
+# REVISE_WITH_RECORD's changed on 2026-12-02 on purpose: laid out for a server's prefix cache
+# (the instruction and the record before the draft; docs/ledger.md, "Prompt layouts changed").
 REQUEST_KEYS = {
     "BEST_OF_N_JUDGE": "26a096be842aa1264f53b3a0cc56b77d475f93e4616c4e9e94977ecee6e1d013",
     "DISTIL_RECORD": "52cd4bb9e7f07e9d63a45dc714d68452083359d2f5962ebc357883a29139a061",
@@ -147,7 +149,7 @@ REQUEST_KEYS = {
     "REASONINGBANK_VERIFIED": "5536e7b6e391982164e53c02aad1ea3e43a90bfbbd472ece2887f4cc58766f9a",
     "REFLEXION_REFLECT": "cccac7ecfa59eef7ff8849747955f9cf0814dfcd64b4946bc33791e7abad4a73",
     "REVISE_WITH_MEMORY": "54d5d70a8ea2d91b8714ef3fb8125a767bd22e1830443e015f11e8a3893e9eaf",
-    "REVISE_WITH_RECORD": "b8563cc2f9c0df59cf250d4011c9ccbe32e72917bb58f5eefff05a0d4fb9be82",
+    "REVISE_WITH_RECORD": "8bb1b54998803e0935ae203c7cc59e523027692158da7721b404b7c18a9f107c",
     "VOYAGER_SKILL": "c3078b3a3b4369b6c6afc35ebf25fca3d6900146c9c8c1aa0e2d3773b104468c",
 }
 MEMORY_BLOCK_SHA256 = "7fbd9384dba9e416c79986558d9420c3988ab06d21bba17d8340e868c5f77b6e"

@@ -74,7 +74,7 @@ class CounterfactualBuilder:
         await self.expand(ctx, state_before, action, outcome)
 
     def observe_reuse(self, record_id: str, label: int):
-        """u <- (1-ρ)u + ρy for a record a decision used (Eq. 8), in the store admitted into."""
+        """u <- (1-ρ)u + ρy for a record a decision used (Eq. 6), in the store admitted into."""
         return self.store.observe_reuse(record_id, label)
 
     async def expand(self, ctx, state_before: State, action: str, outcome: Outcome) -> list[dict]:

@@ -168,13 +168,15 @@ DRAFT_ACTION = Template(
     action_in_reply, parses_action=True, max_tokens=1024)
 
 # Module III (§3.4): the draft revised with the one record the selector chose. Returning the
-# draft unchanged is allowed, and then the reuse counts as neutral (Appendix B.3).
+# draft unchanged is allowed, and then the reuse counts as neutral (Appendix B.3). Laid out for
+# a server's prefix cache: the task header and the domain's instruction (the task's first draft
+# prompt, whole), the record (shared by the tasks it is offered to), the draft last.
 REVISE_WITH_RECORD = Template(
     "REVISE_WITH_RECORD", "",
-    TASK_HEAD + "Your draft action:\n```\n{draft}\n```\n\nA stored correction from an earlier "
-    "task follows. Use it only if it fits this task and its condition holds here; otherwise return the "
-    "draft unchanged.\n{record}\n\n{instructions}\nWrite the (possibly unchanged) action inside one "
-    "``` code block.",
+    TASK_HEAD + "{instructions}\n\nA stored correction from an earlier task follows. Use it only "
+    "if it fits this task and its condition holds here; otherwise return the draft unchanged.\n"
+    "{record}\n\nYour draft action:\n```\n{draft}\n```\n\nWrite the (possibly unchanged) "
+    "action inside one ``` code block.",
     {**TASK_KINDS, "draft": "action", "record": "record", "instructions": "context"},
     action_in_reply, parses_action=True, max_tokens=1024)
 

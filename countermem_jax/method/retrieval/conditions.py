@@ -88,10 +88,12 @@ class LLMJudgeChecker:
     silent "include".
     """
 
-    PROMPT = ("You decide whether a stored correction applies to a new task.\n"
-              "<condition>\n{condition}\n</condition>\n<task>\n{task}\n</task>\n"
-              "Does the condition hold for this task? Answer with one JSON object: "
-              '{{"verdict": "YES"}} or {{"verdict": "NO"}}.')
+    # Laid out for a server's prefix cache: the fixed instruction, then the task (shared by the
+    # task's other judge calls), the condition last (docs/speed.md, prefix share).
+    PROMPT = ("You decide whether a stored correction applies to a new task. Answer with one JSON "
+              'object: {{"verdict": "YES"}} if the condition below holds for the task, else '
+              '{{"verdict": "NO"}}.\n<task>\n{task}\n</task>\n<condition>\n{condition}\n'
+              "</condition>\n")
 
     def __init__(self, settings: JudgeSettings, max_task_chars: int = 3000):
         self.settings = settings

@@ -11,6 +11,7 @@ decision (online training, the replay of a log, the wave learner), and the offli
 ``jax.lax.scan`` body (``training._scan_chunk``) applies it to a stack of seeds.
 """
 import dataclasses
+import functools
 from typing import Callable
 
 import chex
@@ -222,8 +223,10 @@ def epsilon(cfg: DQNConfig, decisions: int | jax.Array) -> jax.Array:
     return cfg.epsilon_start + frac * (cfg.epsilon_end - cfg.epsilon_start)
 
 
+@functools.partial(jax.jit, static_argnames=("cfg",))
 def q_values(cfg: DQNConfig, params, obs: jax.Array) -> jax.Array:
-    """Q(z, ·) for a batch of observations."""
+    """Q(z, ·) for a batch of observations (jitted: the training curves ask for it after
+    every episode)."""
     return network(cfg).apply(params, obs)
 
 
@@ -242,7 +245,7 @@ def act(cfg: DQNConfig, state: TrainState, obs: jax.Array, mask: jax.Array,
     Returns the new state (its rng advanced), the action and the Q-values.
     """
     if not explore:
-        q = _q_jit(cfg, state.params, obs[None])[0]
+        q = q_values(cfg, state.params, obs[None])[0]
         return state, masked_argmax(q, mask), q
     rng, key = jax.random.split(state.rng)
     action, q = explore_with_key(cfg, state.params, obs, mask, key, epsilon(cfg, state.decisions))
@@ -252,8 +255,7 @@ def act(cfg: DQNConfig, state: TrainState, obs: jax.Array, mask: jax.Array,
 def explore_with_key(cfg: DQNConfig, params, obs: jax.Array, mask: jax.Array, key: jax.Array,
                      eps: jax.Array) -> tuple[jax.Array, jax.Array]:
     """ε-greedy choice among valid actions with an explicit key; returns (action, Q-values)."""
-    q = _q_jit(cfg, params, obs[None])[0]
+    q = q_values(cfg, params, obs[None])[0]
     return _explore(key, q, mask, eps), q
 
 
-_q_jit = jax.jit(q_values, static_argnames=("cfg",))
