@@ -199,7 +199,7 @@ def violation(constraint: OutputConstraint, reply: str) -> str:
         return "the reply is not one JSON object"
     try:
         err = jsonschema.exceptions.best_match(
-            _validator(json.dumps(constraint.schema, sort_keys=True)).iter_errors(obj))
+            _validator(constraint.json_schema).iter_errors(obj))
     except RecursionError:
         return "the reply is nested too deeply"
     if err is None:
@@ -210,8 +210,9 @@ def violation(constraint: OutputConstraint, reply: str) -> str:
 
 @functools.lru_cache(maxsize=1024)
 def _validator(schema_json: str):
-    """The validator of one schema, the schema checked once (``jsonschema.validate`` checks it
-    against its metaschema at every call: most of a phase's CPU at 64 in flight)."""
+    """The validator of one schema (``OutputConstraint.json_schema``, its canonical text), the
+    schema checked once (``jsonschema.validate`` checks it against its metaschema at every
+    call: most of a phase's CPU at 64 in flight)."""
     schema = json.loads(schema_json)
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
