@@ -114,7 +114,7 @@ DOCUMENTED_MODULES = (
     "method/selector/transition.py",
     "phases/train.py",
     "phases/evaluate.py",
-    "tools/speed/pipeline.py",
+    "../benchmarks/speed/pipeline.py",
     "reporting/studies.py",
     "reporting/study_figures.py",
     "studies/__init__.py",

@@ -15,7 +15,7 @@ from countermem_jax.backbones.openai_http import BackboneError
 from countermem_jax.protocol import config_defaults
 from countermem_jax.sweep import execute, graph, ray_backend, spec
 from countermem_jax.testing.openai_server import LocalOpenAIServer
-from countermem_jax.tools import preflight_checks
+from countermem_jax.preflight import checks as preflight_checks
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 

@@ -24,7 +24,7 @@ in the usage, and, when told, a constraint ignored (a reply in free text, as vLL
 reasoning parser is on) or refused (HTTP 400, as a server without structured outputs). The replies are canned
 echoes unless a ``responder`` scripts them (``GET /stats`` reports the counts, ``GET
 /stats?reset=1`` starts them again); ``server_process`` runs one given as ``module:factory``
-with a JSON config, e.g. the benchmark's scripted SQL model (``countermem_jax/tools/
+with a JSON config, e.g. the benchmark's scripted SQL model (``benchmarks/
 scripted_sql.py``), after a fixed ``latency_s`` per request. This server tests transport and
 throughput, never the method.
 """
@@ -307,7 +307,7 @@ class LocalOpenAIServer:
 
     def encode(self, payload: dict) -> bytes:
         """The response body of a reply (a hostile server overrides it to send broken bytes,
-        ``tools/security/hostile_replies.py``)."""
+        ``benchmarks/security/hostile_replies.py``)."""
         return json.dumps(payload).encode()
 
     def __enter__(self):

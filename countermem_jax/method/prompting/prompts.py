@@ -161,7 +161,7 @@ def action_in_reply(reply: str, domain) -> str:
 # then the domain's one instruction). A "Decision unit: join / predicate." line, a demand for
 # "the action only", a second format instruction, a system message and the question placed
 # before the schema each cost first attempts (the 0.5B model on seeded Spider questions: 6 of 40
-# solved with the first three, 20 with the zero-shot prompt; ``tools/tuning/record_yield.py``).
+# solved with the first three, 20 with the zero-shot prompt; ``benchmarks/tuning/record_yield.py``).
 DRAFT_ACTION = Template(
     "DRAFT_ACTION", "", TASK_HEAD + "{history}{instructions}",
     {**TASK_KINDS, "history": "trajectory", "instructions": "context"},

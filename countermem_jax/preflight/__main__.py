@@ -4,7 +4,7 @@ r"""Preflight: checks, in under five minutes, that the servers a config names ca
 
 One request per template of the config's method, with its output constraint and token budget
 (each request may take as long as the reasoning effort and budget need:
-``preflight_checks.request_timeout_s``), then requests and completion tokens per second, in all
+``checks.request_timeout_s``), then requests and completion tokens per second, in all
 and per URL, for 60 s (``--duration_s``) at the concurrency the client holds:
 ``backbone.max_concurrency``, lowered to what the URL file's replicas hold (the tokens/s are
 what the sweep's ``--dry_run --tokens_per_s`` turns into the grid's hours). Raises the open-file limit first (``runtime/file_limits.py``). Prints one
@@ -18,7 +18,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from countermem_jax import cli
-from countermem_jax.tools import preflight_checks as preflight
+from countermem_jax.preflight import checks as preflight
 from countermem_jax.runtime import file_limits
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
