@@ -1,13 +1,5 @@
 """The names an SQL action uses, read from its parse tree: the SQL domain's ``ActionNames`` hook
 for derived conditions (paper §3.3; ``method/conditions/derivation.py``).
-
-An edit touches the tables, columns and string literals inside the parts of the query that
-``sqlglot.diff`` reports as removed, inserted or updated (table aliases resolved): every column
-and literal the fix introduces must be named by a request (``every``), one of the touched tables
-(``some``: tables are often implied). A repair of an SQL error also reports the kind of error the
-original met ("no such column"), from the checker's feedback. A statement that does not parse,
-or that the parse bounds below refuse, is read as text (``TEXT_NAMES``); a refusal's reason is
-logged by construction as ``condition_from_text``.
 """
 import dataclasses
 import re

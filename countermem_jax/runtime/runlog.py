@@ -1,12 +1,6 @@
 """The run log: one JSON line per event, appended as it happens; the source of every reported
 figure and what a killed run resumes from. Each event reaches the OS at once (a killed process
 loses nothing); ``sync`` fsyncs where a file saved next must not be ahead of the log, and at exit.
-
-A write cut by a kill or a full disk leaves a partial last line. Like a write-ahead log's torn
-tail, it is skipped on reading (counted, and reported once on stderr), and the next append
-starts a new line after it, so no event glues onto it. A group of events written together
-(``write_all``: one episode's transitions, one construction task's events) carries one
-``_batch`` tag per line and is read whole or not at all.
 """
 import atexit
 import contextlib

@@ -1,13 +1,6 @@
 """The dry run's expected wall time: upper bounds on each phase run's LLM calls
 (``studies/cost.py``), their completion tokens, and the hours the hosts' servers need for them
 at a given throughput (docs/sweeps.md, "Before committing a cluster").
-
-A run's calls are its phase's bound for its config: a build's, one seed's selector training, and
-for an evaluation its memory run (one seed for CounterMem's per-seed evaluations) plus the base
-run, made by the first evaluation of its workdir and found finished by the later ones. Each call
-is charged ``tokens_per_call`` completion tokens, by default the config's ``agent.max_tokens``
-(a bound: a reply stops at it). The hours assume the servers are kept full, so that the tokens,
-not the chain of phases, set the pace.
 """
 import dataclasses
 

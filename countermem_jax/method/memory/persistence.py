@@ -1,17 +1,4 @@
-"""Store files: format, atomic writes, validation on load, and a lock for concurrent writers.
-
-Format ``countermem-store`` version 1 is JSON Lines, UTF-8:
-  line 1   header: {"format": "countermem-store", "version": 1, "frozen": bool, "snapshot_id": str,
-           "content_hash": sha256 hex, "num_records": int, "next_seq": int, "evictions": int,
-           "config": {...StoreConfig...}, "meta": {...}}   (meta: run bookkeeping, not hashed)
-  line 2+  one record each (``MemoryRecord.to_json()``), in insertion order.
-A write goes to a temporary file in the same folder, is fsynced and renamed over the old file, so a
-crash at any point leaves the previous snapshot readable. Loading re-checks every field and the
-content hash; every malformed input (a directory or unreadable file in its place, bytes that are
-not UTF-8, broken JSON, a header or record field of the wrong type or out of range, NaN or
-infinite numbers, unknown config fields) is a ``StoreFormatError`` naming the file, the line and
-the field.
-"""
+"""Store files: format, atomic writes, validation on load, and a lock for concurrent writers."""
 import contextlib
 import json
 import os

@@ -1,13 +1,4 @@
-"""The memory record m = (q, a-, a+, e, c, u) with its source task and provenance (Appendix B.2).
-
-Records are immutable values: the store replaces a record when its reuse statistics change, so a
-frozen snapshot can share record objects without any risk of them changing underneath it.
-
-Reading a record back from JSON is strict: every field is type- and range-checked and the first
-bad one is named (``RecordFieldError``), because a store file is an input that a person may have
-edited by hand, and a silently coerced value would change retrieval (Eq. 8) or the selector's
-features (Appendix C.1) without anyone noticing.
-"""
+"""The memory record m = (q, a-, a+, e, c, u) with its source task and provenance (Appendix B.2)."""
 import dataclasses
 import hashlib
 import json

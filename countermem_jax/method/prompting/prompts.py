@@ -1,28 +1,4 @@
-"""Prompt templates of paper Appendix D.8, with field truncation and parser contracts.
-
-Fields are truncated before rendering (state 2,500 chars, action/draft 2,000, feedback 800,
-decision units 4,000, environment context 3,000, rendered record 1,200, trajectory 3,000).
-A stored record is rendered as a delimited data block, with the delimiters escaped inside its
-fields, so text in a record cannot pose as instructions. ``call_template`` renders, calls,
-parses, asks once more with a repair message on a contract violation, and logs every failure
-in the ``ParseFailureLog`` it is given. A template with a structured reply has a ``ReplyFormat``
-(``constraints.py``): its JSON schema goes with the call as an output constraint, and the reply
-is validated after decoding. A reply cut off at its token limit is asked once more with the
-backbone's larger budget and is never booked as a parse failure. The templates that ask for an action (DRAFT_ACTION,
-REVISE_WITH_RECORD, REVISE_WITH_MEMORY) leave parsing the action to the task's domain
-(``countermem_jax/domains``): their parse argument ``domain`` is that ``Domain``.
-
-Which module of the method uses which template (the "Used in" column of the Appendix D.8 table):
-  Module I (§3.2)      GENERATE_LOCAL_ALTERNATIVES
-  Module II (§3.3)     DISTIL_RECORD
-  Module III (§3.4)    DRAFT_ACTION, REVISE_WITH_RECORD (showing ``render_record``)
-  Reflexion base agent (§4.1)  REFLEXION_REFLECT
-  transfer study (App. D.4)    LOOK_ALIKE_TASK
-The baselines' templates (App. D.5) are in ``countermem_jax/baselines/prompts.py``, with ``ALL``,
-every template by name. The prompt texts are part of the experiment: the response cache is keyed
-on the messages, so a changed text makes every call it renders miss the cache and changes the
-run; they are edited only on purpose.
-"""
+"""Prompt templates of paper Appendix D.8, with field truncation and parser contracts."""
 import dataclasses
 import logging
 from typing import Any, Callable
