@@ -358,7 +358,7 @@ class OpenAICompatibleBackbone(Backbone):
         except _Retryable as err:
             if err.not_json:
                 # the server answers, but not in JSON, whenever asked this: an empty reply,
-                # counted, so one request cannot end the run (issue 39)
+                # counted, so one request cannot end the run
                 log.warning("%s answered %d times with a body that is not JSON: %s; an empty "
                             "reply is used", err.server, self.max_attempts, err.reason)
                 return self._malformed({}, "not_json", err.server, messages)

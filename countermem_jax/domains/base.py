@@ -33,7 +33,7 @@ class TextNames:
     request must name; no error kinds are read from feedback."""
 
     def edit_names(self, original: str, improved: str, feedback: str = "") -> EditNames:
-        """The identifiers on the lines the edit changed, as ``some`` (bounded diff, issue 39)."""
+        """The identifiers on the lines the edit changed, as ``some`` (bounded diff)."""
         del feedback   # a textual edit's feedback names no kind of error
         a, b = original.splitlines(), improved.splitlines()
         changed = []

@@ -56,7 +56,7 @@ def compute_embeddings(texts: list[str] | tuple[str, ...]) -> np.ndarray:
     """``embed_texts`` without the cache: every text hashed (what the embedding benchmark
     times). Texts are processed in chunks of about ``_CHUNK_BYTES``; the result does not
     depend on how they are chunked."""
-    # "replace": a lone surrogate embeds as "?" instead of raising (issue 39)
+    # "replace": a lone surrogate embeds as "?" instead of raising
     encoded = [t.lower().encode("utf-8", "replace") for t in texts]
     out = np.zeros((len(encoded), DIM), dtype=np.float32)
     start, size = 0, 0

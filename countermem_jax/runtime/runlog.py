@@ -22,7 +22,7 @@ def _default(obj):
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-# A lone surrogate has no UTF-8 form: written as U+FFFD, the log stays UTF-8 (issue 39).
+# A lone surrogate has no UTF-8 form: written as U+FFFD, the log stays UTF-8 .
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 

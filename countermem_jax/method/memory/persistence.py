@@ -216,7 +216,7 @@ def _parse_json(path: pathlib.Path, lineno: int, line: str) -> dict:
     if not isinstance(obj, dict):
         raise StoreFormatError(f"{path}:{lineno}: expected a JSON object, got "
                                f"{type(obj).__name__}")
-    # a "\udcff" escape is valid JSON but no character: the text would not be UTF-8 (issue 39)
+    # a "\udcff" escape is valid JSON but no character: the text would not be UTF-8
     try:
         field = _lone_surrogate(obj) if _SURROGATE_ESCAPE.search(line) else None
     except RecursionError:
