@@ -185,7 +185,7 @@ class _Replica:
 
 
 class OpenAICompatibleBackbone(Backbone):
-    """Client for one model served by one or more OpenAI-compatible replicas (the module docstring
+    """Client for one model served by one or more OpenAI-compatible replicas (docs/backbones.md
     lists the policies).
 
     ``base_urls`` are the replicas' ``.../v1`` roots; ``model`` the served name sent with every

@@ -70,7 +70,7 @@ def _joined(what: str, defects: list[str]) -> str:
 
 def read(value) -> Served:
     """The replicas ``value`` (``backbone.base_urls``) names; ``UrlFileError`` for anything that
-    cannot be used (module docstring)."""
+    cannot be used (docs/gpu_host.md)."""
     if not isinstance(value, str):
         urls = _checked([str(u).strip() for u in value or () if str(u).strip()], "a URL")
     elif _is_url(value):

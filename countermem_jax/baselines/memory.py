@@ -1,4 +1,8 @@
-"""A baseline mechanism's memory: items, builder state, file format, freezing."""
+"""A baseline mechanism's memory: items, builder state, file format, freezing (docs/baselines.md).
+
+Each item carries ``item_id``, ``kind`` and ``source_task_ids`` (the construction tasks whose
+runs wrote or changed it), which is what the same-task exclusion reads.
+"""
 import pathlib
 import types
 from typing import Any, Iterable
@@ -118,7 +122,7 @@ class FrozenBaselineMemory:
 
 
 def save_memory(memory: BaselineMemory | FrozenBaselineMemory, path) -> pathlib.Path:
-    """Atomically writes ``memory`` (open or frozen) in the format of the module docstring."""
+    """Atomically writes ``memory`` (open or frozen) in the format of docs/baselines.md."""
     header = {"format": FORMAT, "version": VERSION, "method": memory.method,
               "frozen": memory.frozen, "content_hash": memory.content_hash(),
               "num_items": len(memory.items), "config": thaw(memory.config),

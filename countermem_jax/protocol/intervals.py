@@ -160,7 +160,7 @@ def tango_interval(b, c, n, confidence: float = CONFIDENCE):
 
 def design_effect(diff, groups=None) -> np.ndarray | float:
     """The design effect of reference groups for the mean of per-task differences ``diff``
-    ([tasks], or [replicates, tasks] for one per row; module docstring): cluster-robust over
+    ([tasks], or [replicates, tasks] for one per row; docs/protocol.md): cluster-robust over
     independent variance, in [1, Σ n_g² / n]; that upper end while fewer than
     ``MIN_DISCORDANT_GROUPS`` groups hold a discordant task."""
     diff = np.asarray(diff, np.float64)
@@ -185,7 +185,7 @@ def design_effect(diff, groups=None) -> np.ndarray | float:
 def paired_score_intervals(diff, groups=None, confidence: float = CONFIDENCE):
     """(low, high) per row of per-task differences ``diff`` ([replicates, tasks] or [tasks],
     each in [-1, 1]): Tango's interval on the rescued and broken shares divided by the design
-    effect of ``groups`` (module docstring)."""
+    effect of ``groups`` (docs/protocol.md)."""
     diff = np.asarray(diff, np.float64)
     if np.any(np.abs(diff) > 1.0 + 1e-9):
         raise ValueError("paired differences must lie in [-1, 1] (shares, not points)")

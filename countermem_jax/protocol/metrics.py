@@ -194,7 +194,7 @@ def funnel_line(f: dict) -> str:
 
 def changed_uses(used: list[dict], base_decisions: list[dict] | None = None) -> dict:
     """The selected uses that changed their draft, those whose change was right, and those
-    whose record had no place in the draft (module docstring). With the memory-free run's
+    whose record had no place in the draft (docs/protocol.md, Metrics). With the memory-free run's
     decisions (``base_decisions``), a use at a decision where that run executed the same
     draft is judged against its outcome; otherwise by the use's reuse label."""
     base = {(d["task_id"], d.get("decision")): d for d in base_decisions or ()}

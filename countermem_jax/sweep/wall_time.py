@@ -1,6 +1,9 @@
 """The dry run's expected wall time: upper bounds on each phase run's LLM calls
 (``studies/cost.py``), their completion tokens, and the hours the hosts' servers need for them
 at a given throughput (docs/sweeps.md, "Before committing a cluster").
+
+A run's calls are its phase's bound for its config (an evaluation adds its base run), each
+charged ``tokens_per_call`` completion tokens (default ``agent.max_tokens``, a bound).
 """
 import dataclasses
 
@@ -20,7 +23,7 @@ class Tally:
 
 
 def run_calls(run, first_evaluation: bool) -> int:
-    """The bound on one phase run's LLM calls (module docstring)."""
+    """The bound on one phase run's LLM calls (the module docstring)."""
     cfg = run.config
     phases = cost.phase_requests(cfg)
     if run.phase == "build_memory":

@@ -1,4 +1,13 @@
-"""Store files: format, atomic writes, validation on load, and a lock for concurrent writers."""
+"""Store files: format, atomic writes, validation on load, and a lock for concurrent writers.
+
+Format ``countermem-store`` version 1 is JSON Lines, UTF-8:
+  line 1   header: {"format": "countermem-store", "version": 1, "frozen": bool, "snapshot_id": str,
+           "content_hash": sha256 hex, "num_records": int, "next_seq": int, "evictions": int,
+           "config": {...StoreConfig...}, "meta": {...}}   (meta: run bookkeeping, not hashed)
+  line 2+  one record each (``MemoryRecord.to_json()``), in insertion order.
+Writes are atomic (temp file, fsync, rename); every malformed input is a ``StoreFormatError``
+naming the file, the line and the field.
+"""
 import contextlib
 import json
 import os

@@ -1,4 +1,24 @@
-"""The selector's observation z_t (Appendix C.1, Eq. 9), version 1."""
+"""The selector's observation z_t (Appendix C.1, Eq. 9), version 1.
+
+z = [P·E(state) (32) ‖ P·E(draft) (32) ‖ f_1 … f_4 (4 × 7) ‖ b (6)] → 98 dims, float32.
+
+Record slot features, in order (an empty slot is all zeros and masked):
+  0 relevance      cos(φ(state), φ(q)) as returned by retrieval, in [-1, 1]
+  1 admission      S_adm / 1.5, clipped to [-1, 1] (S_adm of an admitted record is at most 1.5)
+  2 improvement    Δ from the record's evidence, in [0, 1]
+  3 reuse          u, in [-1, 1]
+  4 frequency      log(1 + uses) / log(1 + 100), clipped to [0, 1]
+  5 helpful        helpful uses / uses; 0 when never used
+  6 validity       1 for a filled slot
+Budget features b (from the execution log of the current task):
+  0 calls_left     remaining evaluator calls / call budget
+  1 tokens_left    remaining tokens / token budget
+  2 progress       decision index / max decisions per task
+  3 failures       failed attempts so far / call budget
+  4 last_utility   U of the previous evaluated attempt (0 if none)
+  5 has_attempt    1 if an attempt was already evaluated in this task
+Action 0 is skip (always valid); action j ≥ 1 uses slot j.
+"""
 import dataclasses
 import math
 from typing import Sequence
