@@ -1,5 +1,8 @@
 """Coding (SWE-bench Verified, BugsInPy, and QuixBugs as an extra; paper Appendix D.1): the coding
 domain, its rule edit operators of Module I (paper §3.2, Appendix B.4) and its loaders.
+
+The action is one localized edit (FILE / LINES / REPLACE); the rule operators change one token of
+the replacement lines (a comparison, an off-by-one, a boolean operator or constant).
 """
 import re
 

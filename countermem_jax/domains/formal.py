@@ -1,6 +1,9 @@
 """Math and formal verification (miniF2F, ProofNet, AMBER on Lean 4; DafnyBench, Vericoding on
 Dafny and Verus; paper Appendix D.1): their domains, rule edit operators of Module I (paper §3.2,
 Appendix B.4) and loaders.
+
+Lean: one closing tactic swapped within the arithmetic family, or hypotheses added. Dafny / Verus:
+one loop invariant or assertion edited, dropped or added; never a specification line.
 """
 import dataclasses
 import re

@@ -1,5 +1,8 @@
 """SMT (SMT-LIB / SMT-COMP, and the generated encoding extra; paper Appendix D.1): the two SMT
 domains, their rule edit operators of Module I (paper §3.2, Appendix B.4) and their loaders.
+
+SMT solver action: 'key: value' lines (solver, tactics, options); an edit changes one of them.
+SMT encoding: an SMT-LIB 2 script; an edit flips one comparison boundary in an assertion.
 """
 import dataclasses
 import re

@@ -1,5 +1,10 @@
 """Text-to-SQL (Spider, BIRD; paper Appendix D.1): the SQL domain, its loaders and Module I's
 SQL edit operators (paper §3.2, Appendix B.4; families and ranking in docs/edit_operators.md).
+
+The one door from the method to ``evaluators/sql``. ``ranked_edits`` is the domain's entry point
+for Module I; ``operator_candidates`` (``generate`` then ``rank``) never sees the reference.
+Every operator is deterministic and ordered, so the same failed query always yields the same
+candidates in the same slots, and construction is reproducible from the response cache.
 """
 import dataclasses
 import difflib
