@@ -1,4 +1,9 @@
-"""Token-level diffs whose cost is bounded whatever the model wrote."""
+"""Token-level diffs whose cost is bounded whatever the model wrote.
+
+``opcodes`` equals ``difflib.SequenceMatcher`` up to ``MAX_CELLS``; above it only the differing
+middle is aligned, or reported as one changed region (``Diff.exact`` False), which callers treat
+as too long to judge.
+"""
 import dataclasses
 import difflib
 from typing import Sequence

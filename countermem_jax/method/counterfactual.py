@@ -1,6 +1,10 @@
 """Modules I and II during memory construction: propose local alternatives to a failed action,
 verify them from the same state, and admit the verified improvements to the store (paper
 §3.2–3.3, Appendix B.1, B.4). Read top down: ``CounterfactualBuilder.expand`` is the whole step.
+
+``ConstructionConfig.corrections`` selects the component ablation of §6.1 (Appendix D.5):
+``verified`` (the method), ``unverified_advice`` ("CF without WM": stored unchecked) and
+``within_task`` ("WM without CF": checked, nothing stored, ``WithinTaskChecks``).
 """
 import dataclasses
 import datetime

@@ -1,4 +1,7 @@
-"""Character n-gram hashing embedding, 512 dimensions (Appendix B.4's default embedder)."""
+"""Character n-gram hashing embedding, 512 dimensions (Appendix B.4's default embedder; its
+definition in docs/method.md). It imports nothing from the package: memory, retrieval and the
+selector all embed with it.
+"""
 import threading
 
 import numpy as np

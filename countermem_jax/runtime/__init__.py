@@ -1,1 +1,4 @@
-"""Generic machinery the method and the phases run on; it knows nothing of the method."""
+"""Generic machinery the method and the phases run on; it knows nothing of the method.
+
+Imports nothing of countermem_jax outside runtime/.
+"""

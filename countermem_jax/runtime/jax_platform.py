@@ -1,4 +1,9 @@
-"""Where the binaries' JAX runs: on the CPU unless ``--jax_gpu``, and never preallocating a GPU."""
+"""Where the binaries' JAX runs: on the CPU unless ``--jax_gpu``, and never preallocating a GPU.
+
+On a GPU host vLLM holds most of every GPU's memory, and the selector's small MLP gains nothing
+from a GPU; JAX reads ``JAX_PLATFORMS`` at import, so ``choose_platform()`` runs in a binary's
+entry before anything imports JAX.
+"""
 import os
 import sys
 

@@ -1,4 +1,8 @@
-"""The bounded record store: admission, eviction, reuse updates and freezing (paper §3.3, App. B)."""
+"""The bounded record store: admission, eviction, reuse updates and freezing (paper §3.3, App. B).
+
+``freeze()`` turns the construction-time ``MemoryStore`` into a hashed, immutable ``FrozenStore``:
+selector training and evaluation hold an object that cannot change records (§4.2, App. C.3).
+"""
 import dataclasses
 import hashlib
 import json

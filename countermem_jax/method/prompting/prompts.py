@@ -1,4 +1,8 @@
-"""Prompt templates of paper Appendix D.8, with field truncation and parser contracts."""
+"""Prompt templates of paper Appendix D.8, with field truncation and parser contracts.
+
+The texts are part of the experiment: the response cache is keyed on the messages, so a changed
+text changes the run (``tests/test_prompts_parsers.py`` pins each rendered request).
+"""
 import dataclasses
 import logging
 from typing import Any, Callable

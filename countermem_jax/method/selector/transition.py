@@ -1,4 +1,8 @@
-"""One logged selector decision, the single transition type of the selector (paper Appendix C.2)."""
+"""One logged selector decision, the single transition type of the selector (paper Appendix C.2).
+
+A JAX pytree: one transition, a sampled batch and a stacked log are the same type; ``task_id`` is
+static metadata, and ``for_replay`` drops it and the mask so a jitted step compiles once.
+"""
 from __future__ import annotations
 
 import flax
