@@ -1,4 +1,8 @@
-"""Row-wise functions evaluated in blocks of a fixed number of rows, whatever the batch."""
+"""Row-wise functions evaluated in blocks of a fixed number of rows, whatever the batch.
+
+XLA's CPU dot rounds a 1-row product and a 200-row one differently; blocks of exactly ``block``
+rows (the last one padded) make a row's result bit for bit independent of its batch.
+"""
 from typing import Callable, Sequence
 
 import numpy as np

@@ -1,6 +1,7 @@
 """The run log: one JSON line per event, appended as it happens; the source of every reported
 figure and what a killed run resumes from. Each event reaches the OS at once (a killed process
 loses nothing); ``sync`` fsyncs where a file saved next must not be ahead of the log, and at exit.
+A torn last line is skipped on reading, and a ``write_all`` group is read whole or not at all.
 """
 import atexit
 import contextlib
@@ -22,7 +23,7 @@ def _default(obj):
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-# A lone surrogate has no UTF-8 form: written as U+FFFD, the log stays UTF-8 .
+# A lone surrogate has no UTF-8 form: written as U+FFFD, the log stays UTF-8.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 

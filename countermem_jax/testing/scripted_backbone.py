@@ -1,4 +1,7 @@
-"""Deterministic scripted backbone for tests: replies chosen by prompt template, task and text."""
+"""Deterministic scripted backbone for tests: replies chosen by prompt template, task and text.
+
+A call no rule answers raises, so a test notices an unexpected prompt instead of a default.
+"""
 import dataclasses
 from typing import Callable
 

@@ -2,6 +2,10 @@
 mathematics. The agent must first *define* the solution (a value, an algorithm's update map, a
 transformed representation) as explicit Lean definitions, then *prove* the stated properties of
 that construction (paper Appendix D.1: Lean-based checker, pass rate, tactic / lemma choice).
+
+``AmberEvaluator`` refuses, before Lean runs, an answer that changes a theorem statement or a
+construction signature, leaves a construction abstract (``sorry``, ``opaque``, ``axiom``, a
+``Classical.choose``) or uses ``sorry`` / ``admit`` / new axioms. Layout: docs/data.md.
 """
 import dataclasses
 import json
