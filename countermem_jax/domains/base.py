@@ -1,4 +1,5 @@
-"""What an agent and the benchmark registry need to know about a domain (paper §3.1, Appendix D.1)."""
+"""What an agent and the benchmark registry need to know about a domain (paper §3.1, Appendix
+D.1)."""
 import dataclasses
 import pathlib
 import re

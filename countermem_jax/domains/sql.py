@@ -579,7 +579,7 @@ def operator_candidates(action: str, *, db, question: str, error: str = "", prop
     return rank(action, generate(action, db, question, error), db, question, proposed, k)
 
 
-# --- the domain: Module I's entry points, the action format, the loaders --------------------------
+# --- the domain: Module I's entry points, the action format, the loaders ------------------
 
 def sql_edits(sql: str, schema: Mapping[str, tuple[str, ...]] | None = None, limit: int = 8,
               question: str = "") -> list[str]:

@@ -1,4 +1,5 @@
-"""Spread over selector seeds and reference groups: mean, standard deviation and 95% bootstrap CIs."""
+"""Spread over selector seeds and reference groups: mean, standard deviation and 95% bootstrap
+CIs (docs/protocol.md, "Evaluation and confidence intervals")."""
 from typing import Sequence
 
 import numpy as np

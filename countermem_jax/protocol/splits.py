@@ -176,7 +176,8 @@ def make_splits(tasks: Sequence, n_build: int, n_train: int, n_validation: int, 
                 n_eval_envs: int = 0, group_by_reference: bool = True,
                 group_key: Callable | None = None, split_seed: int = 0,
                 folds: int = 0, held_out_of_eval: frozenset = frozenset()) -> Splits:
-    """Draws the four splits from ``tasks`` as docs/protocol.md (Splits) describes, then checks them.
+    """Draws the four splits from ``tasks`` as docs/protocol.md (Splits) describes, then checks
+    them.
 
     ``n_*`` are the requested sizes (construction may come out smaller after overlap removal);
     ``group_key`` overrides ``evaluators.grouping.group_key`` (tests use it); ``split_seed`` and
