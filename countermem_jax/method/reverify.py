@@ -54,8 +54,8 @@ def reverify(store: MemoryStore | FrozenStore, check: world_lib.WorldCheck,
              include_unstamped: bool = False
              ) -> tuple[MemoryStore | FrozenStore, list[Verdict]]:
     """The store with its stale records checked again (docs/method.md, Stale records), of the
-    same kind     (open or frozen), snapshot id and config, and one ``Verdict`` per record in store order.
-    ``include_unstamped`` checks the records stored before stamps existed too."""
+    same kind (open or frozen), snapshot id and config, and one ``Verdict`` per record in store
+    order. ``include_unstamped`` checks the records stored before stamps existed too."""
     epsilon = store.config.admission.epsilon
     kept: list[MemoryRecord] = []
     retired: list[dict] = []
