@@ -1,13 +1,5 @@
-"""What an agent and the benchmark registry need to know about a domain (paper §3.1, Appendix D.1).
-
-A ``Domain`` says how an action is written (the instructions of DRAFT_ACTION), how it is parsed
-out of a reply (fence languages and an optional extraction), which rule edits Module I may try
-(§3.2, Appendix B.4) and which task features a condition may test (the hint of DISTIL_RECORD,
-§3.3) and which names an action uses, the hook a derived condition reads (``names``, §3.3;
-``TEXT_NAMES`` unless the domain reads its actions more closely, as SQL does). A ``Benchmark`` is one setting of Appendix D.1: its facts from the paper and the loaders
-of its tasks and checker. Each domain family's module (``sql``, ``sat``, ``smt``, ``coding``,
-``formal``) defines both; ``registry`` lists the benchmarks by name.
-"""
+"""What an agent and the benchmark registry need to know about a domain (paper §3.1, Appendix
+D.1)."""
 import dataclasses
 import pathlib
 import re
@@ -42,7 +34,7 @@ class TextNames:
     request must name; no error kinds are read from feedback."""
 
     def edit_names(self, original: str, improved: str, feedback: str = "") -> EditNames:
-        """The identifiers on the lines the edit changed, as ``some`` (bounded diff, issue 39)."""
+        """The identifiers on the lines the edit changed, as ``some`` (bounded diff)."""
         del feedback   # a textual edit's feedback names no kind of error
         a, b = original.splitlines(), improved.splitlines()
         changed = []

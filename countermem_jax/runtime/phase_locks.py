@@ -1,12 +1,5 @@
 """Which phase runs on a workdir, and which may start beside it (docs/running.md, "Phases in
 order").
-
-A running phase holds ``WORKDIR/.locks/<phase>.lock`` (filelock) and names itself in
-``<phase>.owner``: pid, host, start and the phases whose outputs it reads. A phase takes its lock
-under the workdir's entry lock after checking the others, so of two phases where one reads what
-the other writes, the second to start refuses in one line, whichever it is. Readers that are
-not phases (the report, ``inspect_store --workdir``) only look (``running``). Imports nothing of
-countermem_jax.
 """
 import contextlib
 import datetime

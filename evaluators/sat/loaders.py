@@ -1,11 +1,4 @@
-"""SAT task loaders: SATLIB files with known status, and generated encoding problems.
-
-SATLIB layout (``$COUNTERMEM_DATA/satlib``): ``manifest.jsonl`` with ``file``, ``family`` and
-``expected`` (SAT/UNSAT) per instance; any other folder of ``.cnf`` files works with a manifest of
-the same form. Encoding tasks come from the ``flat`` graph-colouring instances (their graph is
-recovered from the CNF, which SATLIB built with edge2cnf) and from generated n-queens, pigeonhole
-and scheduling problems.
-"""
+"""SAT task loaders: SATLIB files with known status, and generated encoding problems."""
 import json
 import logging
 import pathlib

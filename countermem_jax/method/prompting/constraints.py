@@ -1,17 +1,4 @@
-"""Output constraints of the structured replies (paper Appendix D.8's output contracts).
-
-Each template whose reply is structured has a ``ReplyFormat``: the JSON schema its reply must
-meet (a function of the call's parse arguments, e.g. at most K edits, a choice in 1..N), sent to
-the backend as an ``OutputConstraint`` and enforced while decoding where the backend can; and how
-a schema-valid object reads as the template's text contract, so the one parser of each template
-applies the same rules (locality of an edit, one checkable condition) whatever the backend did.
-
-After decoding every reply is validated again (``read_reply``): servers are known to ignore a
-constraint, e.g. vLLM while a reasoning parser is on. A constrained reply that breaks its schema
-is a violation (``ParseError``: counted per template and handled as any parse failure); an
-unconstrained one (a backend without support) is read as JSON when it is schema-valid JSON and
-as the text contract otherwise, as before constraints existed.
-"""
+"""Output constraints of the structured replies (paper Appendix D.8's output contracts)."""
 import dataclasses
 import functools
 import json
