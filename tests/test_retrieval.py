@@ -175,6 +175,32 @@ def test_jitted_core_never_returns_ineligible_rows():
     assert set(np.asarray(idx[1])[np.isfinite(np.asarray(scores[1]))]) == {0, 2}
 
 
+def test_each_record_carries_the_first_exclusion_reason_that_holds():
+    """One reason per (decision, record), in the order same task, stale, condition, transfer,
+    no place; the mask and each of the log's lists are read from it."""
+    import dataclasses
+    from countermem_jax.method.retrieval import retrieve
+    def rec(i, condition="", **fields):
+        return dataclasses.replace(make_record(source_task_id=f"s{i}", situation=f"case {i}",
+                                               condition=condition), **fields)
+    false, failed = "bound == strict", dict(transfer_tries=1)
+    records = [rec(0, false, source_task_id="q"), rec(1, false), rec(2, false, **failed),
+               rec(3, **failed), rec(4), rec(5)]
+    stale = {records[0].record_id, records[1].record_id}
+    index = RetrievalIndex(records, world=lambda r: "changed" if r.record_id in stale else "",
+                           fits=lambda r, task: r is not records[3] and r is not records[4])
+    task = _task("q", "case", bound="inclusive")
+    assert index.reasons([task]).tolist() == [[retrieve.SAME_TASK, retrieve.STALE,
+                                               retrieve.CONDITION, retrieve.TRANSFER,
+                                               retrieve.NO_PLACE, retrieve.ELIGIBLE]]
+    result = index.retrieve(task)
+    ids = [r.record_id for r in records]
+    assert [c.record for c in result.candidates] == [records[5]] and result.eligible_count == 1
+    assert (result.excluded_same_task, result.excluded_stale, result.excluded_condition,
+            result.excluded_transfer, result.excluded_no_place) == (
+        (ids[0],), (ids[1],), (ids[2],), (ids[3],), (ids[4],))
+
+
 def test_rule_checker_grammar():
     task = _task("t", 'How many singers are "older than" 30?', bound="strict", db_id="concert",
                  has_order=False)
