@@ -93,7 +93,7 @@ def topk_eligible(queries: jax.Array, keys_t: jax.Array, reuse: jax.Array, reaso
 
 @dataclasses.dataclass(frozen=True)
 class Candidate:
-    """One retrieved record with its Eq. 7 score (relevance plus weighted reuse), its cosine
+    """One retrieved record with its Eq. 8 score (relevance plus weighted reuse), its cosine
     relevance alone, and its 0-based rank among the top k."""
     record: MemoryRecord
     score: float
