@@ -1,5 +1,6 @@
 """A model's reply is untrusted input: made safe at the backbone boundary, before any parser."""
 import dataclasses
+import json
 import re
 
 # Characters per token a reply may average before it is cut: gpt-oss's o200k tokens average
@@ -61,3 +62,20 @@ def sanitize(result, max_tokens: int):
         return result
     return dataclasses.replace(result, text=text, reasoning=reasoning, finish_reason=finish,
                                malformed=malformed)
+
+
+def json_object(reply: str) -> dict | None:
+    """The JSON object a reply holds (whole, in a code fence, or the outermost braces of the
+    text), or None."""
+    text = (reply or "").strip()
+    fence = re.match(r"^```\w*\s*\n?(.*?)\n?```$", text, re.S)
+    if fence:
+        text = fence.group(1).strip()
+    for candidate in (text, text[text.find("{"): text.rfind("}") + 1]):
+        try:
+            obj = json.loads(candidate)
+        except (json.JSONDecodeError, ValueError, RecursionError):   # nested past the stack
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None

@@ -9,7 +9,7 @@ from countermem_jax.runtime.inflight import CheckerPool
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method.prompting.failures import ParseFailureLog
-from countermem_jax.method.retrieval import conditions
+from countermem_jax.method.conditions import checkers as conditions
 from evaluators.base import Evaluator, Outcome, State, Task
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from countermem_jax.experiment import METHOD_LABELS, Workdir
 from countermem_jax.method.memory_use import CounterMemAugmentation
 from countermem_jax.phases import context
 from countermem_jax.method.conditions import TaskFacts
-from countermem_jax.method.retrieval.conditions import RuleChecker
+from countermem_jax.method.conditions.checkers import RuleChecker
 from countermem_jax.method.selector import policies
 from countermem_jax.studies import cells
 

@@ -8,7 +8,7 @@ import typing
 from typing import Any, Mapping
 
 from countermem_jax.method import bounded_diff
-from countermem_jax.method.condition_text import normalize_condition
+from countermem_jax.method.conditions.text import normalize_condition
 
 
 def normalize_action(text: str) -> str:

@@ -2,12 +2,12 @@
 import dataclasses
 import functools
 import json
-import re
 from typing import Callable
 
 import jsonschema
 
 from countermem_jax.backbones.base import OutputConstraint
+from countermem_jax.backbones.replies import json_object
 from countermem_jax.method.prompting import parsers
 
 
@@ -157,28 +157,6 @@ FUNCTION_CALLS = ReplyFormat(
         "arguments": {"type": "object", "additionalProperties": {"type": "string"}}})}}),
     _calls_text)
 
-# The condition judge (§3.4): whether the stored condition holds for the new task.
-JUDGE_VERDICT = OutputConstraint.from_schema(
-    "condition_verdict", _object({"verdict": {"enum": ["YES", "NO"]}}))
-
-
-def json_object(reply: str) -> dict | None:
-    """The JSON object a reply holds (whole, in a code fence, or the outermost braces of the
-    text), or None."""
-    text = (reply or "").strip()
-    fence = re.match(r"^```\w*\s*\n?(.*?)\n?```$", text, re.S)
-    if fence:
-        text = fence.group(1).strip()
-    for candidate in (text, text[text.find("{"): text.rfind("}") + 1]):
-        try:
-            obj = json.loads(candidate)
-        except (json.JSONDecodeError, ValueError, RecursionError):   # nested past the stack
-            continue
-        if isinstance(obj, dict):
-            return obj
-    return None
-
-
 def violation(constraint: OutputConstraint, reply: str) -> str:
     """Why ``reply`` breaks ``constraint`` (a JSON schema), or "" when it meets it."""
     obj = json_object(reply)
@@ -230,10 +208,3 @@ def read_reply(fmt: ReplyFormat, reply: str, constrained: bool, parse_args: dict
     obj = json_object(reply)
     refused = fmt.refused(obj, **parse_args) if fmt.refused else 0
     return Read(fmt.to_text(obj), "", refused)
-
-
-def verdict_of(reply: str) -> bool | None:
-    """The condition judge's verdict in a JSON reply ({"verdict": "YES" | "NO"}), or None."""
-    obj = json_object(reply)
-    value = str(obj.get("verdict", "")).upper() if obj else ""
-    return {"YES": True, "NO": False}.get(value)

@@ -6,7 +6,7 @@ import json
 import re
 
 from countermem_jax.method import bounded_diff
-from countermem_jax.method.condition_text import normalize_condition
+from countermem_jax.method.conditions.text import normalize_condition
 
 
 class ParseError(ValueError):
