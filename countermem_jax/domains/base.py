@@ -5,6 +5,7 @@ import pathlib
 import re
 from typing import Callable
 
+from countermem_jax.runtime.errors import UserError
 from countermem_jax.runtime.paths import data_root
 from countermem_jax.method import bounded_diff
 from countermem_jax.method.conditions import ActionNames, EditNames
@@ -74,7 +75,7 @@ class Domain:
         return parsers.parse_action(reply, self.fences, self.extract)
 
 
-class MissingData(FileNotFoundError):
+class MissingData(UserError, FileNotFoundError):
     """A benchmark's files are not where its loader looks; the message says how to get them."""
 
 

@@ -10,9 +10,10 @@ from countermem_jax.method.memory_use import REVISIONS
 from countermem_jax.method.memory import retention
 from countermem_jax.method.retrieval.retrieve import INTERVENTIONS
 from countermem_jax.method.selector import features
+from countermem_jax.runtime.errors import UserError
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A config field has a value the pipeline cannot run with; the message names the field."""
 
 

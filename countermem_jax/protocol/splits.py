@@ -5,6 +5,7 @@ import logging
 import random
 from typing import Callable, Mapping, Sequence
 
+from countermem_jax.runtime.errors import UserError
 from evaluators.grouping import digest, group_key as reference_group
 
 log = logging.getLogger(__name__)
@@ -19,7 +20,7 @@ PARTS = ("build", "train", "validation", "eval")
 _SEED_STEP = 3 * 8675309
 
 
-class SplitError(ValueError):
+class SplitError(UserError, ValueError):
     """The splits overlap or cannot be drawn; binaries refuse to run.
 
     Raised before any model is loaded, so a bad split request costs nothing and stores nothing.

@@ -11,6 +11,8 @@ from typing import Iterator
 
 import filelock
 
+from countermem_jax.runtime.errors import UserError
+
 LOCK_DIR = ".locks"
 ENTRY_LOCK = "entry.lock"   # held while a phase checks the others and takes its own lock
 PHASES = ("build_memory", "train_selector", "evaluate")
@@ -20,7 +22,7 @@ MAY_READ = {"build_memory": (), "train_selector": ("build_memory",),
             "evaluate": ("build_memory", "train_selector")}
 
 
-class WorkdirBusy(RuntimeError):
+class WorkdirBusy(UserError, RuntimeError):
     """A phase runs on this workdir that this one may not run beside (the message names its pid,
     host and start)."""
 

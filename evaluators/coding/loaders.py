@@ -9,7 +9,7 @@ import os
 import pathlib
 import re
 
-from evaluators.base import Task
+from evaluators.base import InputError, Task
 from evaluators.coding import checker, sandbox, snapshot, verdict
 from evaluators.coding import edits as edits_lib
 from evaluators.grouping import digest
@@ -21,7 +21,7 @@ ACTION_HELP = ("Answer with one localized edit:\nFILE: <path>\nLINES: <first>-<l
                "<the new lines>\n(or a unified diff).")
 
 
-class DataError(ValueError):
+class DataError(InputError, ValueError):
     pass
 
 

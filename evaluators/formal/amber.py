@@ -12,7 +12,7 @@ import json
 import pathlib
 import re
 
-from evaluators.base import Outcome, Task
+from evaluators.base import InputError, Outcome, Task
 from evaluators.formal.checkers import LeanEvaluator
 
 _DECL = re.compile(r"^(?:@\[[^\]]*\]\s*)?(?:noncomputable\s+)?(?:private\s+)?"
@@ -21,7 +21,7 @@ _NONCONSTRUCTIVE = re.compile(r"\b(Classical\.choose|Classical\.epsilon|Exists\.
                               r"Classical\.indefiniteDescription|Nonempty\.some)\b")
 
 
-class DataError(ValueError):
+class DataError(InputError, ValueError):
     pass
 
 

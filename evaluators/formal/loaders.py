@@ -3,12 +3,12 @@ import json
 import pathlib
 import re
 
-from evaluators.base import Task
+from evaluators.base import InputError, Task
 from evaluators.grouping import digest
 from evaluators.formal.checkers import LeanReference, ProgramReference
 
 
-class DataError(ValueError):
+class DataError(InputError, ValueError):
     pass
 
 

@@ -3,7 +3,7 @@ import json
 import logging
 import pathlib
 
-from evaluators.base import Task
+from evaluators.base import InputError, Task
 from evaluators.grouping import digest
 from evaluators.sat import dimacs, problems
 from evaluators.sat.checker import EncodingReference, StrategyReference
@@ -17,7 +17,7 @@ ENCODING_HELP = ("Write a DIMACS CNF ('p cnf V C', clauses ending in 0) and map 
                  "you use to its name with a comment line 'c var <number> <name>'.")
 
 
-class DataError(ValueError):
+class DataError(InputError, ValueError):
     pass
 
 

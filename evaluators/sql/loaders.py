@@ -7,14 +7,14 @@ import sqlite3
 
 import sqlglot
 
-from evaluators.base import Task
+from evaluators.base import InputError, Task
 from evaluators.sql.checker import SQLReference
 from evaluators.sql.features import question_features
 
 log = logging.getLogger(__name__)
 
 
-class DataError(ValueError):
+class DataError(InputError, ValueError):
     """A benchmark file is missing or malformed; the message names it."""
 
 

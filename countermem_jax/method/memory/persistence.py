@@ -22,13 +22,14 @@ from countermem_jax.method.memory import retention
 from countermem_jax.method.memory.record import (MemoryRecord, RecordFieldError, check_dataclass_fields,
                                           get_field)
 from countermem_jax.method.memory.store import (FrozenStore, MemoryStore, StoreConfig, content_hash)
+from countermem_jax.runtime.errors import UserError
 
 FORMAT = "countermem-store"
 VERSION = 1
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
-class StoreFormatError(ValueError):
+class StoreFormatError(UserError, ValueError):
     """A store file is missing, malformed, of another version, or fails validation.
 
     The message always starts with the file (and ``:line`` where one is to blame), so the binaries

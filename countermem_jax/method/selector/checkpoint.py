@@ -36,9 +36,10 @@ import orbax.checkpoint as ocp
 
 from countermem_jax.method.selector import features
 from countermem_jax.method.selector.dqn import DQNConfig, init_state
+from countermem_jax.runtime.errors import UserError
 
 
-class IncompatibleCheckpointError(ValueError):
+class IncompatibleCheckpointError(UserError, ValueError):
     """The checkpoint was written for another observation layout or network.
 
     Restoring it would silently feed the network features in an order it was not trained on, so
@@ -46,7 +47,7 @@ class IncompatibleCheckpointError(ValueError):
     """
 
 
-class CheckpointIntegrityError(ValueError):
+class CheckpointIntegrityError(UserError, ValueError):
     """A checkpoint or its metadata is missing, unreadable, or not what was saved.
 
     The message starts with the offending path, so the binaries can print it as one line.
