@@ -7,8 +7,9 @@ episode ended, and the task it belongs to. The same type travels through every p
   * the online learner (``training.OnlineLearner.observe``) and the wave learner's schedule;
   * the run log (``to_json`` / ``from_json``, event ``transition``) and the replay of a log after
     a kill (``training.replay``);
-  * the ``.npz`` transition log (``training.log_from_transitions``) and offline retraining, where
-    a stack of transitions (arrays with a leading axis) is scanned through ``dqn.schedule``.
+  * the ``.npz`` transition log (``training.log_from_transitions``) and the offline retraining of
+    the speed benchmarks, where a stack of transitions (arrays with a leading axis) is scanned
+    through ``dqn.schedule``.
 
 It is a JAX pytree: every field but ``task_id`` is an array leaf, so a single transition, a batch
 sampled from the replay buffer and a stacked log are the same type. ``task_id`` is static metadata
