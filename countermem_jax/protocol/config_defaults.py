@@ -4,6 +4,8 @@ Paper values (Appendix B.4, C.2, D.2) are the defaults; CPU configs shorten the 
 """
 import ml_collections
 
+from countermem_jax.runtime.errors import UserError
+
 
 def base_config() -> ml_collections.ConfigDict:
     """Every config field with its default; a config file starts from this and overrides fields.
@@ -276,7 +278,7 @@ def setting_config(benchmark: str, agent: str, backbone: str = "gptoss") -> ml_c
     return c
 
 
-class SettingError(ValueError):
+class SettingError(UserError, ValueError):
     """``configs/paper.py`` was given an argument naming no setting."""
 
 
