@@ -16,6 +16,7 @@ from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
 from countermem_jax.testing.scripted_backbone import Rule
 from countermem_jax.runtime.runlog import RunLog
 from countermem_jax.method.selector import checkpoint, dqn, training
+from countermem_jax.tools.speed.selector_offline import train_offline
 from helpers import agent_config, paper
 from test_pipeline import MANIFEST, _config, people_benchmark, scripted  # noqa: F401 (fixture)
 
@@ -101,17 +102,17 @@ def test_non_finite_validation_scores_are_errors(tmp_path):
         next_mask=mask, done=np.ones(n, np.float32), mask=mask, episode=np.arange(n),
         split=np.array(["train"] * n))
     with pytest.raises(ValueError, match="no validation rows"):
-        training.train_offline(paper("dqn", checkpoint_every=10), log, seeds=(0,),
-                               checkpoint_dir=tmp_path / "offline")
+        train_offline(paper("dqn", checkpoint_every=10), log, seeds=(0,),
+                      checkpoint_dir=tmp_path / "offline")
 
 
 def test_offline_analysis_of_a_seed_log_has_a_finite_proxy(tmp_path, people_benchmark):
     _, wd, _ = _build_and_train(tmp_path, people_benchmark)
     log = training.load_log(wd / "selector" / "transitions_seed0.npz")
     assert len(log.subset("validation")) > 0 and len(log.subset("train")) >= 6
-    training.train_offline(paper("dqn", checkpoint_every=3, learning_starts=1, train_every=1,
-                                         batch_size=2, target_sync_every=2), log, seeds=(7, 8),
-                           checkpoint_dir=tmp_path / "offline")
+    train_offline(paper("dqn", checkpoint_every=3, learning_starts=1, train_every=1,
+                                batch_size=2, target_sync_every=2), log, seeds=(7, 8),
+                  checkpoint_dir=tmp_path / "offline")
     for seed in (7, 8):
         best = json.loads((tmp_path / "offline" / f"seed_{seed}" / "best.json").read_text())
         assert all(math.isfinite(v) for v in best["val_returns"].values())

@@ -12,6 +12,7 @@ from countermem_jax.method.retrieval.retrieve import Candidate
 from countermem_jax.method.selector import checkpoint, dqn, features, policies, training
 from countermem_jax.method.selector.network import masked_argmax, param_count
 from countermem_jax.method.selector.transition import Transition
+from countermem_jax.tools.speed.selector_offline import train_offline
 from helpers import make_record, paper
 
 CFG = paper("dqn")
@@ -204,9 +205,9 @@ def _random_log(n, seed=0):
 
 def test_vmapped_five_seed_training_equals_five_separate_runs():
     log = _random_log(700)
-    vmapped, losses_v = training.train_offline(CFG, log, seeds=(0, 1, 2, 3, 4), vectorized=True)
+    vmapped, losses_v = train_offline(CFG, log, seeds=(0, 1, 2, 3, 4), vectorized=True)
     for i, seed in enumerate(range(5)):
-        single, losses_s = training.train_offline(CFG, log, seeds=(seed,), vectorized=False)
+        single, losses_s = train_offline(CFG, log, seeds=(seed,), vectorized=False)
         for a, b in zip(jax.tree_util.tree_leaves(single.params),
                         jax.tree_util.tree_leaves(vmapped.params)):
             np.testing.assert_allclose(np.asarray(a)[0], np.asarray(b)[i], rtol=2e-5, atol=2e-6)
@@ -217,7 +218,7 @@ def test_vmapped_five_seed_training_equals_five_separate_runs():
 
 def test_offline_training_writes_checkpoints_per_seed(tmp_path):
     log = _random_log(600)
-    training.train_offline(CFG, log, seeds=(0, 1), checkpoint_dir=tmp_path / "sel")
+    train_offline(CFG, log, seeds=(0, 1), checkpoint_dir=tmp_path / "sel")
     for seed in (0, 1):
         best = json.loads((tmp_path / "sel" / f"seed_{seed}" / "best.json").read_text())
         assert best["steps"] == [250, 500, len(log.subset("train"))]
@@ -260,7 +261,7 @@ def test_reward_matches_equation_10():
 
 def test_offline_replay_of_a_log_equals_online_decision_steps():
     log = _random_log(400)
-    offline, _ = training.train_offline(CFG, log, seeds=(7,))
+    offline, _ = train_offline(CFG, log, seeds=(7,))
     train = log.subset("train")
     state, replay = dqn.init_state(CFG, 7), dqn.init_replay(CFG)
     transitions = train.transitions()

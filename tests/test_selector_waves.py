@@ -230,18 +230,34 @@ def test_a_kill_resumes_to_the_uninterrupted_curves(tmp_path, people_benchmark, 
                 [value for _, value in points]), tag
 
 
-def test_the_loop_learns_each_decision_once_and_validates_checkpoints_after_acting():
-    """``dqn_loop`` over a stand-in for acting (three decisions an episode): every decision
-    reaches the learner once, the checkpoints every 5 decisions are validated after the acting
-    that reached them, the last partial interval is checkpointed, episodes are logged in order."""
-    from countermem_jax.method.selector import dqn, training
+@pytest.mark.parametrize("wave_size", [1, 2])
+def test_the_loop_learns_each_decision_once_and_validates_checkpoints_after_acting(wave_size):
+    """``dqn_loop`` over a stand-in for the seed's run (three decisions an episode, each chosen
+    and observed by the episode's selector): every decision reaches the learner once, the
+    checkpoints every 5 decisions are validated after the acting that reached them, the last
+    partial interval is checkpointed, episodes are logged in order, one at a time or in waves."""
+    from countermem_jax.method.selector import training
     from countermem_jax.method.selector.transition import Transition
-    from countermem_jax.phases import selector_loop
+    from countermem_jax.phases import train
     cfg = paper("dqn", total_decisions=10, checkpoint_every=5, learning_starts=1, train_every=1,
                 batch_size=2, replay_capacity=16, hidden=(8,))
     calls = []
 
-    class Records:
+    class Run:
+        def begin(self, decisions, episode):
+            calls.append(("begin", decisions, episode))
+
+        async def train_episode(self, episode, selector):
+            rows = []
+            for i in range(3):
+                obs = np.full(98, episode + i / 10, np.float32)
+                action = selector.select(obs, np.ones(5, bool)).action
+                rows.append(Transition(obs=obs, action=action, reward=0.1, next_obs=obs,
+                                       next_mask=np.ones(5, bool), done=float(i == 2),
+                                       mask=np.ones(5, bool)))
+                selector.observe(rows[-1])
+            return rows
+
         def write_curves(self, rows, learner):
             calls.append(("curves", learner.decisions))
 
@@ -254,18 +270,17 @@ def test_the_loop_learns_each_decision_once_and_validates_checkpoints_after_acti
         def saved_steps(self):
             return [d for c in calls if c[0] == "checkpoint" for d in c[1]]
 
-    async def act(learner, learn, episode):
-        for i in range(3):
-            obs = np.full(98, episode + i / 10, np.float32)
-            learn(Transition(obs=obs, action=0, reward=0.1, next_obs=obs,
-                             next_mask=np.ones(5, bool), done=float(i == 2),
-                             mask=np.ones(5, bool)))
-
     learner = training.OnlineLearner(cfg, seed=0)
-    episodes = asyncio.run(selector_loop.dqn_loop(learner, act, Records()))
+    episodes = asyncio.run(train.dqn_loop(learner, Run(), wave_size, {}))
     assert episodes == 4 and learner.decisions == 12
-    assert calls == [("curves", 3), ("log", 0, 3), ("checkpoint", []),
-                     ("curves", 6), ("log", 1, 3), ("checkpoint", [5]),
-                     ("curves", 9), ("log", 2, 3), ("checkpoint", []),
-                     ("curves", 12), ("log", 3, 3), ("checkpoint", [10]),
-                     ("checkpoint", [12])]
+    if wave_size == 1:
+        assert calls == [("begin", 0, 0), ("curves", 3), ("log", 0, 3), ("checkpoint", []),
+                         ("curves", 6), ("log", 1, 3), ("checkpoint", [5]),
+                         ("curves", 9), ("log", 2, 3), ("checkpoint", []),
+                         ("curves", 12), ("log", 3, 3), ("checkpoint", [10]),
+                         ("checkpoint", [12])]
+    else:
+        assert calls == [("begin", 0, 0), ("curves", 3), ("curves", 6), ("log", 0, 3),
+                         ("log", 1, 3), ("checkpoint", [5]),
+                         ("curves", 9), ("curves", 12), ("log", 2, 3), ("log", 3, 3),
+                         ("checkpoint", [10]), ("checkpoint", [12])]

@@ -78,7 +78,7 @@ def _selector(devices: dict, decisions: int) -> dict:
     """Offline training, 1 and 5 seeds, on each device; the learned parameters compared."""
     import jax
     import numpy as np
-    from countermem_jax.method.selector import dqn, training
+    from countermem_jax.method.selector import dqn
     # the paper's schedule and network (Appendix C.2, Table 3), one chunk without checkpoints
     cfg = dqn.DQNConfig(total_decisions=decisions, hidden=(64, 64), learning_rate=1e-3,
                         adam_eps=1e-8, gamma=0.95, replay_capacity=10_000, batch_size=32,
@@ -86,12 +86,12 @@ def _selector(devices: dict, decisions: int) -> dict:
                         epsilon_start=0.3, epsilon_end=0.05, exploration_fraction=1.0,
                         checkpoint_every=decisions, call_penalty=0.15, failure_penalty=0.25,
                         token_penalty=0.02, token_scale=10_000.0)
-    from benchmarks.speed.synthetic import synthetic_log
+    from benchmarks.speed.selector_offline import synthetic_log, train_offline
     log = synthetic_log(decisions)
     out, params = {}, {}
 
     def train(seeds):
-        return training.train_offline(cfg, log, seeds=seeds, validate=lambda p: float("nan"))
+        return train_offline(cfg, log, seeds=seeds, validate=lambda p: float("nan"))
     for name, device in devices.items():
         with jax.default_device(device):
             start = time.perf_counter()

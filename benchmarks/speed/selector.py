@@ -17,7 +17,7 @@ from absl import app, flags
 from benchmarks.common import best_time, optional_module, print_result
 from countermem_jax.method.selector import dqn, features, training
 from countermem_jax.phases import context
-from benchmarks.speed.synthetic import synthetic_log
+from benchmarks.speed.selector_offline import synthetic_log, train_offline
 
 _DECISIONS = flags.DEFINE_integer("decisions", 2000, "Logged decisions to train on.")
 
@@ -25,7 +25,7 @@ _DECISIONS = flags.DEFINE_integer("decisions", 2000, "Logged decisions to train 
 def _train(cfg: dqn.DQNConfig, log: training.TransitionLog, seeds: tuple) -> object:
     """Offline training as timed here: no checkpoints are written, so no validation score is
     computed (the synthetic log has only "train" rows)."""
-    return training.train_offline(cfg, log, seeds=seeds, validate=lambda params: float("nan"))
+    return train_offline(cfg, log, seeds=seeds, validate=lambda params: float("nan"))
 
 
 class TorchDQN:

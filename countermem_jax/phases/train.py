@@ -6,12 +6,12 @@ and exploration key, ε-greedy episodes on the training split, greedy validation
 every checkpoint, and the checkpoint with the highest mean validation return kept as best. The
 best checkpoints' file fingerprints are recorded for evaluation to verify.
 
-The loop each seed runs is ``selector_loop.dqn_loop`` (ε-greedy act, store, learn after warm-up,
-sync the target, checkpoint on validation), with ``selector.wave_size`` (W) episodes acting at
-once (W = 1: the sequential online learner) and resumption after a kill as wrappers around it
-(``selector_loop``, docs/concurrency.md). Validation episodes at a checkpoint run concurrently,
-and the seeds train concurrently (one asyncio task each, sharing the agent's backbone and its
-concurrency limit).
+The loop each seed runs is ``dqn_loop`` (ε-greedy act, store, learn after warm-up, sync the
+target, validate every checkpoint, keep the best), with ``selector.wave_size`` (W) episodes
+acting at once (W = 1: the sequential online learner) and what a kill left in the log to resume
+from as its arguments (docs/concurrency.md). Validation episodes at a checkpoint run
+concurrently, and the seeds train concurrently (one asyncio task each, sharing the agent's
+backbone and its concurrency limit).
 """
 import asyncio
 
@@ -24,7 +24,7 @@ from countermem_jax.protocol import metrics
 from countermem_jax.method.agents import Agent, MemoryCalls
 from countermem_jax.method.memory_use import CounterMemAugmentation
 from countermem_jax.runtime import inflight
-from countermem_jax.phases import context, selector_loop
+from countermem_jax.phases import context
 from countermem_jax.phases.workdir import PhaseError, Workdir
 from countermem_jax.runtime.runlog import EventBuffer
 from countermem_jax.method.selector import checkpoint, dqn, policies, training
@@ -125,13 +125,71 @@ def _empty_store(cfg, wd: Workdir, seeds) -> dict:
     return summary
 
 
+async def dqn_loop(learner: training.OnlineLearner, run: "SeedRun", wave_size: int,
+                   logged: dict[int, list]) -> int:
+    """One seed's training to ``total_decisions`` (Algorithm 1 phase 2, Appendix C.2), in the
+    manner of CleanRL's ``dqn_jax.py``; returns the episodes entered.
+
+    ``wave_size`` W episodes act at once, each ε-greedily with the parameters and ε of the
+    wave's start and keys from (seed, episode, decision); their decisions are then learned in
+    (episode, decision) order and the episodes the sequential learner would not have started
+    dropped, so a W's result never depends on how its episodes interleave. At W = 1 the learner
+    acts itself, learning as each decision closes. ``logged`` (episode -> transitions) is what a
+    kill left in the log: its complete waves are learned again as they were learned (parameters,
+    key, checkpoints and curves come out bit-identical), the interrupted wave's episodes reused.
+    """
+    cfg = learner.cfg
+    start = len(logged) - len(logged) % wave_size
+    replayed = [logged[e] for e in range(start)]            # the complete waves logged
+    reused = {e: logged[e] for e in logged if e >= start}   # the interrupted wave's, logged
+    run.begin(sum(map(len, replayed)), start)
+    episode = 0
+    while not learner.done:
+        # act: ε-greedy episodes on the training split
+        if replayed:             # resuming: the logged waves, to be learned again below
+            wave, replayed, learned = replayed, [], False
+        elif wave_size == 1:     # the learner acts, storing and learning at each decision
+            wave, learned = [await run.train_episode(episode, learner)], True
+        else:                    # W episodes act with the wave's θ and ε
+            params, eps = learner.state.params, float(dqn.epsilon(cfg, learner.decisions))
+            # every episode makes at least one decision: never start one certainly dropped
+            size = min(wave_size, cfg.total_decisions - learner.decisions)
+            wave, learned = list(await asyncio.gather(*(
+                _logged(reused.pop(e)) if e in reused else run.train_episode(
+                    e, policies.EpisodeExplorer(cfg, params, eps, learner.seed, e))
+                for e in range(episode, episode + size)))), False
+        # store each decision in D and learn: an Adam step every train_every decisions after
+        # learning_starts, θ⁻ ← θ every target_sync_every (dqn.schedule)
+        for i, rows in enumerate(wave):
+            if i and learner.done:   # the sequential learner never started it
+                del wave[i:]
+                break
+            if not learned:          # at W = 1 a replay advances the key as acting did
+                training.replay(learner, rows, acted=wave_size == 1)
+            run.write_curves(rows, learner)
+        for rows in wave:
+            run.log_episode(episode, rows)
+            episode += 1
+        # validate the checkpoints reached (every checkpoint_every decisions), keep the best
+        await run.checkpoint(learner.checkpoints)
+        learner.checkpoints.clear()
+    if learner.decisions not in run.saved_steps():   # the last, partial interval
+        await run.checkpoint([(learner.decisions, learner.state.params)])
+    return episode
+
+
+async def _logged(rows: list) -> list:
+    """A logged episode of the interrupted wave, in place of running it again."""
+    return rows
+
+
 class SeedRun:
     """One selector seed's own training run (Appendix C.2): the seed's initial parameters and
     exploration key, its episodes on the training split, greedy validation episodes at every
     checkpoint and the checkpoint with the highest mean validation return kept; the loop itself
-    is ``selector_loop.dqn_loop``, in waves of ``selector.wave_size`` episodes, resumed from
-    the log after a kill (``selector_loop.train``). The LLM response cache makes the repeated
-    drafts of later seeds (and of resumed episodes) cost no new calls.
+    is ``dqn_loop``, in waves of ``selector.wave_size`` episodes, resumed from the log after a
+    kill. The LLM response cache makes the repeated drafts of later seeds (and of resumed
+    episodes) cost no new calls.
     """
 
     def __init__(self, method: context.MethodConfig, wave_size: int, wd: Workdir, sp,
@@ -256,8 +314,7 @@ class SeedRun:
         checkpoint and validation returns."""
         learner = training.OnlineLearner(self.dcfg, self.seed)
         try:
-            episodes = await selector_loop.train(learner, self, self.logged(), self.wave_size,
-                                                 self.train_episode)
+            episodes = await dqn_loop(learner, self, self.wave_size, self.logged())
         finally:   # a failed seed's bar ends its line: the error is a line of its own
             if self.bar is not None:
                 self.bar.close()
@@ -270,7 +327,7 @@ class SeedRun:
 
     def _save_log(self) -> None:
         """The seed's transitions (training rows, and the validation rows of its checkpoints)
-        as a transition log for offline analysis (``training.train_offline``)."""
+        as a transition log for offline analysis (``tools/speed/selector_offline.py``)."""
         train = [Transition.from_json(t) for t in self._events("transition")]
         latest = {e["checkpoint"]: e["rows"] for e in self._events("validation_transitions")}
         val = [Transition.from_json(r) for rows in latest.values() for r in rows]

@@ -6,13 +6,12 @@ A "decision" is one selector choice. After each logged decision d (1-based) the 
     d % train_every == 0;
   * copies θ to θ⁻ when d % target_sync_every == 0;
   * (on the host) checkpoints when d % checkpoint_every == 0 (``is_checkpoint``).
-``schedule`` is that rule, written once: ``decision_step`` applies it to one seed per real
-decision (online training, the replay of a log, the wave learner), and the offline retraining's
-``jax.lax.scan`` body (``training._scan_chunk``) applies it to a stack of seeds.
+``schedule`` is that rule, written once, for decision number d: ``decision_step`` applies it to
+one seed per real decision (online training, the replay of a log); with d shared, ``jax.vmap``
+applies it to a stack of seeds and the update stays a real ``cond`` (the offline benchmark).
 """
 import dataclasses
 import functools
-from typing import Callable
 
 import chex
 import flax
@@ -179,20 +178,18 @@ def update(state: TrainState, replay: Replay, cfg: DQNConfig) -> tuple[TrainStat
 
 
 def schedule(state: TrainState, replay: Replay, transition: Transition, d: jax.Array,
-             cfg: DQNConfig, update_fn: Callable, no_loss: jax.Array):
+             cfg: DQNConfig) -> tuple[TrainState, Replay, jax.Array]:
     """The learning schedule for decision number ``d`` (1-based), the one copy of it.
 
     Adds the transition, counts the decision, takes an update when d > learning_starts and
-    d % train_every == 0 (``update_fn(state, replay) -> (state, loss)``; ``no_loss`` is returned
-    otherwise) and copies θ to θ⁻ when d % target_sync_every == 0. ``state`` may hold one seed
-    or a stack of seeds (then ``update_fn`` is vmapped); ``d`` is a scalar either way, so the
-    update stays a real ``cond``.
+    d % train_every == 0 and copies θ to θ⁻ when d % target_sync_every == 0. Returns the loss
+    (NaN when no update happened).
     """
     replay = replay_add(replay, transition)
     state = state.replace(decisions=state.decisions + 1)
     do_update = (d > cfg.learning_starts) & (d % cfg.train_every == 0)
-    state, loss = jax.lax.cond(do_update, lambda s: update_fn(s, replay),
-                               lambda s: (s, no_loss), state)
+    state, loss = jax.lax.cond(do_update, lambda s: update(s, replay, cfg),
+                               lambda s: (s, jnp.float32(jnp.nan)), state)
     sync = d % cfg.target_sync_every == 0
     target = jax.tree_util.tree_map(lambda p, t: jnp.where(sync, p, t), state.params,
                                     state.target_params)
@@ -208,8 +205,7 @@ def decision_step(state: TrainState, replay: Replay, transition: Transition,
                   cfg: DQNConfig) -> tuple[TrainState, Replay, jax.Array]:
     """Learns from one more decision of one seed (``schedule``). Returns the loss (NaN when no
     update happened)."""
-    return schedule(state, replay, transition, state.decisions + 1, cfg,
-                    lambda s, r: update(s, r, cfg), jnp.float32(jnp.nan))
+    return schedule(state, replay, transition, state.decisions + 1, cfg)
 
 
 decision_step_jit = jax.jit(decision_step, static_argnames=("cfg",), donate_argnums=(1,))

@@ -1,19 +1,13 @@
-"""Training drivers: online (one call per real decision) and offline from a transition log.
+"""The online learner of one selector seed and its transition log (paper Appendix C.2).
 
-The protocol's selector seeds are online runs (``OnlineLearner``, driven by
-``phases.selector_loop.dqn_loop``): each seed acts ε-greedily in its own episodes and is validated on
-real validation episodes (paper Appendix C.2). ``replay`` rebuilds a learner from its own logged
-decisions after a kill, bit-identically.
-
-Offline retraining (``train_offline``) is an analysis tool, not what a protocol seed means: it
-replays one seed's logged decisions through the same ``decision_step`` with ``jax.lax.scan`` over
-decisions and ``jax.vmap`` over seeds (no LLM call, no environment), so the other seeds never act
-and are scored by a proxy (the first-decision value on the log's validation rows), which must
-be finite.
+``OnlineLearner`` is one seed's DQN learner, driven by ``phases.train.dqn_loop``: it acts
+ε-greedily in its own episodes and learns from each closed decision. ``replay`` rebuilds a
+learner from its own logged decisions after a kill, bit-identically.
 
 One decision is a ``transition.Transition`` everywhere: the online learner observes it, the run
 log stores it (``Transition.to_json``), ``replay`` feeds logged ones back, and
-``log_from_transitions`` turns them into the ``.npz`` log that offline retraining stacks.
+``log_from_transitions`` turns them into the ``.npz`` log a seed leaves for offline analysis
+(the offline retraining of the speed benchmarks, ``tools/speed/selector_offline.py``).
 
 Transition logs are ``.npz`` files with arrays ``obs`` [N, 98] float32, ``action`` [N] int32,
 ``reward`` [N] float32, ``next_obs`` [N, 98], ``next_mask`` [N, 5] bool, ``done`` [N] float32,
@@ -21,16 +15,14 @@ Transition logs are ``.npz`` files with arrays ``obs`` [N, 98] float32, ``action
 ([N] of "train" / "validation").
 """
 import dataclasses
-import functools
 import os
 import pathlib
-from typing import Callable, Sequence
+from typing import Sequence
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from countermem_jax.method.selector import checkpoint, dqn, features, policies
+from countermem_jax.method.selector import dqn, features, policies
 from countermem_jax.method.selector.transition import Transition
 
 
@@ -57,7 +49,7 @@ class TransitionLog:
                                 for f in dataclasses.fields(self)})
 
     def transitions(self) -> Transition:
-        """The log's rows as one stacked ``Transition`` (what ``dqn.schedule`` scans over)."""
+        """The log's rows as one stacked ``Transition`` (what offline retraining scans)."""
         return Transition(obs=self.obs, action=self.action, reward=self.reward,
                           next_obs=self.next_obs, next_mask=self.next_mask,
                           done=self.done).for_replay()
@@ -101,43 +93,6 @@ def load_log(path: str | os.PathLike) -> TransitionLog:
     return log
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",), donate_argnums=(1,))
-def _scan_chunk(states: dqn.TrainState, replay: dqn.Replay, chunk: dqn.Transition,
-                decision_numbers: jax.Array, cfg: dqn.DQNConfig):
-    """Replays logged decisions for a stack of seeds (leading axis of ``states``).
-
-    The replay buffer holds the same logged transitions for every seed, so it is shared and
-    updated in place; the schedule (update / sync) depends only on the decision number, so the
-    branch stays a real ``cond`` and only the update itself is vmapped over seeds: the seeds differ
-    in their initial parameters and in the batches they sample.
-    """
-    no_loss = jnp.full((states.step.shape[0],), jnp.nan, jnp.float32)
-    update_seeds = jax.vmap(functools.partial(dqn.update, cfg=cfg), in_axes=(0, None))
-
-    def body(carry, xs):
-        transition, d = xs
-        states, replay, loss = dqn.schedule(*carry, transition, d, cfg, update_seeds, no_loss)
-        return (states, replay), loss
-
-    (states, replay), losses = jax.lax.scan(body, (states, replay), (chunk, decision_numbers))
-    return states, replay, losses.T
-
-
-@functools.partial(jax.jit, static_argnames=("cfg",))
-def _init_states(cfg: dqn.DQNConfig, seeds: jax.Array) -> dqn.TrainState:
-    return jax.vmap(lambda s: dqn.init_state(cfg, s))(seeds)
-
-
-def first_decision_value(cfg: dqn.DQNConfig, params, log: TransitionLog) -> float:
-    """Offline validation proxy: mean over validation episodes of max valid Q at their first
-    decision (the policy's own estimate of its return). Online training uses real episodes."""
-    if len(log) == 0:
-        return float("nan")
-    _, first = np.unique(log.episode, return_index=True)
-    q = np.asarray(dqn.network(cfg).apply(params, jnp.asarray(log.obs[first])))
-    return float(np.where(log.mask[first], q, -np.inf).max(axis=1).mean())
-
-
 def log_from_transitions(train: Sequence[Transition],
                          validation: Sequence[Transition]) -> TransitionLog:
     """A transition log from logged decisions in episode order; an episode ends at a ``done``."""
@@ -163,58 +118,20 @@ def replay(learner: "OnlineLearner", transitions: Sequence[Transition], acted: b
         learner.observe(t)
 
 
-def train_offline(cfg: dqn.DQNConfig, log: TransitionLog, seeds: Sequence[int] = (0, 1, 2, 3, 4),
-                  checkpoint_dir: str | os.PathLike | None = None,
-                  validate: Callable[[object], float] | None = None,
-                  vectorized: bool = True) -> tuple[dqn.TrainState, np.ndarray]:
-    """Analysis tool: trains one selector per seed on the log's "train" rows, in log order.
-
-    Checkpoints every ``cfg.checkpoint_every`` decisions into ``checkpoint_dir/seed_<s>`` with the
-    validation score (``validate(params)``, default the first-decision value on the log's
-    "validation" rows). Returns the stacked final states and the losses [seeds, decisions].
-    """
-    train = log.subset("train")
-    val_log = log.subset("validation")
-    if validate is None and len(val_log) == 0:
-        raise ValueError("the transition log has no validation rows, so the offline validation "
-                         "proxy is undefined; pass validate= or a log with validation episodes")
-    validate = validate or (lambda p: first_decision_value(cfg, p, val_log))
-    transitions = train.transitions()
-    n = len(train)
-    decision_numbers = jnp.arange(1, n + 1, dtype=jnp.int32)
-    ckpts = ([checkpoint.SelectorCheckpointer(pathlib.Path(checkpoint_dir) / f"seed_{s}", cfg, s)
-              for s in seeds] if checkpoint_dir else [])
-    groups = [tuple(seeds)] if vectorized else [(s,) for s in seeds]
-    runs = [(_init_states(cfg, jnp.asarray(g)), dqn.init_replay(cfg)) for g in groups]
-    losses = []
-    for start in range(0, n, cfg.checkpoint_every):
-        window = slice(start, start + cfg.checkpoint_every)
-        chunk = jax.tree_util.tree_map(lambda x: x[window], transitions)
-        outs = [_scan_chunk(st, rp, chunk, decision_numbers[window], cfg) for st, rp in runs]
-        runs = [(st, rp) for st, rp, _ in outs]
-        states = jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs), *[st for st, _ in runs])
-        losses.append(np.concatenate([np.asarray(lo) for _, _, lo in outs]))
-        for i, ckpt in enumerate(ckpts):
-            params = jax.tree_util.tree_map(lambda x: x[i], states.params)
-            ckpt.save(min(start + cfg.checkpoint_every, n), params, validate(params))
-    for ckpt in ckpts:
-        ckpt.close()
-    if n == 0:
-        states = jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs), *[st for st, _ in runs])
-    return states, np.concatenate(losses, axis=1) if losses else np.zeros((len(seeds), 0))
-
-
 class OnlineLearner:
     """Online DQN training for one seed, a ``policies.Selector``: ``select`` ε-greedily at each
     decision, ``observe`` each closed transition (``dqn.schedule``); the loop around it is
-    ``phases.selector_loop.dqn_loop``."""
+    ``phases.train.dqn_loop``."""
     name = "dqn-training"
 
     def __init__(self, cfg: dqn.DQNConfig, seed: int):
         self.cfg, self.seed = cfg, seed
         self.state = dqn.init_state(cfg, seed)
         self.replay = dqn.init_replay(cfg)
-        self.losses: list[float] = []  # of the updates since the caller last took them (curves)
+        # since the caller last took them: the updates' losses (curves) and the checkpoints
+        # reached, (decisions, θ) every ``checkpoint_every`` decisions (validated by the caller)
+        self.losses: list[float] = []
+        self.checkpoints: list[tuple[int, object]] = []
 
     @property
     def decisions(self) -> int:
@@ -239,4 +156,6 @@ class OnlineLearner:
         loss = float(loss)
         if not np.isnan(loss):
             self.losses.append(loss)
+        if dqn.is_checkpoint(self.cfg, self.decisions):
+            self.checkpoints.append((self.decisions, self.state.params))
         return loss
