@@ -16,7 +16,7 @@ from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
 from countermem_jax.testing.scripted_backbone import Rule
 from countermem_jax.runtime.runlog import RunLog
 from countermem_jax.method.selector import checkpoint, dqn, training
-from countermem_jax.tools.speed.selector_offline import train_offline
+from benchmarks.speed.selector_offline import train_offline
 from helpers import agent_config, paper
 from test_pipeline import MANIFEST, _config, people_benchmark, scripted  # noqa: F401 (fixture)
 

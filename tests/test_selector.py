@@ -12,7 +12,7 @@ from countermem_jax.method.retrieval.retrieve import Candidate
 from countermem_jax.method.selector import checkpoint, dqn, features, policies, training
 from countermem_jax.method.selector.network import masked_argmax, param_count
 from countermem_jax.method.selector.transition import Transition
-from countermem_jax.tools.speed.selector_offline import train_offline
+from benchmarks.speed.selector_offline import train_offline
 from helpers import make_record, paper
 
 CFG = paper("dqn")

@@ -13,7 +13,7 @@ from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.runtime.runlog import RunLog
 from countermem_jax.method.selector import dqn, features, policies, training
 from countermem_jax.method.selector.transition import Transition
-from countermem_jax.tools.speed.selector_offline import train_offline
+from benchmarks.speed.selector_offline import train_offline
 from evaluators.base import Outcome, State, Task
 from helpers import make_record, paper
 
