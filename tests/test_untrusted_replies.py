@@ -14,7 +14,7 @@ from countermem_jax.backbones.cache import CachedBackbone
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method.prompting.failures import ParseFailureLog
-from countermem_jax.testing.openai_server import LocalOpenAIServer
+from benchmarks.testing.openai_server import LocalOpenAIServer
 
 MSG = [{"role": "user", "content": "hello"}]
 BAD = "@@bad-bytes@@"
