@@ -12,5 +12,5 @@ code); each runs from the repository root as ``python -m benchmarks.<folder>.<na
   common.py   timing, optional extras and the ``result: {json}`` last line they all print
   scripted_sql.py  the deterministic SQL benchmark and its scripted model served over HTTP
 
-They may use the test doubles of ``countermem_jax/testing`` and time ``evaluators/`` directly.
+They may use the test doubles of ``benchmarks/testing`` and time ``evaluators/`` directly.
 """

@@ -7,7 +7,7 @@
 # 1. serve: launch/serve_cpu.sh (llama.cpp's OpenAI-compatible server, the pinned
 #    Qwen2.5-Coder-0.5B GGUF) under the served name openai/gpt-oss-120b, writing WORKDIR/
 #    vllm_urls.txt in serve_vllm.sh's format; a loopback OpenAI-compatible server stands in for a
-#    hosted API (countermem_jax/testing/openai_server.py) and refuses one template's constraint.
+#    hosted API (benchmarks/testing/openai_server.py) and refuses one template's constraint.
 # 2. preflight: python -m countermem_jax.preflight on the served setting.
 # 3. sweep: configs/rehearsal/spider.py's Spider setting (configs/paper.py:spider,react,gptoss and
 #    spider,react,api with a few tasks, decisions and tokens): the dry run, then --local, which
@@ -102,7 +102,7 @@ cfg = module.get_config("api").data
 tasks = domains.load_benchmark(cfg)[0]
 json.dump(scripted_sql.responder_config(tasks), open(sys.argv[1], "w"))
 PY
-python -m countermem_jax.testing.openai_server --gpt_oss_style --model_id gemini-3.1-flash-lite \
+python -m benchmarks.testing.openai_server --gpt_oss_style --model_id gemini-3.1-flash-lite \
   --responder benchmarks.scripted_sql:make_responder --responder_config "$WORK/api_model.json" \
   --refuse_constraint_names distilled_record > "$WORK/api.url" 2> "$WORK/api.log" &
 pids+=($!)

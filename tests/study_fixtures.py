@@ -7,7 +7,7 @@ look-alike generator)."""
 import re
 import sqlite3
 
-from countermem_jax.testing.scripted_backbone import ScriptedBackbone
+from benchmarks.testing.scripted_backbone import ScriptedBackbone
 from countermem_jax.protocol.config_defaults import base_config
 from countermem_jax.domains import SQL
 from countermem_jax.studies.protocols import study_config  # noqa: F401  (tests import it here)

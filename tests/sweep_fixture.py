@@ -17,7 +17,7 @@ import time
 
 import filelock
 
-from countermem_jax.testing.openai_server import LocalOpenAIServer
+from benchmarks.testing.openai_server import LocalOpenAIServer
 from countermem_jax.protocol.config_defaults import base_config
 from countermem_jax.domains.base import Benchmark
 from countermem_jax.domains.registry import BENCHMARKS

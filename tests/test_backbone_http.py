@@ -5,7 +5,7 @@ import time
 import pytest
 
 from countermem_jax.backbones.base import Charge, SamplingParams, TokenLedger
-from countermem_jax.testing.openai_server import LocalOpenAIServer
+from benchmarks.testing.openai_server import LocalOpenAIServer
 from countermem_jax.backbones.openai_http import BackboneError, OpenAICompatibleBackbone
 
 MSG = [{"role": "user", "content": "hello"}]

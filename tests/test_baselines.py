@@ -13,7 +13,7 @@ import pytest
 from countermem_jax import baselines
 from countermem_jax.method.agents import Agent, TaskContext
 from countermem_jax.method.prompting.failures import ParseFailureLog
-from countermem_jax.testing.scripted_backbone import ScriptedBackbone
+from benchmarks.testing.scripted_backbone import ScriptedBackbone
 from countermem_jax.baselines import expel, generative_agents, memgpt, voyager
 from countermem_jax.baselines import prompts as baseline_prompts
 from countermem_jax.baselines.memory import (BaselineMemory, FrozenMemoryError, hash_path,

@@ -7,7 +7,7 @@ import pytest
 
 from countermem_jax import experiment
 from countermem_jax.studies import replication
-from countermem_jax.testing.scripted_backbone import Rule
+from benchmarks.testing.scripted_backbone import Rule
 from test_pipeline import QUESTIONS, _config, scripted
 
 BY_CONSTRUCTION = "every use, by construction under replay"

@@ -11,7 +11,7 @@ from countermem_jax.method.agents import Agent, MemoryCalls
 from countermem_jax.method.agents import TaskContext as AgentTaskContext
 from countermem_jax.backbones.base import Backbone, ChatResult, TokenLedger, Usage
 from countermem_jax.backbones.cache import CachedBackbone
-from countermem_jax.testing.openai_server import LocalOpenAIServer
+from benchmarks.testing.openai_server import LocalOpenAIServer
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 from countermem_jax.method.memory_use import CounterMemAugmentation
 from countermem_jax.method.conditions import TaskFacts

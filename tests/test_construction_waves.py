@@ -22,7 +22,7 @@ from countermem_jax.phases import construction_waves as waves
 from countermem_jax.method import counterfactual
 from countermem_jax import experiment
 from countermem_jax.protocol import metrics
-from countermem_jax.testing.scripted_backbone import Rule, ScriptedBackbone
+from benchmarks.testing.scripted_backbone import Rule, ScriptedBackbone
 from countermem_jax.protocol.config_defaults import base_config
 from countermem_jax.backbones.base import Charge, TokenLedger, Usage
 from countermem_jax.method.memory import load_frozen, load_store

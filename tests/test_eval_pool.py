@@ -8,7 +8,7 @@ import urllib.request
 from countermem_jax import experiment
 from countermem_jax.method.agents import Agent
 from countermem_jax.backbones.cache import CachedBackbone
-from countermem_jax.testing.openai_server import LocalOpenAIServer
+from benchmarks.testing.openai_server import LocalOpenAIServer
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 from countermem_jax.protocol.config_defaults import base_config
 from countermem_jax.domains.sql import SQL

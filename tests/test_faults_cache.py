@@ -7,7 +7,7 @@ import pytest
 
 from countermem_jax.backbones.cache import CachedBackbone
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
-from countermem_jax.testing.openai_server import LocalOpenAIServer
+from benchmarks.testing.openai_server import LocalOpenAIServer
 
 MSG = [{"role": "user", "content": "hello"}]
 OTHER = [{"role": "user", "content": "another question"}]

@@ -37,7 +37,7 @@ import sys, pathlib, time
 sys.path.insert(0, {tests!r})
 import test_pipeline as tp
 from countermem_jax import experiment
-from countermem_jax.testing.scripted_backbone import Rule
+from benchmarks.testing.scripted_backbone import Rule
 tmp = pathlib.Path({tmp!r})
 go = tmp / "go"
 def wait_then_draft(messages):

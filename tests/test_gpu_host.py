@@ -1,6 +1,6 @@
 """What a bare GPU host needs of the client side (issue 37): the URL file and what its replicas
 hold, the sweep leaving hosted-API cells their endpoint, no retry of a refused request, the
-open-file limit, the preflight's timeout. Loopback servers only (countermem_jax/testing)."""
+open-file limit, the preflight's timeout. Loopback servers only (benchmarks/testing)."""
 import asyncio
 import os
 import pathlib
@@ -14,7 +14,7 @@ from countermem_jax.backbones import factory, served_urls
 from countermem_jax.backbones.openai_http import BackboneError
 from countermem_jax.protocol import config_defaults
 from countermem_jax.sweep import execute, graph, ray_backend, spec
-from countermem_jax.testing.openai_server import LocalOpenAIServer
+from benchmarks.testing.openai_server import LocalOpenAIServer
 from countermem_jax.preflight import checks as preflight_checks
 
 REPO = pathlib.Path(__file__).resolve().parent.parent

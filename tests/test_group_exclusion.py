@@ -20,7 +20,7 @@ from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.protocol import splits as splits_lib
 from countermem_jax.protocol.config_defaults import base_config
 from countermem_jax.runtime.runlog import RunLog
-from countermem_jax.testing.scripted_backbone import ScriptedBackbone
+from benchmarks.testing.scripted_backbone import ScriptedBackbone
 from evaluators.grouping import group_id
 from evaluators.sql import load_spider
 

@@ -1,5 +1,5 @@
 """What a server and its URL file throw at the OpenAI-compatible client (issue 44), injected
-against the real loopback server (countermem_jax/testing) and real URL files: a prompt past the
+against the real loopback server (benchmarks/testing) and real URL files: a prompt past the
 context, other 4xx, a constraint one template's schema cannot have, Retry-After, usage numbers
 that cannot be true, usage without reasoning tokens, URL files that are wrong or rewritten."""
 import asyncio
@@ -20,7 +20,7 @@ from countermem_jax.backbones.openai_http import (BackboneError, OpenAICompatibl
                                                   retry_after_s)
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method.prompting.failures import ParseFailureLog
-from countermem_jax.testing.openai_server import LocalOpenAIServer
+from benchmarks.testing.openai_server import LocalOpenAIServer
 
 MSG = [{"role": "user", "content": "hello"}]
 SCHEMA_A = OutputConstraint.from_schema("edits", {"type": "object", "properties": {

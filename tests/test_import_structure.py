@@ -1,8 +1,8 @@
 """Import structure of the library: the package root holds only binaries and faces; the layers
 below import only downwards; no import cycle anywhere in ``countermem_jax/`` and ``evaluators/``;
 ``countermem_jax/backbones`` talks to models only (never imports prompting, domains, memory,
-retrieval, selector or evaluators); the library never imports the test doubles of
-``countermem_jax/testing`` (only tests, ``benchmarks/`` and ``launch/`` may); a SQL task reaches
+retrieval, selector or evaluators); the library never imports ``benchmarks/`` (its test doubles
+in ``benchmarks/testing`` included: only tests, ``benchmarks/`` and ``launch/`` may); a SQL task reaches
 ``evaluators/sql`` through one door, ``countermem_jax/domains/sql.py``; ``evaluators/`` never
 imports ``countermem_jax``.
 
@@ -20,15 +20,15 @@ PACKAGES = ("countermem_jax", "evaluators")
 UPWARD_FROM_BACKBONES = ("countermem_jax.method.prompting", "countermem_jax.domains",
                          "countermem_jax.method.memory", "countermem_jax.method.retrieval",
                          "countermem_jax.method.selector", "evaluators")
-TEST_DOUBLES = "countermem_jax.testing"
-MAY_USE_TEST_DOUBLES = ("countermem_jax.testing",)
+OUTSIDE_THE_LIBRARY = "benchmarks"   # benchmarks and test doubles, not in the wheel
+TEST_DOUBLES = "benchmarks.testing"
 SQL_DOOR = "countermem_jax.domains.sql"
 
 # The layers, bottom to top: a module imports from its own layer or lower ones only. Each entry
 # names the packages (or root modules) of the layer under ``countermem_jax``.
 LAYERS = (
     ("runtime",),                                      # generic machinery, knows no method
-    ("backbones", "testing"),                          # the models and their test doubles
+    ("backbones",),                                    # the models
     ("method",),                                       # agents, Modules I-III
     ("domains",),                                      # benchmarks and their world models
     ("protocol",),                                     # splits, metrics, provenance, defaults
@@ -185,10 +185,16 @@ def _backbone_upward_imports(graph) -> list[tuple[str, str]]:
                   if _inside(t, UPWARD_FROM_BACKBONES))
 
 
-def _test_double_users(graph) -> list[tuple[str, str]]:
-    """(module, target) where library code outside testing/ imports a test double."""
-    return sorted((m, t) for m, targets in graph.items() if not _inside(m, MAY_USE_TEST_DOUBLES)
-                  for t in targets if _inside(t, (TEST_DOUBLES,)))
+def _library_imports() -> dict[str, set[str]]:
+    """Every dotted name each module of ``countermem_jax/`` and ``evaluators/`` imports (names
+    outside the library included, which ``_graph`` drops)."""
+    return {m: _imported_names(p, m) for m, p in _modules().items()}
+
+
+def _benchmark_users(imports) -> list[tuple[str, str]]:
+    """(module, name) where library code imports anything of ``benchmarks`` (test doubles too)."""
+    return sorted((m, n) for m, names in imports.items() for n in names
+                  if _inside(n, (OUTSIDE_THE_LIBRARY,)))
 
 
 def _sql_doors(graph) -> list[str]:
@@ -199,10 +205,15 @@ def _sql_doors(graph) -> list[str]:
 
 
 def test_library_never_imports_the_test_doubles():
-    graph = _graph()
-    assert TEST_DOUBLES + ".scripted_backbone" in graph   # the walker sees the package
-    used = _test_double_users(graph)
-    assert not used, f"library code imports test doubles: {used}"
+    doubles = ROOT / "benchmarks" / "testing" / "scripted_backbone.py"
+    # the walker sees the test doubles and what they import (the library, downwards)
+    assert "countermem_jax.backbones.base.Backbone" in _imported_names(
+        doubles, TEST_DOUBLES + ".scripted_backbone")
+    imports = _library_imports()
+    assert not any(_inside(m, (OUTSIDE_THE_LIBRARY,)) for m in imports)
+    assert "countermem_jax.backbones.base.Backbone" in set().union(*imports.values())
+    used = _benchmark_users(imports)
+    assert not used, f"library code imports benchmarks or test doubles: {used}"
 
 
 def test_sql_tasks_reach_the_sql_evaluator_through_one_door():
@@ -216,13 +227,15 @@ def test_sql_tasks_reach_the_sql_evaluator_through_one_door():
 def test_the_layering_checks_catch_violations():
     """The checks above on a made-up graph that breaks each rule once."""
     graph = {"countermem_jax.backbones.x": {"countermem_jax.method.prompting.prompts", "json"},
-             "countermem_jax.method.agents": {"countermem_jax.testing.scripted_backbone"},
+             "countermem_jax.method.agents": {"benchmarks.testing.scripted_backbone"},
+             "evaluators.sql.checker": {"benchmarks", "benchmarks_extra.x"},
              "countermem_jax.operators": {"evaluators.sql.loaders"},
              SQL_DOOR: {"evaluators.sql"}}
     assert _backbone_upward_imports(graph) == [("countermem_jax.backbones.x",
                                                 "countermem_jax.method.prompting.prompts")]
-    assert _test_double_users(graph) == [("countermem_jax.method.agents",
-                                          "countermem_jax.testing.scripted_backbone")]
+    assert _benchmark_users(graph) == [("countermem_jax.method.agents",
+                                        "benchmarks.testing.scripted_backbone"),
+                                       ("evaluators.sql.checker", "benchmarks")]
     assert _sql_doors(graph) == [SQL_DOOR, "countermem_jax.operators"]
 
 

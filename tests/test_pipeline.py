@@ -7,7 +7,7 @@ import pytest
 
 from countermem_jax import experiment
 from countermem_jax.protocol import splits as splits_lib
-from countermem_jax.testing.scripted_backbone import Rule, ScriptedBackbone
+from benchmarks.testing.scripted_backbone import Rule, ScriptedBackbone
 from countermem_jax.protocol.config_defaults import base_config
 from countermem_jax.method.memory import load_frozen, load_store
 from countermem_jax.runtime.runlog import RunLog

@@ -12,7 +12,7 @@ from countermem_jax.domains import SMT_SOLVER, SQL
 from countermem_jax.domains.sql import extract_sql
 from countermem_jax.method.prompting import parsers, prompts
 from countermem_jax.method.prompting.failures import ParseFailureLog
-from countermem_jax.testing.scripted_backbone import ScriptedBackbone
+from benchmarks.testing.scripted_backbone import ScriptedBackbone
 from helpers import make_record
 
 ACTION = "SELECT name FROM people WHERE age > 18"

@@ -13,7 +13,7 @@ from countermem_jax.protocol import intervals, metrics
 from countermem_jax.method.agents import Agent, Augmentation
 from countermem_jax.protocol.analysis import load_selector
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
-from countermem_jax.testing.scripted_backbone import Rule
+from benchmarks.testing.scripted_backbone import Rule
 from countermem_jax.runtime.runlog import RunLog
 from countermem_jax.method.selector import checkpoint, dqn, training
 from benchmarks.speed.selector_offline import train_offline

@@ -9,7 +9,7 @@ import pytest
 
 from countermem_jax.backbones.base import SamplingParams, TokenLedger
 from countermem_jax.backbones.cache import CachedBackbone
-from countermem_jax.testing.openai_server import LocalOpenAIServer
+from benchmarks.testing.openai_server import LocalOpenAIServer
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 
 MSG = [{"role": "user", "content": "hello"}]

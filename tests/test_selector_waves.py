@@ -15,7 +15,7 @@ from countermem_jax import experiment
 from countermem_jax.protocol.analysis import load_selector
 from countermem_jax.backbones.base import Charge, SamplingParams
 from countermem_jax.runtime.runlog import RunLog
-# ScriptedBackbone as test_pipeline imports it (its module moves to countermem_jax.testing)
+# ScriptedBackbone as test_pipeline imports it (its module moves to benchmarks.testing)
 from test_pipeline import ScriptedBackbone, _config, people_benchmark, scripted  # noqa: F401
 
 

@@ -9,7 +9,7 @@ import pytest
 from countermem_jax import experiment
 from countermem_jax.protocol import splits as splits_lib
 from countermem_jax.phases import context
-from countermem_jax.testing.scripted_backbone import ScriptedBackbone as FakeBackbone
+from benchmarks.testing.scripted_backbone import ScriptedBackbone as FakeBackbone
 from countermem_jax.protocol.config_defaults import base_config
 from evaluators import grouping
 from evaluators.base import Task

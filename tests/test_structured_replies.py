@@ -23,7 +23,7 @@ from countermem_jax.baselines import prompts as baseline_prompts
 from countermem_jax.method.prompting import constraints, prompts
 from countermem_jax.method.prompting.failures import ParseFailureLog
 from countermem_jax.reporting import load, tables
-from countermem_jax.testing.openai_server import LocalOpenAIServer
+from benchmarks.testing.openai_server import LocalOpenAIServer
 from evaluators.base import State, Task
 from helpers import agent_config
 

@@ -1,7 +1,7 @@
 """Issue 39, items 1 and 3: a model's reply is untrusted input. At the backbone boundary every
 reply is decoded leniently, cleaned of lone surrogates and NUL, capped in length and counted as
 malformed; nothing raises, and everything written afterwards is UTF-8 (backbones/replies.py).
-The client talks to a real loopback server (testing/openai_server.py)."""
+The client talks to a real loopback server (benchmarks/testing/openai_server.py)."""
 import asyncio
 import json
 
@@ -14,7 +14,7 @@ from countermem_jax.backbones.cache import CachedBackbone
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method.prompting.failures import ParseFailureLog
-from countermem_jax.testing.openai_server import LocalOpenAIServer
+from benchmarks.testing.openai_server import LocalOpenAIServer
 
 MSG = [{"role": "user", "content": "hello"}]
 BAD = "@@bad-bytes@@"

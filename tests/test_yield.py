@@ -14,7 +14,7 @@ from countermem_jax.baselines import prompts as baseline_prompts
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method import conditions
 from countermem_jax.runtime.runlog import RunLog
-from countermem_jax.testing.scripted_backbone import Rule, ScriptedBackbone
+from benchmarks.testing.scripted_backbone import Rule, ScriptedBackbone
 
 QUERY = "SELECT name FROM singer WHERE age > 18 ORDER BY age"
 

@@ -296,7 +296,7 @@ def run_sigint_case() -> tuple[str, float, bool, list[str]]:
     its first task was saved: exit status 130, the resume line last, no traceback, and the
     store still a valid store holding the tasks saved before."""
     from countermem_jax.method.memory import StoreFormatError, load_store
-    from countermem_jax.testing.openai_server import server_process
+    from benchmarks.testing.openai_server import server_process
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="countermem-paths-"))
     wd = tmp / "wd"
     try:

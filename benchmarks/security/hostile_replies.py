@@ -27,7 +27,7 @@ import threading
 import time
 
 from benchmarks import scripted_sql
-from countermem_jax.testing.openai_server import LocalOpenAIServer
+from benchmarks.testing.openai_server import LocalOpenAIServer
 
 N_BUILD = 3          # construction tasks per case: the first drafts, their edits and records
 CASE_SECONDS = 120   # a build against a hostile server must finish within this

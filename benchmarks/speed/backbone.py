@@ -11,7 +11,7 @@ import time
 from absl import app, flags
 
 from countermem_jax.backbones.base import SamplingParams
-from countermem_jax.testing.openai_server import server_process
+from benchmarks.testing.openai_server import server_process
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 from benchmarks.common import print_result
 

@@ -52,7 +52,7 @@ from countermem_jax import experiment
 from countermem_jax.method.agents import Agent
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
 from countermem_jax.backbones.cache import CachedBackbone
-from countermem_jax.testing.openai_server import server_process
+from benchmarks.testing.openai_server import server_process
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 from countermem_jax.runtime.inflight import CheckerPool
 from countermem_jax.protocol.config_defaults import base_config

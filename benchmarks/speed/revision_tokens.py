@@ -32,7 +32,7 @@ from countermem_jax.method.selector import policies
 from benchmarks import scripted_sql
 from benchmarks.common import print_result
 from countermem_jax.protocol.config_defaults import base_config
-from countermem_jax.testing.openai_server import LocalOpenAIServer
+from benchmarks.testing.openai_server import LocalOpenAIServer
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("n", 40, "generated questions (the first flawed one gives the record)")

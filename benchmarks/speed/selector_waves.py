@@ -32,7 +32,7 @@ from countermem_jax.backbones.base import Charge, SamplingParams
 from countermem_jax.protocol.config_defaults import spider_cpu_config
 from benchmarks.common import print_result
 
-from countermem_jax.testing.scripted_backbone import ScriptedBackbone
+from benchmarks.testing.scripted_backbone import ScriptedBackbone
 
 _WAVES = flags.DEFINE_list("waves", ["1", "16"], "wave sizes to compare")
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "selector seeds (each trained at every W)")

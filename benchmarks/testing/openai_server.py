@@ -6,6 +6,7 @@ import email.utils
 import http.server
 import importlib
 import json
+import os
 import socket
 import socketserver
 import subprocess
@@ -318,10 +319,12 @@ def load_responder(spec: str, config_file: str = ""):
 def server_process(latency_s: float = 0.0, responder: str = "", responder_config: str = ""):
     """The same server in its own process (so a benchmark's client does not share its GIL);
     yields the base URL. ``responder`` / ``responder_config``: see ``load_responder``."""
-    proc = subprocess.Popen([sys.executable, "-m", "countermem_jax.testing.openai_server",
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.testing.openai_server",
                              "--latency_s", str(latency_s), "--responder", responder,
-                             "--responder_config", responder_config],
-                            stdout=subprocess.PIPE, text=True)
+                             "--responder_config", responder_config], stdout=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": path})
     try:
         url = proc.stdout.readline().strip()
         if not url.startswith("http://127.0.0.1:"):
