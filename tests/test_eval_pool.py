@@ -39,6 +39,33 @@ def test_the_server_scripts_replies_and_reports_its_peak_in_flight():
         assert _stats(srv) == {"requests": 0, "peak_in_flight": 0, "in_flight": 0}
 
 
+def test_a_request_whose_client_has_gone_leaves_the_servers_in_flight_count():
+    """A killed client's request (its connection closed before the reply) is not counted with
+    the requests that arrive after it, as vLLM aborts it."""
+    import socket
+    import time
+    with LocalOpenAIServer(responder=lambda req: "OK") as srv:
+        srv.script.append("slow:1.0")
+        body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}]}).encode()
+        host, port = srv.base_url.split("//", 1)[1].split("/", 1)[0].split(":")
+        gone = socket.create_connection((host, int(port)))
+        gone.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        while _stats(srv)["in_flight"] == 0:
+            time.sleep(0.01)
+        gone.close()
+        time.sleep(0.1)
+        client = OpenAICompatibleBackbone(srv.base_url, "m", max_concurrency=1)
+
+        async def one():
+            try:
+                return await client.chat([{"role": "user", "content": "y"}])
+            finally:
+                await client.aclose()
+        assert asyncio.run(one()).text == "OK"
+        assert _stats(srv)["peak_in_flight"] == 1
+
+
 def _config(tmp_path, concurrency):
     tasks, _, _ = scripted_sql.people_tasks(N_BUILD + N_EVAL, tmp_path)
     manifest = {"build": [t.task_id for t in tasks[:N_BUILD]], "train": [], "validation": [],

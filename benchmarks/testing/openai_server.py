@@ -7,6 +7,7 @@ import http.server
 import importlib
 import json
 import os
+import select
 import socket
 import socketserver
 import subprocess
@@ -63,14 +64,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length", 0))
         request = json.loads(self.rfile.read(length) or b"{}")
         behavior = server.next_behavior()
-        # Counted before any latency or failure, so the peak is the number of requests the
-        # client had open at once, whatever they were answered with.
+        # Counted before any latency or failure, so the peak is the number of requests clients
+        # had open at once, whatever they were answered with. A request whose client has gone
+        # (a killed process: vLLM aborts those) leaves the count when the next one arrives.
         with server.lock:
+            for other in [h for h in server.open_requests if h._client_gone()]:
+                other._uncount()
+            self._counted = True
+            server.open_requests.add(self)
             server.in_flight += 1
             server.peak_in_flight = max(server.peak_in_flight, server.in_flight)
             server.requests.append(request)
             server.arrivals.append(time.monotonic())
-        self._counted = True
         try:
             if server.latency_s:
                 time.sleep(server.latency_s)
@@ -112,10 +117,23 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         """The request leaves the in-flight count, once: before its body is written, since a
         client that has read the body may send its next request before this thread runs again
         (a loaded machine would otherwise see one request too many in flight)."""
+        with self.server.owner.lock:
+            self._uncount()
+
+    def _uncount(self):
+        """Leaves the in-flight count if still in it (the owner's lock held)."""
         if getattr(self, "_counted", False):
             self._counted = False
-            with self.server.owner.lock:
-                self.server.owner.in_flight -= 1
+            self.server.owner.open_requests.discard(self)
+            self.server.owner.in_flight -= 1
+
+    def _client_gone(self) -> bool:
+        """Whether the client closed this request's connection before its reply."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def _send(self, status, body: bytes, headers: dict | None = None):
         """A JSON response with its Content-Length (required on a keep-alive connection)."""
@@ -188,6 +206,7 @@ class LocalOpenAIServer:
         self.lock = threading.Lock()
         self.in_flight = 0
         self.peak_in_flight = 0
+        self.open_requests: set = set()
         self.requests: list[dict] = []
         self._httpd = _ThreadingServer(("127.0.0.1", 0), _Handler)
         self._httpd.owner = self
