@@ -1,15 +1,10 @@
-"""The shared shell of every binary: flags, config, logging level, one-line errors, call the
-library.
+"""The shared shell of every binary: flags, config, logging level, one-line errors, call the library.
 
-Bad user input ends a binary with one ``error:`` line on stderr and exit status 1, no traceback:
-an error of the user's (a ``UserError``, declared where the input is checked: config, workdir,
-splits, store, checkpoint, path; a data loader's ``InputError``), a path the file system refuses
-(``OSError``: missing, read-only, a file where a directory is needed), and a flag or override
-absl or ml_collections refuse, in their own words. The config is locked, so an override naming
-a field it does not declare is refused while the flags are parsed; our own checks
-(``phases.config_validation``) run next, before any model or data is loaded. SIGINT (Ctrl-C)
-ends a binary with one line saying the run can resume and exit status 130; the phases resume
-from their logs and stores.
+Bad user input (a ``UserError``, a data loader's ``InputError``, an ``OSError`` on a path, a flag
+or override absl or ml_collections refuse) ends a binary with one ``error:`` line on stderr and
+exit status 1. The config is locked, so an undeclared override is refused while the flags are
+parsed; ``phases.config_validation`` runs next, before any model or data loads. SIGINT ends a
+binary with one line saying the run can resume, exit status 130.
 """
 import contextlib
 import os

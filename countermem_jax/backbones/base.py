@@ -69,11 +69,9 @@ class SamplingParams:
     repetition_penalty: float = 1.0
 
     def to_json(self) -> dict:
-        """The settings as a dict (a tuple ``stop`` stays a tuple until JSON-dumped). Every
-        field is a scalar or a tuple of strings, so no deep copy (``dataclasses.asdict``, ten
-        times slower) is needed: it runs once per chat call, in the response cache's key. An
-        unconstrained call leaves ``constraint`` out, and a call without a repetition penalty
-        leaves that out, so their keys are what they were before those fields existed."""
+        """The settings as a dict, for the response cache's key (a tuple ``stop`` stays a tuple
+        until JSON-dumped; the fields are flat, so no deep copy). An absent ``constraint`` or
+        repetition penalty is left out, so such calls keep the cache keys they always had."""
         out = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
         constraint = out.pop("constraint")
         if out["repetition_penalty"] == 1.0:

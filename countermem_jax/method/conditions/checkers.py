@@ -1,19 +1,7 @@
-"""Applicability-condition checks: is record condition c compatible with the current task?
-
-Checkers are pluggable. Each returns True (holds), False (fails) or None (cannot judge this
-condition); ``CompositeChecker`` asks them in order and applies a policy to conditions nobody
-could judge. The empty condition is universal and never reaches a checker.
-
-``RuleChecker`` decides conditions written in the rule grammar (``grammar.py``: features,
-environment, feedback kind, and the clauses derived from a verified edit); a condition with a
-clause outside it is left to the next checker.
-
-Free-text conditions go to ``LLMJudgeChecker``, whose backbone calls are asynchronous and made by
-the decision that needs them (``CompositeChecker.judge_pending`` before retrieval, with the
-decision's own ``ask``), so judging never blocks the event loop and its tokens are charged to that
-decision. A verdict the judge's reply does not state is *undecided*; ``CompositeChecker`` applies
-the ``unknown`` policy to it (``memory.unknown_condition``, default "exclude": a record whose
-applicability cannot be established is not offered).
+"""Eq. 7's eligibility test (paper §3.4, Appendix B.2): is record condition c compatible with the
+task? Each checker returns True, False or None (cannot judge); ``CompositeChecker`` asks them in
+order (``RuleChecker``, then the asynchronous ``LLMJudgeChecker`` for free text) and applies the
+``unknown`` policy (``memory.unknown_condition``, default "exclude") to what none could judge.
 """
 import asyncio
 import collections
