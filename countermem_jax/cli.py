@@ -179,12 +179,10 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
     """absl's flag parsing, with a flag or config override absl or ml_collections refuse
     reported in one line in their words (exit 1).
 
-    ml_collections raises ``KeyError``/``IndexError`` (or ``AttributeError`` around a
-    ``KeyError``) for an override naming a field the locked config lacks, ``ValueError`` for an
-    override path it cannot parse, ``OSError`` for an override applied to a config file it could
-    not load; absl raises ``flags.Error`` for a bad flag or value, and for a config file whose
-    ``get_config`` refused its argument (``configs/paper.py:ARG``), whose own ``UserError`` is
-    in the chain (ml_collections re-raises it with its traceback as the text) and is shown."""
+    Caught by type: an undeclared field (``LookupError``, or ``AttributeError`` around one), an
+    unparsable override path (``ValueError``), an unloadable config file (``OSError``), a bad
+    flag (``flags.Error``); where ``get_config`` refused its argument, the ``UserError`` in the
+    chain is shown rather than ml_collections' re-raise of it."""
     file_limits.raise_soft_limit()   # every binary that parses flags here, before any work
     try:
         return flags.FLAGS(argv)

@@ -85,11 +85,10 @@ class SamplingParams:
 class Usage:
     """Token counts of one call or a sum of calls.
 
-    ``reasoning_tokens`` are the part of ``completion_tokens`` the server reported as thinking;
-    they are not added again to ``total``; None when the server did not say (vLLM reports them
-    only with a reasoning parser, in recent releases), and a sum with an unknown part is unknown. ``cached_tokens`` are the part of ``prompt_tokens``
-    the server served from its prefix cache (vLLM's ``prompt_tokens_details.cached_tokens``);
-    they too stay inside ``total``. Adding usages of different ``source`` gives "mixed".
+    ``reasoning_tokens`` are the part of ``completion_tokens`` the server reported as thinking,
+    None when it did not say (a sum with an unknown part is unknown); ``cached_tokens`` the part
+    of ``prompt_tokens`` served from its prefix cache. Neither is added again to ``total``.
+    Adding usages of different ``source`` gives "mixed".
     """
     prompt_tokens: int = 0
     completion_tokens: int = 0

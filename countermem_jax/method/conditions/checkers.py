@@ -228,12 +228,10 @@ class CompositeChecker:
         """Has the LLM judge decide, with ``ask``, the conditions the checkers before it cannot;
         returns the verdict counts over ``conditions`` (distinct, non-empty) for this task.
 
-        The judge's calls for the distinct conditions are in flight together, started
-        in condition order; their verdicts are taken in condition order, so the counts and the
-        verdicts the judge caches are those of judging one condition after another. What ``ask`` charges
-        (the decision's ledger entry, task-run tokens and calls) is a sum, the same whatever
-        order the replies come back in. If a call fails, the first failure in condition order
-        is raised once every call has finished (the others are charged, as they were made).
+        The calls are in flight together but their verdicts are taken in condition order, so
+        counts and cache are those of judging one after another (and what ``ask`` charges is a
+        sum). If a call fails, the first failure in condition order is raised once every call
+        has finished.
         """
         judge = self.judge
         split = self._checkers.index(judge) if judge is not None else len(self._checkers)
