@@ -1,15 +1,10 @@
-"""The shared shell of every binary: flags, config, logging level, one-line errors, call the
-library.
+"""The shared shell of every binary: flags, config, logging level, one-line errors, call the library.
 
-Bad user input ends a binary with one ``error:`` line on stderr and exit status 1, no traceback:
-an error of the user's (a ``UserError``, declared where the input is checked: config, workdir,
-splits, store, checkpoint, path; a data loader's ``InputError``), a path the file system refuses
-(``OSError``: missing, read-only, a file where a directory is needed), and a flag or override
-absl or ml_collections refuse, in their own words. The config is locked, so an override naming
-a field it does not declare is refused while the flags are parsed; our own checks
-(``phases.config_validation``) run next, before any model or data is loaded. SIGINT (Ctrl-C)
-ends a binary with one line saying the run can resume and exit status 130; the phases resume
-from their logs and stores.
+Bad user input (a ``UserError``, a data loader's ``InputError``, an ``OSError`` on a path, a flag
+or override absl or ml_collections refuse) ends a binary with one ``error:`` line on stderr and
+exit status 1. The config is locked, so an undeclared override is refused while the flags are
+parsed; ``phases.config_validation`` runs next, before any model or data loads. SIGINT ends a
+binary with one line saying the run can resume, exit status 130.
 """
 import contextlib
 import os
@@ -184,12 +179,10 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
     """absl's flag parsing, with a flag or config override absl or ml_collections refuse
     reported in one line in their words (exit 1).
 
-    ml_collections raises ``KeyError``/``IndexError`` (or ``AttributeError`` around a
-    ``KeyError``) for an override naming a field the locked config lacks, ``ValueError`` for an
-    override path it cannot parse, ``OSError`` for an override applied to a config file it could
-    not load; absl raises ``flags.Error`` for a bad flag or value, and for a config file whose
-    ``get_config`` refused its argument (``configs/paper.py:ARG``), whose own ``UserError`` is
-    in the chain (ml_collections re-raises it with its traceback as the text) and is shown."""
+    Caught by type: an undeclared field (``LookupError``, or ``AttributeError`` around one), an
+    unparsable override path (``ValueError``), an unloadable config file (``OSError``), a bad
+    flag (``flags.Error``); where ``get_config`` refused its argument, the ``UserError`` in the
+    chain is shown rather than ml_collections' re-raise of it."""
     file_limits.raise_soft_limit()   # every binary that parses flags here, before any work
     try:
         return flags.FLAGS(argv)

@@ -1,11 +1,7 @@
-"""The evaluator interface shared by every domain.
-
-A ``Task`` is what a benchmark supplies; ``reset(task)`` gives the initial ``State``;
-``evaluate(state, action)`` checks one action and returns an ``Outcome``. States are immutable
-values, so evaluating any number of alternatives "from a copy or reset of s_t" (§3.3) can never
-change the state they start from: ``state.after(action, outcome)`` builds the next state
-explicitly. Each evaluator bounds every call in time; a check that times out or crashes returns
-``completed=False`` with the reason instead of hanging the run.
+"""The evaluator interface shared by every domain: ``reset(task)`` gives the initial ``State``,
+``evaluate(state, action)`` checks one action and returns an ``Outcome``. States are immutable,
+so evaluating alternatives "from a copy or reset of s_t" (§3.3) never changes the state they
+start from; a check that times out or crashes returns ``completed=False`` with the reason.
 """
 import abc
 import dataclasses

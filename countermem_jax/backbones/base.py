@@ -69,11 +69,9 @@ class SamplingParams:
     repetition_penalty: float = 1.0
 
     def to_json(self) -> dict:
-        """The settings as a dict (a tuple ``stop`` stays a tuple until JSON-dumped). Every
-        field is a scalar or a tuple of strings, so no deep copy (``dataclasses.asdict``, ten
-        times slower) is needed: it runs once per chat call, in the response cache's key. An
-        unconstrained call leaves ``constraint`` out, and a call without a repetition penalty
-        leaves that out, so their keys are what they were before those fields existed."""
+        """The settings as a dict, for the response cache's key (a tuple ``stop`` stays a tuple
+        until JSON-dumped; the fields are flat, so no deep copy). An absent ``constraint`` or
+        repetition penalty is left out, so such calls keep the cache keys they always had."""
         out = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
         constraint = out.pop("constraint")
         if out["repetition_penalty"] == 1.0:
@@ -87,11 +85,10 @@ class SamplingParams:
 class Usage:
     """Token counts of one call or a sum of calls.
 
-    ``reasoning_tokens`` are the part of ``completion_tokens`` the server reported as thinking;
-    they are not added again to ``total``; None when the server did not say (vLLM reports them
-    only with a reasoning parser, in recent releases), and a sum with an unknown part is unknown. ``cached_tokens`` are the part of ``prompt_tokens``
-    the server served from its prefix cache (vLLM's ``prompt_tokens_details.cached_tokens``);
-    they too stay inside ``total``. Adding usages of different ``source`` gives "mixed".
+    ``reasoning_tokens`` are the part of ``completion_tokens`` the server reported as thinking,
+    None when it did not say (a sum with an unknown part is unknown); ``cached_tokens`` the part
+    of ``prompt_tokens`` served from its prefix cache. Neither is added again to ``total``.
+    Adding usages of different ``source`` gives "mixed".
     """
     prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -1,31 +1,6 @@
 """Module III: draft → retrieve → select one record or skip → revise → check (paper §3.4, App. C).
-
-``CounterMemAugmentation`` is the memory plug-in for the agents' decision point. It does not know
-which phase it serves; what differs between phases is passed in:
-  index_source  a zero-argument callable returning the ``RetrievalIndex`` to use now
-                (construction: one that follows the growing store; otherwise ``lambda: index``);
-  selector      a ``policies.Selector``: the online learner (selector training), an episode's
-                ε-greedy explorer (a training wave), the frozen greedy DQN, or a fixed rule
-                (construction's reuse policy, evaluation baselines); it ``observe``s every closed
-                transition (a no-op for the frozen ones);
-  hooks         ``ConstructionHooks`` during construction (reuse statistics, Modules I–II after a
-                failure), ``None`` otherwise;
-  calls         ``agents.MemoryCalls``: the LLM calls a decision makes (revision with a record,
-                the condition judge) on the agent's backbone, domain and settings;
-  revision      how a chosen record revises the draft (``REVISIONS``): "llm", the paper's
-                REVISE_WITH_RECORD; "replay", the record's checked edit made on the draft where
-                it fits (``edit_replay``), no LLM call (retrieval offers only records whose edit
-                has a place in the draft, ``edit_replay.record_fits``); "replay_then_llm", the
-                free replay first and REVISE_WITH_RECORD where the edit has no place.
-Every closed decision becomes a ``selector.transition.Transition`` with Eq. 10's reward (its
-weights from ``dqn_cfg``, which selector training gives; without it only the success bonus),
-appended to ``transitions`` (kept for the log and offline retraining) and handed to the selector.
-Retrieval always excludes the records of the current task's reference group (its own among
-them). Free-text conditions of the records a
-decision could retrieve are judged by the backbone before retrieval (``_judge_conditions``), with
-the judge's own sampling settings, asynchronously, and charged to that decision: its ledger entry,
-the task-run tokens, and the decision log's ``memory.conditions`` (verdict counts, judge calls and
-tokens).
+``CounterMemAugmentation`` is the memory plug-in at the agents' decision point; each closed
+decision becomes a ``Transition`` with Eq. 10's reward, handed to the selector.
 """
 import dataclasses
 from typing import Callable, Protocol
@@ -131,7 +106,21 @@ class ConstructionHooks(Protocol):
 
 
 class CounterMemAugmentation(Augmentation):
-    """Module III at the agents' decision point; see the module docstring for its inputs."""
+    """Module III at the agents' decision point; what differs between phases is passed in.
+
+    index_source  returns the ``RetrievalIndex`` to use now (construction: one that follows the
+                  growing store; otherwise ``lambda: index``);
+    selector      the online learner, an episode's ε-greedy explorer, the frozen greedy DQN or a
+                  fixed rule; it ``observe``s every closed transition;
+    hooks         ``ConstructionHooks`` during construction (reuse statistics, Modules I–II after
+                  a failure), else ``None``;
+    calls         the LLM calls a decision makes (revision, the condition judge);
+    revision      ``REVISIONS``: "llm" (REVISE_WITH_RECORD), "replay" (the record's checked edit
+                  made where it fits, ``edit_replay``; no LLM call), "replay_then_llm";
+    dqn_cfg       Eq. 10's reward weights (without it only the success bonus);
+    transitions   where closed transitions are appended (the log, offline retraining).
+    Free-text conditions are judged before retrieval, asynchronously, and charged to the decision.
+    """
     name = "countermem"
 
     def __init__(self, calls: MemoryCalls, *, index_source: Callable[[], RetrievalIndex],

@@ -1,17 +1,7 @@
-"""Phase 2 of Algorithm 1: the DQN selector on the training split over the frozen store
-(paper §3.4, Appendix C.2).
-
-Each seed in ``selector.seeds`` is its own real run (``SeedRun``): its own initial parameters
-and exploration key, ε-greedy episodes on the training split, greedy validation episodes at
-every checkpoint, and the checkpoint with the highest mean validation return kept as best. The
-best checkpoints' file fingerprints are recorded for evaluation to verify.
-
-The loop each seed runs is ``dqn_loop`` (ε-greedy act, store, learn after warm-up, sync the
-target, validate every checkpoint, keep the best), with ``selector.wave_size`` (W) episodes
-acting at once (W = 1: the sequential online learner) and what a kill left in the log to resume
-from as its arguments (docs/concurrency.md). Validation episodes at a checkpoint run
-concurrently, and the seeds train concurrently (one asyncio task each, sharing the agent's
-backbone and its concurrency limit).
+"""Phase 2 of Algorithm 1: the DQN selector on the training split over the frozen store (paper
+§3.4, Appendix C.2). Each seed in ``selector.seeds`` is its own run (``SeedRun``, looping in
+``dqn_loop``), the seeds concurrently; the best checkpoints' fingerprints are recorded for
+evaluation to verify. Waves and resumption: docs/concurrency.md.
 """
 import asyncio
 
@@ -184,13 +174,10 @@ async def _logged(rows: list) -> list:
 
 
 class SeedRun:
-    """One selector seed's own training run (Appendix C.2): the seed's initial parameters and
-    exploration key, its episodes on the training split, greedy validation episodes at every
-    checkpoint and the checkpoint with the highest mean validation return kept; the loop itself
-    is ``dqn_loop``, in waves of ``selector.wave_size`` episodes, resumed from the log after a
-    kill. The LLM response cache makes the repeated drafts of later seeds (and of resumed
-    episodes) cost no new calls.
-    """
+    """One selector seed's training run (Appendix C.2): its own initial parameters and exploration
+    key, ε-greedy episodes on the training split, greedy validation at every checkpoint, the best
+    checkpoint kept; ``dqn_loop`` drives it. The response cache makes later seeds' repeated
+    drafts cost no new calls."""
 
     def __init__(self, method: context.MethodConfig, wave_size: int, wd: Workdir, sp,
                  agent: Agent, index, seed: int, ledger):
@@ -327,7 +314,7 @@ class SeedRun:
 
     def _save_log(self) -> None:
         """The seed's transitions (training rows, and the validation rows of its checkpoints)
-        as a transition log for offline analysis (``tools/speed/selector_offline.py``)."""
+        as a transition log for offline analysis (``benchmarks/speed/selector_offline.py``)."""
         train = [Transition.from_json(t) for t in self._events("transition")]
         latest = {e["checkpoint"]: e["rows"] for e in self._events("validation_transitions")}
         val = [Transition.from_json(r) for rows in latest.values() for r in rows]

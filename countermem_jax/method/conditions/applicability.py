@@ -1,14 +1,7 @@
 """Whether a record's condition holds for a task: the rule half of Eq. 7's eligibility test
 (paper §3.4, Appendix B.2), and which conditions can hold for no task at all (§3.3).
-
-``check`` decides a typed condition (``grammar``) from what the task shows (``TaskFacts``): its
-text, its features (each domain computes its own, e.g. SQL's ``bound`` from the question's
-wording), and at a decision the draft and the checker's feedback on the last attempt. Features
-compare as lower-case strings, quotes ignored. ``edit touches`` asks whether the request names
-or implies the listed names (``mentions``: snake/camel-case parts, plural and prefix forms);
-``draft has`` whether the draft uses them (``draft_uses``), ``draft lacks`` whether it does not
-use them all; ``feedback contains`` reads the feedback. Outside a decision (no draft, no feedback
-known) these three do not restrict. A free-text clause is undecided here (None).
+Outside a decision (no draft, no feedback) the edit, draft and feedback clauses do not restrict;
+a free-text clause is undecided here (None).
 """
 import dataclasses
 import re

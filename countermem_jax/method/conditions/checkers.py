@@ -1,19 +1,7 @@
-"""Applicability-condition checks: is record condition c compatible with the current task?
-
-Checkers are pluggable. Each returns True (holds), False (fails) or None (cannot judge this
-condition); ``CompositeChecker`` asks them in order and applies a policy to conditions nobody
-could judge. The empty condition is universal and never reaches a checker.
-
-``RuleChecker`` decides conditions written in the rule grammar (``grammar.py``: features,
-environment, feedback kind, and the clauses derived from a verified edit); a condition with a
-clause outside it is left to the next checker.
-
-Free-text conditions go to ``LLMJudgeChecker``, whose backbone calls are asynchronous and made by
-the decision that needs them (``CompositeChecker.judge_pending`` before retrieval, with the
-decision's own ``ask``), so judging never blocks the event loop and its tokens are charged to that
-decision. A verdict the judge's reply does not state is *undecided*; ``CompositeChecker`` applies
-the ``unknown`` policy to it (``memory.unknown_condition``, default "exclude": a record whose
-applicability cannot be established is not offered).
+"""Eq. 7's eligibility test (paper §3.4, Appendix B.2): is record condition c compatible with the
+task? Each checker returns True, False or None (cannot judge); ``CompositeChecker`` asks them in
+order (``RuleChecker``, then the asynchronous ``LLMJudgeChecker`` for free text) and applies the
+``unknown`` policy (``memory.unknown_condition``, default "exclude") to what none could judge.
 """
 import asyncio
 import collections
@@ -240,12 +228,10 @@ class CompositeChecker:
         """Has the LLM judge decide, with ``ask``, the conditions the checkers before it cannot;
         returns the verdict counts over ``conditions`` (distinct, non-empty) for this task.
 
-        The judge's calls for the distinct conditions are in flight together, started
-        in condition order; their verdicts are taken in condition order, so the counts and the
-        verdicts the judge caches are those of judging one condition after another. What ``ask`` charges
-        (the decision's ledger entry, task-run tokens and calls) is a sum, the same whatever
-        order the replies come back in. If a call fails, the first failure in condition order
-        is raised once every call has finished (the others are charged, as they were made).
+        The calls are in flight together but their verdicts are taken in condition order, so
+        counts and cache are those of judging one after another (and what ``ask`` charges is a
+        sum). If a call fails, the first failure in condition order is raised once every call
+        has finished.
         """
         judge = self.judge
         split = self._checkers.index(judge) if judge is not None else len(self._checkers)

@@ -1,30 +1,16 @@
-"""The condition a record gets from its own verified edit when it has none of its own (paper
-§3.3; a distillation that failed, or a free-text condition a weak backbone cannot judge).
+"""The condition a record gets from its own verified edit when it has none (paper §3.3: a failed
+distillation, or free text a weak backbone cannot judge). Scoping it to its environment alone
+would offer it on every question about that database; instead it says what the edit changed, as
+the domain reads it (``ActionNames``):
 
-Scoping such a record to its source environment alone (``environment == <db>``) offers it on
-every question about that database, which is how such records broke tasks they had nothing to
-do with. Instead the condition is derived from what the checked edit changed, as the task's
-domain reads it (``ActionNames``, a hook each domain provides: SQL reads the parse trees'
-tables, columns and literals; the default reads identifiers on the changed lines):
+  edit touches [every] any [some]   the request names or implies every name the fix introduced,
+                                    and one of the others (an edit naming nothing never holds);
+  draft has [...]                   the draft still uses every name only the original used;
+  draft lacks [...]                 the draft does not already use all the improved names.
 
-  edit touches [every]        the request names or implies every name the fix introduced;
-  edit touches any [some]     and one of the others (SQL: its tables, often implied: "poker
-                              players" for ``people`` joined through ``poker_player``); an edit
-                              that touches nothing nameable gets ``edit touches any []``, which
-                              never holds;
-  draft has [...]             the draft still uses every name only the original used (it
-                              repeats the mistake);
-  draft lacks [...]           it does not use all the names only the improved action uses (the
-                              fix is not already there, as when the draft already includes the
-                              requested boundary value, §3.4).
-
-A repair of an error of a kind the domain names (SQL: ``no such column``) is offered after an
-attempt that failed with the same kind of error, ``feedback contains "no such column"``, in
-place of the names clause: the lesson (``Name`` of a poker player lives in ``people``) holds for
-the table's other columns too. The ``some`` names then go to ``draft has any [...]``: the repair
-goes into a draft that reads one of them, whatever the question calls them. Whether such records
-are offered under their derived condition or kept out of retrieval altogether is the
-retrieval-time choice ``memory.fallback_condition`` ("derive" or "exclude").
+A repair of an error kind the domain names (SQL: ``no such column``) is offered instead after the
+same kind of error (``feedback contains``), its ``some`` names going to ``draft has any``.
+``memory.fallback_condition`` ("derive" or "exclude") chooses whether such records are offered.
 """
 import dataclasses
 from typing import Protocol

@@ -1,9 +1,5 @@
-"""A record's condition c (paper §3.3, Appendix B.2) as typed clauses: the one parser and the one
-printer of its text form.
-
-Text is how a condition is stored (``MemoryRecord.condition``) and what the LLM judge reads; the
-method works on the typed form. A condition is a conjunction of clauses, written joined by ``AND``
-(``and`` and ``&&`` read the same), keywords in any case:
+"""A record's condition c (paper §3.3, Appendix B.2) as typed clauses: the one parser (``parse``)
+and the one printer (``str``) of its text form, a conjunction joined by ``AND`` (``and``, ``&&``):
 
   environment == <name>                   Environment       the task's environment (its database)
   feature == value, !=, =                 Compare           a task feature (``bound == inclusive``)
@@ -16,19 +12,16 @@ method works on the typed form. A condition is a conjunction of clauses, written
   draft lacks [a, b], ... any [a, b]      DraftLacks        names it does not use all of
   anything else                           FreeText          the paper's free-text condition
 
-The empty condition has no clauses and holds everywhere (Appendix D.8). ``parse`` never fails:
-a clause outside the grammar is ``FreeText``, decided by the LLM judge or the ``unknown`` policy.
-``str`` prints the clauses joined by " AND "; it reproduces every text ``derive`` writes byte
-for byte, and refuses (``ValueError``) a clause that would not read back as itself, such as a
-name holding a comma: a name the text form cannot hold is never silently dropped
-(``listable`` says which names a list can hold; ``derive`` counts the ones it leaves out).
+The empty condition holds everywhere (Appendix D.8). ``parse`` never fails; ``str`` reproduces
+every text ``derive`` writes and raises ``ValueError`` for a clause that would not read back as
+itself (``listable`` says which names a list can hold).
 """
 import dataclasses
 import functools
 import re
 
 # A split starts only where a whitespace run starts, so a run of n spaces is scanned once, not
-# n times (40k spaces took 10.8 s, issue 39); the splits are those of ``\s+(?:and|&&)\s+``.
+# n times; the splits are those of ``\s+(?:and|&&)\s+``.
 _CLAUSE_SPLIT = re.compile(r"(?<!\s)\s+(?:and|&&)\s+", re.IGNORECASE)
 _CMP = re.compile(r"^([A-Za-z_][\w.]*)\s*(==|!=|=)\s*(.+)$")
 _IN = re.compile(r"^([A-Za-z_][\w.]*)\s+in\s+\[(.*)\]$", re.IGNORECASE)

@@ -1,9 +1,6 @@
-"""How the condition c of a memory record (paper Appendix B.2) is read from text: a distilled reply
-or a stored record. The model's literal "none" (and friends) means no condition.
-
-It sits below the reply parsers (``prompting/parsers.py``) and the memory record
-(``memory/record.py``), which both normalise conditions, so neither imports the other.
-"""
+"""The normal form of a condition's text (paper Appendix B.2): the model's literal "none" (and
+friends) means no condition. Below the reply parsers and the memory record, so neither imports
+the other."""
 _NONE_CONDITIONS = frozenset({"", "none", "n/a", "na", "null", "always", "no condition"})
 
 

@@ -1,12 +1,7 @@
-"""Retrievals and selector forward passes of the decisions in flight, scored together.
-
-A lone jitted query pays the dispatch (≈ 100 µs) for microseconds of arithmetic; B = 200 queries
-in one call cost ≈ 4 µs each. ``MicroBatcher`` collects what the decisions in flight submit during
-one event-loop turn and computes it in one call at the end of the turn. The phase wraps its
-retrieval index in ``BatchedIndex`` and its frozen selectors in ``BatchedSelector``; Module III
-(``memory_use``) awaits ``retrieve`` and ``select`` below, which use the batcher when the object
-has one and the plain one-query call otherwise. Results are the one-at-a-time results bit for bit:
-scoring runs in blocks of a fixed number of rows (``row_blocks``), and everything else is per row.
+"""Retrievals and selector forward passes of the decisions in flight, scored together: a lone
+jitted query pays the dispatch for microseconds of arithmetic. ``MicroBatcher`` computes what the
+decisions submit during one event-loop turn in one call; results equal the one-at-a-time ones
+bit for bit (fixed row blocks, ``row_blocks``; everything else per row).
 """
 import asyncio
 import collections

@@ -1,36 +1,7 @@
-"""Top-k retrieval over eligible records (Appendix B.4, Eq. 7 and 8).
-
-r_i(s) = cos(φ(s), φ(q_i)) + λ_reuse·u_i over the records eligible for the decision, top k = 3.
-Why a record is not eligible is one int8 code per (decision, record) (``reasons``, 0 = eligible);
-the jitted ``topk_eligible`` masks by it and the log's lists (``RetrievalResult.excluded_*``) are
-read from it. A record carries the first reason that holds, in this order:
-  SAME_TASK  its source task is in the decision's reference group (``evaluators.grouping``:
-             Spider's paraphrase twins share one gold query, so a twin's verified record carries
-             the task's own reference answer), in every phase and under every intervention;
-  STALE      its checker version or environment changed since its evidence was checked
-             (``world``, ``method/memory/world.py``), under every intervention;
-  CONDITION  its condition c does not hold for the decision (Eq. 7, ``conditions.checkers``);
-  TRANSFER   every transfer try of its edit failed (``MemoryRecord.transfer_failed``);
-  NO_PLACE   (``memory.revision=replay``) its checked edit has no place in the decision's draft
-             (``edit_replay.record_fits``), so it would leave the draft as it is.
-Conditions are judged, and the place test run, only for records no earlier reason excludes.
-A record's group is the task pool's group of its source task (``groups``, task id -> group id),
-else the group the record carries (``MemoryRecord.source_group``), else its source task alone; a
-decision's group is the pool's group of its task, else the group of the records that task wrote,
-else the group its ``TaskFacts`` carries.
-
-Queries are scored in blocks of exactly ``QUERY_ROWS`` rows (``runtime/row_blocks``): XLA's CPU
-dot rounds a 1-row and a 40-row product differently, and fixed blocks make a query's scores the
-same bit for bit whatever other queries share its batch (``retrieval/batching.py``).
-
-``intervention`` changes which records reach the selector (§6.2, Appendix D.5), deterministically
-given ``intervention_seed``:
-  matched   the default: situation similarity, reuse and every reason above;
-  none      no record is ever returned (the LLM receives no memory);
-  random    k records drawn uniformly among those neither SAME_TASK nor STALE, with no state
-            matching; the draw depends on the seed, the task and the decision state only;
-  shuffled  matching runs on the situation, condition and reuse of record π(i) and returns
-            record i, π a seeded derangement (a record keeps its own state only in a store of one).
+"""Top-k retrieval over eligible records (paper §3.4, Appendix B.4, Eq. 7-8):
+r_i(s) = cos(φ(s), φ(q_i)) + λ_reuse·u_i over the records eligible for a decision, top k = 3.
+One int8 code per (decision, record) says why a record is not eligible (0 = eligible); the jitted
+``topk_eligible`` masks by it and the log's ``RetrievalResult.excluded_*`` lists are read from it.
 """
 import copy
 import dataclasses
@@ -51,9 +22,18 @@ from countermem_jax.method import text_embedding as embedding
 
 REUSE_WEIGHT = 0.2
 TOP_K = 3
-QUERY_ROWS = 16
+QUERY_ROWS = 16  # fixed query blocks: XLA's CPU dot rounds a 1-row and a 40-row product apart
+# Which records reach the selector (§6.2, Appendix D.5), deterministic given intervention_seed:
+# matched (the default), none (no memory), random (k records among those neither SAME_TASK nor
+# STALE, no state matching), shuffled (match on record π(i)'s situation, condition and reuse,
+# return record i; π a seeded derangement).
 INTERVENTIONS = ("matched", "none", "random", "shuffled")
-# Why a record is not offered (module docstring); PADDING marks the columns past the last record.
+# Why a record is not offered; a record carries the first that holds. SAME_TASK: its source task
+# is in the decision's reference group (Spider's paraphrase twins share one gold query); STALE: its
+# checker version or environment changed (``world``); CONDITION: c does not hold (Eq. 7); TRANSFER:
+# every transfer try of its edit failed; NO_PLACE (``memory.revision=replay``): its edit has no
+# place in the draft (``edit_replay.record_fits``). Conditions and the place test run only for
+# records no earlier reason excludes. PADDING marks the columns past the last record.
 ELIGIBLE, SAME_TASK, STALE, CONDITION, TRANSFER, NO_PLACE, PADDING = range(7)
 _NO_QUERY = -2  # a group code no record has
 

@@ -1,22 +1,10 @@
-"""Orbax checkpoints of the selector, with the metadata needed to refuse incompatible restores.
-
-Layout: ``<dir>/<decisions>/{params,meta}`` managed by ``orbax.checkpoint.CheckpointManager``;
-the best checkpoint (highest mean validation return) is tracked by Orbax's ``best_fn`` and
-written to ``<dir>/best.json``, which is what ``restore(dir, "best")`` reads.
-
-Integrity: beside each step, ``<dir>/<decisions>.sha256.json`` holds the sha256 of every file
-Orbax wrote for the step and one sha256 over the saved arrays (tree path, dtype, shape, bytes) and
-the metadata. ``restore`` checks the files before Orbax reads them and the restored arrays after,
-so a flipped byte, a truncated or missing array file, a step directory swapped for another, or a
-best step that no longer exists is a ``CheckpointIntegrityError`` naming the path, never a silent
-restore of other weights. Unreadable metadata (``best.json``, the hash file, the step's ``meta``,
-the ``metrics`` file Orbax ranks steps by) names its file.
-
-Whole or absent: a step counts once its hash record exists. The record and ``best.json`` are
-written atomically (temporary file, fsync, rename) after Orbax's own atomic commit; a step a
-kill left without its record is dropped when the directory is next opened for training (one
-line on stderr), and training saves it again. A write error inside Orbax (a full disk, a
-file-size limit) is an ``OSError`` naming the step.
+"""Orbax checkpoints of the selector (paper Appendix C.2), with the metadata to refuse incompatible
+restores. Layout ``<dir>/<decisions>/{params,meta}``; ``<dir>/best.json`` names the best step
+(highest mean validation return), which ``restore(dir, "best")`` reads. ``<dir>/<decisions>
+.sha256.json`` hashes the step's files and arrays, so a corrupted, missing or swapped step is a
+``CheckpointIntegrityError`` naming the path, never a silent restore of other weights. A step
+counts once its hash record exists (written atomically after Orbax's commit); a step a kill left
+without one is dropped when the directory is next opened for training.
 """
 import contextlib
 import hashlib

@@ -1,14 +1,10 @@
-"""DQN for memory use (Appendix C.2): pure loss, one jitted decision step, explicit state.
+"""DQN for memory use (paper Appendix C.2): pure loss, one jitted decision step, explicit state.
 
-A "decision" is one selector choice. After each logged decision d (1-based) the learner
-  * adds the transition to the replay buffer;
-  * takes one Adam step on a batch of ``batch_size`` when d > learning_starts and
-    d % train_every == 0;
-  * copies θ to θ⁻ when d % target_sync_every == 0;
-  * (on the host) checkpoints when d % checkpoint_every == 0 (``is_checkpoint``).
-``schedule`` is that rule, written once, for decision number d: ``decision_step`` applies it to
-one seed per real decision (online training, the replay of a log); with d shared, ``jax.vmap``
-applies it to a stack of seeds and the update stays a real ``cond`` (the offline benchmark).
+After each logged decision d (1-based) the learner adds the transition to the replay buffer; takes
+one Adam step on ``batch_size`` transitions when d > learning_starts and d % train_every == 0;
+copies θ to θ⁻ when d % target_sync_every == 0; and (on the host) checkpoints when
+d % checkpoint_every == 0. ``schedule`` is that rule, written once; ``decision_step`` applies it
+to one seed, ``jax.vmap`` to a stack of seeds sharing d.
 """
 import dataclasses
 import functools

@@ -1,9 +1,6 @@
-"""Selectors behind one interface: the online learner, the trained DQN and three fixed rules.
-
-Module III (paper §3.4) asks its selector two things: ``select(obs, mask) -> Choice`` at each
-decision, and ``observe(transition)`` once the decision's transition is closed. The online
-learner learns there; the frozen ones (``GreedyDQN``, the fixed rules, ``EpisodeExplorer``)
-ignore it.
+"""Selectors behind one interface (paper §3.4): the online learner, the trained DQN and three
+fixed rules. Module III calls ``select(obs, mask) -> Choice`` at each decision and
+``observe(transition)`` once it is closed; only the online learner learns from it.
 """
 import dataclasses
 import functools

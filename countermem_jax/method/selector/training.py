@@ -1,18 +1,10 @@
 """The online learner of one selector seed and its transition log (paper Appendix C.2).
-
-``OnlineLearner`` is one seed's DQN learner, driven by ``phases.train.dqn_loop``: it acts
-ε-greedily in its own episodes and learns from each closed decision. ``replay`` rebuilds a
-learner from its own logged decisions after a kill, bit-identically.
-
-One decision is a ``transition.Transition`` everywhere: the online learner observes it, the run
-log stores it (``Transition.to_json``), ``replay`` feeds logged ones back, and
-``log_from_transitions`` turns them into the ``.npz`` log a seed leaves for offline analysis
-(the offline retraining of the speed benchmarks, ``tools/speed/selector_offline.py``).
-
-Transition logs are ``.npz`` files with arrays ``obs`` [N, 98] float32, ``action`` [N] int32,
-``reward`` [N] float32, ``next_obs`` [N, 98], ``next_mask`` [N, 5] bool, ``done`` [N] float32,
-``mask`` [N, 5] bool, ``episode`` [N] int64, and the header arrays ``obs_version`` and ``split``
-([N] of "train" / "validation").
+``OnlineLearner`` acts ε-greedily in its own episodes and learns from each closed decision,
+driven by ``phases.train.dqn_loop``; ``replay`` rebuilds it bit-identically from its logged
+decisions after a kill. ``log_from_transitions`` writes a seed's ``.npz`` transition log: ``obs``
+[N, 98] float32, ``action`` [N] int32, ``reward`` [N] float32, ``next_obs`` [N, 98], ``next_mask``
+[N, 5] bool, ``done`` [N] float32, ``mask`` [N, 5] bool, ``episode`` [N] int64, and the header
+arrays ``obs_version`` and ``split`` ([N] of "train" / "validation").
 """
 import dataclasses
 import os
