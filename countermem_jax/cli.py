@@ -20,7 +20,7 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from countermem_jax.protocol import config_defaults
+from countermem_jax.protocol import config_files
 from countermem_jax.runtime import file_limits, paths
 
 # Errors caused by what the user gave (config, workdir, data, a store or checkpoint), as
@@ -224,6 +224,6 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
     except flags.Error as err:
         # a config file's get_config refusing its argument (configs/paper.py:ARG) reaches here
         # wrapped with its traceback by ml_collections; its own one-line message is kept
-        detail = str(err).rsplit(f"{config_defaults.SettingError.__name__}: ", 1)[-1]
+        detail = str(err).rsplit(f"{config_files.SettingError.__name__}: ", 1)[-1]
         print(f"error: {' '.join(detail.split())}", file=sys.stderr)
     sys.exit(1)
