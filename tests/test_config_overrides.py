@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from countermem_jax.protocol.config_defaults import base_config
+from helpers import default_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 _OVERRIDE = re.compile(r"--config\.([A-Za-z_][\w.]*\w)")
@@ -54,7 +54,7 @@ def test_every_override_in_use_is_declared_in_base_config():
         if path.stem == "components":
             studies.append(module.get_config("four_domains"))
     missing = {path: where for path, where in found.items()
-               if not _declared(base_config(), path.removeprefix("base."))
+               if not _declared(default_config(), path.removeprefix("base."))
                and not any(_declared(study, path) for study in studies)}
     assert not missing, f"overrides of fields base_config does not declare: {missing}"
 

@@ -235,7 +235,7 @@ def test_binary_on_two_real_workdirs(tmp_path, people_benchmark):  # noqa: F811
     from test_pipeline import _config, scripted
     cm_cfg = _config(tmp_path, selector="dqn")
     expel_cfg = _config(tmp_path)
-    expel_cfg.method, expel_cfg.baselines = "expel", baselines.default_config()
+    expel_cfg.method, expel_cfg.baselines = "expel", default_config().baselines
     for cfg, wd, backbone in ((cm_cfg, tmp_path / "cm", scripted),
                               (expel_cfg, tmp_path / "expel", baseline_scripted)):
         for phase in (experiment.build_memory, experiment.train_selector, experiment.evaluate):

@@ -48,8 +48,8 @@ def _value(text):
         return text
 
 
-def _splits(cfg, benchmark=None, **overrides):
-    cfg = cells.setting_config(cfg, benchmark or cfg.data.benchmark, **overrides)
+def _splits(cfg, benchmark=None, settings=None, **overrides):
+    cfg = cells.setting_config(cfg, benchmark or cfg.data.benchmark, settings, **overrides)
     tasks = domains.load_benchmark(cfg.data)[0]
     sp = context.draw_splits(cfg, tasks)
     config_validation.check_split_sizes(cfg, sp, len(tasks))
@@ -70,8 +70,8 @@ def validate(study):
         assert 0 < p.regression_tasks <= max(p.checkpoints)
     elif study.study in ("rescued", "breakdown", "budget"):
         for bench in p.benchmarks:
-            _splits(study.base, bench, **({"splits.n_eval": p.n_paired}
-                                          if study.study == "rescued" else {}))
+            _splits(study.base, bench, study.settings,
+                    **({"splits.n_eval": p.n_paired} if study.study == "rescued" else {}))
     else:
         _splits(study.base)
 
