@@ -14,6 +14,10 @@ import pathlib
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "config_snapshot.json.gz"
 AGENTS, BACKBONES, VARIANTS = ("react", "reflexion"), ("gptoss", "api", "cpu"), ("dbsplit",)
+# the registry's own benchmarks (tests register more), the paper's twelve first
+PAPER_BENCHMARKS = ("minif2f", "proofnet", "amber", "swebench", "bugsinpy", "dafnybench",
+                    "vericoding_dafny", "vericoding_verus", "spider", "bird", "smtlib", "satlib")
+BENCHMARKS = PAPER_BENCHMARKS + ("quixbugs", "sat_encoding", "smt_encoding")
 BAD_PAPER_ARGS = ("", "spider", "spider,react", "foo,react,gptoss", "spider,foo,gptoss",
                   "spider,react,foo", "bird,react,cpu", "spider,react,gptoss,foo",
                   "spider,react,gptoss,dbsplit,x")
@@ -45,7 +49,6 @@ def _resolve(out: dict, key: str, make):
 def _study_runs(out: dict, key: str, study):
     """The run configs a study config makes: its variants (per setting for a four-domain
     study) or, for a protocol study, its base moved to each paper setting and agent."""
-    from countermem_jax.domains import registry
     from countermem_jax.studies import cells, grid, runner
     if "grid" in study:
         for (bench, agent), sub in grid.setting_configs(study).items():
@@ -57,7 +60,7 @@ def _study_runs(out: dict, key: str, study):
     else:
         # a study that moves no cell (the replication) carries no settings: probe with the paper's
         settings = study.get("settings") or _load(ROOT / "configs" / "paper.py").settings()
-        for bench in (b.name for b in registry.paper_settings()):
+        for bench in PAPER_BENCHMARKS:
             for agent in AGENTS:
                 out[f"{key} cell {bench},{agent}"] = _json(
                     cells.setting_config(study.base, bench, settings,
@@ -66,7 +69,6 @@ def _study_runs(out: dict, key: str, study):
 
 def resolve_all() -> dict:
     """{entry point: its config as JSON (or {"error": ...})}; run from the repository root."""
-    from countermem_jax.domains import registry
     from countermem_jax.sweep import spec
     os.environ.pop("COUNTERMEM_REHEARSAL_API_URL", None)
     out = {}
@@ -74,9 +76,9 @@ def resolve_all() -> dict:
         rel = path.relative_to(ROOT).as_posix()
         module = _load(path)
         if rel == "configs/paper.py":
-            args = [f"{b},{a},{k}" for b in registry.BENCHMARKS for a in AGENTS
+            args = [f"{b},{a},{k}" for b in BENCHMARKS for a in AGENTS
                     for k in BACKBONES]
-            args += [f"{b},{a},{k},{v}" for b in registry.BENCHMARKS for a in AGENTS
+            args += [f"{b},{a},{k},{v}" for b in BENCHMARKS for a in AGENTS
                      for k in BACKBONES for v in VARIANTS]
             for arg in (*args, *BAD_PAPER_ARGS):
                 _resolve(out, f"{rel}:{arg}", lambda arg=arg: module.get_config(arg))

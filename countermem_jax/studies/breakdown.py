@@ -38,7 +38,7 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
     for bench in s.benchmarks:
         for agent in s.agents:
             label = AGENT_LABELS.get(agent, agent)
-            ccfg = cells.setting_config(run_cfg, bench, cfg.settings, **{"agent.kind": agent,
+            ccfg = cells.setting_config(run_cfg, bench, cfg.get("settings"), **{"agent.kind": agent,
                                                        "method": "countermem"})
             cell = st.cell(f"{bench}/{agent}")
             result = st.run_phases(ccfg, cell)

@@ -69,6 +69,8 @@ def setting_config(cfg, benchmark: str, settings, **overrides) -> ml_collections
     own benchmark keeps the study's sizes."""
     setting = {}
     if benchmark != cfg.data.benchmark:
+        if benchmark not in (settings or {}):
+            raise StudyError(f"bad study config: settings has no paper setting {benchmark!r}")
         sizes, data = settings[benchmark].splits, settings[benchmark].data
         setting = {f"splits.{k}": v for k, v in sizes.items()}
         setting.update({f"data.{k}": v for k, v in data.items()})

@@ -60,7 +60,8 @@ def setting_configs(study) -> dict:
                 f"bad study config: grid.benchmarks names {bench!r}; registered: "
                 f"{', '.join(registry.BENCHMARKS)}")
         for agent in study.grid.agents:
-            base = cells.setting_config(study.base, bench, study.settings, **{"agent.kind": agent})
+            base = cells.setting_config(study.base, bench, study.get("settings"),
+                                        **{"agent.kind": agent})
             if not study.grid.setting_sizes:  # the setting's data fields, base's split sizes
                 base.splits.update(study.base.splits.to_dict())
             sub = ml_collections.ConfigDict(
