@@ -50,7 +50,7 @@ def test_a_new_field_is_fingerprinted_unless_listed_as_evaluation_only(monkeypat
 def test_a_workdir_made_before_a_field_existed_matches_its_old_behaviour(tmp_path,
                                                                        people_benchmark):
     """A fingerprint recorded before ``construction.corrections`` existed was made by the
-    verified method: the field reads as its ``base_config`` value, so the default still matches
+    verified method: the field reads as its ``BEFORE_THE_FIELD`` value, so the default still matches
     and the ablation value is a difference."""
     cfg = _config(tmp_path)
     wd = tmp_path / "wd"
