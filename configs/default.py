@@ -167,7 +167,7 @@ def get_config() -> ml_collections.ConfigDict:
     s.reward.failure_penalty = 0.25  # λ_f (Table 3)
     s.reward.token_penalty = 0.02   # λ_τ (Table 3)
     s.reward.token_scale = 1e4      # τ_0, tokens (Table 3)
-    # eval.seeds: the DQN seeds evaluated, one run each (): every seed in selector.seeds);
+    # eval.seeds: the DQN seeds evaluated, one run each (() = every seed in selector.seeds);
     # eval.concurrency: evaluation tasks in flight (docs/concurrency.md)
     c.eval = ml_collections.ConfigDict(dict(
         selector="dqn", seeds=(), relevance_threshold=0.5, concurrency=1))
