@@ -2,8 +2,7 @@
 
     python -m countermem_jax.evaluate --config=configs/spider_react_cpu.py --workdir=/tmp/cm
 
-One run per selector seed (``WORKDIR/eval/<run>/``), the base agent once; prints mean [95% CI]
-over seeds and the cost of building, and writes them to ``WORKDIR/metrics.json``.
+Prints mean [95% CI] over selector seeds and the cost of building (``WORKDIR/metrics.json``).
 """
 from countermem_jax.runtime import jax_platform
 

@@ -3,20 +3,6 @@
     python -m countermem_jax.inspect_store --store=WORKDIR/store.jsonl [--top=10]
     python -m countermem_jax.inspect_store --store=WORKDIR/store.jsonl --config=configs/X.py
     python -m countermem_jax.inspect_store --workdir=WORKDIR
-
-With ``--config`` (the experiment's config: its benchmark and data, no model is loaded) the
-summary ends with the records' worlds: how many are current, stale, unstamped or not in the
-benchmark, and each stale record marked ``STALE`` with why (checker version X → Y, or its
-environment changed: the database file's hash); without it, how many carry a stamp
-(``method/memory/world.py``).
-
-With ``--workdir`` (after the three phases) it shows one evaluation task where a record was
-used (§3.4): the memory-free draft, the record, the revised action, the checker's verdict and
-whether memory rescued or broke the task against the base run; with an empty store, one line
-saying why (construction's checks per source, verified, unparseable replies). While
-build_memory or evaluate runs on the workdir it refuses in one line. A path that is
-not a store or not a workdir (missing, a file, a truncated or altered store) is one line on
-stderr and exit status 1, for either flag (``cli.run_main``).
 """
 import sys
 

@@ -1,16 +1,6 @@
 r"""Preflight: checks, in under five minutes, that the servers a config names can run it.
 
     python -m countermem_jax.preflight --config=configs/paper.py:spider,react,gptoss
-
-One request per template of the config's method, with its output constraint and token budget
-(each request may take as long as the reasoning effort and budget need:
-``preflight_checks.request_timeout_s``), then requests and completion tokens per second, in all
-and per URL, for 60 s (``--duration_s``) at the concurrency the client holds:
-``backbone.max_concurrency``, lowered to what the URL file's replicas hold (the tokens/s are
-what the sweep's ``--dry_run --tokens_per_s`` turns into the grid's hours). Raises the open-file limit first (``runtime/file_limits.py``). Prints one
-table and a verdict (GO / NO-GO with the reasons); exits 1 on any failure, and with one line
-(no traceback) on a config that cannot be loaded (missing, a directory) or probed, such as a
-missing URL file (``cli``).
 """
 import sys
 

@@ -1,16 +1,6 @@
 """The report binary: run directories in, the paper's main table, figures and report.md out.
 
     python -m countermem_jax.report WORKDIR_A WORKDIR_B ... --out /tmp/report
-
-Writes into --out: report.md (embedding the figures and tables), domain_table.csv (Table 1
-layout: paper domains and tokens), main_table.csv (per benchmark), scores.csv, differences.csv,
-rescued_broken.csv, cost.csv, provenance.csv and one PNG per kind of data
-(``countermem_jax.reporting``); per study directory (holding ``study.json``) its figure in the
-paper's panel layout, study_<name>.csv and its paired tests. Runs that cannot be compared
-(different held-out tasks, store hashes or recorded code versions), a frozen store whose content
-no longer matches its recorded hash, and an ``--out`` that is a file or cannot be written are
-refused with one line on stderr and exit status 1, before anything is written. The flags are
-absl's, as in every binary (``--helpfull``); the run directories are the positional arguments.
 """
 import sys
 

@@ -4,15 +4,8 @@ still hold and retires the rest (``method/reverify.py``; docs/method.md "Stale r
     python -m countermem_jax.reverify_store --config=configs/spider_react_cpu.py \
         --store=DIR/store_frozen.jsonl --out=DIR/store_reverified.jsonl [--include_unstamped]
 
-A record is stale when the checker's version or its source task's environment (the database
-file, for SQL) has changed since its evidence was checked. The config names the benchmark and
-its data, as for the phases; no model is loaded. Prints one line per record checked (kept, with
-its new Δ, or retired, with why) and a last line with the counts. The new store goes to
-``--out``, written atomically; the input store is never rewritten, and the retired records stay,
-whole, in the new file's header (``meta.retired``). ``--include_unstamped`` also checks the
-records stored before stamps existed (never stale otherwise) and stamps those that hold.
-A missing or broken store, an ``--out`` that exists or is the store itself, and missing data
-are one line on stderr and exit status 1, before any check runs.
+Prints one line per record checked (kept with its new Δ, or retired with why) and the counts;
+the new store goes to ``--out`` and the input store is never rewritten.
 """
 import pathlib
 

@@ -1,10 +1,6 @@
 """Runs a study config and writes ``WORKDIR/study.json``.
 
     python -m countermem_jax.study --config=configs/studies/retrieval.py:cpu --workdir=/tmp/study
-
-A config with ``variants`` (studies 1–4, 10, 11: ``countermem_jax.studies``) runs every variant's
-three phases and prints a table; a config with ``protocol`` (studies 5–9) runs its own protocol
-(``countermem_jax.studies.protocols``). See ``configs/studies/``.
 """
 from absl import flags
 from ml_collections import config_flags

@@ -3,8 +3,6 @@ or data is loaded (``studies/cost.py``, ``studies/protocol_cost.py``; docs/studi
 
     python -m countermem_jax.study_cost --config=configs/studies/accumulation.py
     python -m countermem_jax.study_cost --config=configs/studies/components.py:four_domains
-
-Overrides work as with ``countermem_jax.study`` (``--config.protocol.n_pairs=10``).
 """
 from absl import flags
 from ml_collections import config_flags

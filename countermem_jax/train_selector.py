@@ -3,8 +3,7 @@
     python -m countermem_jax.train_selector --config=configs/spider_react_cpu.py --workdir=/tmp/cm \
         --config.selector.seeds='(0,1)'
 
-Each seed in ``selector.seeds`` gets its own episodes, validation and best checkpoint in
-``WORKDIR/selector/seed_<s>/`` (docs/protocol.md).
+Each seed's best checkpoint goes to ``WORKDIR/selector/seed_<s>/`` (docs/protocol.md).
 """
 from countermem_jax.runtime import jax_platform
 

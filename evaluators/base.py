@@ -15,6 +15,11 @@ from typing import Any, Mapping
 FEEDBACK_LIMIT = 800
 
 
+class InputError(Exception):
+    """A benchmark's files or data settings cannot be used (missing, malformed, naming what no
+    file holds): the user's input, each message naming the file or field."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Task:
     """One benchmark item. ``reference`` is for the checker only and is never shown to the agent."""

@@ -1,16 +1,4 @@
-"""Group keys: tasks that share a normalized reference belong to one group.
-
-Spider's dev set pairs most questions with a paraphrase that has the same gold query; if the two
-landed in different splits, an evaluation question could retrieve its twin's verified record,
-whose corrected action is its own gold answer. Splits keep every group inside one split. Each
-domain's loader module defines ``group_key(task)`` from the task's reference (which only the
-checker and the splitter read, never a prompt or a condition):
-
-  sql      database + the gold query normalized by sqlglot (identifiers, keywords, spacing, case)
-  coding   repository snapshot + the files an edit may touch (+ the instance's test patch)
-  math / formal   the statement (Lean header + theorem, or the program) with spacing normalized
-  sat / smt       the instance's content (clauses, script) or the generated problem's statement
-"""
+"""Group keys: tasks that share a normalized reference belong to one group."""
 import hashlib
 import importlib
 

@@ -17,7 +17,7 @@ from countermem_jax.method.memory.store import MemoryStore
 from countermem_jax.method.prompting import parsers
 from countermem_jax.domains import sql_names
 from countermem_jax.method.conditions import TaskFacts, derive, grammar
-from countermem_jax.method.retrieval import conditions
+from countermem_jax.method.conditions import checkers as conditions
 from countermem_jax.runtime.runlog import RunLog
 from helpers import make_record, paper
 
@@ -103,12 +103,12 @@ def test_json_nested_past_the_parser_stack_is_a_broken_reply_not_a_crash():
     from countermem_jax.method.prompting import constraints
     deep = "[" * 100_000 + "]" * 100_000
     assert constraints.json_object(deep) is None
-    assert constraints.violation(constraints.JUDGE_VERDICT, deep) == \
+    assert constraints.violation(conditions.JUDGE_CONSTRAINT, deep) == \
         "the reply is not one JSON object"
     nested = {"verdict": "YES"}
     for _ in range(900):
         nested = {"x": nested}
-    assert constraints.violation(constraints.JUDGE_VERDICT, json.dumps(nested)) != ""
+    assert constraints.violation(conditions.JUDGE_CONSTRAINT, json.dumps(nested)) != ""
     with pytest.raises(parsers.ParseError, match="not followed by one JSON object"):
         parsers.parse_function_calls("CALL: " + "[" * 100_000, ("archival_memory_insert",))
 

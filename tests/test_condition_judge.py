@@ -15,7 +15,7 @@ from countermem_jax.testing.openai_server import LocalOpenAIServer
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 from countermem_jax.method.memory_use import CounterMemAugmentation
 from countermem_jax.method.conditions import TaskFacts
-from countermem_jax.method.retrieval.conditions import (CompositeChecker, LLMJudgeChecker,
+from countermem_jax.method.conditions.checkers import (CompositeChecker, LLMJudgeChecker,
                                                  RuleChecker, parse_verdict)
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.method.selector import policies

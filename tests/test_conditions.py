@@ -15,14 +15,14 @@ from countermem_jax.domains import SQL, sql_names
 from countermem_jax.domains.base import TEXT_NAMES, Domain
 from countermem_jax.method import conditions
 from countermem_jax.method.agents import TaskContext
-from countermem_jax.method.condition_text import normalize_condition
+from countermem_jax.method.conditions.text import normalize_condition
 from countermem_jax.method.conditions import (Compare, Condition, DraftHas, DraftLacks,
                                               EditNames, EditTouches, Environment,
                                               FeedbackContains, FreeText, Has, OneOf,
                                               RequestContains, TaskFacts, derive, parse)
 from countermem_jax.method.counterfactual import CounterfactualBuilder
 from countermem_jax.method.prompting.prompts import Parsed
-from countermem_jax.method.retrieval.conditions import RuleChecker
+from countermem_jax.method.conditions.checkers import RuleChecker
 from evaluators.base import Outcome, State, Task
 
 TESTS = pathlib.Path(__file__).resolve().parent

@@ -10,7 +10,7 @@ from ml_collections import config_flags
 
 from countermem_jax.method.memory import MemoryStore
 from countermem_jax.phases import build, context
-from countermem_jax.method.retrieval.conditions import LLMJudgeChecker, RuleChecker
+from countermem_jax.method.conditions.checkers import LLMJudgeChecker, RuleChecker
 from countermem_jax.domains.sql_names import SQL_NAMES
 from countermem_jax.method import edit_replay
 from countermem_jax.method.agents import Agent

@@ -73,6 +73,6 @@ def test_a_misspelled_override_fails_in_one_line_before_any_model(tmp_path, typo
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 1, out.stderr
     assert "Traceback" not in out.stderr and len(lines) == 1, out.stderr
-    assert lines[0] == (f"error: --config.{typo.split('=')[0]}: the config has no field "
-                        f"'{field}' (did you mean '{hint}'?)")
+    assert lines[0] == (f"error: no such config field: '{field}' "   # ml_collections' words
+                        f'Did you mean "{hint}" instead of "{field}"?')
     assert not workdir.exists()

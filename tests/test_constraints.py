@@ -60,8 +60,10 @@ def test_ci_builds_its_own_environment_and_runs_the_readme_command():
     ci = (ROOT / ".ci/run").read_text(encoding="utf-8")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "python3 -m venv .venv" in ci and ". .venv/bin/activate" in ci
-    assert ci.index(". .venv/bin/activate") < ci.index("bash launch/install.sh")
-    assert "python -m pytest -q tests" in ci and "python -m pytest -q tests" in readme
+    assert ci.index(". .venv/bin/activate") < ci.index("bash launch/setup.sh")
+    assert ci.index("bash launch/setup.sh") < ci.index("bash launch/test.sh")
+    assert "bash launch/test.sh" in readme
+    assert "python -m pytest -q tests" in (ROOT / "launch/test.sh").read_text(encoding="utf-8")
 
 
 def _all_declared():

@@ -28,7 +28,7 @@ from countermem_jax.backbones.base import Charge, TokenLedger, Usage
 from countermem_jax.method.memory import load_frozen, load_store
 from countermem_jax.method.memory import store as store_lib
 from countermem_jax.method.prompting.failures import ParseFailureLog
-from countermem_jax.method.retrieval import conditions as cond_lib
+from countermem_jax.method.conditions import checkers as cond_lib
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.runtime.runlog import RunLog
 

@@ -6,6 +6,7 @@ import io
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -225,13 +226,30 @@ def test_cli_list_reports_the_shared_data(benchdata):
     assert "satlib             satlib      present    610/610" in out.stdout, out.stdout
 
 
-def test_quickstart_without_data_names_the_command_that_gets_spider(tmp_path):
-    env = dict(os.environ, COUNTERMEM_DATA=str(tmp_path))
+def test_quickstart_without_data_it_cannot_fetch_names_the_command_that_gets_spider(tmp_path):
+    """The set-up finds this environment installed; the fetch goes through a proxy on a closed
+    loopback port, as where GitHub is unreachable (the test never leaves 127.0.0.0/8)."""
+    proxy = "http://127.0.0.1:9"
+    env = dict(os.environ, COUNTERMEM_DATA=str(tmp_path), VIRTUAL_ENV=sys.prefix,
+               PATH=f"{sys.prefix}/bin:{os.environ['PATH']}", https_proxy=proxy,
+               HTTPS_PROXY=proxy, http_proxy=proxy, HTTP_PROXY=proxy, no_proxy="", NO_PROXY="")
     out = subprocess.run(["bash", str(ROOT / "launch" / "quickstart_cpu.sh"), str(tmp_path / "w")],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 1
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert "Spider could not be fetched" in out.stdout, out.stdout[-2000:]
     assert f"python -m countermem_jax.data fetch spider --root {tmp_path}" in out.stdout
     assert not (tmp_path / "w").exists()
+
+
+def test_the_test_command_without_an_environment_says_how_to_set_up(tmp_path):
+    (tmp_path / "launch").mkdir()
+    shutil.copy(ROOT / "launch" / "test.sh", tmp_path / "launch" / "test.sh")
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    out = subprocess.run(["bash", str(tmp_path / "launch" / "test.sh")], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert out.stdout.strip() == ("error: no .venv here and no virtual environment active; set up "
+                                  "with: bash launch/setup.sh")
 
 
 def test_cli_fetch_prints_what_was_verified_and_what_to_set(server, monkeypatch, tmp_path, capsys):

@@ -144,7 +144,7 @@ def test_the_scripted_judge_accepts_a_condition_only_for_its_own_database(tmp_pa
     assert condition.endswith("CONDITION: the question is about the people database")
 
     def judge(task):
-        from countermem_jax.method.retrieval.conditions import LLMJudgeChecker
+        from countermem_jax.method.conditions.checkers import LLMJudgeChecker
         prompt = LLMJudgeChecker.PROMPT.format(
             condition=condition.split("CONDITION: ")[1], task=task.prompt)
         return reply({"messages": [{"content": prompt}]})

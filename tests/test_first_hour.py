@@ -1,5 +1,5 @@
-"""Issue 39, a new user's first hour: the README's commands in an order that works (a virtual
-environment, the install, then the data command that needs it), the quickstart's time with the
+"""A new user's first hour: the README's two commands, set-up and run in an order that works (a
+virtual environment, the install, then the data command that needs it), the quickstart's time with the
 load it was measured under, a construction bar that shows work from the first model call, the
 notebook opening the quickstart's workdir from where Jupyter starts it, the README pointing to
 the notebook and ``load_selector``, and the ``curves`` extra installing what reads the curves."""
@@ -20,14 +20,19 @@ def _quickstart_block() -> list[str]:
     return section.split("```bash", 1)[1].split("```", 1)[0].strip().splitlines()
 
 
-def test_the_readme_makes_a_venv_and_installs_before_the_data_command():
+def test_the_readmes_quickstart_is_two_commands_set_up_and_run_then_the_tests():
     commands = [line.split("#")[0].strip() for line in _quickstart_block()]
+    assert commands == ["bash launch/quickstart_cpu.sh", "bash launch/test.sh"]
 
-    def first(pattern):
-        return next(i for i, c in enumerate(commands) if re.search(pattern, c))
-    venv, install = first(r"-m venv .+ && \. .+/bin/activate"), first(r"launch/install\.sh")
-    data, quickstart = first(r"-m countermem_jax\.data fetch spider"), first(r"quickstart_cpu")
-    assert venv < install < data < quickstart
+
+def test_the_quickstart_makes_a_venv_and_installs_before_the_data_command_and_the_run():
+    setup = (ROOT / "launch" / "setup.sh").read_text(encoding="utf-8")
+    assert setup.index("python3 -m venv .venv") < setup.index(". .venv/bin/activate") \
+        < setup.index("bash launch/install.sh")
+    script = (ROOT / "launch" / "quickstart_cpu.sh").read_text(encoding="utf-8")
+    assert script.index("bash launch/setup.sh") < script.index(". .venv/bin/activate") \
+        < script.index("-m countermem_jax.data fetch spider") \
+        < script.index("-m countermem_jax.build_memory")
 
 
 def test_the_readme_states_the_quickstarts_time_with_its_load():

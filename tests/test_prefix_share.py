@@ -49,7 +49,7 @@ def test_a_tasks_judge_calls_share_the_instruction_and_the_task_as_their_prefix(
     task open the prompt, the condition comes last, so all but what differs is shared (the
     condition first left only the instruction in common: 49 % of evaluation's judge prompt
     characters on the pipeline benchmark, 86 % with this layout)."""
-    from countermem_jax.method.retrieval.conditions import LLMJudgeChecker
+    from countermem_jax.method.conditions.checkers import LLMJudgeChecker
     task = "How many students are older than 20 and live in a dormitory with a TV lounge?"
     texts = [LLMJudgeChecker.PROMPT.format(task=task, condition=c)
              for c in ("the question counts rows", "the question is about the pets_1 database")]

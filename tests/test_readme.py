@@ -18,7 +18,7 @@ def test_readme_is_at_most_250_lines():
 
 def test_first_screen_says_where_the_data_goes_what_to_install_and_where_gpu_hosts_are():
     screen = "\n".join(_readme()[:FIRST_SCREEN])
-    for needed in ("bash launch/quickstart_cpu.sh", "python -m pytest -q tests",
+    for needed in ("bash launch/quickstart_cpu.sh", "bash launch/test.sh",
                    "$COUNTERMEM_DATA", "../shared/benchdata",
                    "python -m countermem_jax.data fetch spider",
                    "bubblewrap", "python3-pytest", "python3-pytest-timeout", "dafny",

@@ -8,9 +8,10 @@ import pytest
 
 from countermem_jax.method import text_embedding as embedding
 from countermem_jax.method.conditions import TaskFacts, never_holds
-from countermem_jax.method.retrieval.conditions import (CompositeChecker, LLMJudgeChecker, RuleChecker,
+from countermem_jax.method.conditions.checkers import (CompositeChecker, LLMJudgeChecker, RuleChecker,
                                                  parse_yes_no)
-from countermem_jax.method.retrieval.retrieve import RetrievalIndex, topk_eligible
+from countermem_jax.method.retrieval.retrieve import (ELIGIBLE, PADDING, SAME_TASK, RetrievalIndex,
+                                                      topk_eligible)
 from helpers import agent_config, make_record, paper
 
 TEXTS = ["List singers aged at least 30", "SELECT name FROM singer WHERE age >= 30", "héllo wörld ✓"]
@@ -68,15 +69,10 @@ def test_embedding_cache_gives_the_computed_rows_and_stays_bounded(monkeypatch):
     assert len(embedding._CACHE) == 4 and TEXTS[0] not in embedding._CACHE  # oldest out
 
 
-def test_an_index_scores_a_repeated_query_block_once(monkeypatch):
-    """An index remembers the query blocks it scored: the same retrieval asked again (a
-    construction run replayed, or run again) is not scored again and gives the same result; a
-    different condition verdict is a different block."""
-    from countermem_jax.method.retrieval import retrieve
-    calls = []
-    scored = retrieve.topk_eligible
-    monkeypatch.setattr(retrieve, "topk_eligible",
-                        lambda *args, **kwargs: calls.append(1) or scored(*args, **kwargs))
+def test_a_repeated_retrieval_gives_the_same_result_and_a_changed_verdict_another():
+    """An index scores every retrieval afresh: the same retrieval asked again (a construction
+    run replayed, or run again) gives the same result, and a different condition verdict a
+    different one."""
     records = [make_record(source_task_id=f"t{i}", situation=f"case {i} about singers",
                            condition="the request is about singers" if i else "")
                for i in range(3)]
@@ -91,10 +87,10 @@ def test_an_index_scores_a_repeated_query_block_once(monkeypatch):
     index = RetrievalIndex(records, checker=checker)
     task = TaskFacts("q", "list the singers")
     first = index.retrieve(task)
-    assert index.retrieve(task) == first and len(calls) == 1
+    assert index.retrieve(task) == first
     assert len(first.candidates) == 3
     checker.holds = False
-    assert len(index.retrieve(task).candidates) == 1 and len(calls) == 2
+    assert len(index.retrieve(task).candidates) == 1
 
 
 def test_projection_is_fixed():
@@ -172,11 +168,37 @@ def test_batched_retrieval_matches_single_queries():
 def test_jitted_core_never_returns_ineligible_rows():
     q = np.eye(4, dtype=np.float32)[:2]
     keys_t = np.eye(4, dtype=np.float32)
-    scores, idx, _ = topk_eligible(q, keys_t, np.zeros(4, np.float32),
-                                   np.array([0, 1, 0, -1], np.int32), np.array([0, 1], np.int32),
-                                   None, 0.2, k=3)
+    reasons = np.array([[SAME_TASK, ELIGIBLE, SAME_TASK, PADDING],
+                        [ELIGIBLE, SAME_TASK, ELIGIBLE, PADDING]], np.int8)
+    scores, idx, _ = topk_eligible(q, keys_t, np.zeros(4, np.float32), reasons, 0.2, k=3)
     assert set(np.asarray(idx[0])[np.isfinite(np.asarray(scores[0]))]) == {1}
     assert set(np.asarray(idx[1])[np.isfinite(np.asarray(scores[1]))]) == {0, 2}
+
+
+def test_each_record_carries_the_first_exclusion_reason_that_holds():
+    """One reason per (decision, record), in the order same task, stale, condition, transfer,
+    no place; the mask and each of the log's lists are read from it."""
+    import dataclasses
+    from countermem_jax.method.retrieval import retrieve
+    def rec(i, condition="", **fields):
+        return dataclasses.replace(make_record(source_task_id=f"s{i}", situation=f"case {i}",
+                                               condition=condition), **fields)
+    false, failed = "bound == strict", dict(transfer_tries=1)
+    records = [rec(0, false, source_task_id="q"), rec(1, false), rec(2, false, **failed),
+               rec(3, **failed), rec(4), rec(5)]
+    stale = {records[0].record_id, records[1].record_id}
+    index = RetrievalIndex(records, world=lambda r: "changed" if r.record_id in stale else "",
+                           fits=lambda r, task: r is not records[3] and r is not records[4])
+    task = _task("q", "case", bound="inclusive")
+    assert index.reasons([task]).tolist() == [[retrieve.SAME_TASK, retrieve.STALE,
+                                               retrieve.CONDITION, retrieve.TRANSFER,
+                                               retrieve.NO_PLACE, retrieve.ELIGIBLE]]
+    result = index.retrieve(task)
+    ids = [r.record_id for r in records]
+    assert [c.record for c in result.candidates] == [records[5]] and result.eligible_count == 1
+    assert (result.excluded_same_task, result.excluded_stale, result.excluded_condition,
+            result.excluded_transfer, result.excluded_no_place) == (
+        (ids[0],), (ids[1],), (ids[2],), (ids[3],), (ids[4],))
 
 
 def test_rule_checker_grammar():

@@ -10,7 +10,6 @@ import pytest
 from countermem_jax.method.agents import TaskContext
 from countermem_jax.method.counterfactual import CounterfactualBuilder
 from countermem_jax.domains import sql as sql_domain
-from countermem_jax.domains import sql_operators
 from countermem_jax.method.prompting.prompts import Parsed
 from evaluators.base import State, Task
 from evaluators.sql import SQLEvaluator
@@ -94,9 +93,10 @@ CASES = [  # family, question, draft, gold
 def test_each_family_finds_the_fix_in_the_top_four(db, family, question, draft, gold):
     assert not _passes(db, gold, draft)
     error = _error(db, draft)
-    made = sql_operators.generate(draft, Database(db), question, error)
+    made = sql_domain.generate(draft, Database(db), question, error)
     assert any(_passes(db, gold, c.sql) for c in made if c.family == family)
-    top = sql_operators.ranked_edits(draft, db=Database(db), question=question, error=error, k=4)
+    top = sql_domain.operator_candidates(draft, db=Database(db), question=question, error=error,
+                                         k=4)
     assert any(_passes(db, gold, c.sql) for c in top), [(c.family, c.sql) for c in top]
 
 
@@ -122,13 +122,13 @@ def test_operators_never_read_the_gold(db):
     outcome = ev.evaluate(ev.reset(checked), draft)
     edits = sql_domain.ranked_edits(task, draft, outcome, (), 4)
     assert any(_passes(db, gold, e) for e, _ in edits)
-    assert {source for _, source in edits} <= set(sql_operators.FAMILIES)
+    assert {source for _, source in edits} <= set(sql_domain.FAMILIES)
 
 
 def test_ranking_is_deterministic_and_drops_repeated_results(db):
     question, draft = "What is the age and the nickname of each singer?", "SELECT name FROM singer"
-    first = sql_operators.ranked_edits(draft, db=Database(db), question=question)
-    again = sql_operators.ranked_edits(draft, db=Database(db), question=question)
+    first = sql_domain.operator_candidates(draft, db=Database(db), question=question)
+    again = sql_domain.operator_candidates(draft, db=Database(db), question=question)
     assert first == again and len(first) >= 2
     results = [tuple(sorted(sqlite3.connect(db).execute(c.sql).fetchall())) for c in first]
     draft_rows = tuple(sorted(sqlite3.connect(db).execute(draft).fetchall()))
@@ -142,8 +142,9 @@ def test_model_edits_keep_their_slots_once_screened_on_the_database(db):
     proposed = ("SELECT agee FROM singer WHERE name = 'Bob'",          # cannot run
                 "SELECT nickname FROM singer WHERE name = 'Bob' LIMIT 5",  # the draft's result
                 "SELECT age FROM singer WHERE name = 'Bob'")            # kept
-    top = sql_operators.ranked_edits(draft, db=Database(db), question=question, proposed=proposed)
-    assert top[0] == sql_operators.Candidate(proposed[2], "llm")
+    top = sql_domain.operator_candidates(draft, db=Database(db), question=question,
+                                         proposed=proposed)
+    assert top[0] == sql_domain.Candidate(proposed[2], "llm")
     assert [c for c in top if c.family == "llm"] == top[:1]
     assert all(sqlite3.connect(db).execute(c.sql).fetchall() != [(41,)] for c in top[1:])
 
@@ -151,11 +152,11 @@ def test_model_edits_keep_their_slots_once_screened_on_the_database(db):
 def test_error_repair_guesses_no_unrelated_column_and_schema_linking_needs_the_question(db):
     draft = "SELECT birthday FROM singer"
     error = _error(db, draft)
-    made = sql_operators.generate(draft, Database(db), "When was each singer born?", error)
+    made = sql_domain.generate(draft, Database(db), "When was each singer born?", error)
     assert not [c for c in made if c.family == "error_repair"]
     # a column swap the question never names is generated but not offered
     draft = "SELECT nickname FROM singer WHERE name = 'Bob'"
-    top = sql_operators.ranked_edits(draft, db=Database(db), question="Tell me about Bob.")
+    top = sql_domain.operator_candidates(draft, db=Database(db), question="Tell me about Bob.")
     assert not [c for c in top if c.family == "schema_linking"]
 
 

@@ -4,7 +4,7 @@ it."""
 from helpers import default_config
 from countermem_jax.phases import context
 from countermem_jax.method.conditions import TaskFacts
-from countermem_jax.method.retrieval.conditions import CompositeChecker
+from countermem_jax.method.conditions.checkers import CompositeChecker
 from helpers import make_record
 
 

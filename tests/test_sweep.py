@@ -77,7 +77,7 @@ def test_unknown_override_is_one_line(tmp_path):
     typo = _binary(f"--sweep={path}", "--sweep.sedds=(0,)", "--dry_run")
     assert typo.returncode == 1
     assert typo.stderr.strip() == \
-        "error: --sweep.sedds: the config has no field 'sedds' (did you mean 'seeds'?)"
+        'error: no such config field: \'sedds\' Did you mean "seeds" instead of "sedds"?'
 
 
 def test_local_sweep_skips_finished_runs_and_reports_failures(tmp_path, monkeypatch):

@@ -1,13 +1,8 @@
-"""The one interface everything that talks to the frozen LLM goes through.
+"""The one interface everything that talks to the frozen LLM goes through (paper §3.1).
 
-``Backbone.chat(messages, params, charge)`` is async and returns the text, the reasoning the
-server separated from it (if any) and token usage. Every call is charged to a phase
-(construction, selector training, evaluation) and a decision in a ``TokenLedger``.
-
-The paper keeps the base LLM frozen throughout (§3.1): nothing here trains or adapts it. Token
-accounting lives in this base class, not in the adapters, so that every backend (HTTP server,
-in-process llama.cpp, response cache, test double) is charged by the same rule; the token
-figures of §4.4 and the selector's token penalty (Eq. 10) both come from it.
+Every call is charged to a phase and a decision in a ``TokenLedger`` here, not in the adapters,
+so every backend is charged by the same rule: the token figures of §4.4 and the selector's token
+penalty (Eq. 10) both come from it.
 """
 import abc
 import asyncio

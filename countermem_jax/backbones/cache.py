@@ -1,27 +1,4 @@
-"""Opt-in on-disk response cache: re-running an experiment with the same seeds makes no LLM call.
-
-Key = sha256 of (model, messages, sampling params as the backend sends them: the output
-constraint among them only when it is sent, ``Backbone.sent_params``). One JSON file per key, written to a temporary
-file and renamed, so concurrent runs sharing a cache never see a partial entry (two writers of
-the same key write the same content; the last rename wins). A cached result keeps the usage of
-the original call, so token totals of a re-run match the first run; the ledger counts it as cached.
-
-Single-flight: a request identical to one in flight (any thread or loop of the process) waits
-for that call and gets its reply as a cache hit, as it would had it come after: the base and
-CounterMem runs of an evaluation task share their first draft. A failed call raises in every
-waiter. The call is shielded from its leader, so a cancelled leader (a stale construction run)
-leaves it to finish for the waiters and the cache; only a cancelled call makes them retry.
-
-Recent replies (up to ``RECENT_REPLIES``) are kept in memory, so a repeated request costs no
-file-system call; and a fan-out folder is listed once, the first time a key in it is looked up,
-so a new request costs no failed open either. (An entry another process writes into a folder
-after this process listed it is not seen: that request is made again, with the same reply.)
-
-An entry that cannot be read as this cache's format (not UTF-8, not a JSON object of the
-fields ``_store`` writes with their types, nested past the parser's depth, truncated, a folder
-at its path) is a miss: counted in ``damaged``, reported on stderr once per process, refetched
-and written again in its place.
-"""
+"""Opt-in on-disk response cache: re-running an experiment with the same seeds makes no LLM call."""
 import asyncio
 import collections
 import concurrent.futures

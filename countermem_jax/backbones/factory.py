@@ -1,23 +1,5 @@
-"""Builds a backbone from a config (``config.backbone``), so binaries stay short.
-
-    kind: "llama_cpp" (in-process CPU model) | "openai" (vLLM / llama.cpp server)
-    model_path: GGUF path for llama_cpp (default: the pinned model ``cpu_model`` names)
-    cpu_model: "qwen2.5-coder-0.5b" | "qwen2.5-coder-1.5b" (``backbones/gguf.py``)
-    base_urls: comma-separated OpenAI-compatible base URLs, or a URL file (served_urls.py),
-        followed while the run goes on (a replica that moves is used from then on)
-    model: the served model name (e.g. "openai/gpt-oss-120b")
-    max_concurrency (lowered to what the URL file's replicas hold), timeout_s, max_attempts,
-    reasoning_effort
-    api_key_env: name of the environment variable holding an API key (never a file)
-    cache_dir: optional response cache folder
-    constraints: send each structured reply's output constraint to the server (default True;
-        a server that refuses it is asked without, and that is said once)
-    max_tokens_on_truncation: the token budget a reply cut off at its limit is asked again
-        with, once (0 or unset: 2x the call's own budget; a value at or below it: no retry)
-    repetition_penalty_on_truncation: the repetition penalty of that retry (1 or unset: none)
-    max_model_len (optional, not in the default configs): the server's context; usage counts
-        past ten times it are not booked (unset: ten times gpt-oss's 131,072)
-Tests build the scripted backbone directly; it has no config kind.
+"""Builds a backbone from a config (``config.backbone``, its fields in docs/backbones.md), so
+binaries stay short.
 """
 import os
 

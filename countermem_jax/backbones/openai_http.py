@@ -1,50 +1,4 @@
-"""OpenAI-compatible chat client for vLLM (or llama.cpp's server), over aiohttp.
-
-(aiohttp rather than httpx: with httpx's async pool the client, not the server, capped a 100 ms
-server at ~100 requests/s whatever the concurrency; aiohttp keeps ≥ 0.8 of ideal up to 32.)
-
-* several base URLs (data-parallel replicas): each request goes to the replica with the fewest
-  requests in flight, skipping replicas that just failed; a retry goes to another replica;
-* a concurrency limit across all replicas, held process-wide: every event loop (``asyncio.run``
-  calls one after another, threads running their own loops) has its own session, but all draw on
-  one shared limit, and ``aclose`` closes only the calling loop's session;
-* retries with exponential backoff and full jitter (tenacity) on 429, 5xx, timeouts, dropped
-  connections and bodies that are not JSON; a 429 or 503 with ``Retry-After`` (seconds or an
-  HTTP date, at most ``RETRY_AFTER_MAX_S``) keeps that replica out of use for that long, and
-  when every replica is inside such a window the next attempt waits for the first to end, so
-  attempts are not spent inside it; never on other 4xx (the request itself is wrong);
-* a prompt that cannot fit the server's context (HTTP 400 with vLLM's or llama.cpp's
-  context-length error, ``context_length_error``) is a failed request, not an error: an empty
-  reply with ``failed="context_length"``, counted in the ledger, and the run goes on; every
-  other 4xx raises ``RequestRejected`` (named by its task in ``Backbone.chat``);
-* the replicas of a URL file follow the file (``served_urls.UrlFileWatch``): a replica that
-  moves is used from the next request on;
-* a reply is untrusted input (``replies.py``): the body is read up to ``MAX_BODY_BYTES`` and
-  decoded leniently (invalid UTF-8 replaced), and a 200 whose JSON holds no usable answer
-  (empty ``choices``, a message or field of the wrong type) is an empty reply named in
-  ``ChatResult.malformed``, counted and never raised;
-* when retries run out, ``BackboneError`` says which server failed and why; a server that
-  answered every attempt with a body that is not JSON gives an empty reply instead
-  (``malformed`` "not_json"), so one request it cannot answer never ends a run;
-* usage comes from the server (cached prompt tokens included), checked before it is booked:
-  a count that is not a whole number, negative, past ``usage_bound`` or inconsistent (more
-  cached than prompt tokens, more reasoning than completion tokens) is not booked; the reply is
-  marked ``usage_invalid`` (a malformed reply, counted) and the gpt-oss tokenizer's count booked
-  instead. Reasoning tokens are read from ``completion_tokens_details.reasoning_tokens``, where
-  vLLM reports them (recent releases, with a reasoning parser); absent, they are None (unknown),
-  never 0. The reasoning text is read from ``reasoning_content`` or ``reasoning`` (vLLM has
-  used both spellings), apart from the content; when a server reports no usage the gpt-oss
-  tokenizer counts it; ``finish_reason`` is kept;
-* a call's output constraint is sent as vLLM documents it: a JSON schema as the standard
-  ``response_format: {"type": "json_schema", ...}``, a grammar as ``structured_outputs``; a
-  server that rejects the field (HTTP 400 naming it, and not a context-length error; or the
-  HTTP 500 or 422 validation error naming ``response_format`` that llama.cpp's Python server,
-  ``llama_cpp.server``, answers to ``json_schema``, ``_validation_refusal``) is asked
-  again without it, not retried, and from then on that constraint (by name: one template's reply format) is
-  never sent again (said once per name in the log); other templates keep theirs. Replies sent
-  without one are parsed and validated only, and the response cache keys them as unconstrained
-  (``sent_params``).
-"""
+"""OpenAI-compatible chat client for vLLM (or llama.cpp's server), over aiohttp."""
 import asyncio
 import collections
 import dataclasses
@@ -231,7 +185,7 @@ class _Replica:
 
 
 class OpenAICompatibleBackbone(Backbone):
-    """Client for one model served by one or more OpenAI-compatible replicas (the module docstring
+    """Client for one model served by one or more OpenAI-compatible replicas (docs/backbones.md
     lists the policies).
 
     ``base_urls`` are the replicas' ``.../v1`` roots; ``model`` the served name sent with every
@@ -404,7 +358,7 @@ class OpenAICompatibleBackbone(Backbone):
         except _Retryable as err:
             if err.not_json:
                 # the server answers, but not in JSON, whenever asked this: an empty reply,
-                # counted, so one request cannot end the run (issue 39)
+                # counted, so one request cannot end the run
                 log.warning("%s answered %d times with a body that is not JSON: %s; an empty "
                             "reply is used", err.server, self.max_attempts, err.reason)
                 return self._malformed({}, "not_json", err.server, messages)

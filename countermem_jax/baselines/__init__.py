@@ -1,19 +1,4 @@
-"""Baseline rows of the paper's comparisons on the common agent interface (§4.1, D.5).
-
-``METHODS`` maps each ``method`` config value to what it needs and how it is built and used:
-
-  none                    the base agent alone: no construction, no selector, ``Augmentation()``
-  countermem              built and trained by ``countermem_jax.phases`` (Modules I–III, the DQN)
-  best_of_n               compute control: no memory, no construction, no selector
-  expel, generative_agents, voyager, memgpt, reasoningbank, reasoningbank_matts,
-  reasoningbank_verified  memory built on the construction split, frozen, read-only at evaluation;
-                          no selector
-
-Library entry points (what ``countermem_jax.phases`` calls):
-  ``build_baseline_memory(method, cfg, agent, construction_tasks, workdir)``   phase 1
-  ``make_baseline_augmentation(method, cfg, agent, workdir)``                  phase 3
-  ``memory_fingerprint(method, workdir)``       before/after evaluation, to prove nothing changed
-"""
+"""Baseline rows of the paper's comparisons on the common agent interface (§4.1, D.5)."""
 import asyncio
 import dataclasses
 import hashlib

@@ -1,15 +1,4 @@
-"""Best-of-N compute control (paper §4.1, Appendix D.5, template ``BEST_OF_N_JUDGE``).
-
-At every decision the agent's memory-free draft is candidate 1 and K = 4 more candidates are drawn
-with the same ``DRAFT_ACTION`` prompt (N = 1 + K = 5); the backbone, not the checker, judges them
-without running them and answers ``CHOICE: <n>``; the chosen candidate is executed. A reply that
-breaks the contract twice falls back to candidate 1 (logged as ``judge_fallback`` in the decision
-and in ``parse_failures.jsonl``). Nothing persists between tasks: no construction, no selector.
-
-Adaptation choices: the extra candidates are sampled at ``best_of_n.temperature`` (0.7) with seeds
-``agent seed + 1000·(decision+1) + i`` — at the agents' temperature 0 all five would be the same
-text; every candidate and the judgement are charged to the task like the agent's own calls.
-"""
+"""Best-of-N compute control (paper §4.1, Appendix D.5, template ``BEST_OF_N_JUDGE``)."""
 import asyncio
 import dataclasses
 import logging

@@ -1,24 +1,5 @@
 """What every baseline mechanism shares: retrieval helpers, the use-time augmentation and the
 construction-time builder on the agents' common interface (paper §4.1, App. D.5).
-
-Adaptation to the common interface (the same for every row, so rows differ only in mechanism):
-  * The agent drafts without memory (``DRAFT_ACTION``) exactly as in the "None" row; at the
-    decision point the mechanism retrieves from its memory and the backbone revises the draft with
-    what was retrieved shown as one delimited data block (``REVISE_WITH_MEMORY``), the way CounterMem
-    revises with one record. The original systems put memory into the acting prompt instead; doing
-    it after the draft keeps the draft shared with the base run and lets the same reuse label
-    (unchanged / helped / harmed against the draft) be computed for every row.
-  * Construction runs the same agent, backbone, budgets and checker on the construction split;
-    after each task run (``end_task``, before the agent logs the task's end) the builder writes the
-    mechanism's memory from the trajectory, with every LLM call charged to that task in the
-    construction phase and added to its token count.
-  * At evaluation the memory is a ``FrozenBaselineMemory`` (hash checked on load and after every
-    task); the augmentation has no write path, and items whose ``source_task_ids`` contain the
-    current task are never retrieved.
-  * In both phases an item written by a task of the current task's reference group (a paraphrase
-    twin sharing its gold answer, ``evaluators.grouping``) is never retrieved either: the
-    augmentation's ``groups`` (task id -> reference group id) is the construction tasks' while
-    building and the splits' at evaluation.
 """
 import numpy as np
 

@@ -1,27 +1,4 @@
-"""ExpeL baseline (Zhao et al. 2024, "ExpeL: LLM Agents Are Experiential Learners").
-
-Construction. The agent gathers experience on the construction split *without* insights (as in
-ExpeL, whose gathering phase runs the base agent). Each solved task's trajectory is kept as a
-``success`` item (the few-shot pool). Insights are then maintained as ExpeL does, by the backbone
-issuing operations on the current list (``EXPEL_UPDATE``): ``ADD`` (new insight, importance 2),
-``AGREE n`` (+1), ``EDIT n`` (new text, +1), ``REMOVE n`` (−1; an insight at 0 is dropped). Two
-kinds of comparison feed it, in construction order:
-  * a task with both failed and successful attempts (a failure then a success under the agent's
-    retries): its trajectory is shown as a failure/success pair of the same task;
-  * tasks solved at once: their trajectories are compared in batches of ``success_batch``; the last,
-    partial batch is compared after the final task.
-Tasks that were never solved are not compared (ExpeL compares only pairs and successes). The list is
-capped at ``max_insights``: at the cap the prompt says the list is full and an ``ADD`` is refused
-(logged) until an insight is removed — our reading of ExpeL's size limit.
-
-Because gathering never reads the insights, updating them as soon as a pair or a full batch exists
-applies exactly ExpeL's offline sequence of operations; it lets each update be charged to the
-construction task that completed it (the last, partial batch to the final construction task).
-
-Use. All insights the task may see, ordered by importance, plus the ``fewshot_k`` successful
-trajectories most similar to the task (embedding φ) as examples, shown to ``REVISE_WITH_MEMORY``.
-An insight's ``source_task_ids`` are the tasks whose comparisons added, agreed with or edited it.
-"""
+"""ExpeL baseline (Zhao et al. 2024, "ExpeL: LLM Agents Are Experiential Learners")."""
 import logging
 
 from countermem_jax.baselines import prompts as baseline_prompts

@@ -1,25 +1,4 @@
-"""Generative Agents baseline (Park et al. 2023, "Generative Agents").
-
-Memory stream. Every evaluated attempt of a construction task becomes an ``observation`` (the task,
-the action and the feedback the agent saw), with an importance from 1 to 10 scored by the backbone
-(``GENERATIVE_AGENTS_IMPORTANCE``, Park et al.'s poignancy question recast for task solving; a reply
-that breaks the contract twice scores 5, logged) and a creation step (a counter over construction
-steps: observations and reflections, in order).
-
-Reflection. When the importance summed since the last reflection reaches
-``reflection_threshold`` (150, as in the paper), the backbone writes one generalized reflection
-(``GENERATIVE_AGENTS_REFLECT``) over the ``reflection_window`` (100) most recent memories; it is
-scored for importance and stored back into the stream, its ``source_task_ids`` being those of the
-memories it reflects on, and the sum restarts at 0. Park et al. first generate questions and
-retrieve for them; the template contract asks for one reflection directly (our simplification).
-
-Retrieval. score = w_rec·recency + w_imp·importance + w_rel·relevance, each min-max normalised over
-the memories the task may see (as in the paper), with recency = decay^(last step − creation step),
-decay 0.995 per step; relevance is the cosine of the shared embedding φ between the task's state
-and the memory text; the top 3 are shown. Adaptation: recency counts construction steps, not game
-hours, and is measured from creation — the original refreshes a memory's time on access, which
-would be a write at evaluation.
-"""
+"""Generative Agents baseline (Park et al. 2023, "Generative Agents")."""
 import numpy as np
 
 from countermem_jax.baselines import prompts as baseline_prompts

@@ -2,10 +2,6 @@
 
     python -m countermem_jax.baselines.inspect_memory WORKDIR/baselines/expel_frozen.jsonl
     python -m countermem_jax.baselines.inspect_memory --method=voyager --workdir=WORKDIR [--top=20]
-
-Shows the method, frozen or not, content hash (and whether it matches the ``.sha256`` sidecar),
-the settings, the builder state, item counts by kind, and the items (most important first for ExpeL
-insights and Generative Agents memories).
 """
 import collections
 import json

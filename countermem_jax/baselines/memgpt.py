@@ -1,29 +1,4 @@
-"""MemGPT baseline (Packer et al. 2023, "MemGPT: Towards LLMs as Operating Systems").
-
-Memory. A bounded in-context *core memory* of two blocks — ``persona`` (what the agent knows about
-its own way of working) and ``task`` (what it knows about the tasks it meets; MemGPT's "human"
-block) — each at most ``block_chars`` characters, and an unbounded *archival store* of passages.
-
-Construction. After each construction task the backbone sees its core memory, the archival size
-and the task's trajectory as an event (``MEMGPT_MANAGE``) and manages memory only through
-function calls parsed by a contract (``CALL: {"name", "arguments"}`` lines, then ``DONE``):
-``core_memory_append``, ``core_memory_replace``, ``archival_memory_insert``,
-``archival_memory_search``. A call that would push a block past its budget is not executed and the
-error is returned to the model (as MemGPT does), so core memory never exceeds the budget. Search
-results are shown in a next step (MemGPT's heartbeat), up to ``max_steps`` steps per event.
-
-Use. Core memory is always in context; if the archival store has passages the task may see, the
-backbone may search it (``MEMGPT_RECALL``; only ``archival_memory_search`` is available — a write
-call breaks the contract — and no call is ever executed against the frozen memory except search).
-Core memory and the results (pages of ``page_size`` passages by embedding similarity) are shown
-within ``context_chars``: passages that do not fit are dropped and logged.
-
-Adaptation choices: no recall storage (each task is a fresh conversation; the agent's attempt
-history is its own context); ``block_chars`` is 1,200 instead of MemGPT's 2,000 so that both blocks
-and one page of results fit the 4,000-character memory field of ``REVISE_WITH_MEMORY``. A block
-remembers the tasks whose calls wrote it (``source_task_ids``); a block written by the current task
-is withheld from it, like any other item.
-"""
+"""MemGPT baseline (Packer et al. 2023, "MemGPT: Towards LLMs as Operating Systems")."""
 from countermem_jax.baselines import prompts as baseline_prompts
 from countermem_jax.baselines import common
 

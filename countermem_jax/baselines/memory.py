@@ -1,20 +1,7 @@
-"""A baseline mechanism's memory: items, builder state, file format, freezing.
+"""A baseline mechanism's memory: items, builder state, file format, freezing (docs/baselines.md).
 
-Every memory-based baseline (ExpeL, Generative Agents, Voyager, MemGPT, ReasoningBank and its
-variants) keeps its memory as a list of JSON items plus a small builder state (counters such as
-Generative Agents' construction step). Each item carries ``item_id``, ``kind`` and
-``source_task_ids`` — the construction tasks whose runs wrote or changed it — which is what the
-same-task exclusion reads.
-
-File format ``countermem-baseline-memory`` version 1, JSON Lines (the store's conventions,
-written with the same helpers, ``memory.persistence``):
-  line 1   header: {"format", "version": 1, "method", "frozen": bool, "content_hash": sha256 hex,
-           "num_items", "config": {...}, "state": {...}, "meta": {...}}  (meta is not hashed)
-  line 2+  one item each, in order.
-Writes are atomic (temp file, fsync, rename). The content hash covers method, config, state and
-items; a frozen file also has ``<file>.sha256`` next to it, and loading for evaluation refuses a
-file whose content differs from that hash. A ``FrozenBaselineMemory`` is deeply read-only: its items
-are read-only mappings and tuples, every mutating call raises, and ``verify()`` recomputes the hash.
+Each item carries ``item_id``, ``kind`` and ``source_task_ids`` (the construction tasks whose
+runs wrote or changed it), which is what the same-task exclusion reads.
 """
 import pathlib
 import types
@@ -135,7 +122,7 @@ class FrozenBaselineMemory:
 
 
 def save_memory(memory: BaselineMemory | FrozenBaselineMemory, path) -> pathlib.Path:
-    """Atomically writes ``memory`` (open or frozen) in the format of the module docstring."""
+    """Atomically writes ``memory`` (open or frozen) in the format of docs/baselines.md."""
     header = {"format": FORMAT, "version": VERSION, "method": memory.method,
               "frozen": memory.frozen, "content_hash": memory.content_hash(),
               "num_items": len(memory.items), "config": thaw(memory.config),

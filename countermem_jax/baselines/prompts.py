@@ -1,19 +1,6 @@
 """The baselines' prompt templates (paper Appendix D.5, the baseline rows of the Appendix D.8
 table), on the method's ``Template`` (``countermem_jax/method/prompting/prompts.py``: truncation,
 parser contracts, ``call_template``), and ``ALL``, every template of Appendix D.8 by name.
-
-  every memory baseline  REVISE_WITH_MEMORY (showing ``render_memory_block``)
-  Best-of-N control      BEST_OF_N_JUDGE
-  ExpeL                  EXPEL_INSIGHT, EXPEL_UPDATE
-  Generative Agents      GENERATIVE_AGENTS_REFLECT, GENERATIVE_AGENTS_IMPORTANCE
-  Voyager                VOYAGER_SKILL
-  ReasoningBank          REASONINGBANK_EXTRACT, REASONINGBANK_JUDGE; ±MaTTS MATTS_SELF_CONTRAST;
-                         verified-feedback control REASONINGBANK_VERIFIED
-  MemGPT                 MEMGPT_MANAGE, MEMGPT_RECALL
-
-The texts are part of the experiment, as the method's are: the response cache is keyed on the
-messages, so a changed text makes every call it renders miss the cache and changes the run
-(``tests/test_prompts_parsers.py`` pins each template's rendered request).
 """
 from countermem_jax.method.prompting import constraints, parsers, prompts
 from countermem_jax.method.prompting.prompts import (TASK_HEAD, TASK_KINDS, Template,

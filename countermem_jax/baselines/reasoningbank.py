@@ -1,30 +1,5 @@
 """ReasoningBank baseline and its two controls (Ouyang et al., "ReasoningBank";
 paper §4.1, Appendix D.5, and E.2 for the two controls).
-
-Item format (kept by all three variants): ``title``, ``description``, ``content`` — a strategy,
-without CounterMem's condition field — plus the source task's query and the verdict it came from.
-
-  reasoningbank           After each construction task the backbone judges its own trajectory
-                          without ground truth (``REASONINGBANK_JUDGE``, LLM-as-a-judge as in the
-                          original; a broken contract counts as failure, logged) and distils one
-                          item from it, success or failure (``REASONINGBANK_EXTRACT``).
-  reasoningbank_matts     MaTTS, parallel scaling: k (3) independent rollouts of each construction
-                          task, each self-judged, contrasted together into one item
-                          (``MATTS_SELF_CONTRAST``). Rollouts differ by sampling seed at
-                          ``matts_temperature``; they run one after another with the same memory
-                          (none reads another's result), so the order never changes a result.
-  reasoningbank_verified  The extractor receives the checked outcome of every step and the
-                          checker's verdict (``REASONINGBANK_VERIFIED``); no self-judgement.
-
-The trajectory every extractor sees holds the actions and the feedback the agent saw; only the
-verified variant adds the checked outcomes (utility, success, completed) and the checker's verdict.
-Use: the top-1 item whose source query is most similar to the task's state (shared embedding φ;
-ReasoningBank retrieves by query embedding), shown to ``REVISE_WITH_MEMORY``. Adaptation: one item
-per extraction (the template's contract) where the original allows up to three.
-
-ReasoningBank is the memory baseline of the accumulation, transfer and fixed-budget studies (§4.3);
-the two controls ask whether more trial experience (MaTTS) or checked outcomes (verified feedback)
-close the gap to CounterMem without its pairwise verification gate and its condition field.
 """
 import dataclasses
 

@@ -1,17 +1,4 @@
-"""Voyager baseline (Wang et al. 2023, "Voyager"): a library of verified skills.
-
-Construction. When a construction task ends in an action the checker confirmed (completed and
-successful), the backbone describes it as a skill (``VOYAGER_SKILL``: a name, when it applies, and
-its steps); the skill is stored with the verified action itself (Voyager stores the program). A
-skill is admitted only with that confirmation (``admit_skill`` refuses anything else, so a failed or
-unchecked run never adds a skill) — Voyager's self-verification by the LLM is replaced by the
-checker, the one verifier every row shares. A name already in the library gets a version suffix
-(``V2``, ``V3``…), as Voyager does.
-
-Use. The ``top_k`` (5, Voyager's value) skills whose applicability description is most similar to
-the task's state (shared embedding φ; Voyager embeds the description too) are shown to
-``REVISE_WITH_MEMORY``.
-"""
+"""Voyager baseline (Wang et al. 2023, "Voyager"): a library of verified skills."""
 from countermem_jax.baselines import prompts as baseline_prompts
 from countermem_jax.baselines import common
 

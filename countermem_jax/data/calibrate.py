@@ -1,19 +1,6 @@
 """Headroom calibration: memory can only help where the base agent fails, so each
 setting reports how often the *trivial default action* succeeds, and for the solver settings the
 budget under which defaults fail on a sizeable fraction.
-
-  satlib   default action ``solver: <s>`` for each listed solver, at each conflict budget.
-  smtlib   default action ``solver: z3`` / ``solver: cvc5``, at each time limit (ms).
-  spider   the questions whose reference query returns no rows: they still score a task, but any
-           empty answer matches them, so Module II verifies no improvement on them (listed).
-           Only the tuning pool's databases are read (``protocol/pools.py``; the default, or the
-           names given): a report-pool database is refused, as by every tuning script.
-Every figure is a real check through the setting's evaluator (no model involved). Other settings
-have no solver-free default action: the coding settings' unedited repository fails its
-FAIL_TO_PASS tests by construction (0%), and Lean / Dafny / Verus need their toolchains.
-
-The chosen budgets go into the configs; this module only measures, so the numbers behind a
-budget can be regenerated with ``python -m countermem_jax.data calibrate``.
 """
 import dataclasses
 import json

@@ -1,12 +1,4 @@
-"""Download, verify and unpack a benchmark's release into the layout the loaders read.
-
-Downloads resume: bytes go to ``ROOT/.downloads/<name>.part`` and a later call asks the server for
-the rest (HTTP Range); a server that ignores the range sends the whole file again and the part is
-restarted. An archive is unpacked into a staging folder, every file with a recorded sha256 is
-checked, and only when all of them match do the layout folders replace the old ones (a rename per
-top-level folder); on any mismatch the staging folder and the downloaded archive are deleted and
-nothing under ROOT changes. Nothing here runs at import time or from the phase binaries.
-"""
+"""Download, verify and unpack a benchmark's release into the layout the loaders read."""
 import dataclasses
 import datetime
 import hashlib

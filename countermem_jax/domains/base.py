@@ -1,18 +1,11 @@
-"""What an agent and the benchmark registry need to know about a domain (paper §3.1, Appendix D.1).
-
-A ``Domain`` says how an action is written (the instructions of DRAFT_ACTION), how it is parsed
-out of a reply (fence languages and an optional extraction), which rule edits Module I may try
-(§3.2, Appendix B.4) and which task features a condition may test (the hint of DISTIL_RECORD,
-§3.3) and which names an action uses, the hook a derived condition reads (``names``, §3.3;
-``TEXT_NAMES`` unless the domain reads its actions more closely, as SQL does). A ``Benchmark`` is one setting of Appendix D.1: its facts from the paper and the loaders
-of its tasks and checker. Each domain family's module (``sql``, ``sat``, ``smt``, ``coding``,
-``formal``) defines both; ``registry`` lists the benchmarks by name.
-"""
+"""What an agent and the benchmark registry need to know about a domain (paper §3.1, Appendix
+D.1)."""
 import dataclasses
 import pathlib
 import re
 from typing import Callable
 
+from countermem_jax.runtime.errors import UserError
 from countermem_jax.runtime.paths import data_root
 from countermem_jax.method import bounded_diff
 from countermem_jax.method.conditions import ActionNames, EditNames
@@ -42,7 +35,7 @@ class TextNames:
     request must name; no error kinds are read from feedback."""
 
     def edit_names(self, original: str, improved: str, feedback: str = "") -> EditNames:
-        """The identifiers on the lines the edit changed, as ``some`` (bounded diff, issue 39)."""
+        """The identifiers on the lines the edit changed, as ``some`` (bounded diff)."""
         del feedback   # a textual edit's feedback names no kind of error
         a, b = original.splitlines(), improved.splitlines()
         changed = []
@@ -82,7 +75,7 @@ class Domain:
         return parsers.parse_action(reply, self.fences, self.extract)
 
 
-class MissingData(FileNotFoundError):
+class MissingData(UserError, FileNotFoundError):
     """A benchmark's files are not where its loader looks; the message says how to get them."""
 
 

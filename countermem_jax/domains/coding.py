@@ -1,10 +1,8 @@
 """Coding (SWE-bench Verified, BugsInPy, and QuixBugs as an extra; paper Appendix D.1): the coding
 domain, its rule edit operators of Module I (paper §3.2, Appendix B.4) and its loaders.
 
-The action is one localized edit (FILE / LINES / REPLACE); the rule operators edit the replacement
-lines only: a comparison, an off-by-one, a boolean operator or constant, one change per variant.
-These are the classic single-token bugs of QuixBugs and BugsInPy; an edit that needs new code is
-left to the LLM's own proposals (GENERATE_LOCAL_ALTERNATIVES), which take the slots first.
+The action is one localized edit (FILE / LINES / REPLACE); the rule operators change one token of
+the replacement lines (a comparison, an off-by-one, a boolean operator or constant).
 """
 import re
 

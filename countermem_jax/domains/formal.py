@@ -2,15 +2,8 @@
 Dafny and Verus; paper Appendix D.1): their domains, rule edit operators of Module I (paper §3.2,
 Appendix B.4) and loaders.
 
-Lean (miniF2F, ProofNet, AMBER; decision unit tactic / proof step): substitute one closing tactic
-by another from the arithmetic family (``simp``, ``linarith``, ``nlinarith``, ``omega``,
-``norm_num``, ``positivity``), and add hypotheses: hint terms for ``nlinarith`` / ``linarith``
-(squares of differences of the statement's variables) and ``simp [*] at *`` over the context.
-Dafny / Verus (decision unit invariant / annotation, code step): edits of loop invariants and
-assertions only — flip a comparison boundary inside one annotation, drop one annotation, or add
-the bound invariant that a loop guard ``i < n`` implies (``0 <= i <= n``). None of these are SMT
-operators, and none touches a specification line (the checkers refuse that anyway).
-Every operator changes one decision unit and returns at most ``limit`` distinct variants.
+Lean: one closing tactic swapped within the arithmetic family, or hypotheses added. Dafny / Verus:
+one loop invariant or assertion edited, dropped or added; never a specification line.
 """
 import dataclasses
 import re

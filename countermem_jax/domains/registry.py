@@ -2,13 +2,6 @@
 family's module) and to what the paper says about it (Appendix D.1: domain, checker, score,
 decision unit). Adding a benchmark is one loader function in its domain module plus one entry in
 ``_ENTRIES``; the entries are in the paper's order, extras last.
-
-Each entry is a positional ``Benchmark`` (``domains/base.py``), in this order: registry name,
-title, paper domain, checker, score, decision unit (the last four as in the Appendix D.1 table),
-task loader, evaluator builder, ``Domain`` (action format and Module I rule edits), the entry of
-the data registry that provides the files ("" when the tasks are generated), and what of the
-setting runs on a CPU-only machine. Loaders and builders are called only when a phase asks for
-the benchmark, so registering a setting never needs its data or its toolchain.
 """
 from countermem_jax.domains import coding, formal, sat, smt, sql
 from countermem_jax.domains.base import Benchmark

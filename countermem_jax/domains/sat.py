@@ -1,9 +1,8 @@
 """SAT (SAT Competition / SATLIB, and the generated encoding extra; paper Appendix D.1): the two
 SAT domains, their rule edit operators of Module I (paper §3.2, Appendix B.4) and their loaders.
 
-SAT strategy: the action is a solver configuration ('key: value' lines: solver, assumptions,
-phases, conflict budget); an edit changes one setting. SAT encoding: the action is a DIMACS CNF
-with its 'c var N NAME' map; an edit drops or flips one clause.
+SAT strategy: the action is a solver configuration ('key: value' lines); an edit changes one
+setting. SAT encoding: the action is a DIMACS CNF; an edit drops or flips one clause.
 """
 from countermem_jax.domains.base import Domain, data_dir, distinct_edits, require
 

@@ -1,13 +1,5 @@
 """The names an SQL action uses, read from its parse tree: the SQL domain's ``ActionNames`` hook
 for derived conditions (paper §3.3; ``method/conditions/derivation.py``).
-
-An edit touches the tables, columns and string literals inside the parts of the query that
-``sqlglot.diff`` reports as removed, inserted or updated (table aliases resolved): every column
-and literal the fix introduces must be named by a request (``every``), one of the touched tables
-(``some``: tables are often implied). A repair of an SQL error also reports the kind of error the
-original met ("no such column"), from the checker's feedback. A statement that does not parse,
-or that the parse bounds below refuse, is read as text (``TEXT_NAMES``); a refusal's reason is
-logged by construction as ``condition_from_text``.
 """
 import dataclasses
 import re
@@ -26,7 +18,7 @@ _SQL_ERROR = re.compile(r"SQL error: \w+: ([a-z][a-z ]*[a-z])(?::|$)")
 # sqlglot's recursive parser fails past about 45 nested levels (SQLite accepts about 99) and
 # its tree diff grows faster than the tree (about 1 s at 250 nodes, 10 s at 2,000): deeper,
 # longer or larger statements are not parsed here, and their conditions are derived from the
-# text (issue 39). Spider's queries reach 361 characters and 88 nodes.
+# text. Spider's queries reach 361 characters and 88 nodes.
 MAX_SQL_DEPTH = 32
 MAX_SQL_CHARS = 4_000
 MAX_SQL_NODES = 160
@@ -67,7 +59,7 @@ def _read(sql: str) -> tuple[exp.Expression | None, str]:
 
 def sql_refusal(sql: str) -> str:
     """Why ``sql`` is not read as a tree although it may be valid SQL (too long, too deep, too
-    large: issue 39's bounds), or "" when the bounds do not refuse it (a statement that does not
+    large: the bounds above), or "" when the bounds do not refuse it (a statement that does not
     parse is no refusal). A derived condition then reads the edit as text."""
     return _read(sql)[1]
 

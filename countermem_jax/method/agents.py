@@ -1,10 +1,4 @@
-"""Base agents: ReAct and Reflexion over the common task interface (paper §4.1).
-
-ReAct drafts an action, has it checked, reads the feedback and revises, within a budget of
-evaluator calls and tokens. Reflexion also writes a reflection after each failed attempt and
-shows its reflections in later attempts of the same task. Memory augmentations plug in at the
-decision point (``Augmentation.decide``) and after outcomes; the agents' own loop is unchanged.
-"""
+"""Base agents: ReAct and Reflexion over the common task interface (paper §4.1)."""
 import asyncio
 import dataclasses
 import hashlib
@@ -15,7 +9,7 @@ from countermem_jax.runtime.inflight import CheckerPool
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method.prompting.failures import ParseFailureLog
-from countermem_jax.method.retrieval import conditions
+from countermem_jax.method.conditions import checkers as conditions
 from evaluators.base import Evaluator, Outcome, State, Task
 
 log = logging.getLogger(__name__)

@@ -1,14 +1,8 @@
-"""Token-level diffs whose cost is bounded whatever the model wrote (issue 39).
+"""Token-level diffs whose cost is bounded whatever the model wrote.
 
-Module I's locality check (§3.2), the edit text of a record (Appendix B.2), the replay of a
-record's edit (§3.4) and the names an edit touched all align two token sequences with
-``difflib.SequenceMatcher(autojunk=False)``, whose cost grows with the product of their lengths
-(137 s for two 128 KB actions). ``opcodes`` gives the same opcodes as SequenceMatcher while that
-product is at most ``MAX_CELLS``; above it, the common prefix and suffix are matched first (a
-linear scan, exact for the one-place edits the method makes) and only the differing middle is
-aligned, or, when the middle alone is still too large, reported as one changed region
-(``Diff.exact`` False): a valid edit script, never a minimal one, which callers treat as "too
-long to judge" and refuse for that step.
+``opcodes`` equals ``difflib.SequenceMatcher`` up to ``MAX_CELLS``; above it only the differing
+middle is aligned, or reported as one changed region (``Diff.exact`` False), which callers treat
+as too long to judge.
 """
 import dataclasses
 import difflib

@@ -2,31 +2,9 @@
 verify them from the same state, and admit the verified improvements to the store (paper
 §3.2–3.3, Appendix B.1, B.4). Read top down: ``CounterfactualBuilder.expand`` is the whole step.
 
-  propose  (Module I, §3.2, Eq. 1)   after a failed decision (at most two per task, while the
-           task's construction verification budget lasts), the backbone proposes local edits
-           (GENERATE_LOCAL_ALTERNATIVES; an edit that is not local, ``locality.py``, is refused);
-           rule operators fill the free slots up to K = 4. A domain with ranked operators (SQL)
-           screens every candidate, the model's included, on the task's own environment without
-           the reference: one that cannot run or answers as the failed action did is dropped
-           before it costs a check (logged as screened).
-  verify   (Module II, §3.3, Eq. 2)   every candidate is checked from the state *before* the
-           failed action; a check counts as a world-model call (and as a failed attempt if it
-           fails), and Δ compares the two actions from the same start.
-  admit    (Module II, §3.3, App. B.1)   a candidate with a completed check and Δ > ε_adm is
-           distilled into a record (DISTIL_RECORD) and offered to the store's admission rules
-           (``memory/``, the store Module II admits into).
-Each candidate is one "counterfactual" event of the run log (checked, screened out, or stored
-unchecked); ``protocol/construction_tally.py`` counts them for the construction phase's summary.
-
-``ConstructionConfig.corrections`` selects the component ablation of §6.1 (Appendix D.5); the
-task's own actions are checked as usual in every mode:
-  verified           the method: check the alternatives, store the verified improvements;
-  unverified_advice  "CF without WM": no check before storage; the first proposed alternative of
-                     an expanded failure is distilled and stored as untested advice (its evidence
-                     says the improved action was never checked);
-  within_task        "WM without CF": the alternatives are checked, nothing is stored; the best
-                     verified one becomes the task's next action (``WithinTaskChecks``) and is
-                     forgotten when the task ends.
+``ConstructionConfig.corrections`` selects the component ablation of §6.1 (Appendix D.5):
+``verified`` (the method), ``unverified_advice`` ("CF without WM": stored unchecked) and
+``within_task`` ("WM without CF": checked, nothing stored, ``WithinTaskChecks``).
 """
 import dataclasses
 import datetime

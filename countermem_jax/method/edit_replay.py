@@ -1,39 +1,4 @@
-"""A record's checked edit made again on a new draft (Module III, paper §3.4).
-
-"If the selector chooses a record, the LLM adapts its correction to the draft." A record holds
-its correction as two whole actions of another task (a−, a+). Small models do not adapt it: shown
-the record, the 0.5B CPU model copies a+ over its draft or keeps the draft, and so does the 1.5B,
-even when the draft with the edit already made is shown beside it (docs/cpu_models.md).
-``replay_edit`` makes the adaptation mechanically: it takes the token-level hunks that turn a−
-into a+ and makes each one at the place of the draft where it fits. Under
-``memory.revision=replay`` (the CPU configs, ``memory_use``) that is the revised action; the
-selector still decides whether a record is used at all, and nothing here reads a reference or
-calls a checker: the revised action is checked like any other.
-
-The edit is made whole or not at all: every hunk must find its place in the draft, or the record
-does not fit and there is no replay. A hunk is placed by its own tokens together with the tokens
-around it in a−: at least one of them for a hunk that removes text, at least ``context`` for an
-insertion (one shared keyword is no place). A hunk beside a name it means keeps that name in its
-context: one that changes a qualifier (``T2`` in ``T2.Directed_by``, or ``people.`` put before
-``Birth_Date``) is placed only before the same qualified name, and one that changes an alias
-(``AS T2``) only after the same aliased name, so a qualifier is never moved onto another column.
-The tokens around a hunk are the record's question's as much as its mistake's: a literal there
-(a number, a quoted string) stands for any literal of its kind, so the fix of ``age > 18`` is
-placed in ``age > 21``, and ``Name = 'France'`` → ``Nationality = 'France'`` in ``Name =
-'Russia'`` (a value in the wrong column); the text a hunk removes must match exactly (it is the
-mistake). An exact context is tried before the same context with literals left open. A hunk
-whose context matches nowhere is placed by its removed text (with the names it keeps) alone only
-where the draft's own checker feedback names that text as the mistake (``no such column:
-PetAge``), and then at every occurrence: the same wrong name written twice is wrong twice.
-Without that, a table swapped in one query (``car_names`` → ``model_list``) would be swapped into
-every query that reads the table. Given the record's own feedback (``original_feedback``), the
-draft's feedback must also report the same mistake: the same name, its qualifier aside. Where
-the domain can tell whether an action is well formed (``names``, its ``ActionNames`` hook with a
-``parses`` method: SQL parses the statement in the SQLite dialect), a replay that is not is no
-replay. Tokens are literals, words and runs of punctuation, compared case-insensitively, so the
-replay serves any domain whose actions are text and whose checker names what it rejects (SQL,
-code, proofs).
-"""
+"""A record's checked edit made again on a new draft (Module III, paper §3.4)."""
 import functools
 import re
 

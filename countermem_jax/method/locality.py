@@ -1,9 +1,5 @@
 """Whether a model's edit is local: the contract of Module I's generator (paper §3.2, Appendix
 D.8: one changed decision unit per candidate, never a complete replacement submission).
-
-``CounterfactualBuilder.propose`` drops each edit of GENERATE_LOCAL_ALTERNATIVES for which
-``locality_problem`` names a problem, and counts it with the template's parse failures
-(kind ``not_local``). The domain's rule edits do not pass through it.
 """
 import collections
 

@@ -1,19 +1,6 @@
 """Stale records checked again under the current checker: kept where they still hold, retired
 where they do not (docs/method.md "Stale records"; the world a record was verified in is
 ``method/memory/world.py``).
-
-Each stale record's two actions, a− and a+, are checked again from the reset of its source
-task: the checkers read the task and the action only, never the attempts before it, so this is
-the same state s_t the contrast was checked from at construction (§3.3). The record holds when
-both checks complete, the reference result is not empty (an empty answer matches an empty
-reference and proves nothing) and Δ = U(a+) − U(a−) exceeds the store's own ε_adm, the gate it
-was admitted through (Appendix B.1). A record that holds stays where it was, with the new
-checks as its evidence and the current world as its stamp; its reuse statistics, S_adm and
-insertion order are kept. One that does not is retired: it leaves the new store's records and
-is kept, whole, in the new store's header (``meta["retired"]``: the record, why it was stale,
-what the new checks said), so nothing stored is lost; the input store is never rewritten.
-Current records, records whose source task the benchmark lacks, and (unless asked) records
-stored before stamps existed pass through unchanged.
 """
 import dataclasses
 from typing import Sequence
@@ -66,9 +53,9 @@ def check_again(record: MemoryRecord, task, evaluator, epsilon: float) -> tuple[
 def reverify(store: MemoryStore | FrozenStore, check: world_lib.WorldCheck,
              include_unstamped: bool = False
              ) -> tuple[MemoryStore | FrozenStore, list[Verdict]]:
-    """The store with its stale records checked again (module docstring), of the same kind
-    (open or frozen), snapshot id and config, and one ``Verdict`` per record in store order.
-    ``include_unstamped`` checks the records stored before stamps existed too."""
+    """The store with its stale records checked again (docs/method.md, Stale records), of the
+    same kind (open or frozen), snapshot id and config, and one ``Verdict`` per record in store
+    order. ``include_unstamped`` checks the records stored before stamps existed too."""
     epsilon = store.config.admission.epsilon
     kept: list[MemoryRecord] = []
     retired: list[dict] = []

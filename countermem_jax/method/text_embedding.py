@@ -1,18 +1,6 @@
-"""Character n-gram hashing embedding, 512 dimensions (Appendix B.4's default embedder).
-
-Definition (stable across processes and machines, unlike Python's salted ``hash``):
-  * text is lower-cased and encoded as UTF-8; n-grams are byte windows with n in {3, 4, 5};
-  * each n-gram is hashed with 32-bit FNV-1a (offset 2166136261, prime 16777619);
-  * k = (h ^ (h >> 9)) mod 1024; bucket = k >> 1 and sign = -1 if k is odd else +1 (the signed
-    hashing trick, which keeps collisions from biasing cosine similarity upwards);
-  * the bucket counts are L2-normalised (an empty text embeds to the zero vector).
-
-A whole batch is hashed at once: the texts are concatenated, FNV is advanced one byte position per
-vectorised step over the full buffer, and windows that straddle two texts are masked out, so the
-hot path has no per-n-gram Python loop.
-
-Memory (scoring, retention), retrieval and the selector's features all embed text with it, so it
-sits below all three and imports nothing from the package (no import loop between them).
+"""Character n-gram hashing embedding, 512 dimensions (Appendix B.4's default embedder; its
+definition in docs/method.md). It imports nothing from the package: memory, retrieval and the
+selector all embed with it.
 """
 import threading
 
@@ -71,7 +59,7 @@ def compute_embeddings(texts: list[str] | tuple[str, ...]) -> np.ndarray:
     """``embed_texts`` without the cache: every text hashed (what the embedding benchmark
     times). Texts are processed in chunks of about ``_CHUNK_BYTES``; the result does not
     depend on how they are chunked."""
-    # "replace": a lone surrogate embeds as "?" instead of raising (issue 39)
+    # "replace": a lone surrogate embeds as "?" instead of raising
     encoded = [t.lower().encode("utf-8", "replace") for t in texts]
     out = np.zeros((len(encoded), DIM), dtype=np.float32)
     start, size = 0, 0

@@ -1,26 +1,5 @@
 """Which records transfer: each record's checked edit tried on other construction tasks' failed
 actions of the same database (Module II's world model, no LLM call; docs/method.md).
-
-A record is verified on one task: its correction passed that task's checker. That can be a rule
-(the name of a poker player lives in ``people``) or a quirk of one reference (a ``DISTINCT``
-dropped because that question's gold counts rows). The two differ in whether the same edit also
-corrects the same mistake elsewhere, and construction already holds the evidence: the failed
-actions of its other tasks. After the last construction task, ``transfer_checks`` replays every
-record's edit (``edit_replay.replay``) on the failed actions the construction log holds
-for tasks of the record's environment, never on its own reference group (whose reference is the
-one the record was verified against), and asks the checker about each replay that has a place.
-Per record it keeps the tries and how many passed (``MemoryRecord.transfer_tries``,
-``transfer_verified``); retrieval never offers a record whose every try failed
-(``MemoryRecord.transfer_failed``), and one without tries (its edit had no place elsewhere) is
-offered as before. A try passes when the check completes, its reference result is not empty
-(any empty answer matches one), and the replay either gains Δ > ε over the failed action or
-removes the mistake the checker reported on it (``no such column: pet_type`` gone) without
-bringing in one of its own: the checker then reports nothing, or a name the draft already used
-as often (``no such column: T2.age``, the draft's next mistake). Another question's draft often
-holds a second mistake the record never fixed, and the record's correction has still carried
-over. Nothing here reads an
-evaluation or training task: the actions and tasks are construction's, in split order, so the
-result does not depend on how many checks run at once.
 """
 import asyncio
 import dataclasses

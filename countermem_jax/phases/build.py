@@ -1,14 +1,4 @@
-"""Phase 1 of Algorithm 1: memory construction on the construction split (paper §3.2–3.3).
-
-CounterMem runs the base agent on each construction task with retrieval over the store as it
-grows; after a failure Modules I–II propose ≤ K local edits, check them from the same state and
-admit verified improvements as records. The store is saved atomically after every task with the
-processed task ids in its header, so a killed run resumes where it stopped. Up to
-``construction.wave_size`` tasks (0: as many as the servers hold, ``wave_sizes``) run at once and
-commit in split order, with the store identical to the one-at-a-time run (``countermem_jax.phases.construction_waves.InFlight``). At the end the store is
-frozen and its content hash written for the later phases. A baseline method (``cfg.method``)
-builds its own memory instead (``countermem_jax.baselines``), or skips a phase it has no use for.
-"""
+"""Phase 1 of Algorithm 1: memory construction on the construction split (paper §3.2–3.3)."""
 import functools
 import time
 from typing import Callable

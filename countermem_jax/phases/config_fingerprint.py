@@ -12,6 +12,7 @@ from flax import traverse_util
 from countermem_jax.method.memory.persistence import write_lines_atomic
 from countermem_jax.phases import config_validation
 from countermem_jax.protocol import provenance
+from countermem_jax.runtime.errors import UserError
 from countermem_jax.runtime.phase_locks import LOCK_DIR
 
 FINGERPRINT_FILE = "fingerprint.json"
@@ -59,7 +60,7 @@ BEFORE_THE_FIELD = traverse_util.flatten_dict({
 }, sep=".")
 
 
-class WorkdirMismatch(ValueError):
+class WorkdirMismatch(UserError, ValueError):
     """The config differs from the workdir's; the message lists ``path: recorded -> now``."""
 
 

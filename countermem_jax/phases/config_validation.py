@@ -1,16 +1,4 @@
-"""Refuses a bad experiment config before any task, model or artefact is touched.
-
-``validate(cfg)`` checks every field whose value the pipeline cannot run with: names that select a
-code path (benchmark, agent, backbone kind, retention rule, reuse policy, selector, the policy for
-conditions no checker can judge) against their allowed values, counts and budgets against their
-lower bounds, weights and thresholds for being finite numbers. ``check_split_sizes`` runs once the
-tasks are loaded (before the backbone is created): every split must get as many tasks as the config
-asks for, instead of silently getting fewer. Both raise ``ConfigError``, one line naming the field,
-its value and what is allowed; the phase binaries print that line and exit non-zero.
-
-Allowed names come from the code that implements them where it exports them (benchmark registry,
-retention rules); adding an agent or selector means adding its name here too.
-"""
+"""Refuses a bad experiment config before any task, model or artefact is touched."""
 import math
 import numbers
 
@@ -22,9 +10,10 @@ from countermem_jax.method.memory_use import REVISIONS
 from countermem_jax.method.memory import retention
 from countermem_jax.method.retrieval.retrieve import INTERVENTIONS
 from countermem_jax.method.selector import features
+from countermem_jax.runtime.errors import UserError
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A config field has a value the pipeline cannot run with; the message names the field."""
 
 

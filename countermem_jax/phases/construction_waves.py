@@ -12,27 +12,12 @@ from countermem_jax.backbones.base import TokenLedger
 from countermem_jax.method.memory.store import MemoryStore
 from countermem_jax.method.memory_use import judged_conditions
 from countermem_jax.method.prompting.failures import ParseFailureLog
-from countermem_jax.method.retrieval import conditions as cond_lib
+from countermem_jax.method.conditions import checkers as cond_lib
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.runtime.runlog import EventBuffer, RunLog
 
 # Runs next in line checked after each commit: changes how much is redone, never the result.
 WINDOW = 8
-
-
-class _RecordingIndex(RetrievalIndex):
-    """``view``'s index (arrays shared) with the run's own checker; each retrieval is a read."""
-
-    def __init__(self, view: "TaskView"):
-        inner = view.make_index(view.store.records, view.checker)
-        self.__dict__.update(inner.__dict__, checker=view.checker, _reads=view.reads)
-
-    def retrieve_embedded(self, tasks, query_embeddings):
-        results = super().retrieve_embedded(tasks, query_embeddings)
-        self._reads.append(("retrieve", (tuple(tasks), np.array(query_embeddings, copy=True)),
-                            tuple((r.candidates, r.excluded_same_task, r.excluded_condition)
-                                  for r in results)))
-        return results
 
 
 class TaskView:
@@ -55,10 +40,18 @@ class TaskView:
         failures.merge(self.failures)
         ledger.merge(self.ledger)
 
-    def _current_index(self) -> _RecordingIndex:
+    def _current_index(self) -> RetrievalIndex:
+        """The index over this view (arrays shared with every view of the same store content)
+        with the run's own checker; each retrieval is a read."""
         if self._index is None:
-            self._index = _RecordingIndex(self)
+            self._index = self.make_index(self.store.records, self.checker).with_checker(
+                self.checker, on_retrieve=self._read_retrieval)
         return self._index
+
+    def _read_retrieval(self, tasks, query_embeddings, results) -> None:
+        self.reads.append(("retrieve", (tuple(tasks), np.array(query_embeddings, copy=True)),
+                           tuple((r.candidates, r.excluded_same_task, r.excluded_condition)
+                                 for r in results)))
 
     def index(self) -> RetrievalIndex:
         """The retrieval index over this view, as a decision sees it."""

@@ -31,9 +31,9 @@ from countermem_jax.method.memory.store import StoreConfig
 from countermem_jax.method.memory.world import WorldCheck
 from countermem_jax.phases.workdir import PhaseError, Workdir
 from countermem_jax.method.prompting.failures import ParseFailureLog
-from countermem_jax.method.retrieval.conditions import (CompositeChecker, JudgeSettings, LLMJudgeChecker,
+from countermem_jax.method.conditions.checkers import (CompositeChecker, JudgeSettings, LLMJudgeChecker,
                                                  RuleChecker)
-from countermem_jax.method.retrieval.retrieve import RetrievalIndex
+from countermem_jax.method.retrieval.retrieve import RetrievalConfig, RetrievalIndex
 from countermem_jax.method.selector import dqn
 
 __all__ = ["MethodConfig", "PhaseContext", "PhaseError", "setup", "draw_splits", "method_config",
@@ -46,21 +46,6 @@ def typed(cls, section, **fields):
     defaults; every value comes from the config)."""
     names = {f.name for f in dataclasses.fields(cls)} - set(fields)
     return cls(**{k: v for k, v in section.items() if k in names}, **fields)
-
-
-@dataclasses.dataclass(frozen=True)
-class RetrievalConfig:
-    """Module III's retrieval (§3.4, Eq. 8): k records, reuse weight λ_reuse, the condition
-    filter, the studies' evaluation-only interventions (§6.2, Appendix E.3) and the low-utility
-    gate of construction (Appendix D.2)."""
-    top_k: int                          # memory.top_k
-    reuse_weight: float                 # memory.reuse_weight
-    use_conditions: bool                # memory.use_conditions
-    intervention: str                   # eval.retrieval_intervention
-    intervention_seed: int              # eval.intervention_seed
-    remove_conditions: bool             # eval.remove_conditions
-    suppress_below: float               # memory.suppress_below
-    suppress_after_uses: int            # memory.suppress_after_uses
 
 
 @dataclasses.dataclass(frozen=True)

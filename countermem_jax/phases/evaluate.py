@@ -1,13 +1,5 @@
 """Phase 3 of Algorithm 1: held-out evaluation with frozen memory and selector (paper §4,
 Appendix C.3, D.4).
-
-The base agent runs once without memory; CounterMem runs once per selector seed (or once with a
-fixed selector), and a baseline method runs once with its own frozen memory. Each run has its own
-directory ``WORKDIR/eval/<run>/`` (log.jsonl, metrics.json) and resumes from its log. The frozen
-artefacts are fingerprinted before and proven unchanged after. ``WORKDIR/metrics.json`` holds the
-per-seed metrics (the funnel from decisions to harmful uses among them), their mean, std and 95%
-CIs (the score's a bootstrap over reference groups, the paired difference's a score interval with
-the groups' design effect), the paired comparison with the base agent, and the cost of building.
 """
 import dataclasses
 import functools

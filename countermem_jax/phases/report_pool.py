@@ -1,17 +1,5 @@
 """The report pool as a check (``protocol/pools.py``): a phase whose tasks come from a report-pool
 database runs only under the frozen replication's config.
-
-The frozen config is ``configs/studies/replication.py:cpu``: every run config it makes (its base
-on each split seed with the overrides of an arm or an ablation) is a config a phase may read the
-report pool with. A config is that config when its fingerprinted fields
-(``config_fingerprint.fingerprint_fields`` of build_memory and train_selector) and its ``eval``
-section (but ``eval.concurrency``, which only schedules) equal one of those run configs'; any other
-is refused with one line naming the databases and the first fields that differ. The tuning tools
-refuse the report pool on their own (``pools.require_tuning_pool``). ``data.db_ids=()`` loads
-every database, the report pool's among them, and is refused like any other config. The check
-reads the databases the pool rule names (``pools.report_pool``); one that a later data copy adds
-is in the pool its name's hash picks, which the tuning tools check. The pools are the CPU
-setting's: a config on another backbone (the paper's settings on vLLM or an API) is not checked.
 """
 import functools
 import importlib.util

@@ -1,10 +1,5 @@
 """Construction tasks in flight when the config says 0: as many as the servers hold
 (docs/concurrency.md, "Choosing W").
-
-``construction.wave_size = 0`` (the GPU configs) is resolved when the phase starts to the
-client's in-flight limit: ``backbone.max_concurrency`` lowered to the URL file's sum of
-``max_num_seqs`` (``backbones/served_urls.py``), 1 for a backbone without a limit (llama.cpp).
-The store does not depend on W, so the value may differ from host to host and on resume.
 """
 AUTO = 0
 

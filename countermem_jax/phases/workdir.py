@@ -6,12 +6,13 @@ import json
 import pathlib
 
 from countermem_jax.method.memory import load_frozen, save_store
+from countermem_jax.runtime.errors import UserError
 from countermem_jax.runtime.file_hash import fingerprint
 from countermem_jax.runtime.runlog import RunLog
 from countermem_jax.method.selector import checkpoint, dqn, policies
 
 
-class PhaseError(RuntimeError):
+class PhaseError(UserError, RuntimeError):
     """A phase cannot run: missing inputs, overlapping splits, or a changed artefact."""
 
 

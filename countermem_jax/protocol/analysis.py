@@ -1,10 +1,4 @@
-"""Notebook helpers: load a trained selector and look at its Q-values and choices.
-
-    from countermem_jax.protocol.analysis import load_selector
-    sel = load_selector("WORKDIR/selector/seed_0")       # the best checkpoint by validation return
-    sel.q_values(obs)                                    # [..., 5]: skip, slot 1..4
-    sel.actions(obs, mask)                               # greedy valid actions
-"""
+"""Notebook helpers: load a trained selector and look at its Q-values and choices."""
 import dataclasses
 import os
 

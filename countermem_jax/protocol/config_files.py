@@ -6,8 +6,10 @@ import pathlib
 
 import ml_collections
 
+from countermem_jax.runtime.errors import UserError
 
-class SettingError(ValueError):
+
+class SettingError(UserError, ValueError):
     """``configs/paper.py`` was given an argument naming no setting."""
 
 

@@ -1,11 +1,6 @@
 """What construction's counterfactual checks came to (Modules I–II, paper §3.2–3.3), counted from
-its run log: the summary of the construction phase that ``phases/build.py`` logs and prints,
-``record_at_work`` gives for an empty store, and ``perf/yield.py`` reports.
-
-``tally`` reads the log's "counterfactual" events (one per checked candidate, and one per model
-edit screened out before its check; ``CounterfactualBuilder``) and the parse-failure items of the
-construction's replies; ``empty_store_reason`` turns a tally into the one line that says why a
-build admitted nothing.
+its run log: the construction summary ``phases/build.py`` logs and prints and
+``record_at_work`` gives for an empty store.
 """
 import collections
 

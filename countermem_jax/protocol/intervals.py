@@ -1,47 +1,5 @@
-"""Spread over selector seeds and reference groups: mean, standard deviation and 95% bootstrap CIs.
-
-The protocol trains and evaluates one selector per seed (paper Appendix C.2, Table 3: seeds 0–4),
-so a score is a [seeds × tasks] matrix of per-task values (100 · solved, or the paired difference
-to the base agent on the same task). ``summarize`` reports the mean over seeds of the per-seed
-means, their standard deviation (ddof = 1; none with one seed) and a two-level percentile
-bootstrap CI: each of ``n_resamples`` replicates draws the seeds with replacement and, inside the
-drawn seeds, the tasks with replacement, and takes the mean. Every seed ran the same held-out
-tasks, so one draw of task indices is shared by the drawn seeds of a replicate (seeds and tasks
-are crossed, not nested: more seeds do not pretend to be more tasks). The generator is seeded,
-so the same matrix always gives the same interval. With one seed the interval is a plain task
-bootstrap. A paired difference is bootstrapped on the per-task differences, so the base and
-CounterMem outcomes of one task are always drawn together.
-
-The resampled unit is the *reference group*, not the task, wherever the groups are known
-(``groups``: one key per task, ``evaluators.grouping``): Spider's paraphrase twins share one gold
-query, so their outcomes are not independent, and drawing them one by one would count one piece of
-evidence twice and narrow the interval. A replicate draws the groups with replacement, each drawn
-group carrying all its tasks, and takes the mean over the tasks so drawn (a ratio of sums: a group
-of three tasks weighs three times a group of one). A task that appears several times (the same task
-under several split seeds of a replication) is listed once per appearance under the same group, so
-its appearances are drawn together. Without ``groups`` each task is its own group, which is the
-task bootstrap above, draw for draw.
-
-  grouped_bootstrap          one arm's mean score and its CI over groups (scipy.stats.bootstrap
-                             on the groups' sums and sizes, paired);
-  grouped_paired_bootstrap   treated − base, the two outcomes of a task drawn together.
-
-A percentile bootstrap of a paired difference cannot cover what it never sees: with one rescued
-task and none broken every replicate is ≥ 0, so its interval reads [+0.0, …] whatever the truth.
-The paired difference of success rates is therefore given a score interval
-(``paired_score_interval``, ``summarize_difference``): Tango's score interval for the difference
-of paired proportions (Tango 1998, Stat. Med. 17:891–908; the score method Newcombe 1998,
-Stat. Med. 17:2635–2650 recommends), on counts divided by a design effect for reference groups
-(Kish 1965, §5.4; the "effective sample size" of Donner & Klar 2000, ch. 6). The design effect
-is the ratio of the cluster-robust to the independent variance of the mean difference, clipped
-to [1, Σ n_g² / n]; the upper end is the design effect of groups whose tasks always move together
-(intra-group correlation 1), which is what is used while fewer than ``MIN_DISCORDANT_GROUPS``
-groups hold a discordant task (an estimate from a handful of events is no estimate). A
-simulation (tests/test_grouped_intervals.py) checks ≥ 93 % coverage at nominal 95 % for 0–10
-discordant tasks in 60 groups. It shows the differences the data cannot rule out at 95 %, no
-more: an interval holding 0 does not show "no effect", nor one excluding a value that value's
-impossibility.
-"""
+"""Spread over selector seeds and reference groups: mean, standard deviation and 95% bootstrap
+CIs (docs/protocol.md, "Evaluation and confidence intervals")."""
 from typing import Sequence
 
 import numpy as np
@@ -203,7 +161,7 @@ def tango_interval(b, c, n, confidence: float = CONFIDENCE):
 
 def design_effect(diff, groups=None) -> np.ndarray | float:
     """The design effect of reference groups for the mean of per-task differences ``diff``
-    ([tasks], or [replicates, tasks] for one per row; module docstring): cluster-robust over
+    ([tasks], or [replicates, tasks] for one per row; docs/protocol.md): cluster-robust over
     independent variance, in [1, Σ n_g² / n]; that upper end while fewer than
     ``MIN_DISCORDANT_GROUPS`` groups hold a discordant task."""
     diff = np.asarray(diff, np.float64)
@@ -228,7 +186,7 @@ def design_effect(diff, groups=None) -> np.ndarray | float:
 def paired_score_intervals(diff, groups=None, confidence: float = CONFIDENCE):
     """(low, high) per row of per-task differences ``diff`` ([replicates, tasks] or [tasks],
     each in [-1, 1]): Tango's interval on the rescued and broken shares divided by the design
-    effect of ``groups`` (module docstring)."""
+    effect of ``groups`` (docs/protocol.md)."""
     diff = np.asarray(diff, np.float64)
     if np.any(np.abs(diff) > 1.0 + 1e-9):
         raise ValueError("paired differences must lie in [-1, 1] (shares, not points)")

@@ -1,49 +1,4 @@
-"""Metrics of paper §4.4 and Appendix D.6, each with its stated denominator, from a run log.
-
-  score                   100 · solved / tasks, per benchmark and per domain
-  tokens                  total task-run tokens (evaluation phase)
-  calls_per_solved        world-model calls (counterfactual checks included) / solved tasks
-  failures_per_solved     failed evaluated attempts / solved tasks
-  retrieval_coverage      retrieval opportunities with ≥ 1 eligible record returned / opportunities
-  stale_refusals          records refused at retrieval opportunities because their checker
-                          version or environment changed since they were verified, summed over
-                          opportunities (``method/memory/world.py``)
-  harmful_uses            selected uses whose revised action did worse (success first, then
-                          utility) than the paired memory-free run's action at the same decision
-                          of the same task (Fig. 5(d)); ``harmful_use_rate`` over the paired uses
-                          (``paired_uses``: the memory-free run reached that decision; a use at a
-                          decision it never reached, having ended before, is ``unpaired_uses``).
-                          Undefined (None) without the memory-free run's decisions.
-  reuse_label_harmful     selected uses with reuse label −1 (Appendix B.3, Eq. 6; the statistic
-                          that updates u). On a binary-scored benchmark whose task stops at its
-                          first success it can only be 0: a changed, failed use's previous
-                          attempt scored 0 too, or there was none (label 0). Not a harm count.
-  rescued, broken         paired tasks: failed without memory and solved with it / the reverse
-                          (a task is broken when the memory-free run solves it and the memory
-                          run does not)
-  action_changes_per_retrieved, harmful_changes_per_retrieved
-                          selected uses that changed the executed action (those of them harmful,
-                          as above) / retrieved records (§6.2, Fig. 4(d): per retrieved record)
-  harmful_vs_draft_rate   beyond the paper (study 10): as harmful_use_rate, paired only where the
-                          memory-free run's action at that decision is the very draft the record
-                          revised (same history) / selected uses so paired
-  uses_changed_draft      selected uses whose action differs from the draft they revised
-  uses_changed_right      of those, the uses whose change was right: the revised action solved
-                          where the draft did not, or scored a higher utility (judged against the
-                          paired memory-free run's outcome of the same draft; a use without that
-                          pairing by its reuse label, +1 = solved or improved on the last attempt)
-  uses_no_place           selected uses whose record's edit had no place in the draft
-                          (``memory.revision=replay``: the draft ran unchanged)
-  funnel                  where memory is lost, decision by decision (``funnel``)
-
-Over selector seeds (``seed_aggregate``): every CounterMem metric per seed and its mean, and for
-the score and the paired score difference to the base agent also the standard deviation and a 95%
-bootstrap CI (``intervals.summarize``) that draws whole reference groups when the task → group map
-is given (paraphrase twins are one unit of evidence, not two); the paired difference's CI is the
-score interval with a design effect for those groups (``intervals.summarize_difference``).
-``building_cost`` adds what the evaluation figures leave out by the paper's definitions: the
-construction and selector-training phases.
-"""
+"""Metrics of paper §4.4 and Appendix D.6, each with its stated denominator, from a run log."""
 import collections
 
 import numpy as np
@@ -239,7 +194,7 @@ def funnel_line(f: dict) -> str:
 
 def changed_uses(used: list[dict], base_decisions: list[dict] | None = None) -> dict:
     """The selected uses that changed their draft, those whose change was right, and those
-    whose record had no place in the draft (module docstring). With the memory-free run's
+    whose record had no place in the draft (docs/protocol.md, Metrics). With the memory-free run's
     decisions (``base_decisions``), a use at a decision where that run executed the same
     draft is judged against its outcome; otherwise by the use's reuse label."""
     base = {(d["task_id"], d.get("decision")): d for d in base_decisions or ()}

@@ -1,11 +1,4 @@
-"""The code version a result was made with (a run directory carries its provenance).
-
-``code_version()`` is ``git describe --always --dirty`` of the checkout this package is imported
-from, or, outside a git checkout (an installed wheel), ``countermem-jax <version>`` from the
-installed package metadata. The phases write it next to their results (``fingerprint.json``
-entries, ``metrics*.json``, a study's ``study.json``) and the report refuses to put results of
-different code versions side by side, naming both. ``now_utc()`` stamps when.
-"""
+"""The code version a result was made with (a run directory carries its provenance)."""
 import datetime
 import functools
 import importlib.metadata

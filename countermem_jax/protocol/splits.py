@@ -1,41 +1,11 @@
-"""Seeded, disjoint task splits (paper Appendix C.3 Eq. 14 and Appendix D.2).
-
-build ∪ train ∪ validation must not meet eval, and neither may their *groups*: tasks that share a
-normalized reference (Spider's paraphrase twins with the same gold query on the same database, the
-same repository instance, statement or instance file; ``evaluators.grouping``) stay inside one
-split, so an evaluation question can never retrieve its twin's verified record, whose corrected
-action is its own gold answer. Grouping is on by default (``splits.group_by_reference``).
-
-Sampling follows Appendix D.2: the evaluation set is drawn from the whole pool with seed 12345,
-the construction set from the whole pool with seed 12345 + 8675309, and the construction tasks that
-share an identifier (or a group) with evaluation are removed, so construction may hold fewer than
-``n_build`` tasks; the overlap is checked before anything runs. Selector-training and validation
-tasks come from what evaluation leaves (training may share identifiers with construction,
-Appendix C.3; validation shares no group with training). With ``separate_environments`` the
-environments (databases) are split first into ``n_eval_envs`` evaluation and ``n_build_envs``
-construction/training environments (the paper's 35 / 34 needs Spider train + dev).
-
-Split seeds (beyond the paper; the replication, ``configs/studies/replication.py``): split seed
-``s`` draws the same way from other random streams (``stream_seeds``; seed 0 is D.2's). With
-``folds = R`` the evaluation set of split seed ``s`` is instead fold ``s`` of ``R`` disjoint
-folds of whole reference groups, cut from one shuffle of the groups (``evaluation_folds``), so R
-seeds evaluate R × ``n_eval`` distinct tasks and no reference group is evaluated under two seeds.
-
-The validation split is the selector-validation subset of Appendix C.2, on which checkpoints
-are scored every 250 decisions; it is drawn from the training side, never from evaluation.
-
-Construction and selector training may hold twins of each other (C.3 lets them share even ids);
-what keeps a training task from reading its twin's record is retrieval, which excludes the
-records of the task's whole reference group in every phase. ``Splits.groups`` maps every split
-task to its reference group id (``evaluators.grouping.group_id``, whether or not the splits were
-drawn by group) for that exclusion and for the intervals, which resample groups.
-"""
+"""Seeded, disjoint task splits (paper Appendix C.3 Eq. 14 and Appendix D.2)."""
 import collections
 import dataclasses
 import logging
 import random
 from typing import Callable, Mapping, Sequence
 
+from countermem_jax.runtime.errors import UserError
 from evaluators.grouping import digest, group_key as reference_group
 
 log = logging.getLogger(__name__)
@@ -50,7 +20,7 @@ PARTS = ("build", "train", "validation", "eval")
 _SEED_STEP = 3 * 8675309
 
 
-class SplitError(ValueError):
+class SplitError(UserError, ValueError):
     """The splits overlap or cannot be drawn; binaries refuse to run.
 
     Raised before any model is loaded, so a bad split request costs nothing and stores nothing.
@@ -207,11 +177,12 @@ def make_splits(tasks: Sequence, n_build: int, n_train: int, n_validation: int, 
                 n_eval_envs: int = 0, group_by_reference: bool = True,
                 group_key: Callable | None = None, split_seed: int = 0,
                 folds: int = 0, held_out_of_eval: frozenset = frozenset()) -> Splits:
-    """Draws the four splits from ``tasks`` as the module docstring describes, then checks them.
+    """Draws the four splits from ``tasks`` as docs/protocol.md (Splits) describes, then checks
+    them.
 
     ``n_*`` are the requested sizes (construction may come out smaller after overlap removal);
     ``group_key`` overrides ``evaluators.grouping.group_key`` (tests use it); ``split_seed`` and
-    ``folds`` pick other streams and a fold of disjoint evaluation sets (module docstring);
+    ``folds`` pick other streams and a fold of disjoint evaluation sets (docs/protocol.md);
     ``held_out_of_eval`` names task ids whose reference groups never enter evaluation (the
     report-pool questions a probe read before the pools were fixed, ``pools.py``). The
     input order does not matter: tasks are sorted by id first, so the same pool always gives the

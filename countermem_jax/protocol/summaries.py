@@ -2,17 +2,7 @@
 summary (Math, Coding, Text-to-SQL, SAT with equal domain weights, the main table's) and the
 12-benchmark summary (equal benchmark weights), each with a standard error.
 
-A benchmark's score is 100·solved/n with binomial standard error 100·√(p(1−p)/n); a gain
-(CounterMem − base) on the same tasks has the paired standard error from its rescued and broken
-counts. Where a metrics file records its per-task outcomes with their reference groups
-(``aggregate.per_task``, written by evaluation), the three figures come from those instead, with
-the between-group standard error (``grouped_mean``): twins that share a gold query are one unit of
-evidence, so a group of tasks contributes one deviation, not one per task. Means of independent
-benchmarks combine errors as √(Σ se²)/k. A summary over a set with a missing benchmark or domain
-is not computed (None) and names what is missing.
-
     python -m countermem_jax.protocol.summaries runs/*/metrics.json
-prints, per agent, base / CounterMem / gain for every domain and both summaries.
 """
 import dataclasses
 import json

@@ -3,11 +3,6 @@ per agent–backbone group, the unaugmented agent's four-domain score and task-r
 those of its CounterMem (CF Memory) version, drawn as one arrow per group, and the gain against
 the base score. The band in the right panel is the spread across groups (mean ± one standard
 deviation of the gains), not a confidence interval over runs, as the paper says of its figure.
-
-Read from the main-table workdirs (``reporting.load`` arms): each benchmark's score is its mean
-over runs and tasks, a domain's score the mean of its benchmarks (Table 1), the four-domain
-score the mean of Math, Coding, Text-to-SQL and SAT; a group missing a domain gets no
-four-domain score and is named with the missing domains instead.
 """
 import numpy as np
 

@@ -2,20 +2,6 @@
 ``countermem_jax.studies.grid``): per agent and variant, each panel's statistic with equal
 domain weight (benchmarks averaged within a domain, then the four domains averaged, as Table 1
 does), its 95% CI and the paired test against the full method.
-
-Statistics (per benchmark, over its held-out tasks and selector seeds):
-  ``gain``                   score gain over the agent's own base run (pp), Fig. 4(a,c);
-  ``calls_per_solved``       evaluator calls per solved task (Σ calls / Σ solved), Fig. 4(b);
-  ``base_calls_per_solved``  the same for the memory-free base agent (drawn beside it);
-  ``changes_per_retrieved``  action changes per retrieved record, Fig. 4(d);
-  ``harmful_per_retrieved``  harmful changes (worse than the memory-free run at the same
-                             decision) per retrieved record, Fig. 4(d).
-CIs: a stratified bootstrap (each benchmark resampled on its own, a task's seeds kept together,
-``intervals.N_RESAMPLES`` resamples) over reference groups where the setting's study.json records
-them (a variant's ``task_groups``: twins sharing a gold query drawn together), over tasks otherwise,
-with the draws made before groups were recorded; the paired test against the full method resamples
-the same units for both. A domain none of whose benchmarks ran makes the four-domain value
-undefined, with the reason ("Math not run: Lean absent"): never a three-domain mean.
 """
 import json
 import pathlib

@@ -1,11 +1,5 @@
 """One PNG per kind of data (matplotlib, Agg backend), each drawn from the rows ``tables`` writes
 as CSV, so every plotted number is in a CSV next to it; every bar or point has its 95% CI.
-
-  scores.png          score per method with CI error bars, one panel per backbone and agent,
-                      bars grouped by benchmark (the Table 1 numbers)
-  differences.png     every paired method-vs-method difference with its CI and p-values
-  rescued_broken.png  rescued (up) and broken (down) held-out tasks per method vs the base agent
-  cost.png            task-run tokens and world-model calls per task per method
 """
 import matplotlib
 

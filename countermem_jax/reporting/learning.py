@@ -1,10 +1,6 @@
 """The selector's learning curve in the report: mean validation return at every checkpoint, per
 workdir and selector seed (paper Appendix C.2: the checkpoint kept for evaluation is the highest
 point of its seed's curve).
-
-Read from the run's curves (``WORKDIR/curves/selector/seed_<s>``, ``countermem_jax.runtime.curves``);
-a workdir trained before curves existed, or read without tensorboardX, gives the same points
-from each seed's ``best.json``. Written as ``learning_curve.csv`` and ``learning_curve.png``.
 """
 import json
 import pathlib

@@ -1,28 +1,4 @@
-"""Reads evaluated workdirs (the three phases' files, nothing else) into comparable arms.
-
-A workdir after ``evaluate`` holds ``splits.json``, ``fingerprint.json`` (config_fingerprint),
-the frozen store and its hash (``store_frozen.sha256``, or ``baselines/<method>_frozen.jsonl``
-for a baseline), ``selector/fingerprints.json`` (DQN seeds), ``metrics.json`` (or
-``metrics_<selector>.json`` for a fixed selector) naming the method, agent, benchmark and runs,
-and per run ``eval/<run>/log.jsonl`` whose ``task_end`` events carry each held-out task's solved
-flag. An *arm* is one row of the paper's Table 1 for one agent: the base agent ("None"), a
-baseline, or CounterMem; its runs are its selector seeds (several workdirs of the same arm are
-pooled as further runs). Each run keeps its own workdir's base run, so rescued/broken and the
-difference to the base agent are always paired on the same workdir's tasks.
-
-Each run also carries its workdir's *reference groups* (task id -> group: paraphrase twins
-that share one gold query), read from ``aggregate.per_task`` of the metrics files (evaluation
-writes ``task_ids`` and ``groups`` there); the report's intervals resample those groups instead
-of tasks. A workdir whose metrics files predate ``per_task`` (or record no groups) has none, and
-its tasks are resampled as their own groups, exactly as before.
-
-``check_comparable`` refuses (``ReportError``, one line naming the workdirs and what differs) to
-put runs side by side whose held-out task ids differ for the same backbone, agent and benchmark
-(runs of different backbones are separate comparisons, as in Table 1's backbone groups), whose
-store hash differs for the same arm, or whose recorded code versions differ. A recorded store
-hash is trusted only after the frozen store beside it is checked against it: a store truncated
-or edited since it was frozen is refused in one line naming the file (``_store_hash``).
-"""
+"""Reads evaluated workdirs (the three phases' files, nothing else) into comparable arms."""
 import dataclasses
 import hashlib
 import json

@@ -1,26 +1,4 @@
-"""Uncertainty of every reported number, and paired tests between methods.
-
-Scores use the protocol's own seeded two-level bootstrap (``countermem_jax.protocol.intervals``): a
-[runs × tasks] matrix, runs (selector seeds, pooled workdirs) drawn with replacement and one draw
-of the shared *reference groups* per replicate, each drawn group bringing all its tasks (paraphrase
-twins share one gold query, so they are one unit of evidence, issue 36). Where the groups are not
-known (``groups`` None: a workdir evaluated before they were recorded) every task is its own
-group, which is the task bootstrap, draw for draw; with a single run it is a plain bootstrap over
-groups (tasks).
-
-A method-vs-method difference on the same agent, benchmark and tasks is tested on the per-task
-differences (each method's per-task outcome is its mean over its runs):
-  * its 95% CI: for success rates (per-task values in [0, 100]) Tango's score interval for
-    paired proportions with a design effect for reference groups
-    (``intervals.summarize_difference``: a bootstrap cannot go below 0 with one rescued task and
-    none broken), for any other value the grouped bootstrap below;
-  * a paired bootstrap (the same ``intervals`` replicates of the mean difference, over reference
-    groups where known, else tasks; a task's two outcomes are always drawn together):
-    a two-sided p-value, 2 · min(P*(Δ ≤ 0), P*(Δ ≥ 0)) over the replicates, capped at 1;
-  * an exact sign test (``scipy.stats.binomtest``) on the tasks where the two differ. It stays
-    per task even where groups are known: it counts tasks rescued against tasks broken, and
-    each twin counts as its own task.
-"""
+"""Uncertainty of every reported number, and paired tests between methods."""
 import numpy as np
 from scipy import stats as scipy_stats
 

@@ -1,23 +1,5 @@
 """Study directories (``DIR/study.json``) in the report: the numbers behind each study's figure
 with 95% CIs and paired tests, and one PNG per study in the paper's panel layout.
-
-Two schemas are read (``countermem_jax.studies``):
-  countermem-study/1       variant studies (components, retrieval interventions, condition
-                           removal, retention, harm vs the draft, selectors): per variant
-                           ``<summary>`` dicts and per-task outcomes; its ``figures`` list says
-                           which value each panel shows;
-  countermem-study-rows/1  protocol studies (accumulation, transfer, rescued/broken, token budget,
-                           benchmark breakdown): rows of per-unit values [runs × units] (or a
-                           precomputed ``estimate``), one per panel, metric, method and x.
-Every row becomes a mean with a 95% bootstrap CI (``intervals``: over runs — seeds, orderings — and
-units where the row has several runs, over units otherwise); a row resting on fewer than
-``stats.MIN_TASKS`` units is marked. Every two methods (or variants) measured on the same tasks get
-a paired test over tasks (``stats.paired_test``). Units that are tasks are drawn by reference group
-where the record holds the groups (a row's ``unit_groups``, a variant's ``task_groups``: twins
-sharing a gold query drawn together, issue 36), one by one otherwise, as in records written before
-groups were; the sign test stays per task. Study directories whose recorded code versions differ, or
-two directories of the same study whose held-out splits differ, are refused (``ReportError``) before
-anything is written.
 """
 import itertools
 import json

@@ -1,26 +1,4 @@
-"""The numbers behind every table and figure, computed once from the loaded arms.
-
-  scores          per backbone, agent, method and benchmark: score (0–100) with 95% bootstrap CI
-  main_table      rows = methods per backbone and agent, columns = benchmarks, cells = score
-                  [95% CI], marked † when the cell rests on fewer than ``stats.MIN_TASKS`` tasks
-  domain_table    the paper's Table 1 layout: columns = paper domains (Math, Coding, Text-to-SQL,
-                  SAT, then any other), each the equal-weight mean of its benchmarks with a
-                  stratified bootstrap CI (each benchmark resampled on its own), and task-run
-                  tokens in millions
-  differences     every pair of methods on the same agent, benchmark and tasks: B − A with CI,
-                  paired-bootstrap and sign-test p-values
-  rescued_broken  per method (not the base agent) against its own workdir's base run: rescued
-                  (failed without memory, solved with it) and broken (the reverse) held-out tasks,
-                  mean over runs with a 95% bootstrap CI (paper Appendix E.3)
-  cost            task-run tokens, the prompt tokens among them the server served from its
-                  prefix cache, and world-model calls per task, with 95% bootstrap CIs
-Each is a list of flat dicts, written as CSV and rendered as markdown.
-
-Every interval resamples *reference groups* (paraphrase twins sharing one gold query drawn
-together, issue 36) where the runs' workdirs recorded them (``load.Run.groups``), and tasks
-otherwise, with the same seeds and draws as before groups were recorded; ``resampled_unit`` says
-which, for the report's sentences. The sign test of ``differences`` stays per task.
-"""
+"""The numbers behind every table and figure, computed once from the loaded arms."""
 import csv
 import itertools
 import pathlib

@@ -1,16 +1,5 @@
 """Curves of a run as TensorBoard event files under ``WORKDIR/curves/``, to watch a long run
 (``tensorboard --logdir WORKDIR/curves``) and to draw the selector's learning curve in the report.
-
-  curves/construction          construction/{records, verified_share, parse_failures,
-                               truncations, tokens} per committed construction task (Modules I–II)
-  curves/selector/seed_<s>     train/{loss, epsilon, mean_q} per training episode, at the learner's
-                               decision count; validation/return per checkpoint (Appendix C.2)
-  curves/eval/<run>            eval/{running_score, tasks} per finished evaluation task
-
-Written with ``tensorboardX`` (the ``curves`` extra); without it a run goes on and says once that
-no curves are written. ``read_scalars`` reads the files back without TensorBoard (the TFRecord
-framing around tensorboardX's ``Event`` protos); a step written twice (a resumed run) keeps its
-last value.
 """
 import contextlib
 import logging

@@ -1,13 +1,5 @@
 """Open files: the soft limit raised to the hard one at start, and a warning where even the hard
 limit is below what a config's concurrency needs.
-
-A served run (paper §4.1, gpt-oss-120b on vLLM) keeps up to ``backbone.max_concurrency``
-requests in flight, one socket each, beside the tasks in flight (``eval.concurrency``: each
-may hold a database or checker file open) and the logs, stores and caches of the run. Linux
-often starts a shell with a soft limit of 1,024 open files, which 1,024 requests in flight
-exceed ("Too many open files"); the hard limit is usually far higher and a process may raise its
-own soft limit up to it without privileges. Every binary does that first (``cli.py``), and
-``check`` says, in one line, when the hard limit itself is too low and how to raise it.
 """
 import resource
 import sys

@@ -1,18 +1,8 @@
 """Where the binaries' JAX runs: on the CPU unless ``--jax_gpu``, and never preallocating a GPU.
 
-On a GPU host vLLM holds about 90 % of every GPU's memory (``--gpu-memory-utilization``), while
-JAX by default grabs 75 % of a GPU the moment its backend starts, which fails or starves vLLM. The
-selector is an MLP of two 64-unit layers over 98 observation features, updated on batches of 32
-(paper Appendix C.2): a GPU does not speed it up measurably, and the phases' time goes to the LLM and the
-checkers. So the binaries keep JAX on the CPU (``JAX_PLATFORMS=cpu``); ``--jax_gpu`` lets it use
-a GPU (with the ``gpu`` extra's CUDA jaxlib), and then allocating on demand only
-(``XLA_PYTHON_CLIENT_PREALLOCATE=false``), beside vLLM. A ``JAX_PLATFORMS`` the user exported
-is kept when no flag is given.
-
-JAX reads ``JAX_PLATFORMS`` when it is imported, so ``choose_platform()`` runs in a binary's
-entry before anything that imports JAX (this module imports none); where a package's import
-already brought JAX in (``python -m countermem_jax.sweep``), it sets JAX's config instead, which
-holds until JAX starts its first backend.
+On a GPU host vLLM holds most of every GPU's memory, and the selector's small MLP gains nothing
+from a GPU; JAX reads ``JAX_PLATFORMS`` at import, so ``choose_platform()`` runs in a binary's
+entry before anything imports JAX.
 """
 import os
 import sys

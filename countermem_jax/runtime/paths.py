@@ -3,6 +3,8 @@ and which path names the binaries take (valid UTF-8)."""
 import os
 import pathlib
 
+from countermem_jax.runtime.errors import UserError
+
 # The checkout root (this file is countermem_jax/runtime/paths.py); data sits beside it, not inside.
 _REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -17,7 +19,7 @@ def data_root() -> pathlib.Path:
 
 
 
-class NotUTF8(ValueError):
+class NotUTF8(UserError, ValueError):
     """A path whose name is not valid UTF-8 (bytes the file system took but no text names)."""
 
 

@@ -1,12 +1,5 @@
 """Which phase runs on a workdir, and which may start beside it (docs/running.md, "Phases in
 order").
-
-A running phase holds ``WORKDIR/.locks/<phase>.lock`` (filelock) and names itself in
-``<phase>.owner``: pid, host, start and the phases whose outputs it reads. A phase takes its lock
-under the workdir's entry lock after checking the others, so of two phases where one reads what
-the other writes, the second to start refuses in one line, whichever it is. Readers that are
-not phases (the report, ``inspect_store --workdir``) only look (``running``). Imports nothing of
-countermem_jax.
 """
 import contextlib
 import datetime
@@ -18,6 +11,8 @@ from typing import Iterator
 
 import filelock
 
+from countermem_jax.runtime.errors import UserError
+
 LOCK_DIR = ".locks"
 ENTRY_LOCK = "entry.lock"   # held while a phase checks the others and takes its own lock
 PHASES = ("build_memory", "train_selector", "evaluate")
@@ -27,7 +22,7 @@ MAY_READ = {"build_memory": (), "train_selector": ("build_memory",),
             "evaluate": ("build_memory", "train_selector")}
 
 
-class WorkdirBusy(RuntimeError):
+class WorkdirBusy(UserError, RuntimeError):
     """A phase runs on this workdir that this one may not run beside (the message names its pid,
     host and start)."""
 

@@ -1,9 +1,7 @@
 """Row-wise functions evaluated in blocks of a fixed number of rows, whatever the batch.
 
-XLA's CPU dot rounds a 1-row product, a 16-row and a 200-row one differently, so the scores of
-one query would depend on which other queries share its batch. Cutting every batch into blocks of
-exactly ``block`` rows (the last one padded) makes a row's result independent of the batch: scored
-alone or with the other decisions in flight (``retrieval/batching.py``), bit for bit the same.
+XLA's CPU dot rounds a 1-row product and a 200-row one differently; blocks of exactly ``block``
+rows (the last one padded) make a row's result bit for bit independent of its batch.
 """
 from typing import Callable, Sequence
 

@@ -1,12 +1,7 @@
 """The run log: one JSON line per event, appended as it happens; the source of every reported
 figure and what a killed run resumes from. Each event reaches the OS at once (a killed process
 loses nothing); ``sync`` fsyncs where a file saved next must not be ahead of the log, and at exit.
-
-A write cut by a kill or a full disk leaves a partial last line. Like a write-ahead log's torn
-tail, it is skipped on reading (counted, and reported once on stderr), and the next append
-starts a new line after it, so no event glues onto it. A group of events written together
-(``write_all``: one episode's transitions, one construction task's events) carries one
-``_batch`` tag per line and is read whole or not at all.
+A torn last line is skipped on reading, and a ``write_all`` group is read whole or not at all.
 """
 import atexit
 import contextlib
@@ -28,7 +23,7 @@ def _default(obj):
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-# A lone surrogate has no UTF-8 form: written as U+FFFD, the log stays UTF-8 (issue 39).
+# A lone surrogate has no UTF-8 form: written as U+FFFD, the log stays UTF-8.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 

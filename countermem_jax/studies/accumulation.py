@@ -2,25 +2,6 @@
 tokens per task, and regression on earlier tasks, at store snapshots after 0, 25, 50, 100 and
 200 processed source tasks, over five source-task orderings, CounterMem and ReasoningBank side
 by side.
-
-* **Snapshots count processed tasks, not records.** The snapshot after n tasks of an ordering is
-  the store a build over the ordering's first n tasks leaves: construction is deterministic
-  given its inputs (the study's one response cache replays every earlier reply), so a prefix
-  build gives the store the full build held after its n-th task, without a hook in the build
-  phase. Each snapshot is its own cell (``cells/<method>/order<o>/n<n>/``); n = 0 is an empty
-  store.
-* **One selector, trained once.** CounterMem's DQN is trained on the last snapshot of ordering 0
-  and copied unchanged (checkpoints and their recorded fingerprints) into every other snapshot;
-  ``evaluate`` verifies it there. Only the memory snapshot changes.
-* **Panel (b)** counts only the tokens of the calls that put memory into the context (revisions
-  with a record or memory block, condition judgements) per held-out task, from the ledger.
-* **Panel (c), regression on earlier tasks**: the designated earlier-task set is the first
-  ``study.regression_tasks`` source tasks of each ordering; at every snapshot that has processed
-  them, they are run again like held-out tasks (own-task records excluded as always) and the
-  loss is their construction-time score minus this score, in points (positive = lost).
-
-Rows of ``study.json``: panel a ``score`` [orderings × held-out tasks], panel b
-``memory_tokens_per_task`` [orderings × 1], panel c ``regression`` [orderings × earlier tasks].
 """
 import numpy as np
 

@@ -1,26 +1,6 @@
 """Study 8, comparison at a common task-run token budget (paper Appendix E.2, Figure 7):
 ReasoningBank, ReasoningBank + MaTTS, ReasoningBank + verified feedback and CounterMem, each
 given the same task-run tokens in every domain.
-
-The allocation (the paper leaves it unstated, so it is a config value here and printed in the
-notes): ``protocol.token_budget`` task-run tokens per method (paper: 6M) are split equally over
-the benchmarks; within a benchmark, ``protocol.construction_fraction`` goes to construction and
-the rest to solving the held-out tasks.
-
-  construction  the method builds its memory over the longest prefix of the construction split
-                whose task-run tokens (every LLM call made for those tasks: drafts, reflections,
-                counterfactual proposals and distillation, MaTTS rollouts and contrast,
-                extraction) fit its share. A probe build over the whole split (cell
-                ``<benchmark>/<method>/probe``) measures the tokens per task; the prefix is then
-                built in ``<benchmark>/<method>/`` (the shared response cache replays the probe's
-                replies, so the prefix is the probe's store after that many tasks);
-  solving       the held-out tasks run in split order; once their task-run tokens pass the
-                solving share, the remaining tasks count as unsolved (the budget is spent).
-Selector training (CounterMem) is not task-run spending, as in the paper's accounting
-(Appendix D.6); its tokens are reported in the notes, not charged to the budget.
-
-Rows of ``study.json``: panel a, ``score`` per benchmark and method [1 × held-out tasks]
-(solved within budget); panel b, the equal-domain-weight average (stratified bootstrap).
 """
 import numpy as np
 

@@ -1,31 +1,6 @@
 """Upper bounds on the LLM calls a study makes, from its config alone (no model, no data): what
 docs/studies.md quotes as the paper-size cost on a GPU host. This module bounds one run config's
 phases and the variant and four-domain studies; ``protocol_cost`` the protocol studies.
-
-The unit is one call of a prompt template or of the condition judge, as the phases count them;
-a call whose reply is cut off is asked once more, and a template's broken reply gets one repair
-round, so one call can make up to four requests (``prompts.call_template``).
-
-Per task attempt the agent makes at most one draft, one revision with a record (or memory
-block) and ``memory.top_k`` condition judgements; Reflexion adds a reflection after each failed
-attempt but the last. Construction expands at most ``construction.max_expanded_failures`` failed
-decisions per task (one call for the K alternatives each) and distils each verified alternative
-(at most K per expansion and ``construction.verification_budget`` per task, one check each).
-Selector training runs ``selector.total_decisions`` decisions per seed, plus what the last
-episodes run past it (an episode started before the end finishes: up to ``max_attempts - 1``
-more decisions per episode of the last wave), and a validation episode per validation task at
-every checkpoint and at the end (Appendix C.2). Evaluation runs every held-out task once for the
-base agent (a draft and, for Reflexion, a reflection per attempt) and once per evaluated seed.
-The ReasoningBank baselines (Appendix D.5, E.2) revise with one memory block per attempt (no
-condition judgement) and learn after every construction run: a self-judgement and an extraction
-(plain), one extraction (verified feedback), or ``matts_k`` rollouts each self-judged and one
-contrast (MaTTS). The other baselines (Appendix D.5): ExpeL gathers with the base agent and
-compares at most twice per task (the run, the batch's tail); Voyager describes at most one skill
-per task; Generative Agents scores each attempt's observation and may reflect (two calls) after
-it; MemGPT manages its memory in at most ``max_steps`` calls per task and searches its archive
-once per attempt; Best-of-N builds nothing and draws K candidates and a judgement per attempt.
-What variants share (build, selector, base run; ``runner.ShareKeys``) is
-counted once, as the runner makes it once.
 """
 from countermem_jax.studies import runner
 

@@ -3,11 +3,6 @@ CI over the same tasks (``intervals``: 10,000 resamples, seeded): a paired diffe
 per-solved-task ratios (Appendix D.6: call and failure reductions) and an equal-weight mean of
 several benchmarks or domains (stratified: each part resampled on its own, §4.4 summaries).
 A row of ``study.json`` carries such an estimate as ``"estimate": {"mean", "ci95", "method"}``.
-
-Where the tasks' reference groups are known (``groups``: one key per task, e.g. from the cell's
-metrics.json, ``cells.reference_groups``) the bootstrap draws whole groups, so paraphrase twins
-that share one gold query, and one task's outcomes under several selector seeds, are drawn
-together (issue 36); without them every task is its own unit, with the same draws as before.
 """
 import numpy as np
 

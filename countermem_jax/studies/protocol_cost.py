@@ -2,14 +2,6 @@
 rescued/broken App. E.3, token budget App. E.2, breakdown §5.4/App. D.7) from the study config
 alone, cell by cell as each runner (``studies/<name>.py``) spends them; the per-task and
 per-phase bounds are ``cost``'s.
-
-All cells of a protocol study share one LLM response cache (``cells.Study``): a request made
-before is answered from disk. The runners rely on it where a cell repeats another's work, and so
-does ``total``: a prefix build (accumulation's snapshots, the budget's affordable prefix) costs
-no more than the longest build over the same ordering, and a base run of the same tasks under
-the same agent (every accumulation snapshot, both methods of a rescued or budget benchmark) is
-made once. ``without_cache`` counts every cell's phases in full: the bound should a replay
-diverge (a checker's feedback that differs between two runs of the same action).
 """
 import collections
 import itertools

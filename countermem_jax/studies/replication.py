@@ -1,29 +1,6 @@
-"""The replication over split seeds (issue 36, beyond the paper; metrics of §4.4 and App. D.4):
-the frozen CPU config run on R split seeds of the report pool, pooled into one table whose
-intervals resample reference groups, not tasks.
-
-Per split seed ``r`` (``protocol.split_seeds`` = R; ``splits.seed = r``, evaluation fold ``r`` of
-``splits.folds`` disjoint folds of whole reference groups, ``protocol/splits.py``) a variant
-study (``runner.run_study``) runs into ``DIR/seed<r>/``: build, train and evaluate ReAct +
-CounterMem with each main arm (``protocol.arms``: the DQN and always-top-1, one build, one base
-run), and on the seeds of ``protocol.ablation_seeds`` the ablations (``protocol.ablations``).
-Each seed directory is an ordinary variant study (``DIR/seed<r>/study.json``, schema
-"countermem-study/1"); finished phases are skipped, so a killed replication resumes.
-
-Pooled over seeds, per arm (``pool``): its score with a 95% bootstrap CI over reference groups
-(``intervals.grouped_bootstrap``: a group evaluated under two split seeds is one unit), the paired
-difference to ReAct on the same tasks with Tango's score interval and the groups' design effect
-(``intervals.paired_score_interval``: a bootstrap cannot go below 0 with one rescued task), an
-exact sign test on the tasks rescued vs broken (``scipy.stats.binomtest``; per (split seed, task):
-the arm's mean over selector seeds above or below ReAct's, so a task counts once however many
-selector seeds ran it), the selected record uses harmful against ReAct's run at the same decision
-(``metrics.paired_harm``), the uses that changed the draft and, of those, the ones whose action
-was right, and the funnel from decision to harmful use (``metrics.funnel``) summed over selector
-and split seeds. ``DIR/study.json``
-(schema "countermem-study-rows/1", which ``python -m countermem_jax.report`` reads) holds the
-per-arm rows with these intervals as estimates, and ``pooled``: the table's numbers with every
-unit (seed, task, reference group) behind them and the provenance (config, store hash per seed,
-selector checkpoint fingerprints, code version, wall time).
+"""The replication over split seeds (beyond the paper; metrics of §4.4 and App. D.4): the frozen
+CPU config run on R split seeds of the report pool, pooled into one table whose intervals
+resample reference groups, not tasks.
 """
 import json
 import pathlib

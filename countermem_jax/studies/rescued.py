@@ -1,12 +1,6 @@
 """Study 7, rescued and broken tasks (paper Appendix E.3, Figure 8a): per domain and method, the
 same held-out tasks run with and without that method's memory (the cell's own base run): rescued
 = failed without memory and solved with it, broken = the reverse, net = rescued − broken.
-
-One cell per benchmark and method (``cells/<benchmark>/<method>/``), each with
-``study.n_paired`` held-out tasks (the paper: 120 per domain). Rows of ``study.json``: panel a,
-metrics ``rescued``, ``broken``, ``net``, values [runs × tasks] of per-task indicators scaled by
-the task count (so a row's mean is the count and its CI a bootstrap of the count over the
-tasks' reference groups, ``unit_groups``, where the cell's evaluation recorded them, else tasks).
 """
 import numpy as np
 

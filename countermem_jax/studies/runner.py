@@ -1,22 +1,4 @@
-"""Runs a study: every variant's three phases into ``DIR/<variant>/``, then ``DIR/study.json``.
-
-The study config and the ``study.json`` schema are described in ``countermem_jax.studies``. Per
-variant, in the order the config lists them:
-
-  build_memory    skipped when the variant's frozen store exists; when an earlier variant has the
-                  same build_memory fingerprint (``config_fingerprint``), its build is copied
-                  (store, splits, the build's fingerprint entry and construction log events);
-  train_selector  only for ``eval.selector == "dqn"``; skipped when trained; copied from an earlier
-                  variant with the same build and train_selector fingerprints (selector directory,
-                  fingerprint entry, selector-training log events);
-  evaluate        the memory-free base run is copied from an earlier variant with the same data,
-                  splits, agent and backbone (its tasks are then not run again), with that
-                  variant's LLM response cache when the config keeps one; the evaluation
-                  result is kept in ``DIR/<variant>/evaluation.json``, whose presence skips the
-                  phase on a resumed study.
-Copying (never linking) keeps every variant directory a complete workdir: ``evaluate`` and
-``report`` read it on its own, and a later phase of one variant cannot change another's files.
-"""
+"""Runs a study: every variant's three phases into ``DIR/<variant>/``, then ``DIR/study.json``."""
 import dataclasses
 import hashlib
 import importlib

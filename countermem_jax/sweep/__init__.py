@@ -1,16 +1,6 @@
 """Sweeps: the paper's grid as one command, spread over hosts with Ray, resumable.
 
     python -m countermem_jax.sweep --sweep=configs/sweeps/<name>.py [--dry_run | --local]
-
-  spec.py        sweep config -> the grid's cells and their per-run configs
-  graph.py       cells -> phase runs (build -> train per seed -> evaluate per seed -> aggregate),
-                 one build per store, resources per run
-  execute.py     one phase run in this process (node-local LLM URLs, done markers)
-  schedule.py    dependency order, skipping finished runs, failures and what they block
-  ray_backend.py each run a Ray task with CPUs and ``llm_slots``; bounded retries
-  progress.py    the live summary from the workdirs' logs
-
-``run_sweep`` is the library entry point the binary (``__main__.py``) calls.
 """
 import importlib
 import json

@@ -4,11 +4,6 @@
     python -m countermem_jax.sweep --sweep=configs/sweeps/<name>.py --dry_run --tokens_per_s=20480
     python -m countermem_jax.sweep --sweep=configs/sweeps/<name>.py --local     # one process
     python -m countermem_jax.sweep --sweep=configs/sweeps/<name>.py             # Ray (address auto)
-
-Any sweep field can be overridden (``--sweep.root=/shared/runs --sweep.seeds='(0,1)'``). Prints a
-summary line every ``progress_every_s`` seconds, the runs that failed and why, and the report's
-path; exit status 1 when a run failed, or (one line, no traceback) when the sweep config is bad
-or Ray is needed and missing.
 """
 import sys
 

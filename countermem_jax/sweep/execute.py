@@ -1,18 +1,5 @@
 """Runs one phase run in the current process: on a Ray worker (``ray_backend``) or in the
 sweep's own process (``--local``).
-
-Which LLM server a run talks to is decided where it runs, for the runs whose config names a URL
-file (``backbone.base_urls = "vllm_urls.txt"``: the gpt-oss settings, served on the hosts): when
-the environment variable named by the sweep's ``urls_env`` (default ``COUNTERMEM_LLM_URLS``) is
-set on the host, it replaces ``backbone.base_urls`` (the URL file ``launch/serve_vllm.sh``
-writes, or comma-separated URLs). ``launch/ray_cluster.sh`` sets it for every Ray node to the
-node's own vLLM replicas, so each node's runs use that node's servers and the node's
-``llm_slots`` resource bounds what is in flight there. A run whose config gives URLs itself (a
-hosted API such as the Gemini cells, ``https://...``) keeps its endpoint (``uses_node_servers``).
-
-A run that returns writes its marker (``WORKDIR/.sweep/<phase>_<label>.done.json``); a run
-whose marker and result exist is skipped by the scheduler, and a run killed midway is started
-again and resumes from its log (the phases do that themselves).
 """
 import copy
 import datetime

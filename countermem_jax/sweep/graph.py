@@ -1,26 +1,4 @@
-"""The sweep as a dependency graph of phase runs (the phases of Algorithm 1).
-
-Per workdir: ``build_memory`` (CounterMem's store, or a baseline's memory; none for methods
-without one) -> ``train_selector`` once per selector seed -> ``evaluate`` once per seed; the
-last seed's evaluation names every seed, so after its own run it finds the other seeds' runs
-finished (no LLM call) and writes ``metrics.json`` with the mean and CI over seeds. A fixed
-selector (``eval.selector`` != "dqn") or a baseline is evaluated once.
-
-Runs that share a store share its build: a workdir is keyed by the fingerprint of the fields that
-define its results (``config_fingerprint.fingerprint_fields``: build_memory's fields, plus the
-selector section for methods that train one), so two cells of the grid that differ only in what is
-not fingerprinted (evaluation settings, how the backbone is reached, seeds) land in one workdir and
-one build. The phase runs of one workdir are chained in the graph (``lane`` edges): runs of one
-phase hold the same phase lock, and every phase appends to the workdir's ``log.jsonl``, which
-must have one writer at a time (appends from two hosts to a shared file system can interleave).
-Parallelism is across workdirs: stores, methods, agents, benchmarks, backbones, variants.
-
-LLM slots are reserved only by runs that talk to the hosts' own servers
-(``execute.uses_node_servers``: a served backbone whose config names a URL file), by every phase
-alike (what each phase can have in flight: ``spec.usable_slots``); an in-process model
-(llama.cpp) reserves none, and a hosted API (URLs of its own) takes its share of the sweep's
-cluster-wide ``hosted_slots`` instead, which the scheduler holds (``schedule.run_graph``).
-"""
+"""The sweep as a dependency graph of phase runs (the phases of Algorithm 1)."""
 import dataclasses
 import hashlib
 import json

@@ -1,8 +1,5 @@
 """The sweep's live summary: runs done / running / failed, and tasks and tokens so far, read from
 the workdirs' logs (``log.jsonl`` and ``eval/<run>/log.jsonl``: their ``task_end`` events).
-
-Logs are read incrementally (each file from where the last read stopped), so a summary costs
-what was appended since the previous one; a partial last line is left for the next read.
 """
 import collections
 import json

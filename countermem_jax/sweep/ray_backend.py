@@ -1,20 +1,4 @@
-"""Phase runs as Ray tasks (the optional ``sweep`` extra: ``pip install -e '.[sweep]'``).
-
-Each run is one ``ray.remote`` task, reserving ``num_cpus`` (the checkers run on the node's CPUs) and
-``llm_slots`` (a custom resource that each node advertises: its local vLLM replicas ×
-``--max-num-seqs``; ``launch/ray_cluster.sh``). The run's concurrency equals the slots it
-reserved (``spec.with_slots`` / ``spec.for_phase``), so the requests in flight on a node's
-servers never exceed what the node advertised. Workers are reused from run to run, as
-``--local`` runs every phase in one process: each phase sets up its own state (backbone, limits,
-logs), and JAX's compiled functions stay warm.
-
-A worker or node that dies is retried by Ray up to ``max_retries`` times, and so are transient
-errors (a backbone that stopped answering after the client's own retries, a dropped
-connection); the retried run resumes from its log. Other errors fail the run at once, with the
-reason in the sweep's report: a bad config, a workdir made with another config, and a request
-the server refused (HTTP 4xx: an unknown model name, a bad key), which a retry would only
-repeat (``RunRefused``).
-"""
+"""Phase runs as Ray tasks (the optional ``sweep`` extra: ``pip install -e '.[sweep]'``)."""
 from countermem_jax.runtime import jax_platform
 from countermem_jax.sweep import execute
 from countermem_jax.sweep.schedule import one_line

@@ -1,10 +1,5 @@
 """Runs the graph: a phase run starts when its dependencies have finished; a failed run blocks
 its dependents (and only them); the rest of the sweep goes on.
-
-The executor decides where runs go: ``LocalExecutor`` runs them one after another in this process
-(``--local``), ``ray_backend.RayExecutor`` submits each as a Ray task with its resources. Both
-answer ``submit(run)`` and ``wait(timeout) -> [(name, info, error)]``, so the order of the
-dependency graph, the skipping of finished runs and the failure report are the same.
 """
 import dataclasses
 import time

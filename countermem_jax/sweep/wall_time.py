@@ -2,12 +2,8 @@
 (``studies/cost.py``), their completion tokens, and the hours the hosts' servers need for them
 at a given throughput (docs/sweeps.md, "Before committing a cluster").
 
-A run's calls are its phase's bound for its config: a build's, one seed's selector training, and
-for an evaluation its memory run (one seed for CounterMem's per-seed evaluations) plus the base
-run, made by the first evaluation of its workdir and found finished by the later ones. Each call
-is charged ``tokens_per_call`` completion tokens, by default the config's ``agent.max_tokens``
-(a bound: a reply stops at it). The hours assume the servers are kept full, so that the tokens,
-not the chain of phases, set the pace.
+A run's calls are its phase's bound for its config (an evaluation adds its base run), each
+charged ``tokens_per_call`` completion tokens (default ``agent.max_tokens``, a bound).
 """
 import dataclasses
 
@@ -27,7 +23,7 @@ class Tally:
 
 
 def run_calls(run, first_evaluation: bool) -> int:
-    """The bound on one phase run's LLM calls (module docstring)."""
+    """The bound on one phase run's LLM calls (the module docstring)."""
     cfg = run.config
     phases = cost.phase_requests(cfg)
     if run.phase == "build_memory":

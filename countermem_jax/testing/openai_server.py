@@ -1,33 +1,4 @@
-"""A small OpenAI-format HTTP server on 127.0.0.1 for tests and the client benchmark.
-
-It stands in for the served gpt-oss-120b / API backbones of paper §4.1 (``backbones/openai_http``
-is the real client and talks to it over a real loopback socket).
-
-It answers ``POST /v1/chat/completions``, ``GET /health`` and ``GET /v1/models`` (with vLLM's
-``max_model_len``), and can be told, per request or by default, to be slow, fail with 500 / 429 /
-400, return malformed JSON, drop the connection, refuse a prompt past its context as vLLM or
-llama.cpp do (``context_length``, ``context_length_llama``; or any request whose prompt and
-``max_tokens`` exceed ``max_model_len``), or answer 429 / 503 with ``Retry-After`` in seconds or
-as an HTTP date (``retry_after:<s>``, ``retry_after_date:<s>``). It can send a usage block of
-its own (``usage``: negative or absurd counts), leave out ``completion_tokens_details`` as vLLM
-without a reasoning parser does (``reasoning_details=False``), and refuse only the constraints
-of some templates (``refuse_constraint_names``). It counts requests, their arrival times and the
-peak number served at once.
-
-The injected failures are the ones the client must survive on a real deployment (429 and 5xx
-are retried, 400 is not, malformed JSON and dropped connections are retried), and the peak
-count lets a test check that the client's concurrency limit holds. It can also answer as vLLM
-answers gpt-oss (``gpt_oss_style``): the reasoning in its own field, content that meets the
-request's output constraint (an instance built from its JSON schema), ``finish_reason: length``
-with empty content when ``max_tokens`` is below what the reasoning spends, cached prompt tokens
-in the usage, and, when told, a constraint ignored (a reply in free text, as vLLM does while a
-reasoning parser is on) or refused (HTTP 400, as a server without structured outputs). The replies are canned
-echoes unless a ``responder`` scripts them (``GET /stats`` reports the counts, ``GET
-/stats?reset=1`` starts them again); ``server_process`` runs one given as ``module:factory``
-with a JSON config, e.g. the benchmark's scripted SQL model (``countermem_jax/tools/
-scripted_sql.py``), after a fixed ``latency_s`` per request. This server tests transport and
-throughput, never the method.
-"""
+"""A small OpenAI-format HTTP server on 127.0.0.1 for tests and the client benchmark."""
 import argparse
 import collections
 import contextlib

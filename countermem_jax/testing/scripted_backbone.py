@@ -1,12 +1,6 @@
 """Deterministic scripted backbone for tests: replies chosen by prompt template, task and text.
 
-It stands in for the LLM backbone of paper §4.1 behind the same ``Backbone`` interface, so the
-pipeline tests run every phase without a model.
-
-Rules are tried in order; the first whose ``template`` (the call's purpose, e.g. "DRAFT_ACTION"),
-``task`` (substring of the charged decision) and ``contains`` (substring of the last user message)
-all match gives the reply: a string, or a function of the messages. A call no rule answers raises,
-so a test notices an unexpected prompt instead of silently getting a default.
+A call no rule answers raises, so a test notices an unexpected prompt instead of a default.
 """
 import dataclasses
 from typing import Callable

@@ -24,7 +24,7 @@ from countermem_jax.backbones import factory, tokens
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
 from countermem_jax.baselines import prompts
 from countermem_jax.method.prompting import constraints
-from countermem_jax.method.retrieval import conditions
+from countermem_jax.method.conditions import checkers as conditions
 
 # The templates each method calls besides the base agent's draft (and Reflexion's reflection).
 _MEMORY = ["REVISE_WITH_MEMORY"]

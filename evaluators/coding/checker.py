@@ -1,16 +1,4 @@
-"""Repository-test checker (paper Appendix D.1: SWE-bench Verified, BugsInPy; QuixBugs here).
-
-Each evaluation makes a fresh hard-linked copy of the snapshot (without the paths that reveal the
-answer, ``RepoReference.hidden``), applies the edit to the copy, runs exactly the task's
-FAIL_TO_PASS and PASS_TO_PASS tests with pytest inside the sandbox, and deletes the copy. The
-whole repository is read-only inside (tests, conftest files, pytest configuration, data), the
-harness plugin is mounted read-only from outside it, and the verdict travels over an
-authenticated pipe the host reads within the deadline (``verdict.py``), never through a file the
-tested code could write. U = fraction of FAIL_TO_PASS tests that pass, and 0 if any
-PASS_TO_PASS test breaks, if pytest exits non-zero after a full pass, or if the verdict is
-missing, partial, forged, for other tests, or shows tampering (U = 1 is SWE-bench's "resolved").
-The original repository is never written.
-"""
+"""Repository-test checker (paper Appendix D.1: SWE-bench Verified, BugsInPy; QuixBugs here)."""
 import dataclasses
 import json
 import pathlib

@@ -1,15 +1,4 @@
-"""The coding action: one localized edit, or a unified diff.
-
-Localized edit (the decision unit)::
-
-    FILE: python_programs/bitcount.py
-    LINES: 7-7
-    REPLACE:
-        n &= n - 1
-
-replaces lines 7..7 (1-based, inclusive) by the block after ``REPLACE:`` (code fences allowed).
-A unified diff (``--- a/x`` / ``+++ b/x`` / ``@@`` hunks) is applied with exact context matching.
-"""
+"""The coding action: one localized edit, or a unified diff."""
 import dataclasses
 import re
 

@@ -1,17 +1,4 @@
-"""Loaders for repository-repair benchmarks.
-
-* QuixBugs (``$COUNTERMEM_DATA/quixbugs``): one task per program with a pytest file. The buggy
-  program is run once through its tests in the sandbox: failing tests become FAIL_TO_PASS, passing
-  ones PASS_TO_PASS (cached under ``$COUNTERMEM_CACHE/quixbugs``). The known fixes
-  (``correct_python_programs/``) stay on the host for tests and never enter the sandbox.
-Every loader refuses, with a logged reason, a task whose tests cannot even be collected (missing
-helper module, syntax error in a test file, ids that do not exist): no edit could fix its
-"failing test".
-* BugsInPy: ``projects/<p>/bugs/<n>/{bug.info, bug_patch.txt, run_test.sh}`` plus a local checkout
-  of the project at the buggy commit (users provide it: BugsInPy's own ``bugsinpy-checkout``).
-* SWE-bench: an ``instances`` JSON (FAIL_TO_PASS / PASS_TO_PASS as lists or JSON strings) plus a
-  local checkout per instance at ``base_commit`` with its environment (users provide them).
-"""
+"""Loaders for repository-repair benchmarks."""
 import contextlib
 import dataclasses
 import difflib
@@ -22,7 +9,7 @@ import os
 import pathlib
 import re
 
-from evaluators.base import Task
+from evaluators.base import InputError, Task
 from evaluators.coding import checker, sandbox, snapshot, verdict
 from evaluators.coding import edits as edits_lib
 from evaluators.grouping import digest
@@ -34,7 +21,7 @@ ACTION_HELP = ("Answer with one localized edit:\nFILE: <path>\nLINES: <first>-<l
                "<the new lines>\n(or a unified diff).")
 
 
-class DataError(ValueError):
+class DataError(InputError, ValueError):
     pass
 
 

@@ -1,26 +1,5 @@
 """Running untrusted code: bubblewrap, one unprivileged uid per concurrent slot, rlimits, size-
 limited tmpfs, capped output and a wall-clock deadline (threat model: docs/world_models.md).
-
-The command runs
-  * from a minimal, explicit environment (``PATH`` only reaches bubblewrap, whose init keeps it
-    at ``/proc/1/environ``; the command itself gets ``--clearenv`` plus a few fixed variables),
-    so no host variable (API keys, tokens) is readable anywhere inside;
-  * as an unprivileged uid of its own slot (``SLOT_UID_BASE + slot``, one slot per concurrent run,
-    held with a file lock), privileges dropped before bubblewrap starts, so RLIMIT_NPROC binds per
-    check and one check parking processes cannot starve another;
-  * in new user, pid, net, ipc and uts namespaces (no network: only a private loopback);
-  * with /usr, the repository (``/work/<each top-level entry>``) and any extra mounts read-only;
-    writable are only /work's top level, /tmp and /dev/shm, each a tmpfs with a size limit, so
-    filling them fails the check instead of the host disk;
-  * under RLIMIT_CPU, RLIMIT_AS, RLIMIT_NPROC and RLIMIT_FSIZE;
-  * with stdout and stderr read by the host with a cap (``keep_bytes`` kept per stream, at most
-    ``read_bytes`` read in all: past that the sandbox is killed and ``output_overflow`` is set);
-  * and is killed with its whole pid namespace when the wall-clock deadline passes.
-An optional verdict channel (``channel=True``) is a pipe the host creates and reads within the
-same deadline and size cap; the write end is passed into the sandbox as an inherited descriptor
-(``COUNTERMEM_VERDICT_FD``) together with a 32-byte key on a second pipe (``COUNTERMEM_KEY_FD``).
-Nothing is read from a path the sandbox could replace by a link or a FIFO.
-Debian's ``/usr/bin/python3`` runs inside (pyenv's interpreter lives under /root, not mounted).
 """
 import contextlib
 import dataclasses

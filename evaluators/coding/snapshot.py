@@ -1,11 +1,4 @@
-"""Cheap working copies of a repository snapshot: directories are created, files hard-linked.
-
-Hard links cost no data copy. They are safe because the copy is mounted read-only inside the
-sandbox and an edit replaces a file of the copy (new inode), never the shared one. Files a
-sandbox uid could write (owned by one, or group/world-writable) are copied instead of linked, so
-the original repository is not writable through them even outside a read-only mount. Paths in
-``hidden`` (e.g. QuixBugs' reference fixes) are left out of the copy altogether.
-"""
+"""Cheap working copies of a repository snapshot: directories are created, files hard-linked."""
 import os
 import pathlib
 import shutil

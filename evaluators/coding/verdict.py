@@ -1,10 +1,5 @@
 """Reads the repository-test verdict the harness plugin sent over the sandbox's channel
 (``harness/countermem_harness.py``) and refuses anything that is not one complete, authentic run.
-
-The bytes come from a pipe the host created and read within the deadline and a size cap; here
-every line's chained HMAC is checked with the run's key, then the sequence must be exactly:
-``start``, any ``collect_error``, ``collected``, one ``test`` per collected id, ``finish`` — and
-nothing after it. Problems are listed, never guessed around: any problem makes the check a failure.
 """
 import dataclasses
 import hashlib

@@ -3,37 +3,16 @@ mathematics. The agent must first *define* the solution (a value, an algorithm's
 transformed representation) as explicit Lean definitions, then *prove* the stated properties of
 that construction (paper Appendix D.1: Lean-based checker, pass rate, tactic / lemma choice).
 
-Layout read here (``$COUNTERMEM_DATA/amber/amber.jsonl``), one task per line:
-
-  id                 task id
-  area, task_type    e.g. "optimization", "evaluation" | "algorithm" | "representation" | "proof"
-  informal           the natural-language problem
-  header             imports / opens (Mathlib)
-  formal_statement   the Lean template: the construction declarations (``def`` / ``abbrev`` /
-                     ``noncomputable def``, whose bodies are ``sorry``; their signatures take only
-                     the problem's raw parameters) followed by the theorems about them, each
-                     ending ``:= by sorry``
-  construction       the names the agent must define (default: every ``def``/``abbrev`` in the
-                     template whose body is ``sorry``)
-
-The stored index of public code holds no copy of AMBER's release, so this layout follows the
-construction-verification pattern the paper describes (its §3: "Construction: an explicit function
-definition ... Verification: a theorem proves that the constructed term satisfies the target
-property"); docs/data.md says so.
-
-``AmberEvaluator`` enforces the workflow before running Lean: the answer must keep every theorem
-statement and every construction signature exactly (whitespace aside), give every construction an
-explicit body (not ``sorry``, not ``opaque``/``axiom``, not a choice from an existence proof:
-``Classical.choose``, ``Classical.epsilon``, ``Exists.choose``), and use no ``sorry`` / ``admit``
-/ new axioms. Then Lean must accept the file with no error and no ``declaration uses 'sorry'``.
-A proof of a theorem whose construction was left abstract therefore fails.
+``AmberEvaluator`` refuses, before Lean runs, an answer that changes a theorem statement or a
+construction signature, leaves a construction abstract (``sorry``, ``opaque``, ``axiom``, a
+``Classical.choose``) or uses ``sorry`` / ``admit`` / new axioms. Layout: docs/data.md.
 """
 import dataclasses
 import json
 import pathlib
 import re
 
-from evaluators.base import Outcome, Task
+from evaluators.base import InputError, Outcome, Task
 from evaluators.formal.checkers import LeanEvaluator
 
 _DECL = re.compile(r"^(?:@\[[^\]]*\]\s*)?(?:noncomputable\s+)?(?:private\s+)?"
@@ -42,7 +21,7 @@ _NONCONSTRUCTIVE = re.compile(r"\b(Classical\.choose|Classical\.epsilon|Exists\.
                               r"Classical\.indefiniteDescription|Nonempty\.some)\b")
 
 
-class DataError(ValueError):
+class DataError(InputError, ValueError):
     pass
 
 

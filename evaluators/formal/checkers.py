@@ -1,17 +1,4 @@
-"""Lean 4, Dafny and Verus checkers (paper Appendix D.1).
-
-  Lean    action = the proof that replaces ``sorry`` in the theorem (decision unit: tactic / proof
-          step); checked with ``lake env lean FILE`` in the miniF2F project (or ``lean FILE``).
-          Success = no error and no ``sorry``; U is 1 or 0.
-  Dafny   action = the program with invariants / annotations added (DafnyBench) or the method
-          body (Vericoding ``vc-code``); ``dafny verify FILE`` (Dafny 4) or, as the labelled legacy
-          backend, Debian's Dafny 2.3 ``dafny /compile:0 FILE``. U = verified / (verified +
-          errors) from the verifier's summary, 0 on a parse or resolution error; success = no error.
-  Verus   action = the ``vc-code`` body (and optional helpers); ``verus FILE``; U as for Dafny.
-Each refuses actions that weaken the task: ``sorry`` / ``admit`` / new axioms (Lean); ``assume`` or
-``{:verify false}`` and any change of the specification lines (Dafny); ``assume`` /
-``admit`` / ``external_body`` (Verus).
-"""
+"""Lean 4, Dafny and Verus checkers (paper Appendix D.1)."""
 import dataclasses
 import os
 import pathlib

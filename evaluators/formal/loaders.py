@@ -1,23 +1,14 @@
-"""Loaders for the formal benchmarks in ``$COUNTERMEM_DATA``.
-
-  miniF2F   ``minif2f/yangky11_miniF2F-lean4/MiniF2F/{Test,Valid}/*.lean`` (a Lake project, Lean
-            toolchain in its ``lean-toolchain``) or the DeepSeek-Prover JSONL
-            (``minif2f/deepseek_prover_v1.5/minif2f.jsonl``: header, formal_statement, split).
-  ProofNet  ``proofnet/proofnet.jsonl`` (same fields).
-  DafnyBench ``dafnybench/DafnyBench/dataset/hints_removed/*_no_hints.dfy`` with the matching
-            ``ground_truth/*.dfy``.
-  Vericoding ``vericoding/benchmarks/{dafny,verus}/<source>/files/*`` with ``vc-*`` sections.
-"""
+"""Loaders for the formal benchmarks in ``$COUNTERMEM_DATA``."""
 import json
 import pathlib
 import re
 
-from evaluators.base import Task
+from evaluators.base import InputError, Task
 from evaluators.grouping import digest
 from evaluators.formal.checkers import LeanReference, ProgramReference
 
 
-class DataError(ValueError):
+class DataError(InputError, ValueError):
     pass
 
 

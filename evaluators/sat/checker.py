@@ -1,20 +1,4 @@
-"""SAT checkers.
-
-* ``SATEncodingEvaluator``: the action is a DIMACS CNF with a variable map; it is solved under a
-  time limit, the model is decoded by the map and validated against the original problem
-  (``problems.py``). U = fraction of the problem's constraints the decoded answer satisfies.
-* ``SATStrategyEvaluator``: the action is a solver configuration for a DIMACS instance of known
-  status, in ``key: value`` lines::
-
-      solver: glucose4            # one of solving.KNOWN
-      assumptions: 3 -7           # a cube (branching decision), optional
-      phases: 1 -2 5              # preferred polarities, optional
-      conflict_budget: 20000      # optional, capped by the task's budget
-
-  Success = the instance is decided within the budget: a SAT answer whose model satisfies every
-  clause, or UNSAT (with no assumptions, since a refuted cube decides nothing) matching the known
-  status. U is 1 or 0.
-"""
+"""SAT checkers."""
 import dataclasses
 import re
 

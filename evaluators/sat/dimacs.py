@@ -1,9 +1,4 @@
-"""DIMACS CNF parsing, with the optional variable map used by encoding tasks.
-
-Accepted: ``c`` comment lines, one ``p cnf V C`` header, clauses ending in 0 (possibly spanning
-lines), the SATLIB ``%`` trailer. A variable map is given in comments: ``c var 7 x_3_1`` names
-variable 7 ``x_3_1``.
-"""
+"""DIMACS CNF parsing, with the optional variable map used by encoding tasks."""
 import dataclasses
 import re
 

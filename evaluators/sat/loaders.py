@@ -1,16 +1,9 @@
-"""SAT task loaders: SATLIB files with known status, and generated encoding problems.
-
-SATLIB layout (``$COUNTERMEM_DATA/satlib``): ``manifest.jsonl`` with ``file``, ``family`` and
-``expected`` (SAT/UNSAT) per instance; any other folder of ``.cnf`` files works with a manifest of
-the same form. Encoding tasks come from the ``flat`` graph-colouring instances (their graph is
-recovered from the CNF, which SATLIB built with edge2cnf) and from generated n-queens, pigeonhole
-and scheduling problems.
-"""
+"""SAT task loaders: SATLIB files with known status, and generated encoding problems."""
 import json
 import logging
 import pathlib
 
-from evaluators.base import Task
+from evaluators.base import InputError, Task
 from evaluators.grouping import digest
 from evaluators.sat import dimacs, problems
 from evaluators.sat.checker import EncodingReference, StrategyReference
@@ -24,7 +17,7 @@ ENCODING_HELP = ("Write a DIMACS CNF ('p cnf V C', clauses ending in 0) and map 
                  "you use to its name with a comment line 'c var <number> <name>'.")
 
 
-class DataError(ValueError):
+class DataError(InputError, ValueError):
     pass
 
 

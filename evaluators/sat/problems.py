@@ -1,10 +1,4 @@
-"""Combinatorial problems for SAT encoding tasks, each with an independent validator.
-
-The agent writes a CNF whose variable map (``c var N NAME``) uses the names the problem asks
-for; the checker solves it, reads the decoded answer off the model and validates it against the
-*original* problem here, so a satisfiable encoding that means the wrong thing still fails.
-Utility = fraction of the problem's constraints that the decoded answer satisfies.
-"""
+"""Combinatorial problems for SAT encoding tasks, each with an independent validator."""
 import dataclasses
 import itertools
 import random

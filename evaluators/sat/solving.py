@@ -1,11 +1,4 @@
-"""Running python-sat solvers under a hard time limit.
-
-Solvers of the MiniSat family can be interrupted in-process (``solve_limited`` plus a timer that
-calls ``interrupt``): that path costs almost nothing. CaDiCaL, Kissat, Lingeling and the rest
-cannot be interrupted, so they run in a pool of persistent worker processes (one per CPU unless
-told otherwise; concurrent checks run in parallel), a worker being killed and replaced when a job
-passes its deadline.
-"""
+"""Running python-sat solvers under a hard time limit."""
 import dataclasses
 import threading
 

@@ -1,20 +1,4 @@
-"""SMT checkers.
-
-* ``SMTEncodingEvaluator``: the action is an SMT-LIB 2 script for a generated problem. It runs in a
-  fresh z3 context in a worker process (killed at the deadline, 2 GB address-space cap); the values of the problem's named constants are read from the model and
-  validated against the original problem in Python. U = fraction of constraints satisfied.
-* ``SMTSolverEvaluator``: the action configures a solver for an SMT-LIB file with a declared
-  status, in ``key: value`` lines::
-
-      solver: z3                     # z3 or cvc5
-      tactics: simplify solve-eqs smt   # z3 only: applied in sequence
-      option: smt.arith.solver=2     # repeatable; z3 parameters or cvc5 options
-      timeout_ms: 5000               # capped by the task's limit
-
-  Success = the declared status is reproduced in time; a sat answer must come with a model under
-  which every assertion evaluates to true (z3 evaluates it; cvc5 runs with check-models).
-A script the solver rejects gives a completed, failed outcome whose feedback is the solver's error.
-"""
+"""SMT checkers."""
 import dataclasses
 import re
 

@@ -8,7 +8,7 @@ import logging
 import pathlib
 import re
 
-from evaluators.base import Task
+from evaluators.base import InputError, Task
 from evaluators.grouping import digest
 from evaluators.smt import problems
 from evaluators.smt.checker import EncodingReference, FileReference
@@ -22,7 +22,7 @@ ENCODING_HELP = ("Write an SMT-LIB 2 script: declare the constants, assert the c
                  "(check-sat).")
 
 
-class DataError(ValueError):
+class DataError(InputError, ValueError):
     pass
 
 

@@ -1,10 +1,4 @@
-"""Generated SMT encoding problems with independent validators.
-
-* ``LinearPuzzle``: integers with linear (in)equalities, generated around a hidden solution.
-* ``BitVectorPuzzle``: 8-bit unsigned values with bitwise / modular constraints.
-The agent declares the named constants in SMT-LIB 2 and asserts the constraints; the checker reads
-their values from the solver's model and re-checks every constraint here, in plain Python.
-"""
+"""Generated SMT encoding problems with independent validators."""
 import dataclasses
 import operator
 import random

@@ -1,11 +1,4 @@
-"""Running SMT-LIB 2 scripts in a fresh solver context, with a time limit.
-
-z3 runs in-process (its ``timeout`` parameter stops a check); cvc5 too (``tlimit-per``). Each
-call builds a new context, so no declaration or assertion leaks from one action into the next.
-Model-written encodings run in a worker process instead (``run_z3_job``, ``evaluators/worker.py``):
-z3 does not look at its timeout while bit-blasting, so a huge bit-vector term is stopped only by
-killing the worker at the deadline, under an address-space cap.
-"""
+"""Running SMT-LIB 2 scripts in a fresh solver context, with a time limit."""
 import dataclasses
 import fractions
 

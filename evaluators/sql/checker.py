@@ -1,28 +1,4 @@
-"""Execution-based SQL checker for Spider and BIRD.
-
-Predicted and gold SQL run on the same SQLite file, opened read-only (``mode=ro``) with an
-authorizer that permits only reads, so no action — writes, DROP, ATTACH, PRAGMA, several
-statements — can change a byte of the database. A progress handler stops any query at its
-deadline, SQLite's own length limits stop any single value past ``max_value_bytes`` (``zeroblob``,
-``randomblob``, ``printf`` padding, ``group_concat``) and the fetch stops past ``max_rows`` rows or
-``max_result_bytes`` bytes, so a hostile query costs bounded time and memory.
-
-Comparison follows the official evaluators. Spider's execution accuracy (test-suite-sql-eval's
-``eval_exec_match`` with its default, without ``--keep_distinct``) removes every DISTINCT keyword
-from both queries before running them (``without_distinct``: ``COUNT(DISTINCT x)`` and
-``COUNT(x)`` are one answer to it), then compares the multisets of rows up to a permutation of the
-columns (``result_eq``), in order only when the gold query orders (here: a top-level ORDER BY;
-the official test looks for "order by" anywhere in the gold text, see docs/world_models.md). BIRD
-compares sets of rows as they come. U is 0 or 1: no partial credit is invented. An outcome on a
-task whose reference result is empty says so (``details["reference_empty"]``): such a task still
-scores, but an empty candidate matching it proves nothing, so Module II never verifies an
-improvement on it.
-
-Feedback carries the verdict and the candidate's own result (errors, its row and column counts,
-a few of its rows, run as written), never the gold rows nor any property of the reference: the
-comparison rule is the same for every question and is stated in the task's instructions
-(``countermem_jax.domains.sql``), not in feedback.
-"""
+"""Execution-based SQL checker for Spider and BIRD."""
 import collections
 import dataclasses
 import hashlib

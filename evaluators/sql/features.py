@@ -1,13 +1,4 @@
-"""Task features of a SQL question, for rule-checked applicability conditions.
-
-  bound        "inclusive" (at least, or more, no less than, ...), "strict" (more than, above,
-               strictly, ...) or "none"
-  direction    "upper" / "lower" / "none": which side the bound limits
-  distinct     the question asks for different / distinct / unique values
-  aggregate    count | average | sum | max | min | none (first one mentioned)
-  ordering     desc (highest, most, oldest, ...) | asc (lowest, least, youngest, ...) | none
-  limit        the question asks for a single top item or "top N"
-"""
+"""Task features of a SQL question, for rule-checked applicability conditions."""
 import re
 
 _INCLUSIVE = re.compile(r"\b(at least|at most|or more|or less|or fewer|or higher|or lower|no less than|"

@@ -1,11 +1,4 @@
-"""Loaders for the official Spider and BIRD layouts.
-
-Spider: ``<root>/dev.json`` (or ``train_spider.json``), ``<root>/tables.json``,
-``<root>/database/<db>/<db>.sqlite``. BIRD: ``<root>/<split>.json`` entries with ``question``,
-``evidence``, ``SQL`` and ``db_id``, databases in ``<db_root>/<db>/<db>.sqlite``
-(``dev_databases`` in the official download). The agent sees the question, the database id, the
-schema rendered from the database itself and, for BIRD, the evidence.
-"""
+"""Loaders for the official Spider and BIRD layouts."""
 import functools
 import json
 import logging
@@ -14,14 +7,14 @@ import sqlite3
 
 import sqlglot
 
-from evaluators.base import Task
+from evaluators.base import InputError, Task
 from evaluators.sql.checker import SQLReference
 from evaluators.sql.features import question_features
 
 log = logging.getLogger(__name__)
 
 
-class DataError(ValueError):
+class DataError(InputError, ValueError):
     """A benchmark file is missing or malformed; the message names it."""
 
 

@@ -1,11 +1,4 @@
-"""What Module I's SQL edit operators may learn from a task's database, without its reference.
-
-The operators (paper §3.2, Appendix B.4) look at the database the agent itself queries: its
-schema with foreign keys, the values a column stores, and the result of a candidate query. Every
-read goes through the checker's guarded read-only connection (authorizer, deadline, size caps),
-so a candidate costs bounded time and can change nothing. Nothing here takes or reads a
-reference query: these are the facts any agent with the database could gather.
-"""
+"""What Module I's SQL edit operators may learn from a task's database, without its reference."""
 import dataclasses
 import functools
 import sqlite3

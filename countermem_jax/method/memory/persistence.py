@@ -5,12 +5,8 @@ Format ``countermem-store`` version 1 is JSON Lines, UTF-8:
            "content_hash": sha256 hex, "num_records": int, "next_seq": int, "evictions": int,
            "config": {...StoreConfig...}, "meta": {...}}   (meta: run bookkeeping, not hashed)
   line 2+  one record each (``MemoryRecord.to_json()``), in insertion order.
-A write goes to a temporary file in the same folder, is fsynced and renamed over the old file, so a
-crash at any point leaves the previous snapshot readable. Loading re-checks every field and the
-content hash; every malformed input (a directory or unreadable file in its place, bytes that are
-not UTF-8, broken JSON, a header or record field of the wrong type or out of range, NaN or
-infinite numbers, unknown config fields) is a ``StoreFormatError`` naming the file, the line and
-the field.
+Writes are atomic (temp file, fsync, rename); every malformed input is a ``StoreFormatError``
+naming the file, the line and the field.
 """
 import contextlib
 import json
@@ -26,13 +22,14 @@ from countermem_jax.method.memory import retention
 from countermem_jax.method.memory.record import (MemoryRecord, RecordFieldError, check_dataclass_fields,
                                           get_field)
 from countermem_jax.method.memory.store import (FrozenStore, MemoryStore, StoreConfig, content_hash)
+from countermem_jax.runtime.errors import UserError
 
 FORMAT = "countermem-store"
 VERSION = 1
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
-class StoreFormatError(ValueError):
+class StoreFormatError(UserError, ValueError):
     """A store file is missing, malformed, of another version, or fails validation.
 
     The message always starts with the file (and ``:line`` where one is to blame), so the binaries
@@ -229,7 +226,7 @@ def _parse_json(path: pathlib.Path, lineno: int, line: str) -> dict:
     if not isinstance(obj, dict):
         raise StoreFormatError(f"{path}:{lineno}: expected a JSON object, got "
                                f"{type(obj).__name__}")
-    # a "\udcff" escape is valid JSON but no character: the text would not be UTF-8 (issue 39)
+    # a "\udcff" escape is valid JSON but no character: the text would not be UTF-8
     try:
         field = _lone_surrogate(obj) if _SURROGATE_ESCAPE.search(line) else None
     except RecursionError:

@@ -1,13 +1,4 @@
-"""The memory record m = (q, a-, a+, e, c, u) with its source task and provenance (Appendix B.2).
-
-Records are immutable values: the store replaces a record when its reuse statistics change, so a
-frozen snapshot can share record objects without any risk of them changing underneath it.
-
-Reading a record back from JSON is strict: every field is type- and range-checked and the first
-bad one is named (``RecordFieldError``), because a store file is an input that a person may have
-edited by hand, and a silently coerced value would change retrieval (Eq. 8) or the selector's
-features (Appendix C.1) without anyone noticing.
-"""
+"""The memory record m = (q, a-, a+, e, c, u) with its source task and provenance (Appendix B.2)."""
 import dataclasses
 import hashlib
 import json
@@ -17,7 +8,7 @@ import typing
 from typing import Any, Mapping
 
 from countermem_jax.method import bounded_diff
-from countermem_jax.method.condition_text import normalize_condition
+from countermem_jax.method.conditions.text import normalize_condition
 
 
 def normalize_action(text: str) -> str:
@@ -38,7 +29,7 @@ def edit_text(original: str, improved: str) -> str:
     """
     a, b = _TOKEN.findall(original.lower()), _TOKEN.findall(improved.lower())
     removed, added = [], []
-    for op, i1, i2, j1, j2 in bounded_diff.opcodes(a, b).opcodes:   # bounded cost (issue 39)
+    for op, i1, i2, j1, j2 in bounded_diff.opcodes(a, b).opcodes:   # bounded cost
         if op != "equal":
             removed += a[i1:i2]
             added += b[j1:j2]
@@ -207,7 +198,7 @@ def make_record_id(source_task_id: str, situation: str, original: str, improved:
     what makes re-running an interrupted build idempotent."""
     payload = json.dumps([source_task_id, situation, normalize_action(original),
                           normalize_action(improved), condition], ensure_ascii=False)
-    # a lone surrogate (never in a reply the backbone passed, issue 39) hashes as "?": no raise
+    # a lone surrogate (never in a reply the backbone passed) hashes as "?": no raise
     return hashlib.sha256(payload.encode("utf-8", "replace")).hexdigest()[:20]
 
 

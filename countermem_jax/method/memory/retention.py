@@ -1,15 +1,4 @@
-"""Which record leaves when the store is over capacity (Appendix B.3 and D.3, panel d).
-
-  * ``utility``    lowest S_keep (Eq. 5);
-  * ``recency``    the oldest record (smallest insertion sequence);
-  * ``random``     uniformly at random, seeded by (seed, number of evictions so far);
-  * ``similarity`` the most redundant record: highest cosine similarity of its situation to another
-                   record's situation, which keeps the store spread over distinct situations.
-Ties always go against the older record, so every rule is deterministic.
-
-All four rules see the same capacity B, which is what makes the retention comparison of
-Appendix D.3 a comparison of rules rather than of how many records each may keep.
-"""
+"""Which record leaves when the store is over capacity (Appendix B.3 and D.3, panel d)."""
 from typing import Sequence
 
 import numpy as np

@@ -1,20 +1,4 @@
-"""Reuse labels and the reuse statistic update u <- (1 - ρ)u + ρy (Appendix B.3, Eq. 6).
-
-The label is judged against the memory-free draft at the same decision:
-  * executed action unchanged from the draft            -> 0 (the record did nothing);
-  * changed and the task is solved                      -> +1;
-  * otherwise, with a previous evaluated attempt        -> sign(U(now) − U(previous));
-  * otherwise                                           -> 0.
-Judging against the draft means a record shown on a hard task but ignored by the LLM is not
-blamed for the task's failure.
-
-Updates happen only while construction is active; once the store is frozen for selector
-training and evaluation, u and the use counters no longer change (§4.2, Appendix C.3).
-
-The low-utility suppression gate (Appendix D.2) acts during construction only: a record whose u
-has fallen below a threshold after a number of uses is no longer offered to later construction
-tasks (it stays in the store; selector training and evaluation see every record).
-"""
+"""Reuse labels and the reuse statistic update u <- (1 - ρ)u + ρy (Appendix B.3, Eq. 6)."""
 import dataclasses
 
 from countermem_jax.method.memory.record import MemoryRecord, normalize_action

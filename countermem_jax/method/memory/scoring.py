@@ -1,23 +1,4 @@
-"""Admission and retention scores, paper Appendix B.1 (Eq. 4, S_adm) and B.3 (Eq. 5, S_keep).
-
-Normalisations (the paper leaves them to the implementation; these are ours):
-  * Δ̃ = clip(Δ, 0, 1). Δ is a difference of utilities in [0, 1], and only Δ > ε_adm is admitted,
-    so Δ̃ is Δ itself for every admitted record.
-  * ũ = clip(u, -1, 1). The reuse statistic is an exponential average of labels in {-1, 0, +1}, so it
-    already lives in [-1, 1]; a new record has ũ = 0 (no evidence either way).
-  * F = uses / max uses over the store (0 when nothing has been used yet).
-  * R (repeated advice) = max cosine similarity, clipped to [0, 1], between the embedding of this
-    record's edit (tokens removed and added, ``record.edit_text``) and any *other* record's; the
-    same fix applied to two different queries is repetition.
-  * I (conflicting advice) = 1 if another record has the same situation and the same original action
-    (after whitespace normalisation) but a different improved action, else 0.
-An exact duplicate (same original, improved action and condition) is refused outright as
-"duplicate": with Δ̃ = 1 the score alone (1 − λ_r, 0.3 at the paper's values) would let it in,
-and a copy adds nothing.
-
-Everything here is a pure function of the records passed in; the store (memory/store.py)
-decides when to call it and keeps the advice-embedding matrix row-aligned with its records.
-"""
+"""Admission and retention scores, paper Appendix B.1 (Eq. 4, S_adm) and B.3 (Eq. 5, S_keep)."""
 import dataclasses
 from typing import Sequence
 

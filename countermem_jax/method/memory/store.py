@@ -1,12 +1,7 @@
 """The bounded record store: admission, eviction, reuse updates and freezing (paper §3.3, App. B).
 
-``MemoryStore`` is the construction-time store. ``freeze()`` turns it into a ``FrozenStore``: an
-immutable snapshot with a content hash, which is what selector training and evaluation read.
-
-The split into two types is the held-out protocol of §4.2 and Appendix C.3 made structural:
-during selector training and evaluation neither records nor reuse statistics may change, so
-the object those phases hold has no way to change them, and its hash lets a later phase prove
-it read the very store construction wrote.
+``freeze()`` turns the construction-time ``MemoryStore`` into a hashed, immutable ``FrozenStore``:
+selector training and evaluation hold an object that cannot change records (§4.2, App. C.3).
 """
 import dataclasses
 import hashlib

@@ -1,10 +1,4 @@
-"""A readable summary of a store: what a researcher looks at first.
-
-Used by ``countermem_jax.inspect_store``. It shows the store's identity (snapshot id, content
-hash), how full it is against capacity B (Appendix B.3), where its records came from, how many
-carry an applicability condition c, what reuse was observed during construction, the
-distributions of Δ, u and S_adm, and the records that retention (Eq. 5) would keep first.
-"""
+"""A readable summary of a store: what a researcher looks at first."""
 import collections
 import textwrap
 

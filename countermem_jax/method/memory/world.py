@@ -1,20 +1,4 @@
-"""Whether a record's evidence still stands: the world it was checked in against the world now.
-
-A record is stored because the checker (the world model H, paper §3.3) judged its edit an
-improvement. That verdict belongs to the checker's version and to the environment it read (the
-database file, for SQL). When either has changed since, the record's evidence is about another
-world: the record is *stale*. Retrieval refuses stale records (``RetrievalIndex(world=...)``,
-listed as ``excluded_stale`` and counted in the run's metrics), ``inspect_store --config`` lists
-them with why, and ``reverify_store`` checks them again under the current checker and keeps
-those that still hold (``countermem_jax.method.reverify``).
-
-A record carries its world as ``MemoryRecord.verified_under`` (``WorldStamp``: the checker's
-version and ``Evaluator.environment_digest`` of its source task). A record stored before stamps
-existed has none and is never stale: nothing says what it was checked in, and refusing it would
-empty every older store; ``reverify_store --include_unstamped`` checks such records once and
-stamps those that hold. A record whose source task the current benchmark does not hold cannot
-be compared and is not refused either (``inspect_store`` counts it as not checked).
-"""
+"""Whether a record's evidence still stands: the world it was checked in against the world now."""
 import dataclasses
 from typing import Iterable, Sequence
 

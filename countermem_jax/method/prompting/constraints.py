@@ -1,26 +1,13 @@
-"""Output constraints of the structured replies (paper Appendix D.8's output contracts).
-
-Each template whose reply is structured has a ``ReplyFormat``: the JSON schema its reply must
-meet (a function of the call's parse arguments, e.g. at most K edits, a choice in 1..N), sent to
-the backend as an ``OutputConstraint`` and enforced while decoding where the backend can; and how
-a schema-valid object reads as the template's text contract, so the one parser of each template
-applies the same rules (locality of an edit, one checkable condition) whatever the backend did.
-
-After decoding every reply is validated again (``read_reply``): servers are known to ignore a
-constraint, e.g. vLLM while a reasoning parser is on. A constrained reply that breaks its schema
-is a violation (``ParseError``: counted per template and handled as any parse failure); an
-unconstrained one (a backend without support) is read as JSON when it is schema-valid JSON and
-as the text contract otherwise, as before constraints existed.
-"""
+"""Output constraints of the structured replies (paper Appendix D.8's output contracts)."""
 import dataclasses
 import functools
 import json
-import re
 from typing import Callable
 
 import jsonschema
 
 from countermem_jax.backbones.base import OutputConstraint
+from countermem_jax.backbones.replies import json_object
 from countermem_jax.method.prompting import parsers
 
 
@@ -170,28 +157,6 @@ FUNCTION_CALLS = ReplyFormat(
         "arguments": {"type": "object", "additionalProperties": {"type": "string"}}})}}),
     _calls_text)
 
-# The condition judge (§3.4): whether the stored condition holds for the new task.
-JUDGE_VERDICT = OutputConstraint.from_schema(
-    "condition_verdict", _object({"verdict": {"enum": ["YES", "NO"]}}))
-
-
-def json_object(reply: str) -> dict | None:
-    """The JSON object a reply holds (whole, in a code fence, or the outermost braces of the
-    text), or None."""
-    text = (reply or "").strip()
-    fence = re.match(r"^```\w*\s*\n?(.*?)\n?```$", text, re.S)
-    if fence:
-        text = fence.group(1).strip()
-    for candidate in (text, text[text.find("{"): text.rfind("}") + 1]):
-        try:
-            obj = json.loads(candidate)
-        except (json.JSONDecodeError, ValueError, RecursionError):   # nested past the stack
-            continue
-        if isinstance(obj, dict):
-            return obj
-    return None
-
-
 def violation(constraint: OutputConstraint, reply: str) -> str:
     """Why ``reply`` breaks ``constraint`` (a JSON schema), or "" when it meets it."""
     obj = json_object(reply)
@@ -243,10 +208,3 @@ def read_reply(fmt: ReplyFormat, reply: str, constrained: bool, parse_args: dict
     obj = json_object(reply)
     refused = fmt.refused(obj, **parse_args) if fmt.refused else 0
     return Read(fmt.to_text(obj), "", refused)
-
-
-def verdict_of(reply: str) -> bool | None:
-    """The condition judge's verdict in a JSON reply ({"verdict": "YES" | "NO"}), or None."""
-    obj = json_object(reply)
-    value = str(obj.get("verdict", "")).upper() if obj else ""
-    return {"YES": True, "NO": False}.get(value)

@@ -1,12 +1,4 @@
-"""The log of reply-contract violations (paper Appendix D.8: every parse failure is logged).
-
-One ``ParseFailureLog`` per run, handed explicitly to whoever calls templates (the ``Agent``, and
-through it every augmentation and baseline), so two runs in one process never share a log and no
-phase has to repoint a module-level object. With a ``path`` each failure is also appended to a
-JSONL file (the phases use ``<workdir>/parse_failures.jsonl``). Beside the failures it counts,
-per template, what happened to the replies (``REPLY_OUTCOMES``), so the run's metrics report
-truncations and constraint violations next to parse failures.
-"""
+"""The log of reply-contract violations (paper Appendix D.8: every parse failure is logged)."""
 import collections
 import json
 import threading

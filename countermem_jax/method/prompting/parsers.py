@@ -1,16 +1,4 @@
-"""Parsers that enforce each prompt's output contract (paper Appendix D.8).
-
-They accept what small local models actually write — code fences, chatter before and after,
-``**bold**`` field names, lower-case keys — and raise ``ParseError`` with a short reason when the
-contract is not met; the caller then asks once more with that reason (the repair message).
-The reason is written for the model, so it says what to write rather than what went wrong in
-the parser.
-
-The parsers are also where the method's contracts are enforced rather than trusted: Module I's
-edits must be local (``parse_local_edits``, §3.2), and Module II's condition must be one short
-checkable requirement or explicitly none (``parse_distilled``, §3.3). The parsers of the
-baselines' templates (Appendix D.5) follow the same rules, so no method gets a laxer contract.
-"""
+"""Parsers that enforce each prompt's output contract (paper Appendix D.8)."""
 import bisect
 import dataclasses
 import itertools
@@ -18,7 +6,7 @@ import json
 import re
 
 from countermem_jax.method import bounded_diff
-from countermem_jax.method.condition_text import normalize_condition
+from countermem_jax.method.conditions.text import normalize_condition
 
 
 class ParseError(ValueError):

@@ -1,27 +1,7 @@
 """Prompt templates of paper Appendix D.8, with field truncation and parser contracts.
 
-Fields are truncated before rendering (state 2,500 chars, action/draft 2,000, feedback 800,
-decision units 4,000, environment context 3,000, rendered record 1,200, trajectory 3,000).
-A stored record is rendered as a delimited data block, with the delimiters escaped inside its
-fields, so text in a record cannot pose as instructions. ``call_template`` renders, calls,
-parses, asks once more with a repair message on a contract violation, and logs every failure
-in the ``ParseFailureLog`` it is given. A template with a structured reply has a ``ReplyFormat``
-(``constraints.py``): its JSON schema goes with the call as an output constraint, and the reply
-is validated after decoding. A reply cut off at its token limit is asked once more with the
-backbone's larger budget and is never booked as a parse failure. The templates that ask for an action (DRAFT_ACTION,
-REVISE_WITH_RECORD, REVISE_WITH_MEMORY) leave parsing the action to the task's domain
-(``countermem_jax/domains``): their parse argument ``domain`` is that ``Domain``.
-
-Which module of the method uses which template (the "Used in" column of the Appendix D.8 table):
-  Module I (§3.2)      GENERATE_LOCAL_ALTERNATIVES
-  Module II (§3.3)     DISTIL_RECORD
-  Module III (§3.4)    DRAFT_ACTION, REVISE_WITH_RECORD (showing ``render_record``)
-  Reflexion base agent (§4.1)  REFLEXION_REFLECT
-  transfer study (App. D.4)    LOOK_ALIKE_TASK
-The baselines' templates (App. D.5) are in ``countermem_jax/baselines/prompts.py``, with ``ALL``,
-every template by name. The prompt texts are part of the experiment: the response cache is keyed
-on the messages, so a changed text makes every call it renders miss the cache and changes the
-run; they are edited only on purpose.
+The texts are part of the experiment: the response cache is keyed on the messages, so a changed
+text changes the run (``tests/test_prompts_parsers.py`` pins each rendered request).
 """
 import dataclasses
 import logging
@@ -88,10 +68,8 @@ def render_record(record, with_condition: bool = True) -> str:
 
 # ----------------------------------------------------------------------------- templates
 # Where a reply that holds an action may stop: its code block closed, then a blank line. What
-# follows is commentary no parser reads, and it was half of the 0.5B model's draft characters
-# (524 replies: every one closed its block first, none held a second block, and none opened a
-# block with a bare fence followed by a blank line). The stop string is not part of the reply,
-# so the block reads as unclosed, which ``parsers.fenced_blocks`` takes as it is.
+# follows is commentary no parser reads. The stop string is not part of the reply, so the block
+# reads as unclosed, which ``parsers.fenced_blocks`` takes as it is.
 ACTION_END = ("\n```\n\n",)
 
 
@@ -157,11 +135,8 @@ def action_in_reply(reply: str, domain) -> str:
 
 # Module III (§3.4): the memory-free draft of the next action. It is written before any record
 # is shown, so the selector and the reuse label (Eq. 6) can compare against it. Plain on
-# purpose: the plain zero-shot prompt (no system message, the task's context, then its question,
-# then the domain's one instruction). A "Decision unit: join / predicate." line, a demand for
-# "the action only", a second format instruction, a system message and the question placed
-# before the schema each cost first attempts (the 0.5B model on seeded Spider questions: 6 of 40
-# solved with the first three, 20 with the zero-shot prompt; ``tools/tuning/record_yield.py``).
+# purpose: the zero-shot prompt (no system message, the task's context, then its question, then
+# the domain's one instruction) solves more first attempts of small models than any addition.
 DRAFT_ACTION = Template(
     "DRAFT_ACTION", "", TASK_HEAD + "{history}{instructions}",
     {**TASK_KINDS, "history": "trajectory", "instructions": "context"},

@@ -28,6 +28,7 @@ import pathlib
 import re
 import shutil
 import sys
+import threading
 
 import jax
 import numpy as np
@@ -35,9 +36,10 @@ import orbax.checkpoint as ocp
 
 from countermem_jax.method.selector import features
 from countermem_jax.method.selector.dqn import DQNConfig, init_state
+from countermem_jax.runtime.errors import UserError
 
 
-class IncompatibleCheckpointError(ValueError):
+class IncompatibleCheckpointError(UserError, ValueError):
     """The checkpoint was written for another observation layout or network.
 
     Restoring it would silently feed the network features in an order it was not trained on, so
@@ -45,7 +47,7 @@ class IncompatibleCheckpointError(ValueError):
     """
 
 
-class CheckpointIntegrityError(ValueError):
+class CheckpointIntegrityError(UserError, ValueError):
     """A checkpoint or its metadata is missing, unreadable, or not what was saved.
 
     The message starts with the offending path, so the binaries can print it as one line.
@@ -176,16 +178,30 @@ class _DropOrbaxWriteErrors(logging.Filter):
 logging.getLogger("absl").addFilter(_DropOrbaxWriteErrors())
 
 
+def _join_orbax_threads(timeout_s: float = 60.0) -> None:
+    """Waits for the background writers a failed save left running. A save can fail before
+    Orbax awaits them; one still running when the interpreter shuts down logs a traceback
+    (it can no longer start the threads it awaits its writes in). Their own errors are the
+    failed write's, already being raised (Orbax's threads re-raise them from ``join``)."""
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and type(thread).__module__.startswith("orbax"):
+            with contextlib.suppress(Exception):
+                thread.join(timeout_s)
+
+
 @contextlib.contextmanager
 def _write_errors(step_dir: pathlib.Path):
     """An I/O failure inside Orbax (its ``ValueError`` carrying the OS error code, or an
-    ``OSError``) raised as one ``OSError`` naming the step directory."""
+    ``OSError``) raised as one ``OSError`` naming the step directory, once Orbax's background
+    writers have ended."""
     try:
         yield
     except OSError as err:
+        _join_orbax_threads()
         raise OSError(err.errno, f"saving the selector checkpoint failed: {err.strerror or err}",
                       str(step_dir)) from None
     except ValueError as err:
+        _join_orbax_threads()
         code = _OS_ERROR_CODE.search(str(err))
         if code is None:
             raise

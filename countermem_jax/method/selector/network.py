@@ -1,9 +1,4 @@
-"""Q-network: MLP 98 → 64 → 64 → 5 with ReLU (Appendix C.1/C.2); 10,821 parameters.
-
-Output 0 is the value of skipping memory (executing the draft); output j ≥ 1 is the value of
-showing the record in retrieval slot j. There are L = 4 slots even though retrieval returns
-at most k = 3 records: the unused slot is masked, never chosen (Appendix B.4, C.1).
-"""
+"""Q-network: MLP 98 → 64 → 64 → 5 with ReLU (Appendix C.1/C.2); 10,821 parameters."""
 import flax.linen as nn
 import jax
 import jax.numpy as jnp

@@ -1,13 +1,9 @@
 """Selectors behind one interface: the online learner, the trained DQN and three fixed rules.
 
 Module III (paper §3.4) asks its selector two things: ``select(obs, mask) -> Choice`` at each
-decision, and ``observe(transition)`` once the decision's transition is closed (its reward and
-next observation known). The online learner (``training.OnlineLearner``) learns there; the
-frozen ones (``GreedyDQN``, the fixed rules, and ``EpisodeExplorer``, an episode's ε-greedy
-behaviour policy in a training wave) ignore it.
-
-The fixed rules make the comparison the paper could not (its limitation: DQN's benefit was never
-isolated against a fixed selector): ``always_skip``, ``always_top1`` and ``relevance_threshold``.
+decision, and ``observe(transition)`` once the decision's transition is closed. The online
+learner learns there; the frozen ones (``GreedyDQN``, the fixed rules, ``EpisodeExplorer``)
+ignore it.
 """
 import dataclasses
 import functools

@@ -1,19 +1,7 @@
 """One logged selector decision, the single transition type of the selector (paper Appendix C.2).
 
-A ``Transition`` is what one decision leaves behind: the observation z_t and its action mask,
-the action a_t, the reward r_t of Eq. 10, the next observation z_{t+1} with its mask, whether the
-episode ended, and the task it belongs to. The same type travels through every path:
-
-  * the online learner (``training.OnlineLearner.observe``) and the wave learner's schedule;
-  * the run log (``to_json`` / ``from_json``, event ``transition``) and the replay of a log after
-    a kill (``training.replay``);
-  * the ``.npz`` transition log (``training.log_from_transitions``) and offline retraining, where
-    a stack of transitions (arrays with a leading axis) is scanned through ``dqn.schedule``.
-
-It is a JAX pytree: every field but ``task_id`` is an array leaf, so a single transition, a batch
-sampled from the replay buffer and a stacked log are the same type. ``task_id`` is static metadata
-and ``mask`` may be ``None`` (a sampled batch does not need it); ``for_replay`` drops both so a
-jitted step compiles once whatever task a transition came from.
+A JAX pytree: one transition, a sampled batch and a stacked log are the same type; ``task_id`` is
+static metadata, and ``for_replay`` drops it and the mask so a jitted step compiles once.
 """
 from __future__ import annotations
 

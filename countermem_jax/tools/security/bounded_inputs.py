@@ -49,7 +49,7 @@ def _case_inputs():
     from countermem_jax.domains import sql_names
     from countermem_jax.domains.base import TEXT_NAMES
     from countermem_jax.method.conditions import TaskFacts, derive, never_holds
-    from countermem_jax.method.retrieval import conditions
+    from countermem_jax.method.conditions import checkers as conditions
 
     long_action = SQL + " -- " + _words(MB)
     long_edit = _changed(long_action)

@@ -125,7 +125,7 @@ def _retrieval(devices: dict, records: int, batch: int) -> dict:
     import jax.numpy as jnp
     import numpy as np
     from countermem_jax.method import text_embedding as embedding
-    from countermem_jax.method.retrieval.retrieve import topk_eligible
+    from countermem_jax.method.retrieval.retrieve import ELIGIBLE, SAME_TASK, topk_eligible
     rng = np.random.default_rng(0)
     keys = rng.standard_normal((records, embedding.DIM)).astype(np.float32)
     keys /= np.linalg.norm(keys, axis=1, keepdims=True)
@@ -134,20 +134,20 @@ def _retrieval(devices: dict, records: int, batch: int) -> dict:
     queries = rng.standard_normal((batch, embedding.DIM)).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     query_task = np.arange(batch, dtype=np.int32)
+    reasons = np.where(key_task[None, :] == query_task[:, None], SAME_TASK,
+                       ELIGIBLE).astype(np.int8)
     out, found = {}, {}
     for name, device in devices.items():
         with jax.default_device(device):
-            k_d, r_d, t_d = (jnp.asarray(keys.T.copy()), jnp.asarray(reuse),
-                             jnp.asarray(key_task))
-            q_d, qt_d = jnp.asarray(queries), jnp.asarray(query_task)
+            k_d, r_d = jnp.asarray(keys.T.copy()), jnp.asarray(reuse)
+            q_d, why_d = jnp.asarray(queries), jnp.asarray(reasons)
 
             def batched():
-                return jax.block_until_ready(topk_eligible(q_d, k_d, r_d, t_d, qt_d, None, 0.2,
-                                                           k=3))
+                return jax.block_until_ready(topk_eligible(q_d, k_d, r_d, why_d, 0.2, k=3))
 
             def single():
-                return jax.block_until_ready(topk_eligible(q_d[:1], k_d, r_d, t_d, qt_d[:1],
-                                                           None, 0.2, k=3))
+                return jax.block_until_ready(topk_eligible(q_d[:1], k_d, r_d, why_d[:1], 0.2,
+                                                           k=3))
             found[name] = np.asarray(batched()[1])
             single()
             per_query = _best(batched) / batch

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 
 from countermem_jax.tools.common import best_time, print_result
 from countermem_jax.method import text_embedding as embedding
-from countermem_jax.method.retrieval.retrieve import topk_eligible
+from countermem_jax.method.retrieval.retrieve import ELIGIBLE, SAME_TASK, topk_eligible
 
 _SIZES = flags.DEFINE_list("sizes", ["200", "10000", "100000"], "Store sizes to time.")
 _BATCH = flags.DEFINE_integer("batch", 256, "Queries per batched retrieval call.")
@@ -90,16 +90,18 @@ def main(argv):
         reuse = rng.uniform(-1, 1, size).astype(np.float32)
         key_task = rng.integers(0, max(size // 2, 1), size).astype(np.int32)
         query_task = np.arange(_BATCH.value, dtype=np.int32)
-        keys_d, reuse_d, key_task_d = map(jnp.asarray, (keys.T.copy(), reuse, key_task))
+        keys_d, reuse_d = map(jnp.asarray, (keys.T.copy(), reuse))
         q1, t1 = q_all[:1], query_task[:1]
 
+        def reasons(tasks):  # built on the host per call, as the index builds them
+            return np.where(key_task[None, :] == tasks[:, None], SAME_TASK, ELIGIBLE).astype(np.int8)
+
         def jax_one():
-            return jax.block_until_ready(topk_eligible(q1, keys_d, reuse_d, key_task_d, t1, None,
-                                                       0.2, k=3))
+            return jax.block_until_ready(topk_eligible(q1, keys_d, reuse_d, reasons(t1), 0.2, k=3))
 
         def jax_batch():
-            return jax.block_until_ready(topk_eligible(q_all, keys_d, reuse_d, key_task_d,
-                                                       query_task, None, 0.2, k=3))
+            return jax.block_until_ready(topk_eligible(q_all, keys_d, reuse_d, reasons(query_task),
+                                                       0.2, k=3))
         jax_one(), jax_batch()
         ours_idx = np.asarray(jax_batch()[1])
         ref_idx = numpy_topk(q_all, keys, reuse, key_task, query_task)

@@ -31,7 +31,7 @@ from countermem_jax import domains
 from countermem_jax.protocol import pools
 from countermem_jax.protocol import config_files
 from countermem_jax.domains import sql as sql_domain
-from countermem_jax.domains import sql_operators
+from countermem_jax.domains import sql as sql_operators
 from countermem_jax.tools.common import print_result
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method.prompting.failures import ParseFailureLog

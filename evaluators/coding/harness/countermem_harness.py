@@ -1,20 +1,6 @@
 """pytest plugin that carries the repository-test verdict to the host
 (docs/world_models.md). It lives outside the repository, is mounted read-only at /harness inside the
 sandbox and is loaded with ``-p countermem_harness`` before any conftest or tested module.
-
-At import it takes the inherited verdict pipe (``COUNTERMEM_VERDICT_FD``, then marked
-close-on-exec, so a re-executed pytest has no channel) and reads a 32-byte key from a second pipe
-(``COUNTERMEM_KEY_FD``, then closed). Every record it sends is one line
-``<hmac hex> <json>`` whose HMAC-SHA256 chains over all earlier records, so records written by
-anything that does not hold the key, or appended after the last one, are detected by the host.
-
-Records: ``start``; ``collect_error`` per collection failure; ``collected`` (the selected node
-ids, and the expected ids that were not collected); ``test`` per test (passed only if setup,
-call and teardown passed and the harness's own wrapper around the call saw no exception; skipped
-when a phase was skipped);
-``finish`` (pytest's exit status, how many test calls the harness saw, and ``tampered``: the
-known in-process tampering patterns found, e.g. pytest's report machinery replaced or a plugin
-registered by tested code). ``COUNTERMEM_EXPECTED`` names a JSON list of node ids: only those run.
 """
 import hashlib
 import hmac

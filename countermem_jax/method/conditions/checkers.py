@@ -4,7 +4,7 @@ Checkers are pluggable. Each returns True (holds), False (fails) or None (cannot
 condition); ``CompositeChecker`` asks them in order and applies a policy to conditions nobody
 could judge. The empty condition is universal and never reaches a checker.
 
-``RuleChecker`` decides conditions written in the rule grammar (``method/conditions``: features,
+``RuleChecker`` decides conditions written in the rule grammar (``grammar.py``: features,
 environment, feedback kind, and the clauses derived from a verified edit); a condition with a
 clause outside it is left to the next checker.
 
@@ -21,9 +21,10 @@ import dataclasses
 import re
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
-from countermem_jax.method import conditions
-from countermem_jax.method.conditions import TaskFacts
-from countermem_jax.method.prompting import constraints
+from countermem_jax.backbones.base import OutputConstraint
+from countermem_jax.backbones.replies import json_object
+from countermem_jax.method.conditions.applicability import FALLBACK_POLICIES, TaskFacts, check
+from countermem_jax.method.conditions.grammar import parse
 
 
 class ConditionChecker(Protocol):
@@ -42,9 +43,9 @@ class RuleChecker:
     """
 
     def __init__(self, fallback: str = "derive"):
-        if fallback not in conditions.FALLBACK_POLICIES:
+        if fallback not in FALLBACK_POLICIES:
             raise ValueError(f"fallback-condition policy must be one of "
-                             f"{conditions.FALLBACK_POLICIES}, got {fallback!r}")
+                             f"{FALLBACK_POLICIES}, got {fallback!r}")
         self.fallback = fallback
 
     def check(self, condition: str, task: TaskFacts) -> bool | None:
@@ -56,7 +57,7 @@ class RuleChecker:
         """
         if not condition.strip():
             return None
-        return conditions.check(conditions.parse(condition), task, self.fallback)
+        return check(parse(condition), task, self.fallback)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,8 +75,18 @@ class JudgeSettings:
 Ask = Callable[[str], Awaitable[Any]]   # prompt -> a str, or a reply with .text / .reasoning
 
 
-# The judge's output constraint: a verdict, nothing else (its tokens are charged to a decision).
-JUDGE_CONSTRAINT = constraints.JUDGE_VERDICT
+# The judge's output constraint (§3.4): a verdict, nothing else (its tokens are charged to a
+# decision).
+JUDGE_CONSTRAINT = OutputConstraint.from_schema("condition_verdict", {
+    "type": "object", "properties": {"verdict": {"enum": ["YES", "NO"]}}, "required": ["verdict"],
+    "additionalProperties": False})
+
+
+def verdict_of(reply: str) -> bool | None:
+    """The condition judge's verdict in a JSON reply ({"verdict": "YES" | "NO"}), or None."""
+    obj = json_object(reply)
+    value = str(obj.get("verdict", "")).upper() if obj else ""
+    return {"YES": True, "NO": False}.get(value)
 
 
 class LLMJudgeChecker:
@@ -114,7 +125,7 @@ class LLMJudgeChecker:
             reply = await ask(self.PROMPT.format(condition=condition, task=task.text[: self._max]))
             text, reasoning = (reply, "") if isinstance(reply, str) else (
                 reply.text, getattr(reply, "reasoning", ""))
-            verdict = constraints.verdict_of(text)
+            verdict = verdict_of(text)
             self._cache[key] = verdict if verdict is not None else parse_verdict(text, reasoning)
         return self._cache[key]
 
