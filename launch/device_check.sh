@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The JAX side on a GPU, measured once (docs/speed.md "GPU"): selector training on the GPU
 # against the CPU, five seeds vmapped against one, retrieval at 100,000 records, and the
-# platform and memory settings the binaries make (countermem_jax/tools/speed/device_check.py).
+# platform and memory settings the binaries make (benchmarks/speed/device_check.py).
 #
 #   launch/device_check.sh [--small] [--out FILE] [device_check flags]
 #
@@ -21,5 +21,5 @@ done
 py="${PYTHON:-python3}"
 "$py" -c 'import jax, flax, optax, orbax.checkpoint, chex, absl' 2>/dev/null || {
   echo "$py lacks one of jax, flax, optax, orbax-checkpoint, chex, absl: install them (pip install -e '.[gpu]')" >&2; exit 1; }
-run=(timeout 450 env PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -m countermem_jax.tools.speed.device_check "${args[@]}")
+run=(timeout 450 env PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -m benchmarks.speed.device_check "${args[@]}")
 if [ -n "$OUT" ]; then "${run[@]}" 2>&1 | tee "$OUT"; else "${run[@]}"; fi

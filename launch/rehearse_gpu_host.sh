@@ -17,7 +17,7 @@
 #    the long schema's prompts exceed the replica's context (--ctx), each one a failed request
 #    (context_length) while the phase goes on; llama.cpp's server refuses the JSON-schema
 #    constraint (HTTP 500, a validation error), handled per template.
-# 4. summary: what each step showed, from the workdirs' logs (countermem_jax/tools/rehearsal.py);
+# 4. summary: what each step showed, from the workdirs' logs (launch/rehearsal.py);
 #    exit status 1 when a step did not show what it should.
 # Needs the cpu and server extras (llama-cpp-python[server]), the model and the Spider data.
 set -euo pipefail
@@ -88,12 +88,12 @@ PORT_A=$(free_port); start_replica "$PORT_A" replica_a
 echo "replica A: $(grep -m1 '^serving' "$WORK/replica_a.log")"
 echo "URL file $URLS: $(cat "$URLS")"
 echo "/v1/models: $(curl -s --max-time 10 "http://127.0.0.1:$PORT_A/v1/models" | python -c 'import json,sys; print([m["id"] for m in json.load(sys.stdin)["data"]])')"
-# the stand-in answers as the pipeline benchmark's scripted SQL model (tools/scripted_sql.py):
+# the stand-in answers as the pipeline benchmark's scripted SQL model (benchmarks/scripted_sql.py):
 # every question of the two databases' gold query, a deterministic mistake on about half
 python - "$WORK/api_model.json" <<'PY'
 import json, sys
 from countermem_jax import domains
-from countermem_jax.tools import scripted_sql
+from benchmarks import scripted_sql
 import importlib.util
 spec = importlib.util.spec_from_file_location("rehearsal_spider", "configs/rehearsal/spider.py")
 module = importlib.util.module_from_spec(spec)
@@ -103,7 +103,7 @@ tasks = domains.load_benchmark(cfg)[0]
 json.dump(scripted_sql.responder_config(tasks), open(sys.argv[1], "w"))
 PY
 python -m countermem_jax.testing.openai_server --gpt_oss_style --model_id gemini-3.1-flash-lite \
-  --responder countermem_jax.tools.scripted_sql:make_responder --responder_config "$WORK/api_model.json" \
+  --responder benchmarks.scripted_sql:make_responder --responder_config "$WORK/api_model.json" \
   --refuse_constraint_names distilled_record > "$WORK/api.url" 2> "$WORK/api.log" &
 pids+=($!)
 for _ in $(seq 100); do [ -s "$WORK/api.url" ] && break; sleep 0.2; done
@@ -153,4 +153,4 @@ echo "sweep exit status $sw"
 echo "replica A answered $(answered replica_a) requests, replica B $(answered replica_b)"
 
 say "4. summary (wall time $(( $(date +%s) - started )) s, load average $(cut -d' ' -f1-3 /proc/loadavg))"
-python -m countermem_jax.tools.rehearsal "$WORK" --preflight_status "$pf" --sweep_status "$sw"
+python launch/rehearsal.py "$WORK" --preflight_status "$pf" --sweep_status "$sw"

@@ -5,6 +5,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # benchmarks/
 
 from helpers import make_record  # noqa: E402,F401
 

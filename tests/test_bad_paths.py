@@ -4,8 +4,8 @@ line saying it can resume (exit status 130); a run refused before it started lea
 report and the sweep's skip check verify a frozen store against its recorded hash.
 
 The binaries run as subprocesses, as a user runs them
-(``countermem_jax.tools.security.hostile_paths``, the bad-paths family of the hostile catalogue;
-``tools/security/hostile.py`` runs all of its cases).
+(``benchmarks.security.hostile_paths``, the bad-paths family of the hostile catalogue;
+``benchmarks/security/hostile.py`` runs all of its cases).
 """
 import json
 import os
@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from countermem_jax.tools.security import hostile_paths
+from benchmarks.security import hostile_paths
 from helpers import config_without_model
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

@@ -1,7 +1,7 @@
 """Issue 39, items 2 and 3: every parser and edit routine is bounded (depth, length) and refuses
 what is too deep or too long for that step instead of raising or stalling; everything written
 is UTF-8, and a store holding anything else is refused naming file, line and field. Speed on
-1 MB inputs is measured by ``countermem_jax/tools/security/bounded_inputs.py``, not asserted
+1 MB inputs is measured by ``benchmarks/security/bounded_inputs.py``, not asserted
 here."""
 import difflib
 import json

@@ -89,7 +89,7 @@ def _third_party_imports(package: pathlib.Path) -> dict:
             for name in names:
                 top = name.split(".")[0]
                 if top not in sys.stdlib_module_names and top not in ("countermem_jax",
-                                                                       "evaluators"):
+                                                                       "evaluators", "benchmarks"):
                     out.setdefault(top, str(path.relative_to(ROOT)))
     return out
 
@@ -102,7 +102,8 @@ def test_every_third_party_import_is_declared_in_setup_py():
     declared = _all_declared()
     missing = {}
     imports = {**_third_party_imports(ROOT / "evaluators"),
-               **_third_party_imports(ROOT / "countermem_jax")}
+               **_third_party_imports(ROOT / "countermem_jax"),
+               **_third_party_imports(ROOT / "benchmarks")}
     for module, where in sorted(imports.items()):
         dists = {_name(d) for d in providers.get(module, [])}
         if module in ("torch", "vllm", "llama_cpp", "tensorboardX") and not dists:

@@ -1,5 +1,5 @@
 """Evaluation over a real loopback HTTP server: all runs in one pool, shared drafts computed once
-(phases/evaluate.py, backbones/cache.py single flight, tools/scripted_sql.py)."""
+(phases/evaluate.py, backbones/cache.py single flight, benchmarks/scripted_sql.py)."""
 import asyncio
 import contextlib
 import json
@@ -12,7 +12,7 @@ from countermem_jax.testing.openai_server import LocalOpenAIServer
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 from helpers import config_module, cpu_config, default_config, paper_config
 from countermem_jax.domains.sql import SQL
-from countermem_jax.tools import scripted_sql
+from benchmarks import scripted_sql
 
 N_BUILD, N_EVAL = 4, 10
 

@@ -14,7 +14,7 @@ from countermem_jax.backbones import factory, served_urls
 from countermem_jax.backbones.openai_http import BackboneError
 from countermem_jax.sweep import execute, graph, ray_backend, spec
 from countermem_jax.testing.openai_server import LocalOpenAIServer
-from countermem_jax.tools import preflight_checks
+from countermem_jax.preflight import checks as preflight_checks
 from helpers import paper_config
 
 REPO = pathlib.Path(__file__).resolve().parent.parent

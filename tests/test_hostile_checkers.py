@@ -1,7 +1,7 @@
 """Issue #11: checkers that cannot be forged, leaked from, hung, flooded or starved.
 
-The catalogue of hostile actions lives in ``countermem_jax.tools.security.hostile`` (the
-report ``python -m countermem_jax.tools.security.hostile`` runs the same cases); each case is one
+The catalogue of hostile actions lives in ``benchmarks.security.hostile`` (the
+report ``python -m benchmarks.security.hostile`` runs the same cases); each case is one
 test here.
 """
 import contextlib
@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from countermem_jax.tools.security import hostile
+from benchmarks.security import hostile
 from evaluators.coding import sandbox, verdict
 from evaluators.coding.checker import RepoTestEvaluator
 from evaluators.coding.loaders import known_fix_diff

@@ -333,7 +333,7 @@ def test_gpt_oss_samples_with_a_seed_per_task_and_the_cpu_configs_stay_greedy():
 # ----------------------------------------------------------------------------- preflight
 @pytest.mark.parametrize("max_model_len", [120, 32768])
 def test_the_preflight_sets_the_longest_prompt_against_max_model_len(tmp_path, max_model_len):
-    from countermem_jax.tools import preflight_checks
+    from countermem_jax.preflight import checks as preflight_checks
     cfg = sweep_fixture.get_config()
     cfg.data.data_dir = str(tmp_path)
     with LocalOpenAIServer(gpt_oss_style=True, max_model_len=max_model_len,
@@ -354,7 +354,7 @@ def test_the_preflight_sets_the_longest_prompt_against_max_model_len(tmp_path, m
 
 
 def test_the_preflight_says_when_the_prompts_cannot_be_measured(tmp_path):
-    from countermem_jax.tools import preflight_checks
+    from countermem_jax.preflight import checks as preflight_checks
     cfg = sweep_fixture.get_config()
     cfg.data.benchmark = "no_such_benchmark"
     with LocalOpenAIServer(gpt_oss_style=True) as srv:

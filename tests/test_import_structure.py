@@ -2,7 +2,7 @@
 below import only downwards; no import cycle anywhere in ``countermem_jax/`` and ``evaluators/``;
 ``countermem_jax/backbones`` talks to models only (never imports prompting, domains, memory,
 retrieval, selector or evaluators); the library never imports the test doubles of
-``countermem_jax/testing`` (only tests, ``tools/`` and ``launch/`` may); a SQL task reaches
+``countermem_jax/testing`` (only tests, ``benchmarks/`` and ``launch/`` may); a SQL task reaches
 ``evaluators/sql`` through one door, ``countermem_jax/domains/sql.py``; ``evaluators/`` never
 imports ``countermem_jax``.
 
@@ -21,7 +21,7 @@ UPWARD_FROM_BACKBONES = ("countermem_jax.method.prompting", "countermem_jax.doma
                          "countermem_jax.method.memory", "countermem_jax.method.retrieval",
                          "countermem_jax.method.selector", "evaluators")
 TEST_DOUBLES = "countermem_jax.testing"
-MAY_USE_TEST_DOUBLES = ("countermem_jax.testing", "countermem_jax.tools")   # tools: on purpose
+MAY_USE_TEST_DOUBLES = ("countermem_jax.testing",)
 SQL_DOOR = "countermem_jax.domains.sql"
 
 # The layers, bottom to top: a module imports from its own layer or lower ones only. Each entry
@@ -36,7 +36,7 @@ LAYERS = (
     ("phases",),                                       # Algorithm 1's three phases
     ("experiment", "cli"),                             # faces of the library
     # data: the `python -m countermem_jax.data` command; its calibration reads protocol/pools.py
-    ("studies", "sweep", "reporting", "tools", "data"),  # drivers of many runs
+    ("studies", "sweep", "reporting", "data"),        # drivers of many runs
     ("build_memory", "train_selector", "evaluate", "inspect_store", "report", "study",
      "study_cost", "preflight", "reverify_store"),     # binaries
 )
@@ -186,15 +186,15 @@ def _backbone_upward_imports(graph) -> list[tuple[str, str]]:
 
 
 def _test_double_users(graph) -> list[tuple[str, str]]:
-    """(module, target) where library code outside testing/ and tools/ imports a test double."""
+    """(module, target) where library code outside testing/ imports a test double."""
     return sorted((m, t) for m, targets in graph.items() if not _inside(m, MAY_USE_TEST_DOUBLES)
                   for t in targets if _inside(t, (TEST_DOUBLES,)))
 
 
 def _sql_doors(graph) -> list[str]:
-    """Library modules (tools/ aside) that import anything of ``evaluators.sql``."""
+    """Library modules that import anything of ``evaluators.sql``."""
     return sorted(m for m, targets in graph.items()
-                  if _inside(m, ("countermem_jax",)) and not _inside(m, ("countermem_jax.tools",))
+                  if _inside(m, ("countermem_jax",))
                   and any(_inside(t, ("evaluators.sql",)) for t in targets))
 
 
@@ -207,7 +207,8 @@ def test_library_never_imports_the_test_doubles():
 
 def test_sql_tasks_reach_the_sql_evaluator_through_one_door():
     """Loaders, checker, action extraction and the schema for the rule edits: all through
-    domains/sql (the speed benchmarks in ``tools/`` time the evaluator directly, on purpose)."""
+    domains/sql (the speed benchmarks in ``benchmarks/``, outside the library, time the evaluator
+    directly, on purpose)."""
     doors = _sql_doors(_graph())
     assert doors == [SQL_DOOR], f"modules reaching evaluators/sql: {doors}"
 
@@ -216,7 +217,6 @@ def test_the_layering_checks_catch_violations():
     """The checks above on a made-up graph that breaks each rule once."""
     graph = {"countermem_jax.backbones.x": {"countermem_jax.method.prompting.prompts", "json"},
              "countermem_jax.method.agents": {"countermem_jax.testing.scripted_backbone"},
-             "countermem_jax.tools.y": {"countermem_jax.testing.openai_server", "evaluators.sql"},
              "countermem_jax.operators": {"evaluators.sql.loaders"},
              SQL_DOOR: {"evaluators.sql"}}
     assert _backbone_upward_imports(graph) == [("countermem_jax.backbones.x",

@@ -87,7 +87,7 @@ def test_require_tuning_pool_refuses_every_database():
 
 
 def test_the_yield_benchmark_draws_from_the_tuning_pool_and_refuses_the_report_pool(tmp_path):
-    from countermem_jax.tools.tuning import record_yield as bench
+    from benchmarks.tuning import record_yield as bench
     assert bench.cpu_config(tmp_path / "m.json").data.db_ids == TUNING
     for names in (("real_estate_properties",), ()):
         with pytest.raises(pools.PoolError):
@@ -96,7 +96,7 @@ def test_the_yield_benchmark_draws_from_the_tuning_pool_and_refuses_the_report_p
 
 OPERATOR_PROBE = """
 import json
-from countermem_jax.tools.tuning import sql_operators as bench
+from benchmarks.tuning import sql_operators as bench
 from countermem_jax.protocol import pools
 read = bench.sql_domain.spider_tasks
 def no_read(*_):
@@ -116,7 +116,7 @@ print(json.dumps({"refused": refused,
 
 def test_the_operator_benchmark_draws_from_the_tuning_pool_and_refuses_before_it_reads(
         benchdata):
-    # in a process of its own: tools/tuning/record_yield.py defines flags of the same names
+    # in a process of its own: benchmarks/tuning/record_yield.py defines flags of the same names
     out = subprocess.run([sys.executable, "-c", OPERATOR_PROBE], capture_output=True, text=True,
                          check=True, timeout=120)
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -134,9 +134,9 @@ def test_the_spider_calibration_reads_the_tuning_pool_only(benchdata):
 
 
 @pytest.mark.parametrize("command", [
-    ["-m", "countermem_jax.tools.tuning.record_yield", "--db_ids=pets_1,network_1"],
-    ["-m", "countermem_jax.tools.tuning.sql_operators", "--db_ids=student_transcripts_tracking"],
-    ["-m", "countermem_jax.tools.tuning.record_yield", "--db_ids="],
+    ["-m", "benchmarks.tuning.record_yield", "--db_ids=pets_1,network_1"],
+    ["-m", "benchmarks.tuning.sql_operators", "--db_ids=student_transcripts_tracking"],
+    ["-m", "benchmarks.tuning.record_yield", "--db_ids="],
 ])
 def test_a_tuning_binary_refuses_a_report_database_in_one_line(command, tmp_path):
     workdir = tmp_path / "wd"

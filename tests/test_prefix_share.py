@@ -6,7 +6,7 @@ import types
 
 from countermem_jax.domains.sql import SQL
 from countermem_jax.method.prompting import prompts
-from countermem_jax.tools.speed import prefix_share
+from benchmarks.speed import prefix_share
 
 SCHEMA = "Database: pets_1\nSchema:\nCREATE TABLE Student (StuID INTEGER, Age INTEGER);\n" * 8
 

@@ -5,6 +5,7 @@ and refused constraints, each step's outcome read from the script's output and a
 
 Runs when llama-cpp-python[server], the pinned CPU model and the Spider data are present (about
 a minute on two cores)."""
+import importlib.util
 import json
 import os
 import pathlib
@@ -13,9 +14,10 @@ import subprocess
 
 import pytest
 
-from countermem_jax.tools import rehearsal
-
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("rehearsal", ROOT / "launch/rehearsal.py")
+rehearsal = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(rehearsal)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 
 from countermem_jax.method.agents import Agent, MemoryCalls
 from countermem_jax.method.agents import TaskContext as AgentTaskContext
-from countermem_jax.tools import preflight_checks as preflight
+from countermem_jax.preflight import checks as preflight
 from countermem_jax.backbones.base import (Charge, OutputConstraint, SamplingParams,
                                           TokenLedger)
 from countermem_jax.backbones.cache import cache_key

@@ -99,7 +99,7 @@ def people_benchmark(tmp_path):
 
 
 def test_yield_benchmark_runs_on_the_scripted_backbone(tmp_path, people_benchmark, capsys):
-    from countermem_jax.tools.tuning import record_yield as bench
+    from benchmarks.tuning import record_yield as bench
     r = bench.construction_yield(tp._config(tmp_path), tmp_path / "wd", tp.scripted(),
                                  people_benchmark)
     bench.print_table(r)
@@ -116,7 +116,7 @@ def test_yield_benchmark_runs_on_the_scripted_backbone(tmp_path, people_benchmar
 
 
 def test_replies_at_their_limit_count_as_truncated(tmp_path, people_benchmark):
-    from countermem_jax.tools.tuning import record_yield as bench
+    from benchmarks.tuning import record_yield as bench
     cfg = tp._config(tmp_path)
     cfg.agent.max_tokens = 3     # every scripted reply is longer than three tokens
     r = bench.construction_yield(cfg, tmp_path / "wd", tp.scripted(), people_benchmark)

@@ -4,7 +4,7 @@ be reported on (issue "a claim that holds where it was not tuned"; docs/ledger.m
 Every choice the CPU setting makes (databases, prompts, operators, thresholds, replay rules) is
 made on the *tuning pool*. The *report pool* is read by the replication
 (``configs/studies/replication.py``) with a config frozen before it runs, and by nothing else:
-the tuning scripts (``tools.tuning.record_yield``, ``tools.tuning.sql_operators``, calibration,
+the tuning scripts (``benchmarks.tuning.record_yield``, ``benchmarks.tuning.sql_operators``, calibration,
 any probe) call ``require_tuning_pool`` and refuse a report-pool database with one line, and the
 phases (build_memory, train_selector, evaluate) refuse one under any config but the frozen
 replication's run configs (``phases/report_pool.py``).
@@ -40,7 +40,7 @@ REPORT_POOL = {
 }
 
 # Report-pool questions that seeded probes read before the pools were fixed (docs/ledger.md: the
-# nested seed-0 draws of the yield and SQL-operator probes, tools/tuning/, then perf/; P1-P3,
+# nested seed-0 draws of the yield and SQL-operator probes, benchmarks/tuning/; P1-P3,
 # P5-P7, P12). The replication keeps them out of its evaluation sets; they may still serve
 # construction or selector training, which no figure reports.
 SEEN_BEFORE_FIXING = {

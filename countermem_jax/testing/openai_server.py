@@ -278,7 +278,7 @@ class LocalOpenAIServer:
 
     def encode(self, payload: dict) -> bytes:
         """The response body of a reply (a hostile server overrides it to send broken bytes,
-        ``tools/security/hostile_replies.py``)."""
+        ``benchmarks/security/hostile_replies.py``)."""
         return json.dumps(payload).encode()
 
     def __enter__(self):

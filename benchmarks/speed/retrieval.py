@@ -1,6 +1,6 @@
 """Embedding throughput and top-3 retrieval latency against plain NumPy, in one process.
 
-    python -m countermem_jax.tools.speed.retrieval [--sizes=200,10000,100000] [--batch=256]
+    python -m benchmarks.speed.retrieval [--sizes=200,10000,100000] [--batch=256]
 
 Goals: ≥ 20,000 embedded 1,000-character texts/s on one core; at 100,000 records the
 batched jitted retrieval no slower per query than NumPy matmul + argpartition; single-query latency
@@ -11,7 +11,7 @@ from absl import app, flags
 import jax
 import jax.numpy as jnp
 
-from countermem_jax.tools.common import best_time, print_result
+from benchmarks.common import best_time, print_result
 from countermem_jax.method import text_embedding as embedding
 from countermem_jax.method.retrieval.retrieve import ELIGIBLE, SAME_TASK, topk_eligible
 

@@ -1,7 +1,7 @@
 r"""Speed of every parser, edit routine, condition and retrieval step on a 1 MB input (issue 39:
 no input of at most 1 MB may make one take more than 1 s).
 
-    python -m countermem_jax.tools.security.bounded_inputs [--only=substring] [--timeout_s=60]
+    python -m benchmarks.security.bounded_inputs [--only=substring] [--timeout_s=60]
 
 Each case calls one routine on a hostile input of about 1 MB (a reply, a draft, an edit, a
 condition) in a forked process, best of ``--repeats``, and prints one line: case, input size,
@@ -15,7 +15,7 @@ import time
 
 from absl import app, flags
 
-from countermem_jax.tools.common import print_result
+from benchmarks.common import print_result
 
 _ONLY = flags.DEFINE_string("only", "", "Run only the cases whose name contains this.")
 _TIMEOUT = flags.DEFINE_float("timeout_s", 60.0, "Seconds after which a case is killed.")

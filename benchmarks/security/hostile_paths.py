@@ -1,7 +1,7 @@
-"""The bad-paths family of the hostile catalogue (``tools/security/hostile.py``): every binary
+"""The bad-paths family of the hostile catalogue (``benchmarks/security/hostile.py``): every binary
 given a path it cannot use, as a user would give it, and a build interrupted by SIGINT.
 
-    python -m countermem_jax.tools.security.hostile --only=paths/
+    python -m benchmarks.security.hostile --only=paths/
 
 Each case runs one binary as a subprocess (the repository's code, its data) on a private
 temporary directory: a workdir or ``--out`` under a read-only mount or read-only with finished
@@ -31,7 +31,7 @@ from typing import Callable
 
 from countermem_jax.runtime.paths import data_root
 
-REPO = pathlib.Path(__file__).resolve().parents[3]   # tools/security/ -> the repository
+REPO = pathlib.Path(__file__).resolve().parents[2]   # benchmarks/security/ -> the repository
 PHASE_CONFIG = "configs/spider_react_cpu.py"
 STUDY_CONFIG = "configs/studies/retrieval.py:cpu"
 NO_MODEL = "--config.backbone.model_path=/nonexistent.gguf"   # loading it would fail otherwise

@@ -1,6 +1,6 @@
 r"""What selector training in waves changes: best validation return and wall time at W=1 vs W=16.
 
-    python -m countermem_jax.tools.speed.selector_waves            # about 5 minutes on 2 CPU cores
+    python -m benchmarks.speed.selector_waves            # about 5 minutes on 2 CPU cores
 
 Builds one store on Spider (the CPU quickstart's eight databases) with a scripted backbone, then
 trains the selector seeds from it once per wave size W (``selector.wave_size``,
@@ -30,7 +30,7 @@ from countermem_jax import domains, experiment
 from countermem_jax.protocol import intervals
 from countermem_jax.backbones.base import Charge, SamplingParams
 from countermem_jax.protocol import config_files
-from countermem_jax.tools.common import print_result
+from benchmarks.common import print_result
 
 from countermem_jax.testing.scripted_backbone import ScriptedBackbone
 

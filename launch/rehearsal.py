@@ -1,6 +1,6 @@
 """What the GPU-host rehearsal showed (launch/rehearse_gpu_host.sh, docs/gpu_host.md "Rehearsal").
 
-    python -m countermem_jax.tools.rehearsal WORKDIR [--preflight_status N] [--sweep_status N]
+    python launch/rehearsal.py WORKDIR [--preflight_status N] [--sweep_status N]
 
 Reads the rehearsal's workdir (the replicas' logs, the URL file, the sweep's output and its
 workdirs' ``log.jsonl``) and prints one line per step, ``ok`` or ``FAILED`` with what was seen,

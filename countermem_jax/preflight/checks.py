@@ -10,7 +10,7 @@ problem). Before either, the setting's longest prompt (the first draft of each o
 benchmark's tasks, counted with the gpt-oss tokenizer) plus the draft's token budget is set
 against the servers' ``max_model_len`` (vLLM's ``/v1/models``): a prompt that cannot fit would
 be refused at every attempt (``context_length``). ``run`` returns the rows and the verdict;
-``render`` prints them; ``countermem_jax/preflight.py`` is the binary.
+``render`` prints them; ``__main__.py`` is the binary.
 """
 import collections
 import asyncio

@@ -3,7 +3,7 @@ model could send (repository tests, SQL, SAT and SMT encodings, SQL rule edit op
 must not be scored a success, must stop within its time bound and the host's
 memory bound, must leave the original repository or database byte-identical and leave no process.
 
-    python -m countermem_jax.tools.security.hostile [--only=substring]
+    python -m benchmarks.security.hostile [--only=substring]
 
 One line per case: checker, case, outcome, wall time, peak host memory growth (VmHWM above the
 RSS at the case's start, reset before each case), original state byte-identical, processes
@@ -30,9 +30,9 @@ from typing import Callable
 
 from absl import app, flags
 
-from countermem_jax.tools.security import hostile_paths
-from countermem_jax.tools.security import hostile_replies
-from countermem_jax.tools.common import print_result
+from benchmarks.security import hostile_paths
+from benchmarks.security import hostile_replies
+from benchmarks.common import print_result
 from countermem_jax.runtime.paths import data_root
 
 _ONLY = flags.DEFINE_string("only", "", "Run only the cases whose name contains this.")

@@ -1,6 +1,6 @@
 r"""How often Module I's SQL operators reach a fix of a real model's failed draft (paper §3.2).
 
-    python -m countermem_jax.tools.tuning.sql_operators --n=60 --workdir=/tmp/sqlops \
+    python -m benchmarks.tuning.sql_operators --n=60 --workdir=/tmp/sqlops \
         [--db_ids=car_1,...]
 
 The CPU config's model (llama.cpp, its settings and reply limit, greedy) drafts each of ``n``
@@ -32,7 +32,7 @@ from countermem_jax.protocol import pools
 from countermem_jax.protocol import config_files
 from countermem_jax.domains import sql as sql_domain
 from countermem_jax.domains import sql as sql_operators
-from countermem_jax.tools.common import print_result
+from benchmarks.common import print_result
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method.prompting.failures import ParseFailureLog
 
@@ -58,7 +58,7 @@ def _draft(backbone, task, params) -> str:
 def drawn_tasks(n: int, seed: int, db_ids=pools.tuning_pool()) -> list:
     """``n`` Spider questions of ``db_ids`` drawn with ``seed``; raises ``pools.PoolError`` for a
     report-pool database or an empty ``db_ids`` (every database), before anything is read."""
-    pools.require_tuning_pool("spider", db_ids, "tools.tuning.sql_operators --db_ids")
+    pools.require_tuning_pool("spider", db_ids, "benchmarks.tuning.sql_operators --db_ids")
     tasks = sql_domain.spider_tasks(ml_collections.ConfigDict({"db_ids": tuple(db_ids)}))
     return random.Random(seed).sample(tasks, min(n, len(tasks)))
 

@@ -1,6 +1,6 @@
 r"""HTTP client throughput against a local server with fixed latency, and CPU-model tokens/s.
 
-    python -m countermem_jax.tools.speed.backbone [--latency_ms=100] [--requests=256] \
+    python -m benchmarks.speed.backbone [--latency_ms=100] [--requests=256] \
         [--no_cpu_model]
 
 For each concurrency c the ideal rate is c / latency; the goal is ≥ 0.8 of ideal up to c = 32.
@@ -13,7 +13,7 @@ from absl import app, flags
 from countermem_jax.backbones.base import SamplingParams
 from countermem_jax.testing.openai_server import server_process
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
-from countermem_jax.tools.common import print_result
+from benchmarks.common import print_result
 
 _LATENCY = flags.DEFINE_integer("latency_ms", 100, "Server latency per request.")
 _REQUESTS = flags.DEFINE_integer("requests", 256, "Requests per concurrency level (≥ 4 × c).")

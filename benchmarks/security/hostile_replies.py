@@ -1,12 +1,12 @@
-"""The hostile-server family of the security catalogue (``tools/security/hostile.py``, issue 39): a
+"""The hostile-server family of the security catalogue (``benchmarks/security/hostile.py``, issue 39): a
 served model can return anything, and no reply may end or stall a build.
 
-    python -m countermem_jax.tools.security.hostile --only=reply_
+    python -m benchmarks.security.hostile --only=reply_
 
 Each case runs ``build_memory`` on the CPU Spider config (``configs/spider_react_cpu.py``,
 ``N_BUILD`` construction tasks) with ``backbone.kind=openai`` against ``HostileServer``, a
 loopback OpenAI-compatible server (``testing/openai_server.py``) that answers as the scripted
-SQL model does (``tools/scripted_sql.py``) except that the replies to one prompt template (the
+SQL model does (``benchmarks/scripted_sql.py``) except that the replies to one prompt template (the
 draft, the local edits, the distillation, or every one) come back broken in one way: a lone
 surrogate, bytes that are not UTF-8, a query nested 60 parentheses deep, 1 MB, thousands of
 ``FIND:`` lines, NUL, empty ``choices``, ``finish_reason`` "length" on valid JSON, a 40k-space
@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 
-from countermem_jax.tools import scripted_sql
+from benchmarks import scripted_sql
 from countermem_jax.testing.openai_server import LocalOpenAIServer
 
 N_BUILD = 3          # construction tasks per case: the first drafts, their edits and records

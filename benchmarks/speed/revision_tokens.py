@@ -1,11 +1,11 @@
 r"""Tokens of the revision with a record: ``memory.revision=replay_then_llm`` against ``llm``.
 
-    python -m countermem_jax.tools.speed.revision_tokens [--n=40] [--attempts=2]
+    python -m benchmarks.speed.revision_tokens [--n=40] [--attempts=2]
 
 Runs the ReAct agent with CounterMem's Module III (always the top record) on ``--n`` generated
-threshold questions over a table of people (``tools/scripted_sql.people_tasks``), once per
+threshold questions over a table of people (``benchmarks/scripted_sql.people_tasks``), once per
 revision mode, against the scripted SQL model served over a loopback HTTP server
-(``tools/scripted_sql.py``; it counts no usage, so the client counts the tokens of every prompt
+(``benchmarks/scripted_sql.py``; it counts no usage, so the client counts the tokens of every prompt
 and reply). About half the questions are drafted with a mistake (``LIMIT 0`` appended); the one
 record is the checked correction of that mistake on the first flawed question. Under ``llm``
 every use asks the model (REVISE_WITH_RECORD); under ``replay_then_llm`` the record's edit is
@@ -29,8 +29,8 @@ from countermem_jax.method.memory import CheckOutcome, Evidence, MemoryRecord, P
 from countermem_jax.method.memory_use import CounterMemAugmentation
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.method.selector import policies
-from countermem_jax.tools import scripted_sql
-from countermem_jax.tools.common import print_result
+from benchmarks import scripted_sql
+from benchmarks.common import print_result
 from countermem_jax.protocol import config_files
 from countermem_jax.testing.openai_server import LocalOpenAIServer
 

@@ -1,9 +1,9 @@
 """The three phases at 1 and at 64 tasks in flight against a slow OpenAI-compatible server
 (keep a vLLM server busy in every phase, without changing any result).
 
-    python -m countermem_jax.tools.speed.pipeline [--latency_ms=100] [--concurrency=64] [--scale=1]
+    python -m benchmarks.speed.pipeline [--latency_ms=100] [--concurrency=64] [--scale=1]
 
-A scripted SQL model (``tools/scripted_sql.py``: Spider tasks when the shared data is present,
+A scripted SQL model (``benchmarks/scripted_sql.py``: Spider tasks when the shared data is present,
 else a generated SQLite table) is served over HTTP by the local loopback server in its own
 process, answering each request after ``latency_ms``. build_memory, train_selector and evaluate
 run once with every concurrency knob at 1 and once at ``--concurrency`` (``eval.concurrency``,
@@ -57,10 +57,10 @@ from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 from countermem_jax.runtime.inflight import CheckerPool
 from countermem_jax.protocol import config_files
 from countermem_jax.method.memory import load_frozen
-from countermem_jax.tools import scripted_sql
-from countermem_jax.tools.common import print_result
+from benchmarks import scripted_sql
+from benchmarks.common import print_result
 from countermem_jax.phases.workdir import Workdir
-from countermem_jax.tools.speed.prefix_share import PrefixShare, prompt_text
+from benchmarks.speed.prefix_share import PrefixShare, prompt_text
 
 _LATENCY = flags.DEFINE_integer("latency_ms", 100, "Server latency per request.")
 _CONCURRENCY = flags.DEFINE_integer("concurrency", 64, "Tasks / waves in flight to compare with 1.")
@@ -427,7 +427,7 @@ def main(argv):
           f"{_LATENCY.value} ms, concurrency 1 vs {high}; workdirs under {root}")
     result = {"benchmark": source, "sizes": dataclasses.asdict(sizes),
               "latency_ms": _LATENCY.value, "concurrency": high}
-    with server_process(_LATENCY.value / 1000.0, "countermem_jax.tools.scripted_sql:make_responder",
+    with server_process(_LATENCY.value / 1000.0, "benchmarks.scripted_sql:make_responder",
                         str(root / "responder.json")) as url:
         _warm_up(root, url, bench, sizes)
         runs, artefacts, repeated = {}, {}, {}

@@ -1,5 +1,5 @@
 """A deterministic SQL benchmark and the scripted model that answers it over HTTP (the
-pipeline benchmark's; ``tools/speed/pipeline.py``).
+pipeline benchmark's; ``benchmarks/speed/pipeline.py``).
 
 Tasks: Spider questions when the data is present (``n`` of the shared copy's dev split, drawn
 by a seeded shuffle as the protocol's split draws are, so that databases mix within a split

@@ -1,11 +1,11 @@
 """Sandbox overhead of the repository-test checker: a full evaluation (hard-linked copy, edit,
 bubblewrap + unprivileged user + rlimits, JUnit parsing, clean-up) minus a bare pytest run of the
-same tests on a plain copy, on a QuixBugs program. Used by ``tools.speed.evaluators``."""
+same tests on a plain copy, on a QuixBugs program. Used by ``benchmarks.speed.evaluators``."""
 import shutil
 import subprocess
 import tempfile
 
-from countermem_jax.tools.common import median_time
+from benchmarks.common import median_time
 from countermem_jax.runtime.paths import data_root
 
 
@@ -39,7 +39,7 @@ def measure(repeats: int = 5, program: str = "gcd") -> dict:
 
 
 if __name__ == "__main__":
-    from countermem_jax.tools.common import print_result
+    from benchmarks.common import print_result
     result = measure()
     print(f"sandboxed pytest overhead {result['repo_sandbox_overhead_ms']:.1f} ms beyond a bare run "
           f"of {result['repo_sandbox_bare_ms']:.1f} ms (goal ≤ 150 ms)")

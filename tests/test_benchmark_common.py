@@ -1,8 +1,8 @@
-"""The tools run without optional extras: a comparison that needs PyTorch is
+"""The benchmarks run without optional extras: a comparison that needs PyTorch is
 skipped with a note naming the extra, and the script's other figures are still produced."""
 import sys
 
-from countermem_jax.tools import common
+from benchmarks import common
 
 
 def test_missing_optional_module_is_skipped_with_the_extra_named(monkeypatch, capsys):

@@ -1,6 +1,6 @@
 r"""Construction yield on the CPU model: how many counterfactual checks become records (§3.2-3.3).
 
-    python -m countermem_jax.tools.tuning.record_yield [--n=12] [--cpu_model=qwen2.5-coder-0.5b] \
+    python -m benchmarks.tuning.record_yield [--n=12] [--cpu_model=qwen2.5-coder-0.5b] \
         [--draft_questions=40] [--db_ids=car_1,pets_1,...] [--cache_dir=DIR] [--workdir=DIR]
 
 Runs the construction phase of the CPU config (configs/spider_react_cpu.py) on ``--n`` Spider dev
@@ -35,7 +35,7 @@ from countermem_jax import experiment
 from countermem_jax.backbones.base import Backbone, Charge, SamplingParams
 from countermem_jax.protocol.construction_tally import standing, tally
 from countermem_jax.method.memory import load_frozen
-from countermem_jax.tools.common import print_result
+from benchmarks.common import print_result
 from countermem_jax.method.prompting import prompts
 from countermem_jax.protocol import pools
 from countermem_jax.runtime.runlog import RunLog
@@ -86,7 +86,7 @@ def cpu_config(manifest: pathlib.Path, cpu_model: str = "", cache_dir: str = "",
     """The CPU quickstart config on the tasks of ``manifest``, drawn from ``db_ids``; raises
     ``pools.PoolError`` for a report-pool database or an empty ``db_ids`` (every database)."""
     from countermem_jax.protocol import config_files
-    pools.require_tuning_pool("spider", db_ids, "tools.tuning.record_yield --db_ids")
+    pools.require_tuning_pool("spider", db_ids, "benchmarks.tuning.record_yield --db_ids")
     cfg = config_files.load("configs/spider_react_cpu.py")
     cfg.data.db_ids = tuple(db_ids)
     cfg.splits.manifest = str(manifest)

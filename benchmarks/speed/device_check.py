@@ -1,6 +1,6 @@
 """What a GPU changes for the JAX side, measured in one run (launch/device_check.sh, docs/speed.md).
 
-    python -m countermem_jax.tools.speed.device_check [--small] [--decisions=2000] [--records=100000]
+    python -m benchmarks.speed.device_check [--small] [--decisions=2000] [--records=100000]
 
 Needs only JAX (CUDA jaxlib on a GPU host), flax, optax, orbax, chex, absl and this source: no
 vLLM, no network, no benchmark data. Four parts, each printed as it finishes:
@@ -10,7 +10,7 @@ vLLM, no network, no benchmark data. Four parts, each printed as it finishes:
    (XLA_PYTHON_CLIENT_PREALLOCATE=false); a child process started as a binary is checked to
    run on the CPU, and on a GPU how much memory JAX holds after this whole run.
 2. selector training (paper Appendix C.2): offline training on the same synthetic log of
-   logged decisions (as tools/speed/selector.py makes it), on the GPU against the CPU.
+   logged decisions (as benchmarks/speed/selector.py makes it), on the GPU against the CPU.
 3. five seeds vmapped against one, on each device (the goal: five ≤ 2× one).
 4. retrieval (Appendix B.4): batched and single top-3 at --records records on each device, and
    whether the two devices return the same records.
@@ -70,7 +70,7 @@ def _stub_if_missing(name: str) -> bool:
 
 
 def _best(fn, repeats=3) -> float:
-    from countermem_jax.tools.common import best_time
+    from benchmarks.common import best_time
     return best_time(fn, repeats=repeats)
 
 
@@ -86,7 +86,7 @@ def _selector(devices: dict, decisions: int) -> dict:
                         epsilon_start=0.3, epsilon_end=0.05, exploration_fraction=1.0,
                         checkpoint_every=decisions, call_penalty=0.15, failure_penalty=0.25,
                         token_penalty=0.02, token_scale=10_000.0)
-    from countermem_jax.tools.speed.synthetic import synthetic_log
+    from benchmarks.speed.synthetic import synthetic_log
     log = synthetic_log(decisions)
     out, params = {}, {}
 
@@ -168,7 +168,7 @@ def _retrieval(devices: dict, records: int, batch: int) -> dict:
 def main(argv):
     del argv
     from countermem_jax.runtime import jax_platform
-    from countermem_jax.tools.common import print_result
+    from benchmarks.common import print_result
     started = time.perf_counter()
     small = _SMALL.value
     decisions = 200 if small else _DECISIONS.value

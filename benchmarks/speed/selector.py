@@ -1,6 +1,6 @@
 """Selector training speed: jitted JAX DQN vs a straightforward PyTorch DQN, same transitions.
 
-    python -m countermem_jax.tools.speed.selector [--decisions=2000]
+    python -m benchmarks.speed.selector [--decisions=2000]
 
 Prints compile time, update steps/s, and the wall time of a full training (one seed, and five
 seeds vmapped) for both. Goals: five vmapped seeds ≤ 2× one seed; the JAX update ≥ 2×
@@ -14,11 +14,11 @@ import jax
 import numpy as np
 from absl import app, flags
 
-from countermem_jax.tools.common import best_time, optional_module, print_result
+from benchmarks.common import best_time, optional_module, print_result
 from countermem_jax.method.selector import dqn, features, training
 from countermem_jax.phases import context
 from countermem_jax.protocol import config_files
-from countermem_jax.tools.speed.synthetic import synthetic_log
+from benchmarks.speed.synthetic import synthetic_log
 
 _DECISIONS = flags.DEFINE_integer("decisions", 2000, "Logged decisions to train on.")
 

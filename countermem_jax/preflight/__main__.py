@@ -8,7 +8,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from countermem_jax import cli
-from countermem_jax.tools import preflight_checks as preflight
+from countermem_jax.preflight import checks as preflight
 from countermem_jax.runtime import file_limits
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",

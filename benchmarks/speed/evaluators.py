@@ -1,6 +1,6 @@
 """Per-check overhead of each world model: time beyond the bare query / solve, same run.
 
-    python -m countermem_jax.tools.speed.evaluators [--repeats=5]
+    python -m benchmarks.speed.evaluators [--repeats=5]
 
 Goals (issues #4, #5): SQL ≤ 2 ms on the Spider databases; SAT/SMT in-process ≤ 5 ms;
 subprocess-isolated SAT ≤ 60 ms; sandboxed repository tests ≤ 150 ms beyond a bare pytest run.
@@ -12,7 +12,7 @@ import statistics
 
 from absl import app, flags
 
-from countermem_jax.tools.common import median_time, optional_module, print_result
+from benchmarks.common import median_time, optional_module, print_result
 from countermem_jax.runtime.paths import data_root
 
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timing repeats per item (the median is kept).")
@@ -113,7 +113,7 @@ def main(argv):
         result["smt_overhead_ms"], result["smt_bare_ms"] = _overhead(smt_pairs(min(n, 12)),
                                                                      repeats)
     try:
-        from countermem_jax.tools.speed import sandbox_overhead
+        from benchmarks.speed import sandbox_overhead
         result.update(sandbox_overhead.measure(repeats))
     except ImportError:
         pass

@@ -1,0 +1,1 @@
+"""The preflight binary (``python -m countermem_jax.preflight``) and its checks."""
