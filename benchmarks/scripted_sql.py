@@ -108,8 +108,8 @@ def spider_tasks(n: int, data_dir: str = "", seed: int = 0):
     """``n`` Spider tasks (a seeded shuffle of the dev split, ``seed``) with the SQL checker and
     domain, or None without the data."""
     from countermem_jax import domains  # the package's loaders (data/fetch.py paths)
-    from countermem_jax.protocol.config_defaults import base_config
-    cfg = base_config().data
+    from countermem_jax.protocol import config_files
+    cfg = config_files.load("configs/default.py").data
     cfg.update(benchmark="spider", data_dir=data_dir)
     try:
         tasks, evaluator, domain = domains.load_benchmark(cfg)

@@ -9,20 +9,44 @@ from countermem_jax.method.memory import CheckOutcome, Evidence, MemoryRecord, P
 from countermem_jax.method.memory.record import make_record_id, normalize_condition
 
 
+CONFIGS = pathlib.Path(__file__).resolve().parents[1] / "configs"
+
+
+def config_module(name: str):
+    """``configs/<name>`` loaded as the binaries load it (a file, not a package module)."""
+    from countermem_jax.protocol import config_files
+    return config_files.load_module(CONFIGS / name)
+
+
+def default_config():
+    """``configs/default.py``: every field with the paper's value."""
+    return config_module("default.py").get_config()
+
+
+def paper_config(arg: str = "spider,react,gptoss"):
+    """``configs/paper.py:ARG``."""
+    return config_module("paper.py").get_config(arg)
+
+
+def cpu_config(agent: str = "react"):
+    """``configs/spider_react_cpu.py``: the CPU schedule (with ``agent``)."""
+    return config_module("spider_react_cpu.py").get_config(agent)
+
+
 def paper(section: str, **changes):
-    """The default config's typed method section ``section`` (``context.default_method()``:
+    """The default config's typed method section ``section`` (``context.method_config``:
     store, construction, dqn, retrieval, use, judge), with ``changes``: a test takes the paper's
     values from the config, as the phases do."""
     from countermem_jax.phases import context
-    return dataclasses.replace(getattr(context.default_method(), section), **changes)
+    method = context.method_config(default_config())
+    return dataclasses.replace(getattr(method, section), **changes)
 
 
 def agent_config(**changes):
-    """The default config's ``AgentConfig`` (``config_defaults.base_config().agent``) with
+    """The default config's ``AgentConfig`` (``configs/default.py``'s ``agent``) with
     ``changes``."""
     from countermem_jax.method.agents import AgentConfig
-    from countermem_jax.protocol.config_defaults import base_config
-    return AgentConfig(**{**base_config().agent.to_dict(), **changes})
+    return AgentConfig(**{**default_config().agent.to_dict(), **changes})
 
 
 def make_record(source_task_id="t1", situation="numeric threshold omits its boundary value",

@@ -8,7 +8,7 @@ import re
 import sqlite3
 
 from benchmarks.testing.scripted_backbone import ScriptedBackbone
-from countermem_jax.protocol.config_defaults import base_config
+from helpers import default_config
 from countermem_jax.domains import SQL
 from countermem_jax.studies.protocols import study_config  # noqa: F401  (tests import it here)
 from evaluators.base import Task
@@ -98,7 +98,7 @@ def scripted() -> ScriptedBackbone:
 
 def small_config(**splits):
     """Paper defaults shrunk to seconds: 2 attempts, a 6-decision single-seed selector."""
-    c = base_config()
+    c = default_config()
     c.agent.max_attempts = 2
     # every question here differs only in its literal bound: no paraphrase groups to keep apart
     c.splits.update({**dict(n_build=6, n_train=2, n_validation=1, n_eval=4,

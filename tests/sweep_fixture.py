@@ -18,7 +18,7 @@ import time
 import filelock
 
 from benchmarks.testing.openai_server import LocalOpenAIServer
-from countermem_jax.protocol.config_defaults import base_config
+from helpers import default_config
 from countermem_jax.domains.base import Benchmark
 from countermem_jax.domains.registry import BENCHMARKS
 from countermem_jax.domains.sql import SQL, sql_evaluator
@@ -131,7 +131,7 @@ class ScriptedServer(LocalOpenAIServer):
 def get_config(benchmark: str = "sweep_people"):
     """The per-run config of the sweep tests (``run_config = "tests/sweep_fixture.py:{benchmark}"``);
     the sweep's overrides give ``data.data_dir`` and ``splits.manifest``."""
-    c = base_config()
+    c = default_config()
     c.data.benchmark = benchmark
     c.agent.max_attempts = 2
     # a URL file: the runs use the servers of the host they run on (COUNTERMEM_LLM_URLS)

@@ -6,6 +6,7 @@ import pathlib
 import pytest
 
 from evaluators.formal import amber
+from helpers import paper_config
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "amber" / "amber.jsonl"
 FAKE_BIN = pathlib.Path(__file__).parent / "fake_bin"
@@ -94,7 +95,6 @@ def test_wrong_construction_fails_in_lean(tasks, lean):
 
 def test_registered_benchmark_reads_the_fixture(monkeypatch):
     from countermem_jax import domains
-    from countermem_jax.protocol.config_defaults import setting_config
-    cfg = setting_config("amber", "react").data
+    cfg = paper_config("amber,react,gptoss").data
     cfg.data_dir = str(FIXTURE)
     assert len(domains.get("amber").tasks(cfg)) == 2

@@ -18,7 +18,7 @@ from countermem_jax.baselines import expel, generative_agents, memgpt, voyager
 from countermem_jax.baselines import prompts as baseline_prompts
 from countermem_jax.baselines.memory import (BaselineMemory, FrozenMemoryError, hash_path,
                                              load_frozen_memory)
-from countermem_jax.protocol.config_defaults import base_config
+from helpers import default_config
 from countermem_jax.method.memory import SnapshotHashMismatch
 from countermem_jax.runtime.runlog import RunLog
 from evaluators.base import Outcome
@@ -65,8 +65,7 @@ def scripted(judge="CHOICE: 1"):
 
 
 def _cfg(**sections):
-    c = base_config()
-    c.baselines = baselines.default_config()
+    c = default_config()
     for key, values in sections.items():
         c.baselines[key].update(values)
     return c
@@ -404,7 +403,7 @@ def test_every_method_runs_through_the_three_phases(tmp_path, people_benchmark, 
     from test_pipeline import _config
     cfg = _config(tmp_path)
     cfg.method = method
-    cfg.baselines = baselines.default_config()
+    cfg.baselines = default_config().baselines
 
     wd = tmp_path / "wd"
     builder_backbone = scripted()

@@ -8,7 +8,7 @@ import pytest
 
 from countermem_jax import domains
 from countermem_jax.domains import registry
-from countermem_jax.protocol.config_defaults import setting_config
+from helpers import paper_config
 
 CONFIGS = pathlib.Path(__file__).parent.parent / "configs"
 
@@ -39,7 +39,7 @@ def test_the_twelve_settings_and_their_decision_units():
 
 
 def test_unknown_benchmark_lists_the_registered_ones():
-    cfg = setting_config("spider", "react").data
+    cfg = paper_config("spider,react,gptoss").data
     cfg.benchmark = "spidr"
     with pytest.raises(ValueError, match="unknown benchmark 'spidr'; registered: amber, bird"):
         domains.load_benchmark(cfg)
@@ -76,22 +76,22 @@ def test_each_setting_loads_its_tasks_where_the_data_is_present(name):
 
 
 def test_calibrated_solver_settings_restrict_budgets(benchdata):
-    sat = domains.get("satlib").tasks(setting_config("satlib", "react").data)
+    sat = domains.get("satlib").tasks(paper_config("satlib,react,gptoss").data)
     assert {t.features["family"] for t in sat} == {"uf50-218", "uuf50-218", "flat30-60"}
     assert {t.reference.max_conflicts for t in sat} == {45}
-    smt = domains.get("smtlib").tasks(setting_config("smtlib", "react").data)
+    smt = domains.get("smtlib").tasks(paper_config("smtlib,react,gptoss").data)
     assert {t.reference.max_rlimit for t in smt} == {2000}
 
 
 def test_missing_data_names_the_fetch_command(tmp_path, monkeypatch):
     monkeypatch.setenv("COUNTERMEM_DATA", str(tmp_path))
     with pytest.raises(domains.MissingData, match="python -m countermem_jax.data fetch spider"):
-        domains.get("spider").tasks(setting_config("spider", "react").data)
+        domains.get("spider").tasks(paper_config("spider,react,gptoss").data)
 
 
 def test_api_backbone_reads_its_key_from_the_named_variable(monkeypatch):
     from countermem_jax.backbones.factory import make_backbone
-    cfg = setting_config("spider", "react", "api").backbone
+    cfg = paper_config("spider,react,api").backbone
     cfg.cache_dir = ""
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     with pytest.raises(ValueError, match="GEMINI_API_KEY, which is not set"):
@@ -101,7 +101,7 @@ def test_api_backbone_reads_its_key_from_the_named_variable(monkeypatch):
 
 
 def test_load_benchmark_keeps_its_interface(benchdata):
-    cfg = setting_config("spider", "react").data
+    cfg = paper_config("spider,react,gptoss").data
     cfg.db_ids = ("concert_singer",)
     tasks, evaluator, domain = domains.load_benchmark(cfg)
     assert domain is domains.SQL and tasks and evaluator.name

@@ -1,6 +1,6 @@
 """Config overrides: the phase binaries lock the config, so an override naming a field
 that does not exist fails in one line instead of silently adding the field; and every override
-the README, launch scripts, configs and tests use names a field that ``base_config`` declares."""
+the README, launch scripts, configs and tests use names a field that ``configs/default.py`` declares."""
 import importlib.util
 import pathlib
 import re
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from countermem_jax.protocol.config_defaults import base_config
+from helpers import default_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 _OVERRIDE = re.compile(r"--config\.([A-Za-z_][\w.]*\w)")
@@ -40,7 +40,7 @@ def _declared(config, dotted: str) -> bool:
     return True
 
 
-def test_every_override_in_use_is_declared_in_base_config():
+def test_every_override_in_use_is_declared_in_the_default_config():
     found = _documented_overrides()
     assert "backbone.base_urls" in found and "splits.n_build" in found   # the scan sees them
     # a study config (configs/studies) holds the per-run config under "base", its own fields
@@ -54,9 +54,9 @@ def test_every_override_in_use_is_declared_in_base_config():
         if path.stem == "components":
             studies.append(module.get_config("four_domains"))
     missing = {path: where for path, where in found.items()
-               if not _declared(base_config(), path.removeprefix("base."))
+               if not _declared(default_config(), path.removeprefix("base."))
                and not any(_declared(study, path) for study in studies)}
-    assert not missing, f"overrides of fields base_config does not declare: {missing}"
+    assert not missing, f"overrides of fields configs/default.py does not declare: {missing}"
 
 
 @pytest.mark.parametrize("typo, field, hint", [

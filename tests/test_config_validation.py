@@ -8,7 +8,7 @@ import pytest
 from countermem_jax.phases import config_validation
 from countermem_jax import experiment
 from countermem_jax.phases import context as phase_context
-from countermem_jax.protocol.config_defaults import base_config
+from helpers import default_config
 from countermem_jax.phases.config_validation import ConfigError
 from test_pipeline import people_benchmark  # noqa: F401 (fixture)
 
@@ -52,7 +52,7 @@ def test_every_shipped_config_is_valid(path):
      "(0, 1, 2, 3, 4)"),
 ])
 def test_bad_field_is_named_with_the_allowed_values(field, value, message):
-    cfg = base_config()
+    cfg = default_config()
     *sections, key = field.split(".")
     node = cfg
     for section in sections:
@@ -64,7 +64,7 @@ def test_bad_field_is_named_with_the_allowed_values(field, value, message):
 
 
 def test_all_problems_are_listed_on_one_line():
-    cfg = base_config()
+    cfg = default_config()
     cfg.memory.retention = "lru"
     cfg.splits.n_train = -2
     with pytest.raises(ConfigError) as err:
@@ -87,7 +87,7 @@ def _no_backbone(*args, **kwargs):
 def test_splits_larger_than_the_data_are_refused_before_the_backbone(
         tmp_path, people_benchmark, monkeypatch, sizes, message):
     monkeypatch.setattr(phase_context, "make_backbone", _no_backbone)
-    cfg = base_config()
+    cfg = default_config()
     cfg.splits.update(n_build=2, n_train=2, n_validation=1, n_eval=2)
     cfg.splits.update(**sizes)
     with pytest.raises(ConfigError, match=re.escape(message)):

@@ -1,5 +1,6 @@
-"""The shipped configs: ``configs/paper.py:<benchmark>,<agent>,<backbone>[,<variant>]`` for every
-paper setting, and the CPU quickstart's own file; each loads, validates and documents its
+"""The shipped configs: ``configs/default.py`` (every field with the paper's value),
+``configs/paper.py:<benchmark>,<agent>,<backbone>[,<variant>]`` for every paper setting, and the
+CPU quickstart's own file; each loads, validates and documents its
 commands; a bad argument is refused in one line naming the valid choices."""
 import importlib.util
 import pathlib
@@ -8,12 +9,10 @@ import sys
 
 import pytest
 
-from countermem_jax.protocol import config_defaults
 from countermem_jax.phases import config_validation
 from countermem_jax import domains
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-BENCHMARKS = sorted({**config_defaults.SETTINGS, **config_defaults.EXTRA_SETTINGS})
 
 
 def _module(name: str):
@@ -24,9 +23,22 @@ def _module(name: str):
     return module
 
 
-def test_the_config_folder_holds_one_paper_config_and_the_quickstart():
+PAPER = _module("paper.py")
+BENCHMARKS = sorted({**PAPER.SETTINGS, **PAPER.EXTRA_SETTINGS})
+
+
+def test_the_config_folder_holds_the_defaults_one_paper_config_and_the_quickstart():
     assert sorted(p.name for p in (ROOT / "configs").glob("*.py")) == [
-        "paper.py", "spider_react_cpu.py"]
+        "default.py", "paper.py", "spider_react_cpu.py"]
+
+
+def test_the_paper_and_cpu_configs_only_override_fields_of_the_defaults():
+    """Every field of a paper or CPU config is declared by ``configs/default.py``."""
+    from flax import traverse_util
+    fields = set(traverse_util.flatten_dict(_module("default.py").get_config().to_dict()))
+    for cfg in (PAPER.get_config(), PAPER.get_config("satlib,reflexion,api"),
+                _module("spider_react_cpu.py").get_config()):
+        assert set(traverse_util.flatten_dict(cfg.to_dict())) == fields
 
 
 @pytest.mark.parametrize("name", BENCHMARKS)
@@ -75,7 +87,7 @@ def test_configs_document_their_commands():
         assert example in doc, example
     for name in BENCHMARKS:
         assert name in doc
-    for data in {domains.get(name).data for name in config_defaults.SETTINGS}:
+    for data in {domains.get(name).data for name in PAPER.SETTINGS}:
         assert data in doc, data
     doc = " ".join(_module("spider_react_cpu.py").__doc__.split())
     for binary in ("build_memory", "train_selector", "evaluate"):
@@ -109,7 +121,7 @@ def test_gpu_configs_keep_every_phase_full_and_cpu_configs_one_at_a_time():
     paper = _module("paper.py").get_config
     gptoss, api, cpu = (paper(f"spider,react,{b}") for b in ("gptoss", "api", "cpu"))
     assert gptoss.construction.wave_size == api.construction.wave_size == 0
-    assert gptoss.selector.wave_size * len(gptoss.selector.seeds) <= config_defaults.VLLM_SEQUENCES
-    assert gptoss.selector.wave_size == config_defaults.VLLM_SEQUENCES // 5 > 1
+    assert gptoss.selector.wave_size * len(gptoss.selector.seeds) <= PAPER.VLLM_SEQUENCES
+    assert gptoss.selector.wave_size == PAPER.VLLM_SEQUENCES // 5 > 1
     assert api.selector.wave_size == 1
     assert (cpu.construction.wave_size, cpu.selector.wave_size, cpu.eval.concurrency) == (1, 1, 1)

@@ -23,7 +23,7 @@ from countermem_jax.method import counterfactual
 from countermem_jax import experiment
 from countermem_jax.protocol import metrics
 from benchmarks.testing.scripted_backbone import Rule, ScriptedBackbone
-from countermem_jax.protocol.config_defaults import base_config
+from helpers import default_config
 from countermem_jax.backbones.base import Charge, TokenLedger, Usage
 from countermem_jax.method.memory import load_frozen, load_store
 from countermem_jax.method.memory import store as store_lib
@@ -143,7 +143,7 @@ def pinned(monkeypatch):
 
 
 def _config(tmp_path, wave_size=None):
-    c = base_config()
+    c = default_config()
     (tmp_path / "manifest.json").write_text(json.dumps(MANIFEST))
     c.splits.manifest = str(tmp_path / "manifest.json")
     c.agent.max_attempts = 2
@@ -306,7 +306,7 @@ def test_the_servers_hold_what_the_url_file_says(tmp_path):
     urls = tmp_path / "vllm_urls.txt"
     urls.write_text("http://127.0.0.1:9/v1 max_num_seqs=48\nhttp://127.0.0.1:10/v1 "
                     "max_num_seqs=16\n")
-    cfg = base_config().backbone
+    cfg = default_config().backbone
     cfg.update(kind="openai", base_urls=str(urls), model="m", max_concurrency=1024,
                cache_dir=str(tmp_path / "cache"))
     backbone = make_backbone(cfg)

@@ -10,7 +10,7 @@ from countermem_jax.method.agents import Agent
 from countermem_jax.backbones.cache import CachedBackbone
 from benchmarks.testing.openai_server import LocalOpenAIServer
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
-from countermem_jax.protocol.config_defaults import base_config
+from helpers import config_module, cpu_config, default_config, paper_config
 from countermem_jax.domains.sql import SQL
 from benchmarks import scripted_sql
 
@@ -71,7 +71,7 @@ def _config(tmp_path, concurrency):
     manifest = {"build": [t.task_id for t in tasks[:N_BUILD]], "train": [], "validation": [],
                 "eval": [t.task_id for t in tasks[N_BUILD:]]}
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    cfg = base_config()
+    cfg = default_config()
     cfg.splits.update(manifest=str(tmp_path / "manifest.json"), group_by_reference=False)
     cfg.agent.max_attempts = 2
     cfg.eval.update(selector="always_top1", concurrency=concurrency)
@@ -147,17 +147,16 @@ def test_gptoss_configs_keep_what_the_vllm_replicas_hold_in_flight_and_cpu_confi
     import pathlib
     import re
 
-    from countermem_jax.protocol import config_defaults
     script = (pathlib.Path(__file__).parents[1] / "launch" / "serve_vllm.sh").read_text()
     max_seqs = int(re.search(r"\bMAX_SEQS=(\d+)", script).group(1))
-    assert config_defaults.VLLM_MAX_NUM_SEQS == max_seqs
-    served = config_defaults.VLLM_REPLICAS * max_seqs
-    gpt = config_defaults.setting_config("spider", "react", "gptoss")
+    assert config_module("paper.py").VLLM_MAX_NUM_SEQS == max_seqs
+    served = config_module("paper.py").VLLM_REPLICAS * max_seqs
+    gpt = paper_config("spider,react,gptoss")
     assert gpt.eval.concurrency == gpt.backbone.max_concurrency == served
     assert "--replicas 4" in pathlib.Path(__file__).parents[1].joinpath(
         "configs", "paper.py").read_text()
     for agent in ("react", "reflexion"):
-        assert config_defaults.spider_cpu_config(agent).eval.concurrency == 1
+        assert cpu_config(agent).eval.concurrency == 1
 
 
 def test_the_scripted_judge_accepts_a_condition_only_for_its_own_database(tmp_path):

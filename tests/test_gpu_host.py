@@ -12,10 +12,10 @@ import pytest
 import sweep_fixture
 from countermem_jax.backbones import factory, served_urls
 from countermem_jax.backbones.openai_http import BackboneError
-from countermem_jax.protocol import config_defaults
 from countermem_jax.sweep import execute, graph, ray_backend, spec
 from benchmarks.testing.openai_server import LocalOpenAIServer
 from countermem_jax.preflight import checks as preflight_checks
+from helpers import paper_config
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -47,7 +47,7 @@ def _sweep(tmp_path, hosted_url="http://127.0.0.1:9/v1", methods=("countermem",)
 
 def test_a_missing_url_file_is_refused_at_once_with_its_absolute_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    cfg = config_defaults.setting_config("spider", "react", "gptoss").backbone
+    cfg = paper_config("spider,react,gptoss").backbone
     with pytest.raises(FileNotFoundError, match=f"URL file {tmp_path / 'vllm_urls.txt'}, which "
                                                 "does not exist"):
         factory.make_backbone(cfg)
@@ -57,7 +57,7 @@ def test_the_client_holds_what_the_url_files_replicas_batch(tmp_path):
     urls = tmp_path / "vllm_urls.txt"
     urls.write_text("http://127.0.0.1:8000/v1 max_num_seqs=256\n"
                     "http://127.0.0.1:8001/v1 max_num_seqs=256\n")
-    cfg = config_defaults.setting_config("spider", "react", "gptoss").backbone
+    cfg = paper_config("spider,react,gptoss").backbone
     cfg.base_urls, cfg.cache_dir = str(urls), ""
     backbone = factory.make_backbone(cfg)
     assert [r.url for r in backbone.replicas] == ["http://127.0.0.1:8000/v1",
@@ -132,24 +132,24 @@ def test_binaries_raise_the_soft_open_file_limit_to_the_hard_one():
 def test_a_hard_limit_below_the_configs_concurrency_is_said():
     from countermem_jax.runtime import file_limits
     code = ("from countermem_jax.runtime import file_limits\n"
-            "from countermem_jax.protocol import config_defaults\n"
-            "cfg = config_defaults.setting_config('spider', 'react', 'gptoss')\n"
+            "from countermem_jax.protocol import config_files\n"
+            f"cfg = config_files.load('{REPO}/configs/paper.py:spider,react,gptoss')\n"
             "print(file_limits.check(cfg, echo=print))")
     out = subprocess.run(["bash", "-c", f"ulimit -n 1024; {sys.executable} -c \"{code}\""],
                          capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.stdout.splitlines()[-1] == "False", out.stdout + out.stderr
     assert "open files are limited to 1024 (hard limit 1024), below the ~2304" in out.stdout
-    cfg = config_defaults.setting_config("spider", "react", "cpu")
+    cfg = paper_config("spider,react,cpu")
     assert file_limits.files_needed(cfg) == 1 + file_limits.BASE_FILES   # no sockets
     import ml_collections   # a study config (countermem_jax.study): read through its base
-    gpt = config_defaults.setting_config("spider", "react", "gptoss")
+    gpt = paper_config("spider,react,gptoss")
     study = ml_collections.ConfigDict({"base": gpt.to_dict(), "panels": ()})
     assert file_limits.files_needed(study) == file_limits.files_needed(gpt) == 2304
 
 
 def test_the_preflight_timeout_follows_reasoning_effort_and_token_budget(monkeypatch):
-    cfg = config_defaults.setting_config("spider", "react", "gptoss")
+    cfg = paper_config("spider,react,gptoss")
     names = preflight_checks.templates_of(cfg)
     budget = max(preflight_checks.request_of(cfg, n, "medium")[1].max_tokens for n in names)
     medium = preflight_checks.request_timeout_s(cfg, names)
@@ -170,7 +170,7 @@ def test_the_preflight_timeout_follows_reasoning_effort_and_token_budget(monkeyp
 def test_the_preflight_measures_completion_tokens_per_second_per_url():
     """Short bounded replies against every URL the client holds: tokens/s in all and per URL,
     the value the sweep's dry run takes; a URL that answered nothing is a NO-GO."""
-    cfg = config_defaults.setting_config("spider", "react", "gptoss")
+    cfg = paper_config("spider,react,gptoss")
     with LocalOpenAIServer(gpt_oss_style=True) as a, LocalOpenAIServer(gpt_oss_style=True) as b:
         cfg.backbone.base_urls = f"{a.base_url},{b.base_url}"
         report = preflight_checks.run(cfg, duration_s=0.5, concurrency=4)
@@ -189,7 +189,7 @@ def test_the_preflight_measures_completion_tokens_per_second_per_url():
 def test_the_preflight_throughput_requests_are_bounded():
     seen = []
 
-    cfg = config_defaults.setting_config("spider", "react", "gptoss")
+    cfg = paper_config("spider,react,gptoss")
     with LocalOpenAIServer(gpt_oss_style=True) as server:
         cfg.backbone.update(base_urls=server.base_url, cache_dir="")
         backbone = factory.make_backbone(cfg.backbone)

@@ -18,7 +18,7 @@ from countermem_jax.method.memory.store import content_hash
 from countermem_jax.method.memory_use import condition_query, judged_conditions
 from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.protocol import splits as splits_lib
-from countermem_jax.protocol.config_defaults import base_config
+from helpers import default_config
 from countermem_jax.runtime.runlog import RunLog
 from benchmarks.testing.scripted_backbone import ScriptedBackbone
 from evaluators.grouping import group_id
@@ -157,7 +157,7 @@ def _scripted():
 def test_no_phase_retrieves_a_record_of_the_tasks_reference_group(tmp_path):
     questions = {**{t: (q, ">= 30") for t, q in TWINS.items()}, **OTHERS}
     benchmark = helpers.people_benchmark(tmp_path, questions)
-    cfg = base_config()
+    cfg = default_config()
     (tmp_path / "manifest.json").write_text(json.dumps(MANIFEST))
     cfg.splits.manifest = str(tmp_path / "manifest.json")
     cfg.agent.max_attempts = 2

@@ -21,6 +21,7 @@ from countermem_jax.backbones.openai_http import (BackboneError, OpenAICompatibl
 from countermem_jax.method.prompting import prompts
 from countermem_jax.method.prompting.failures import ParseFailureLog
 from benchmarks.testing.openai_server import LocalOpenAIServer
+from helpers import cpu_config, paper_config
 
 MSG = [{"role": "user", "content": "hello"}]
 SCHEMA_A = OutputConstraint.from_schema("edits", {"type": "object", "properties": {
@@ -321,12 +322,11 @@ def _agent_requests(cfg, runs=("base", "countermem"), tasks=("t1", "t2")) -> lis
 
 
 def test_gpt_oss_samples_with_a_seed_per_task_and_the_cpu_configs_stay_greedy():
-    from countermem_jax.protocol import config_defaults
-    gpt = _agent_requests(config_defaults.setting_config("spider", "react", "gptoss"))
+    gpt = _agent_requests(paper_config("spider,react,gptoss"))
     assert {(r["temperature"], r["top_p"]) for r in gpt} == {(1.0, 1.0)}
     seeds = [r["seed"] for r in gpt]   # base t1, base t2, countermem t1, countermem t2
     assert seeds[:2] == seeds[2:] and seeds[0] != seeds[1]   # per task, the same in each run
-    cpu = _agent_requests(config_defaults.spider_cpu_config("react"))
+    cpu = _agent_requests(cpu_config("react"))
     assert {(r["temperature"], r["seed"]) for r in cpu} == {(0.0, 0)}
 
 

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from hub_standin import HubStandIn, gpt_oss_files
+from helpers import paper_config
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FAKE_BIN = ROOT / "tests" / "fake_bin"
@@ -199,14 +200,13 @@ def test_the_replicas_serve_the_configs_name_on_loopback_with_cached_token_count
 
 def test_one_h200_serves_one_replica_of_tp_1_and_the_client_holds_what_it_batches(tmp_path, hub):
     from countermem_jax.backbones import served_urls
-    from countermem_jax.protocol import config_defaults
     lines, _, replicas = _serve(tmp_path, hub, 1, FAKE_GPUS="1", FAKE_GPU_MEM_MIB="143771")
     assert len(lines) == 1 and replicas[0]["gpus"] == "0"
     assert _arg(replicas[0], "--tensor-parallel-size") == "1"
     kept = tmp_path / "kept_urls.txt"   # the script removes its file when it is stopped
     kept.write_text("\n".join(lines) + "\n")
     served = served_urls.read(str(kept))
-    cap = config_defaults.setting_config("spider", "react", "gptoss").backbone.max_concurrency
+    cap = paper_config("spider,react,gptoss").backbone.max_concurrency
     assert served_urls.in_flight_limit(cap, served) == 256 < cap
 
 

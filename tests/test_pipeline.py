@@ -8,7 +8,7 @@ import pytest
 from countermem_jax import experiment
 from countermem_jax.protocol import splits as splits_lib
 from benchmarks.testing.scripted_backbone import Rule, ScriptedBackbone
-from countermem_jax.protocol.config_defaults import base_config
+from helpers import default_config
 from countermem_jax.method.memory import load_frozen, load_store
 from countermem_jax.runtime.runlog import RunLog
 from countermem_jax.method.selector import checkpoint
@@ -56,7 +56,7 @@ def scripted():
 
 
 def _config(tmp_path, selector="always_top1"):
-    c = base_config()
+    c = default_config()
     (tmp_path / "manifest.json").write_text(json.dumps(MANIFEST))
     c.splits.manifest = str(tmp_path / "manifest.json")
     c.agent.max_attempts = 2

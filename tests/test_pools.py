@@ -16,6 +16,7 @@ import ml_collections
 import pytest
 
 from countermem_jax.protocol import pools
+from helpers import config_module, cpu_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -38,8 +39,7 @@ def test_the_pools_are_the_rule_fixed_on_2026_11_27():
 def test_every_shipped_database_is_in_one_pool_and_the_cpu_config_tunes(benchdata):
     shipped = sorted(p.name for p in (benchdata / "spider" / "database").iterdir() if p.is_dir())
     assert sorted(TUNING + REPORT) == shipped
-    from countermem_jax.protocol.config_defaults import spider_cpu_config
-    assert set(spider_cpu_config("react").data.db_ids) <= set(TUNING)
+    assert set(cpu_config("react").data.db_ids) <= set(TUNING)
 
 
 def test_a_named_database_keeps_its_pool_whatever_its_hash_says():
@@ -193,8 +193,7 @@ def test_every_phase_refuses_the_report_pool_before_its_backbone(tmp_path):
     quickstart's config on a report-pool database is refused before a model is made."""
     from countermem_jax.phases import config_validation, context
     from countermem_jax.phases.workdir import Workdir
-    from countermem_jax.protocol import config_defaults
-    cfg = config_defaults.spider_cpu_config("react")
+    cfg = cpu_config("react")
     cfg.backbone.model_path = "/nonexistent.gguf"
     with pytest.raises(config_validation.ConfigError, match="only the frozen replication"):
         context.setup(cfg, Workdir(tmp_path / "wd"), benchmark=(
@@ -221,8 +220,7 @@ def test_the_papers_settings_read_every_database_and_the_cpu_backbone_on_them_do
     """The pools are the CPU setting's choices: the paper's Spider setting on gpt-oss reads the
     whole of Spider dev (report pool included); the same setting on the CPU model is refused."""
     from countermem_jax.phases import config_validation, report_pool
-    from countermem_jax.protocol import config_defaults
-    cfg = config_defaults.gptoss_config("spider", "react")
+    cfg = config_module("paper.py").gptoss("spider", "react")
     report_pool.check(cfg, _tasks("network_1", "pets_1"))
     cfg.backbone.kind = "llama_cpp"
     with pytest.raises(config_validation.ConfigError, match="report pool"):

@@ -11,12 +11,13 @@ import random
 import pytest
 
 from countermem_jax.phases import config_fingerprint
-from countermem_jax.protocol import config_defaults, intervals
+from countermem_jax.protocol import intervals
 from countermem_jax.protocol import splits as splits_lib
 from countermem_jax.reporting import build
 from countermem_jax.studies import protocols, replication
 from evaluators.grouping import group_key
 from study_fixtures import make_benchmark, scripted
+from helpers import cpu_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MAIN = ("countermem_dqn", "countermem_top1")
@@ -90,7 +91,7 @@ def test_folds_the_pool_cannot_hold_are_refused(tmp_path):
 
 
 def test_split_seed_fields_keep_old_fingerprints():
-    cfg = config_defaults.spider_cpu_config()
+    cfg = cpu_config()
     fields = config_fingerprint.fingerprint_fields(cfg, "build_memory")
     old = {k: v for k, v in fields.items() if k not in ("splits.seed", "splits.folds")}
     assert config_fingerprint._differences(old, fields) == []

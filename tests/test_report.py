@@ -230,12 +230,13 @@ def test_a_figure_and_csv_for_each_kind_of_data(tmp_path):
 def test_binary_on_two_real_workdirs(tmp_path, people_benchmark):  # noqa: F811
     """A CounterMem workdir (two DQN seeds) and an ExpeL workdir made by the three phases with the
     scripted backbone: report.md has both rows, their paired p-value and their provenance."""
-    from countermem_jax import baselines, experiment
+    from countermem_jax import experiment
+    from helpers import default_config
     from test_baselines import scripted as baseline_scripted
     from test_pipeline import _config, scripted
     cm_cfg = _config(tmp_path, selector="dqn")
     expel_cfg = _config(tmp_path)
-    expel_cfg.method, expel_cfg.baselines = "expel", baselines.default_config()
+    expel_cfg.method, expel_cfg.baselines = "expel", default_config().baselines
     for cfg, wd, backbone in ((cm_cfg, tmp_path / "cm", scripted),
                               (expel_cfg, tmp_path / "expel", baseline_scripted)):
         for phase in (experiment.build_memory, experiment.train_selector, experiment.evaluate):

@@ -13,6 +13,7 @@ import pytest
 from countermem_jax import baselines
 from test_baselines import scripted
 from test_pipeline import people_benchmark  # noqa: F401  (fixture)
+from helpers import cpu_config, default_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("smoke_methods", ROOT / "launch/smoke_methods.py")
@@ -25,7 +26,7 @@ def _three_phases(tmp_path, benchmark, method, manifest=None):
     from test_pipeline import _config
     cfg = _config(tmp_path)
     cfg.method = method
-    cfg.baselines = baselines.default_config()
+    cfg.baselines = default_config().baselines
     if manifest:
         path = tmp_path / "manifest.json"
         path.write_text(json.dumps(manifest))
@@ -73,9 +74,8 @@ def test_summary_reports_a_method_without_metrics_and_fails(tmp_path, people_ben
 def test_smoke_manifest_keeps_the_splits_apart(tmp_path):
     from countermem_jax import domains
     from countermem_jax.protocol import splits
-    from countermem_jax.protocol.config_defaults import spider_cpu_config
     try:
-        tasks, _, _ = domains.load_benchmark(spider_cpu_config().data)
+        tasks, _, _ = domains.load_benchmark(cpu_config().data)
     except (FileNotFoundError, OSError) as e:
         pytest.skip(f"no Spider data: {e}")
     out = tmp_path / "m.json"

@@ -10,7 +10,7 @@ from countermem_jax import experiment
 from countermem_jax.protocol import splits as splits_lib
 from countermem_jax.phases import context
 from benchmarks.testing.scripted_backbone import ScriptedBackbone as FakeBackbone
-from countermem_jax.protocol.config_defaults import base_config
+from helpers import default_config
 from evaluators import grouping
 from evaluators.base import Task
 from evaluators.coding.checker import RepoReference
@@ -104,7 +104,7 @@ def test_group_keys_for_other_domains():
 
 def test_recorded_splits_without_the_new_fields_still_load(tmp_path):
     tasks = _pool(40)
-    cfg = base_config()
+    cfg = default_config()
     cfg.splits.update(n_build=10, n_train=5, n_validation=2, n_eval=6)
     wd = experiment.Workdir(tmp_path / "wd")
     sp = context.setup(cfg, wd, FakeBackbone(), (tasks, None, None)).splits

@@ -25,7 +25,7 @@ from countermem_jax.method.prompting.failures import ParseFailureLog
 from countermem_jax.reporting import load, tables
 from benchmarks.testing.openai_server import LocalOpenAIServer
 from evaluators.base import State, Task
-from helpers import agent_config
+from helpers import agent_config, config_module
 
 ACTION = "SELECT name FROM people WHERE age > 30"
 EDIT_FIELDS = {"context": "Table people: name, age.", "question": "List people aged at least 30.",
@@ -226,9 +226,9 @@ def test_the_constraint_is_part_of_the_cache_key():
 def _config_file(tmp_path, url: str) -> str:
     path = tmp_path / "loopback.py"
     path.write_text(
-        "from countermem_jax.protocol import config_defaults\n\n"
+        "from countermem_jax.protocol import config_files\n\n"
         "def get_config():\n"
-        "    c = config_defaults.gptoss_config('spider')\n"
+        "    c = config_files.load('configs/paper.py:spider,react,gptoss')\n"
         f"    c.backbone.update(base_urls={url!r}, max_concurrency=4)\n"
         "    return c\n")
     return str(path)
@@ -252,8 +252,7 @@ def test_preflight_says_go_or_no_go_against_the_loopback_server(tmp_path, server
 
 
 def test_preflight_library_rows_per_template_of_the_method():
-    from countermem_jax.protocol import config_defaults
-    cfg = config_defaults.gptoss_config("spider")
+    cfg = config_module("paper.py").gptoss("spider")
     cfg.method = "memgpt"
     assert preflight.templates_of(cfg) == ["DRAFT_ACTION", "MEMGPT_MANAGE", "MEMGPT_RECALL",
                                            "REVISE_WITH_MEMORY"]
@@ -332,8 +331,8 @@ def test_llama_cpp_truncation_retry_decodes_with_the_repetition_penalty():
 
 def test_preflight_refuses_an_unknown_method_in_one_line(tmp_path):
     path = tmp_path / "bad.py"
-    path.write_text("from countermem_jax.protocol import config_defaults\n\ndef get_config():\n"
-                    "    c = config_defaults.gptoss_config('spider')\n"
+    path.write_text("from countermem_jax.protocol import config_files\n\ndef get_config():\n"
+                    "    c = config_files.load('configs/paper.py:spider,react,gptoss')\n"
                     "    c.method = 'bogus'\n    return c\n")
     proc = subprocess.run([sys.executable, "-m", "countermem_jax.preflight", f"--config={path}"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -16,6 +16,7 @@ from countermem_jax.phases import config_validation
 from countermem_jax import domains
 from countermem_jax.phases import context
 from countermem_jax.studies import cells, grid, runner
+from helpers import config_module, cpu_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs" / "studies").glob("*.py"))
@@ -48,8 +49,8 @@ def _value(text):
         return text
 
 
-def _splits(cfg, benchmark=None, **overrides):
-    cfg = cells.setting_config(cfg, benchmark or cfg.data.benchmark, **overrides)
+def _splits(cfg, benchmark=None, settings=None, **overrides):
+    cfg = cells.setting_config(cfg, benchmark or cfg.data.benchmark, settings, **overrides)
     tasks = domains.load_benchmark(cfg.data)[0]
     sp = context.draw_splits(cfg, tasks)
     config_validation.check_split_sizes(cfg, sp, len(tasks))
@@ -70,8 +71,8 @@ def validate(study):
         assert 0 < p.regression_tasks <= max(p.checkpoints)
     elif study.study in ("rescued", "breakdown", "budget"):
         for bench in p.benchmarks:
-            _splits(study.base, bench, **({"splits.n_eval": p.n_paired}
-                                          if study.study == "rescued" else {}))
+            _splits(study.base, bench, study.get("settings"),
+                    **({"splits.n_eval": p.n_paired} if study.study == "rescued" else {}))
     else:
         _splits(study.base)
 
@@ -114,7 +115,8 @@ def _tiny(name, **protocol):
     finishes) = 5 x 3 calls, and 5 // 2 + 1 = 3 validations of the 1 validation task x 6 = 18;
     33 in all. Splits: 4 construction, 2 training, 1 validation, 3 held-out tasks."""
     from countermem_jax.studies import protocols
-    study = protocols.paper_study(name, arg="cpu", **protocol)
+    study = protocols.paper_study(name, cpu_config(), config_module("paper.py").settings(),
+                                  **protocol)
     study.base.update_from_flattened_dict({
         "agent.max_attempts": 2, "memory.top_k": 1, "construction.k": 2,
         "construction.max_expanded_failures": 1, "construction.verification_budget": 4,

@@ -1,7 +1,7 @@
 """The low-utility suppression gate (Appendix D.2): during construction a record whose reuse
 utility fell below the threshold after enough uses is not offered; training and evaluation see
 it."""
-from countermem_jax.protocol.config_defaults import base_config
+from helpers import default_config
 from countermem_jax.phases import context
 from countermem_jax.method.conditions import TaskFacts
 from countermem_jax.method.conditions.checkers import CompositeChecker
@@ -21,7 +21,7 @@ def _records():
 
 
 def test_gate_withholds_low_utility_records_during_construction_only():
-    cfg = base_config()
+    cfg = default_config()
     harmful, young = _records()
     build = context.retrieval_index(context.method_config(cfg), [harmful, young], CompositeChecker(), construction=True)
     assert _offered(build) == {young.record_id}   # one harmful use is not enough evidence
@@ -31,7 +31,7 @@ def test_gate_withholds_low_utility_records_during_construction_only():
 
 
 def test_gate_follows_its_config_fields():
-    cfg = base_config()
+    cfg = default_config()
     harmful, young = _records()
     cfg.memory.suppress_after_uses = 1
     index = context.retrieval_index(context.method_config(cfg), [harmful, young], CompositeChecker(), construction=True)

@@ -10,7 +10,7 @@ from countermem_jax.method.selector.checkpoint import (CheckpointIntegrityError,
 from countermem_jax.phases.config_fingerprint import WorkdirMismatch
 from countermem_jax.phases.config_validation import ConfigError
 from countermem_jax.phases.workdir import PhaseError
-from countermem_jax.protocol.config_defaults import SettingError
+from countermem_jax.protocol.config_files import SettingError
 from countermem_jax.protocol.splits import SplitError
 from countermem_jax.runtime.errors import UserError
 from countermem_jax.runtime.paths import NotUTF8
@@ -54,7 +54,7 @@ def test_a_config_files_own_user_error_is_shown_as_itself(tmp_path, capsys, monk
     from absl import flags
     from ml_collections import config_flags
     config = tmp_path / "refusing.py"
-    config.write_text("from countermem_jax.protocol.config_defaults import SettingError\n"
+    config.write_text("from countermem_jax.protocol.config_files import SettingError\n"
                       "def get_config(arg):\n"
                       "    raise SettingError(f'{arg}: not a setting')\n")
     values = flags.FlagValues()

@@ -11,14 +11,14 @@ import pytest
 
 from countermem_jax.phases import config_fingerprint, config_validation, workdir_guard
 from countermem_jax import experiment
-from countermem_jax.protocol.config_defaults import base_config
+from helpers import default_config
 from countermem_jax.method.memory import load_frozen
 from test_pipeline import _config, people_benchmark, scripted  # noqa: F401 (fixture)
 
 
 # ----------------------------------------------------------------------------- fingerprint
 def test_fingerprint_covers_result_fields_and_leaves_out_evaluation_choices():
-    cfg = base_config()
+    cfg = default_config()
     build = config_fingerprint.fingerprint_fields(cfg, "build_memory")
     for field in ("data.benchmark", "splits.n_build", "splits.n_eval", "agent.kind",
                   "agent.token_budget", "agent.max_attempts", "agent.temperature", "backbone.kind",
@@ -37,7 +37,7 @@ def test_fingerprint_covers_result_fields_and_leaves_out_evaluation_choices():
 
 
 def test_a_new_field_is_fingerprinted_unless_listed_as_evaluation_only(monkeypatch):
-    cfg = base_config()
+    cfg = default_config()
     cfg.method = "countermem"
     cfg.eval.report_format = "table"
     fields = config_fingerprint.fingerprint_fields(cfg, "build_memory")
@@ -50,7 +50,7 @@ def test_a_new_field_is_fingerprinted_unless_listed_as_evaluation_only(monkeypat
 def test_a_workdir_made_before_a_field_existed_matches_its_old_behaviour(tmp_path,
                                                                        people_benchmark):
     """A fingerprint recorded before ``construction.corrections`` existed was made by the
-    verified method: the field reads as its ``base_config`` value, so the default still matches
+    verified method: the field reads as its ``BEFORE_THE_FIELD`` value, so the default still matches
     and the ablation value is a difference."""
     cfg = _config(tmp_path)
     wd = tmp_path / "wd"
@@ -72,7 +72,7 @@ def test_a_fingerprint_carries_its_version_and_another_version_is_refused_in_one
     """The same settings resume under the recorded version (also when the record predates the
     version field, version 1), other settings are refused; a record of another version is
     refused whatever the settings, in one line naming both versions."""
-    cfg = base_config()
+    cfg = default_config()
     cfg.eval.selector = "always_top1"
     _enter(cfg, tmp_path, "build_memory")
     path = tmp_path / "fingerprint.json"
@@ -81,7 +81,7 @@ def test_a_fingerprint_carries_its_version_and_another_version_is_refused_in_one
     del recorded["build_memory"]["version"]          # as written before the version existed
     path.write_text(json.dumps(recorded))
     _enter(cfg, tmp_path, "evaluate")
-    changed = base_config()
+    changed = default_config()
     changed.eval.selector = "always_top1"
     changed.memory.top_k = 2
     with pytest.raises(config_fingerprint.WorkdirMismatch, match="memory.top_k: 3 -> 2"):
@@ -125,17 +125,17 @@ def _enter(cfg, root, phase):
 
 
 def test_other_backbone_budget_or_selector_schedule_is_refused(tmp_path):
-    cfg = base_config()
+    cfg = default_config()
     _enter(cfg, tmp_path, "build_memory")
     _enter(cfg, tmp_path, "train_selector")
     for field, value in (("backbone.model", "other-model"), ("construction.k", 2),
                          ("memory.retention", "recency"), ("data.benchmark", "bird")):
-        changed = base_config()
+        changed = default_config()
         section, key = field.split(".")
         changed[section][key] = value
         with pytest.raises(config_fingerprint.WorkdirMismatch, match=f"{field}: "):
             _enter(changed, tmp_path, "evaluate")
-    trained = base_config()
+    trained = default_config()
     trained.selector.total_decisions = 10
     with pytest.raises(config_fingerprint.WorkdirMismatch, match="selector.total_decisions: 2000 -> 10"):
         _enter(trained, tmp_path, "evaluate")  # the DQN selector is evaluated
@@ -147,12 +147,12 @@ def test_other_backbone_budget_or_selector_schedule_is_refused(tmp_path):
 
 
 def test_refused_split_sizes_take_the_fingerprint_back(tmp_path):
-    cfg = base_config()
+    cfg = default_config()
     with pytest.raises(config_validation.ConfigError):
         with workdir_guard.enter_phase(cfg, tmp_path, "build_memory"):
             raise config_validation.ConfigError("bad config: splits.n_build=60 but only 3 ...")
     assert not (tmp_path / "fingerprint.json").exists()
-    smaller = base_config()
+    smaller = default_config()
     smaller.splits.n_build = 3
     _enter(smaller, tmp_path, "build_memory")  # the corrected config is not "another config"
 
@@ -160,14 +160,14 @@ def test_refused_split_sizes_take_the_fingerprint_back(tmp_path):
 def test_workdir_with_results_but_no_fingerprint_is_refused(tmp_path):
     (tmp_path / "store.jsonl").write_text("")
     with pytest.raises(config_fingerprint.WorkdirMismatch, match="no fingerprint.json"):
-        _enter(base_config(), tmp_path, "build_memory")
+        _enter(default_config(), tmp_path, "build_memory")
 
 
 def test_unreadable_fingerprint_names_the_file(tmp_path):
     (tmp_path / "fingerprint.json").write_text("{broken")
     with pytest.raises(config_fingerprint.WorkdirMismatch, match=f"{tmp_path / 'fingerprint.json'}: "
                                                              "unreadable"):
-        _enter(base_config(), tmp_path, "build_memory")
+        _enter(default_config(), tmp_path, "build_memory")
 
 
 # ----------------------------------------------------------------------------- phase lock
@@ -231,8 +231,8 @@ def test_two_concurrent_builds_one_is_refused_and_no_record_is_lost(tmp_path, pe
 
 
 def test_phases_lock_separately_and_release_on_error(tmp_path):
-    cfg = base_config()
-    fixed = base_config()
+    cfg = default_config()
+    fixed = default_config()
     fixed.eval.selector = "always_top1"
     with workdir_guard.phase_lock(tmp_path, "train_selector", ("build_memory",)):
         _enter(fixed, tmp_path, "evaluate")  # a fixed selector reads nothing training writes

@@ -64,7 +64,8 @@ def frozen_store(path: pathlib.Path) -> str:
     naming); returns the hash."""
     from countermem_jax.method.memory import MemoryStore, save_store
     from countermem_jax.phases import context
-    frozen = MemoryStore(context.default_method().store).freeze()
+    from countermem_jax.protocol import config_files
+    frozen = MemoryStore(context.method_config(config_files.load("configs/default.py")).store).freeze()
     save_store(frozen, path)
     path.with_name(path.stem + ".sha256").write_text(frozen.content_hash() + "\n")
     return frozen.content_hash()

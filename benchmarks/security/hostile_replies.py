@@ -183,8 +183,8 @@ class HostileServer(LocalOpenAIServer):
 
 def _config(base_url: str, data_dir: str = ""):
     """The CPU Spider config, on the loopback server, with a short construction split."""
-    from countermem_jax.protocol.config_defaults import spider_cpu_config
-    cfg = spider_cpu_config("react")
+    from countermem_jax.protocol import config_files
+    cfg = config_files.load("configs/spider_react_cpu.py")
     cfg.backbone.update(kind="openai", base_urls=base_url, model="hostile", cache_dir="",
                         timeout_s=60.0, max_attempts=2)
     cfg.splits.update(n_build=N_BUILD)

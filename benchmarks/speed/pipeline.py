@@ -55,7 +55,7 @@ from countermem_jax.backbones.cache import CachedBackbone
 from benchmarks.testing.openai_server import server_process
 from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 from countermem_jax.runtime.inflight import CheckerPool
-from countermem_jax.protocol.config_defaults import base_config
+from countermem_jax.protocol import config_files
 from countermem_jax.method.memory import load_frozen
 from benchmarks import scripted_sql
 from benchmarks.common import print_result
@@ -218,7 +218,7 @@ class _TimedEvaluator:
 def _config(manifest: pathlib.Path, sizes: Sizes, concurrency: int):
     """The run's config at one concurrency level: every knob that lets tasks or waves run
     together set to ``concurrency``, everything else the same at both levels."""
-    cfg = base_config()
+    cfg = config_files.load("configs/default.py")
     cfg.data.benchmark = "spider"
     cfg.splits.update(manifest=str(manifest), group_by_reference=False)
     cfg.agent.update(kind="react", max_attempts=2)

@@ -31,7 +31,7 @@ from countermem_jax.method.retrieval.retrieve import RetrievalIndex
 from countermem_jax.method.selector import policies
 from benchmarks import scripted_sql
 from benchmarks.common import print_result
-from countermem_jax.protocol.config_defaults import base_config
+from countermem_jax.protocol import config_files
 from benchmarks.testing.openai_server import LocalOpenAIServer
 
 FLAGS = flags.FLAGS
@@ -57,7 +57,7 @@ def _record(task) -> MemoryRecord:
 async def _run_mode(url: str, mode: str, tasks, evaluator, domain, record, attempts: int):
     ledger = TokenLedger()
     backbone = OpenAICompatibleBackbone(url, "scripted", ledger=ledger)
-    agent = Agent(backbone, evaluator, domain, AgentConfig(**{**base_config().agent.to_dict(), "max_attempts": attempts}))
+    agent = Agent(backbone, evaluator, domain, AgentConfig(**{**config_files.load("configs/default.py").agent.to_dict(), "max_attempts": attempts}))
     index = RetrievalIndex([record])
     aug = CounterMemAugmentation(MemoryCalls(agent), index_source=lambda: index,
                                  selector=policies.make_fixed("always_top1"), revision=mode)

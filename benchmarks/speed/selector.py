@@ -17,6 +17,7 @@ from absl import app, flags
 from benchmarks.common import best_time, optional_module, print_result
 from countermem_jax.method.selector import dqn, features, training
 from countermem_jax.phases import context
+from countermem_jax.protocol import config_files
 from benchmarks.speed.selector_offline import synthetic_log, train_offline
 
 _DECISIONS = flags.DEFINE_integer("decisions", 2000, "Logged decisions to train on.")
@@ -105,7 +106,7 @@ def main(argv):
     """
     del argv
     n = _DECISIONS.value
-    cfg = dataclasses.replace(context.default_method().dqn, total_decisions=n, checkpoint_every=n)
+    cfg = dataclasses.replace(context.method_config(config_files.load("configs/default.py")).dqn, total_decisions=n, checkpoint_every=n)
     log = synthetic_log(n)
     updates = len([d for d in range(1, n + 1) if d > cfg.learning_starts and d % cfg.train_every == 0])
     result = {"decisions": n, "updates": updates, "device": jax.devices()[0].platform}

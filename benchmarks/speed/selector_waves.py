@@ -29,7 +29,7 @@ from absl import app, flags
 from countermem_jax import domains, experiment
 from countermem_jax.protocol import intervals
 from countermem_jax.backbones.base import Charge, SamplingParams
-from countermem_jax.protocol.config_defaults import spider_cpu_config
+from countermem_jax.protocol import config_files
 from benchmarks.common import print_result
 
 from benchmarks.testing.scripted_backbone import ScriptedBackbone
@@ -74,7 +74,7 @@ class SpiderScript(ScriptedBackbone):
 
 def small_spider_config(decisions: int, seeds) -> ml_collections.ConfigDict:
     """The CPU quickstart's Spider databases and splits, with a longer selector run."""
-    cfg = spider_cpu_config("react")
+    cfg = config_files.load("configs/spider_react_cpu.py")
     cfg.splits.update(n_build=20, n_train=32, n_validation=8, n_eval=4)
     cfg.construction.update(reuse_policy="always_top1")
     cfg.selector.update(total_decisions=decisions, learning_starts=20, train_every=1,

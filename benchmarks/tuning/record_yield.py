@@ -85,9 +85,9 @@ def cpu_config(manifest: pathlib.Path, cpu_model: str = "", cache_dir: str = "",
                db_ids=pools.tuning_pool()):
     """The CPU quickstart config on the tasks of ``manifest``, drawn from ``db_ids``; raises
     ``pools.PoolError`` for a report-pool database or an empty ``db_ids`` (every database)."""
-    from countermem_jax.protocol.config_defaults import spider_cpu_config
+    from countermem_jax.protocol import config_files
     pools.require_tuning_pool("spider", db_ids, "benchmarks.tuning.record_yield --db_ids")
-    cfg = spider_cpu_config("react")
+    cfg = config_files.load("configs/spider_react_cpu.py")
     cfg.data.db_ids = tuple(db_ids)
     cfg.splits.manifest = str(manifest)
     if cpu_model:

@@ -29,7 +29,7 @@ from countermem_jax.backbones.base import Charge, SamplingParams
 from countermem_jax.backbones.factory import make_backbone
 from countermem_jax import domains
 from countermem_jax.protocol import pools
-from countermem_jax.protocol.config_defaults import spider_cpu_config
+from countermem_jax.protocol import config_files
 from countermem_jax.domains import sql as sql_domain
 from countermem_jax.domains import sql as sql_operators
 from benchmarks.common import print_result
@@ -67,7 +67,7 @@ def measure(tasks: list, seed: int, workdir: str) -> dict:
     """Drafts, checks and operator figures over ``tasks`` (drawn with ``seed``); prints a row
     per failure."""
     from evaluators.sql.probe import Database
-    cfg = spider_cpu_config("react")
+    cfg = config_files.load("configs/spider_react_cpu.py")
     backbone_cfg = cfg.backbone.copy_and_resolve_references()
     backbone_cfg.cache_dir = str(pathlib.Path(workdir) / "response_cache")
     backbone = make_backbone(backbone_cfg)

@@ -12,8 +12,11 @@ URL is in $COUNTERMEM_REHEARSAL_API_URL, its key read from $REHEARSAL_API_KEY. `
 test's variant (tests/test_rehearsal.py): the fewest tasks, tiny budgets.
 """
 import os
+import pathlib
 
-from countermem_jax.protocol.config_defaults import paper_config
+from countermem_jax.protocol import config_files
+
+PAPER = pathlib.Path(__file__).parents[1] / "paper.py"
 
 # three short schemas and a long one: the split draws take tasks of several
 DATABASES = ("singer", "concert_singer", "pets_1", "student_transcripts_tracking")
@@ -24,7 +27,7 @@ def get_config(arg="gptoss"):
     if backbone not in ("gptoss", "api") or variant not in ("", "small"):
         raise ValueError(f"configs/rehearsal/spider.py takes gptoss|api[,small], not {arg!r}")
     small = variant == "small"
-    c = paper_config(f"spider,react,{backbone}")
+    c = config_files.load_module(PAPER).get_config(f"spider,react,{backbone}")
     c.data.db_ids = DATABASES
     c.splits.update(n_build=2 if small else 8, n_train=2 if small else 6, n_validation=1,
                     n_eval=2 if small else 6, n_build_envs=4, n_eval_envs=4)

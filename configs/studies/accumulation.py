@@ -25,11 +25,17 @@ tasks, a 4-decision selector; snapshots after 0, 2 and 4 source tasks, one order
         --workdir=/tmp/study_accumulation
     python -m countermem_jax.report /tmp/study_accumulation --out /tmp/report_accumulation
 """
+import pathlib
+
+from countermem_jax.protocol import config_files
 from countermem_jax.studies import protocols
+
+PAPER = config_files.load_module(pathlib.Path(__file__).parents[1] / "paper.py")
 
 
 def get_config(arg=None):
     return protocols.paper_study(
-        "accumulation", arg=arg, splits=dict(n_build=200, n_eval=100),
+        "accumulation", PAPER.study_base("cpu" if arg == "cpu" else None), PAPER.settings(),
+        splits=dict(n_build=200, n_eval=100),
         checkpoints=(0, 25, 50, 100, 200), orderings=5, ordering_seed=0,
         methods=("countermem", "reasoningbank"), regression_tasks=25)

@@ -2,7 +2,7 @@ r"""Study 9, benchmark breakdown (paper Appendix D.7, Figure 6 / Table 7): on ea
 benchmarks, ReAct and Reflexion each against its own CounterMem version with gpt-oss-120b:
 score gain, call reduction and failure reduction per solved task; four-domain (equal domain
 weight) and 12-benchmark (equal benchmark weight) summaries. Each cell uses its paper
-setting's sizes (countermem_jax/protocol/config_defaults.py SETTINGS) and all five selector seeds.
+setting's sizes (configs/paper.py SETTINGS) and all five selector seeds.
 
     launch/serve_vllm.sh --tp 2 --replicas 4 --urls-file vllm_urls.txt     # on the GPU host
     python -m countermem_jax.study --config=configs/studies/breakdown.py --workdir=runs/study_breakdown
@@ -25,12 +25,18 @@ held-out tasks' paraphrase twins are removed; 2 selector-training tasks, 1 valid
         --workdir=/tmp/study_breakdown
     python -m countermem_jax.report /tmp/study_breakdown --out /tmp/report_breakdown
 """
+import pathlib
+
+from countermem_jax.protocol import config_files
 from countermem_jax.studies import protocols
 from countermem_jax.domains import registry
+
+PAPER = config_files.load_module(pathlib.Path(__file__).parents[1] / "paper.py")
 
 
 def get_config(arg=None):
     return protocols.paper_study(
-        "breakdown", arg=arg, seeds=None,
+        "breakdown", PAPER.study_base("cpu" if arg == "cpu" else None), PAPER.settings(),
+        seeds=None,
         benchmarks=tuple(b.name for b in registry.paper_settings()),
         agents=("react", "reflexion"))

@@ -28,12 +28,17 @@ solving):
         --workdir=/tmp/study_budget
     python -m countermem_jax.report /tmp/study_budget --out /tmp/report_budget
 """
+import pathlib
+
+from countermem_jax.protocol import config_files
 from countermem_jax.studies import protocols
+
+PAPER = config_files.load_module(pathlib.Path(__file__).parents[1] / "paper.py")
 
 
 def get_config(arg=None):
     return protocols.paper_study(
-        "budget", arg=arg,
+        "budget", PAPER.study_base("cpu" if arg == "cpu" else None), PAPER.settings(),
         benchmarks=("minif2f", "swebench", "spider", "dafnybench", "satlib"),
         methods=("reasoningbank", "reasoningbank_matts", "reasoningbank_verified", "countermem"),
         token_budget=6_000_000, construction_fraction=0.5)

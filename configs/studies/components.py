@@ -41,8 +41,12 @@ Paper reference (gpt-oss-120b, ReAct / Reflexion, §6.1): score gain over the ba
 +18.5 / +8.2 pp, CF without WM +5.2 / +2.1 pp, WM without CF +7.1 / +3.4 pp; evaluator calls per
 solved task, full 7.0 / 8.4, CF without WM 10.4 / 9.9, base agents 9.6 / 9.1.
 """
+import pathlib
+
+from countermem_jax.protocol import config_files
 from countermem_jax.studies.configs import four_domain_config, study_config
 
+PAPER = config_files.load_module(pathlib.Path(__file__).parents[1] / "paper.py")
 VARIANTS = {
     "full": ("CounterMem (full)", {}),
     "cf_without_wm": ("CF without WM", {"construction": {"corrections": "unverified_advice"}}),
@@ -59,9 +63,13 @@ PANELS = [dict(panel="a", title="Score gain over the base agent", stats=("gain",
 
 def get_config(arg=None):
     if (arg or "").startswith("four_domains"):
-        return four_domain_config(get_config(), arg, "full", PANELS)
+        backbone = (arg.split(",") + ["gptoss"])[1]
+        base = PAPER.study_base("cpu" if backbone == "cpu" else f"spider,react,{backbone}")
+        return four_domain_config(get_config(), base, PAPER.settings(), "full", PANELS,
+                                  setting_sizes=backbone != "cpu")
     return study_config(
-        "components", "Components", "§6.1, Fig. 4(a,b)", VARIANTS, arg, reference="",
+        "components", "Components", "§6.1, Fig. 4(a,b)", VARIANTS,
+        PAPER.study_base(arg), reference="",
         columns=[("calls/solved", "metrics.calls_per_solved"),
                  ("base calls/solved", "base_metrics.calls_per_solved"),
                  ("records", "store.records")],

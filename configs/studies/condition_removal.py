@@ -14,15 +14,20 @@ condition is false for it (a record the run with conditions kept out of the same
 per variant: score [95% CI], change vs the base agent, and the harmful-use rate overall, on
 ordinary and on look-alike tasks (with the number of look-alike tasks).
 """
+import pathlib
+
+from countermem_jax.protocol import config_files
 from countermem_jax.studies.configs import study_config
 
+PAPER = config_files.load_module(pathlib.Path(__file__).parents[1] / "paper.py")
 VARIANTS = {"with_condition": ("with c (method)", {}),
             "without_condition": ("without c", {"eval": {"remove_conditions": True}})}
 
 
 def get_config(arg=None):
     return study_config(
-        "condition_removal", "Condition removal", "App. E.3, Fig. 6(b)", VARIANTS, arg,
+        "condition_removal", "Condition removal", "App. E.3, Fig. 6(b)", VARIANTS,
+        PAPER.study_base(arg),
         columns=[("harmful/use", "metrics.harmful_use_rate"),
                  ("harmful/use ordinary", "by_task_kind.ordinary.harmful_use_rate"),
                  ("harmful/use look-alike", "by_task_kind.look_alike.harmful_use_rate"),

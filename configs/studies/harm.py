@@ -13,15 +13,20 @@ Eq. 6, which on a binary-scored benchmark stopping at its first success cannot b
 one store: the trained DQN and always-top-1 (every retrieval used). It prints per variant: score,
 change vs base, the three harmful rates, paired / unpaired uses, and broken tasks.
 """
+import pathlib
+
+from countermem_jax.protocol import config_files
 from countermem_jax.studies.configs import study_config
 
+PAPER = config_files.load_module(pathlib.Path(__file__).parents[1] / "paper.py")
 VARIANTS = {"dqn": ("DQN selector", {}),
             "always_top1": ("always top-1", {"eval": {"selector": "always_top1"}})}
 
 
 def get_config(arg=None):
     return study_config(
-        "harm", "Harm against the paired draft", "beyond the paper (study 10)", VARIANTS, arg,
+        "harm", "Harm against the paired draft", "beyond the paper (study 10)", VARIANTS,
+        PAPER.study_base(arg),
         columns=[("harmful/use vs no memory", "metrics.harmful_use_rate"),
                  ("harmful/use vs same draft", "metrics.harmful_vs_draft_rate"),
                  ("reuse label -1/use", "metrics.reuse_label_harmful_rate"),

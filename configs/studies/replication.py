@@ -3,7 +3,7 @@ r"""The replication over split seeds on the report pool (issue 36; beyond the pa
     python -m countermem_jax.study --config=configs/studies/replication.py:cpu --workdir=runs/replication
     python -m countermem_jax.study --config=configs/studies/replication.py:cpu,small --workdir=/tmp/replication_small
 
-The first is the replication: the frozen CPU config (``config_defaults.spider_cpu_config``,
+The first is the replication: the frozen CPU config (``configs/spider_react_cpu.py``,
 Qwen2.5-Coder-0.5B, ReAct) on the report pool's databases (``protocol/pools.py``, fixed
 2026-11-27: cre_Doc_Template_Mgt, network_1, real_estate_properties,
 student_transcripts_tracking; 222 questions in 113 reference groups) with the paper's split
@@ -21,7 +21,7 @@ against the reference, an oracle search rather than a memory). It is the only re
 report pool: the config is frozen before it runs, nothing tunes on its outcome, and every phase
 refuses a report-pool database under any other config (``phases/report_pool.py``).
 
-It differs from the paper (``config_defaults.spider_cpu_config``): 2 attempts per task (paper 3),
+It differs from the paper (``configs/spider_react_cpu.py``): 2 attempts per task (paper 3),
 the DQN trained on 30 decisions with 1 seed (paper 2,000 and 5), the chosen record's edit
 replayed on the draft instead of the LLM's revision (``memory.revision=replay``), and records
 kept out unless their edit verifies on up to 8 other construction tasks (transfer checks).
@@ -53,11 +53,13 @@ training, 1 validation and 4 evaluation tasks, 4 selector decisions.
 ``tests/test_replication.py`` runs it with the scripted backbone. ``--config.protocol.split_seeds``
 sets R (``--config.base.splits.folds`` must then be ≥ R, or 0 for independent draws per seed).
 """
-import importlib.util
 import pathlib
 
-from countermem_jax.protocol import config_defaults, pools
+from countermem_jax.protocol import config_files, pools
 from countermem_jax.studies import protocols
+
+HERE = pathlib.Path(__file__).parent
+PAPER = config_files.load_module(HERE.parent / "paper.py")
 
 # The paper's split sizes (Appendix D.2; training and validation as the CPU schedule has them).
 SIZES = dict(n_build=60, n_train=16, n_validation=3, n_eval=40)
@@ -72,16 +74,13 @@ ABLATION_SEEDS = (0,)
 
 def _components_variants() -> dict:
     """The two ablations exactly as ``components.py`` declares them."""
-    spec = importlib.util.spec_from_file_location(
-        "components", pathlib.Path(__file__).with_name("components.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = config_files.load_module(HERE / "components.py")
     return {k: module.VARIANTS[k] for k in ("cf_without_wm", "wm_without_cf")}
 
 
 def get_config(arg="cpu"):
     parts = (arg or "cpu").split(",")
-    base = config_defaults.spider_cpu_config("react")
+    base = PAPER.study_base("cpu")
     if "small" in parts:
         base.splits.update(SMALL_SIZES)
         base.selector.update(SMALL_SELECTOR)

@@ -25,11 +25,16 @@ selector; 4 paired held-out tasks):
         --workdir=/tmp/study_rescued
     python -m countermem_jax.report /tmp/study_rescued --out /tmp/report_rescued
 """
+import pathlib
+
+from countermem_jax.protocol import config_files
 from countermem_jax.studies import protocols
+
+PAPER = config_files.load_module(pathlib.Path(__file__).parents[1] / "paper.py")
 
 
 def get_config(arg=None):
     return protocols.paper_study(
-        "rescued", arg=arg,
+        "rescued", PAPER.study_base("cpu" if arg == "cpu" else None), PAPER.settings(),
         benchmarks=("minif2f", "swebench", "spider", "dafnybench", "satlib"),
         methods=("countermem", "reasoningbank"), n_paired=120)

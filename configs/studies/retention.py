@@ -11,8 +11,12 @@ rule decides evictions during construction) and trains its own selector. It prin
 score [95% CI], change vs the base agent, the records kept and the evictions (0 evictions: the
 capacity did not bind and the rule made no difference; ``study.json`` says so per variant).
 """
+import pathlib
+
+from countermem_jax.protocol import config_files
 from countermem_jax.studies.configs import study_config
 
+PAPER = config_files.load_module(pathlib.Path(__file__).parents[1] / "paper.py")
 CAPACITY = {"gptoss": 10, "cpu": 2}
 VARIANTS = {rule: (rule, {"memory": {"retention": rule}})
             for rule in ("utility", "similarity", "recency", "random")}
@@ -21,7 +25,8 @@ VARIANTS = {rule: (rule, {"memory": {"retention": rule}})
 def get_config(arg=None):
     capacity = CAPACITY["cpu" if (arg or "").startswith("cpu") else "gptoss"]
     return study_config(
-        "retention", "Retention rules at equal capacity", "§5.2(d), Fig. 3(d)", VARIANTS, arg,
+        "retention", "Retention rules at equal capacity", "§5.2(d), Fig. 3(d)", VARIANTS,
+        PAPER.study_base(arg),
         base_updates={"memory.capacity": capacity},
         columns=[("records", "store.records"), ("evictions", "store.evictions"),
                  ("capacity", "store.capacity")],

@@ -33,8 +33,12 @@ Paper reference (gpt-oss-120b, ReAct / Reflexion, §6.2): score change, random +
 shuffled −1.1 / −0.9 pp, matched +18.5 / +8.2 pp; per retrieved record, shuffled 0.21 action
 changes and 0.17 harmful changes, matched 0.29 and 0.03.
 """
+import pathlib
+
+from countermem_jax.protocol import config_files
 from countermem_jax.studies.configs import four_domain_config, study_config
 
+PAPER = config_files.load_module(pathlib.Path(__file__).parents[1] / "paper.py")
 VARIANTS = {name: (name, {"eval": {"retrieval_intervention": name}})
             for name in ("none", "random", "shuffled", "matched")}
 
@@ -47,9 +51,13 @@ PANELS = [dict(panel="c", title="Score gain over the base agent", stats=("gain",
 
 def get_config(arg=None):
     if (arg or "").startswith("four_domains"):
-        return four_domain_config(get_config(), arg, "matched", PANELS)
+        backbone = (arg.split(",") + ["gptoss"])[1]
+        base = PAPER.study_base("cpu" if backbone == "cpu" else f"spider,react,{backbone}")
+        return four_domain_config(get_config(), base, PAPER.settings(), "matched", PANELS,
+                                  setting_sizes=backbone != "cpu")
     return study_config(
-        "retrieval", "Retrieval interventions", "§6.2, Fig. 4(c,d)", VARIANTS, arg,
+        "retrieval", "Retrieval interventions", "§6.2, Fig. 4(c,d)", VARIANTS,
+        PAPER.study_base(arg),
         reference="none",
         columns=[("changes/retrieved", "metrics.action_changes_per_retrieved"),
                  ("harmful/retrieved", "metrics.harmful_changes_per_retrieved"),

@@ -9,8 +9,12 @@ one trained DQN and the same held-out tasks for all four: the DQN, always-skip, 
 relevance threshold (``eval.relevance_threshold``, 0.5). It prints per selector: score [95% CI],
 change vs the base agent, selected record uses, harmful-use rate and calls per solved task.
 """
+import pathlib
+
+from countermem_jax.protocol import config_files
 from countermem_jax.studies.configs import study_config
 
+PAPER = config_files.load_module(pathlib.Path(__file__).parents[1] / "paper.py")
 VARIANTS = {"dqn": ("DQN", {}),
             **{name: (name.replace("_", " "), {"eval": {"selector": name}})
                for name in ("always_skip", "always_top1", "relevance_threshold")}}
@@ -18,7 +22,8 @@ VARIANTS = {"dqn": ("DQN", {}),
 
 def get_config(arg=None):
     return study_config(
-        "selectors", "Learned vs fixed selectors", "beyond the paper (study 11)", VARIANTS, arg,
+        "selectors", "Learned vs fixed selectors", "beyond the paper (study 11)", VARIANTS,
+        PAPER.study_base(arg),
         columns=[("selected uses", "metrics.selected_uses"),
                  ("harmful/use", "metrics.harmful_use_rate"),
                  ("calls/solved", "metrics.calls_per_solved")],

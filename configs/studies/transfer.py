@@ -26,10 +26,16 @@ selector; 4 held-out tasks; 2 pairs per condition):
         --config.protocol.n_pairs=2 --workdir=/tmp/study_transfer
     python -m countermem_jax.report /tmp/study_transfer --out /tmp/report_transfer
 """
+import pathlib
+
+from countermem_jax.protocol import config_files
 from countermem_jax.studies import protocols
+
+PAPER = config_files.load_module(pathlib.Path(__file__).parents[1] / "paper.py")
 
 
 def get_config(arg=None):
     return protocols.paper_study(
-        "transfer", arg=arg, splits=dict(n_build=200, n_eval=200),
+        "transfer", PAPER.study_base("cpu" if arg == "cpu" else None), PAPER.settings(),
+        splits=dict(n_build=200, n_eval=200),
         methods=("countermem", "reasoningbank"), n_pairs=60, pair_seed=0)

@@ -13,15 +13,19 @@ workdir, one evaluation per baseline. The sweep prints a summary line every 60 s
 N`), then the runs that failed and why, and the report (ROOT/report/report.md).
 Per-run configs: configs/paper.py:<benchmark>,<agent>,<backbone>.
 """
+import pathlib
+
 from countermem_jax import baselines
-from countermem_jax.protocol.config_defaults import SETTINGS
+from countermem_jax.protocol import config_files
 from countermem_jax.sweep.spec import default_sweep
+
+PAPER = config_files.load_module(pathlib.Path(__file__).parents[1] / "paper.py")
 
 
 def get_config():
     c = default_sweep()
     c.root = "runs/sweeps/paper_grid"          # a path every host mounts
-    c.benchmarks = tuple(SETTINGS)              # the twelve settings of Appendix D.1
+    c.benchmarks = tuple(PAPER.SETTINGS)        # the twelve settings of Appendix D.1
     c.agents = ("react", "reflexion")
     c.backbones = ("gptoss", "api")
     c.methods = tuple(baselines.METHODS)

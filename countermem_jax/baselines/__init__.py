@@ -20,8 +20,6 @@ from countermem_jax.baselines.reasoningbank import (MattsBuilder, ReasoningBankB
 from countermem_jax.baselines.voyager import VoyagerBuilder
 from evaluators.grouping import group_id
 
-default_config = config_lib.default_config
-
 
 @dataclasses.dataclass(frozen=True)
 class MethodSpec:
@@ -202,5 +200,5 @@ def memory_fingerprint(method: str, workdir) -> dict:
 
 __all__ = ["METHODS", "MethodSpec", "UnknownMethod", "needs_construction", "needs_selector",
            "skip_message", "memory_paths", "build_baseline_memory", "abuild_baseline_memory",
-           "make_baseline_augmentation", "memory_fingerprint", "default_config",
+           "make_baseline_augmentation", "memory_fingerprint",
            "BaselineMemory", "FrozenBaselineMemory", "FrozenMemoryError"]

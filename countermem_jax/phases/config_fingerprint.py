@@ -11,7 +11,7 @@ from flax import traverse_util
 
 from countermem_jax.method.memory.persistence import write_lines_atomic
 from countermem_jax.phases import config_validation
-from countermem_jax.protocol import config_defaults, provenance
+from countermem_jax.protocol import provenance
 from countermem_jax.runtime.errors import UserError
 from countermem_jax.runtime.phase_locks import LOCK_DIR
 
@@ -23,6 +23,41 @@ NOT_FINGERPRINTED = (
     "backbone.n_threads", "backbone.cache_dir", "selector.seeds", "construction.wave_size")
 # The rules' version, recorded with each fingerprint (none: 1); another version is refused.
 VERSION = 1
+# Fields added to the config since version 1, with the value under which the code before each
+# behaved: a recorded fingerprint that lacks one reads it as this value, so an older workdir
+# still matches a config that keeps it and only another value is a difference. A new
+# fingerprinted field gets an entry here (or raises the version).
+BEFORE_THE_FIELD = traverse_util.flatten_dict({
+    "backbone": dict(api_key_env="", constraints=True, cpu_model="", max_tokens_on_truncation=0,
+                     repetition_penalty_on_truncation=1.0),
+    "baselines": {"best_of_n": dict(k=4, temperature=0.7),
+                  "expel": dict(fewshot_k=2, max_insights=20, success_batch=4),
+                  "generative_agents": dict(recency_decay=0.995, reflection_threshold=150,
+                                            reflection_window=100, top_k=3,
+                                            weights=[1.0, 1.0, 1.0]),
+                  "memgpt": dict(block_chars=1200, context_chars=4000, max_steps=3, page_size=5),
+                  "reasoningbank": dict(matts_k=3, matts_temperature=0.7, top_k=1),
+                  "voyager": dict(top_k=5)},
+    "construction": dict(corrections="verified", transfer_checks=0),
+    "data": dict(bugsinpy_checkouts="", bugsinpy_root="", max_conflicts=200_000, sat_families=[],
+                 smt_logics=[], smt_max_rlimit=0, smt_max_timeout_ms=10_000,
+                 vericoding_sources=[]),
+    "memory": {"admission": dict(threshold=0.1, w_conflict=1.0, w_delta=1.0, w_repeat=0.7,
+                                 w_reuse=0.5),
+               "judge": dict(max_tokens=1024, reasoning_effort="low", temperature=0.0),
+               "retention_weights": dict(alpha=1.0, beta=1.0, eta=0.7, omega=0.5),
+               **dict(fallback_condition="exclude", reuse_rho=0.3, revision="llm",
+                      suppress_after_uses=3, suppress_below=0.0)},
+    "method": "countermem",
+    "selector": {"dqn": dict(adam_eps=1e-8, epsilon_end=0.05, epsilon_start=0.3,
+                             exploration_fraction=1.0, gamma=0.95, hidden=[64, 64],
+                             learning_rate=1e-3, replay_capacity=10_000),
+                 "reward": dict(call_penalty=0.15, failure_penalty=0.25, token_penalty=0.02,
+                                token_scale=1e4),
+                 "wave_size": 1},
+    "splits": dict(folds=0, group_by_reference=True, hold_out_seen=False, n_build_envs=35,
+                   n_eval_envs=34, seed=0),
+}, sep=".")
 
 
 class WorkdirMismatch(UserError, ValueError):
@@ -44,10 +79,10 @@ def fingerprint_fields(cfg, phase: str) -> dict:
 
 def _differences(recorded: dict, current: dict) -> list[str]:
     """``path: recorded -> current`` for each differing field; one the record lacks reads as its
-    ``base_config()`` value, one ``current`` lacks as ``<absent>``."""
+    ``BEFORE_THE_FIELD`` value, one ``current`` lacks as ``<absent>``."""
     absent = "<absent>"
-    defaults = _leaves(config_defaults.base_config())
-    recorded = {**{path: defaults[path] for path in current if path in defaults}, **recorded}
+    recorded = {**{path: BEFORE_THE_FIELD[path] for path in current if path in BEFORE_THE_FIELD},
+                **recorded}
     return [f"{path}: {recorded.get(path, absent)!r} -> {current.get(path, absent)!r}"
             for path in sorted(set(recorded) | set(current))
             if recorded.get(path, absent) != current.get(path, absent)]

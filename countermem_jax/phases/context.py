@@ -18,7 +18,7 @@ import ml_collections
 
 from countermem_jax.phases import config_validation, report_pool
 from countermem_jax import domains
-from countermem_jax.protocol import config_defaults, pools, splits as splits_lib
+from countermem_jax.protocol import pools, splits as splits_lib
 from countermem_jax.method.agents import AgentConfig
 from countermem_jax.backbones.base import TokenLedger
 from countermem_jax.backbones.factory import make_backbone
@@ -37,7 +37,7 @@ from countermem_jax.method.retrieval.retrieve import RetrievalConfig, RetrievalI
 from countermem_jax.method.selector import dqn
 
 __all__ = ["MethodConfig", "PhaseContext", "PhaseError", "setup", "draw_splits", "method_config",
-           "default_method", "condition_checker", "retrieval_index", "world_check"]
+           "condition_checker", "retrieval_index", "world_check"]
 
 
 def typed(cls, section, **fields):
@@ -164,13 +164,6 @@ def method_config(cfg) -> MethodConfig:
         use=typed(RecordUse, m),
         judge=typed(JudgeSettings, m.judge), fallback_condition=m.fallback_condition,
         unknown_condition=m.unknown_condition)
-
-
-def default_method() -> MethodConfig:
-    """The typed sections of the paper's config (``config_defaults.base_config``): what a test or
-    a tool that builds the method's parts without a config file starts from
-    (``dataclasses.replace`` changes a field)."""
-    return method_config(config_defaults.base_config())
 
 
 def condition_checker(method: MethodConfig) -> CompositeChecker:

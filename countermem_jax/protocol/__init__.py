@@ -1,5 +1,5 @@
 """The evaluation protocol (paper §4, Appendix D): how tasks are split, how results are measured,
-summarised and traced, and the paper's default values.
+summarised and traced, and how config files are loaded.
 
   splits.py           construction / training / evaluation splits and their leakage guards (App. D.2)
   metrics.py          success rates, rescued and broken tasks, costs (§4.4)
@@ -9,7 +9,7 @@ summarised and traced, and the paper's default values.
   provenance.py       seeds, config, hashes and code version of every figure
   record_at_work.py   one evaluation task where a record changed the draft, or why none did
   analysis.py         loading a trained selector for analysis
-  config_defaults.py  every config field with the paper's value
+  config_files.py     config files by path (``FILE.py:ARG``); the values live in configs/
 
 Imports the method and the domains (it measures them); never baselines, phases, drivers or binaries.
 """

@@ -19,7 +19,7 @@ import hashlib
 
 FIXED_ON = "2026-11-27"
 
-# Databases that earlier CPU configurations read (git log -G'db_ids' on config_defaults.py):
+# Databases that earlier CPU configurations read (git log -G'db_ids' on the CPU config's files):
 # 0ced0f3 (2026-11-22) and 79dc68e (2026-11-25) read the first eight, a16d692 (2026-11-25) and
 # a64339c (2026-11-27) car_1 as well. They shaped the quickstart's choices, so none can be
 # reported on.

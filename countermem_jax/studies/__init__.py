@@ -5,7 +5,7 @@ that one runner executes: ``python -m countermem_jax.study --config=configs/stud
 A study config (``configs/studies/<study>.py``, an ``ml_collections`` ConfigDict) holds
   ``study``      the study's name (``components``, ``retrieval``, ``condition_removal``,
                  ``retention``, ``harm``, ``selectors``, ...);
-  ``base``       a complete per-run config (``config_defaults.base_config()`` and its overrides);
+  ``base``       a complete per-run config (``configs/default.py`` and its overrides);
   ``variants``   {variant name: {"label": str, "overrides": {dotted config path: value}}}, each
                  variant's run config being ``base`` with its overrides applied;
   ``reference``  the variant score changes are measured against ("" = the memory-free base run).

@@ -5,7 +5,7 @@ CounterMem's, Appendix D.6), and the four-domain (Math, Coding, Text-to-SQL, SAT
 weight) and 12-benchmark (equal benchmark weight) summaries of the score gain.
 
 Each (benchmark, agent) is one cell ``cells/<benchmark>/<agent>/`` running the three phases with
-that paper setting's sizes (``config_defaults.SETTINGS``). Rows of ``study.json``: panel a
+that paper setting's sizes (the study config's ``settings``). Rows of ``study.json``: panel a
 ``score_gain`` [selector seeds × tasks] of per-task paired differences; panels b, c
 ``call_reduction`` / ``failure_reduction`` as estimates (paired bootstrap of the ratio
 difference); panel d the summaries (stratified bootstrap), computed over the benchmarks present
@@ -38,7 +38,7 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
     for bench in s.benchmarks:
         for agent in s.agents:
             label = AGENT_LABELS.get(agent, agent)
-            ccfg = cells.setting_config(run_cfg, bench, **{"agent.kind": agent,
+            ccfg = cells.setting_config(run_cfg, bench, cfg.get("settings"), **{"agent.kind": agent,
                                                        "method": "countermem"})
             cell = st.cell(f"{bench}/{agent}")
             result = st.run_phases(ccfg, cell)

@@ -61,7 +61,7 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
              f"(construction_fraction {s.construction_fraction}); selector training not charged"]
     rows, scores, manifest = [], {}, {}
     for bench in s.benchmarks:
-        bcfg = cells.setting_config(run_cfg, bench)
+        bcfg = cells.setting_config(run_cfg, bench, cfg.get("settings"))
         sp = context.draw_splits(bcfg, st.benchmark_for(bcfg)[0])
         fixed = dict(train=cells.ids(sp.train), validation=cells.ids(sp.validation),
                      eval=cells.ids(sp.eval))

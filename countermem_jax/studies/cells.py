@@ -37,7 +37,7 @@ import shutil
 
 import ml_collections
 
-from countermem_jax.protocol import config_defaults, metrics, provenance
+from countermem_jax.protocol import metrics, provenance
 from countermem_jax.phases import config_fingerprint, config_validation
 from countermem_jax import domains, experiment
 from countermem_jax.protocol import splits as splits_lib
@@ -62,13 +62,16 @@ def phase_config(cfg, **overrides) -> ml_collections.ConfigDict:
     return out
 
 
-def setting_config(cfg, benchmark: str, **overrides) -> ml_collections.ConfigDict:
+def setting_config(cfg, benchmark: str, settings, **overrides) -> ml_collections.ConfigDict:
     """A cell's config for another of the paper's settings: the study's config with
-    ``data.benchmark`` and that setting's split sizes and data fields (``SETTINGS``, Appendix
-    D.1), then ``overrides``; the study's own benchmark keeps the study's sizes."""
+    ``data.benchmark`` and that setting's split sizes and data fields (``settings[benchmark]``,
+    a study config's ``settings``: {splits, data}, Appendix D.1), then ``overrides``; the study's
+    own benchmark keeps the study's sizes."""
     setting = {}
     if benchmark != cfg.data.benchmark:
-        sizes, data = config_defaults.SETTINGS[benchmark]
+        if benchmark not in (settings or {}):
+            raise StudyError(f"bad study config: settings has no paper setting {benchmark!r}")
+        sizes, data = settings[benchmark].splits, settings[benchmark].data
         setting = {f"splits.{k}": v for k, v in sizes.items()}
         setting.update({f"data.{k}": v for k, v in data.items()})
     return phase_config(cfg, **{"data.benchmark": benchmark, **setting, **overrides})

@@ -6,7 +6,7 @@ The study config is a variant study (``countermem_jax.studies``) with a ``grid``
                           domains, ``registry.FOUR_DOMAINS``);
   ``grid.agents``         the base agents ("react", "reflexion");
   ``grid.setting_sizes``  True: each benchmark takes its paper setting's split sizes
-                          (``config_defaults.SETTINGS``); False: every setting keeps ``base``'s
+                          (the study config's ``settings``); False: every setting keeps ``base``'s
                           sizes (a small run); the setting's data fields apply either way;
   ``grid.full``           the variant that is the full method (the paired tests' reference);
   ``grid.executor``       "local" (one setting after another) or "ray" (one Ray task per
@@ -60,11 +60,12 @@ def setting_configs(study) -> dict:
                 f"bad study config: grid.benchmarks names {bench!r}; registered: "
                 f"{', '.join(registry.BENCHMARKS)}")
         for agent in study.grid.agents:
-            base = cells.setting_config(study.base, bench, **{"agent.kind": agent})
+            base = cells.setting_config(study.base, bench, study.get("settings"),
+                                        **{"agent.kind": agent})
             if not study.grid.setting_sizes:  # the setting's data fields, base's split sizes
                 base.splits.update(study.base.splits.to_dict())
             sub = ml_collections.ConfigDict(
-                {k: v for k, v in study.to_dict().items() if k not in ("grid", "base")})
+                {k: v for k, v in study.to_dict().items() if k not in ("grid", "base", "settings")})
             sub.base = base
             out[(bench, agent)] = sub
     if study.grid.full not in study.variants:

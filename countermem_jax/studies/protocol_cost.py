@@ -91,7 +91,7 @@ def rescued(study) -> dict:
     p = study.protocol
     t = Tally()
     for bench, method in itertools.product(p.benchmarks, p.methods):
-        cfg = cells.setting_config(study.base, bench, method=method,
+        cfg = cells.setting_config(study.base, bench, study.get("settings"), method=method,
                                    **{"splits.n_eval": int(p.n_paired)})
         t.add_phases(cost.phase_requests(cfg), base_run=bench)
     return t.result()
@@ -105,7 +105,7 @@ def budget(study) -> dict:
     p = study.protocol
     t = Tally()
     for bench, method in itertools.product(p.benchmarks, p.methods):
-        cfg = cells.setting_config(study.base, bench, method=method)
+        cfg = cells.setting_config(study.base, bench, study.get("settings"), method=method)
         phases = cost.phase_requests(cfg)
         t.add("build", phases["build"], key=(bench, method))   # the probe
         t.add_phases(phases, build=(bench, method), base_run=bench)
@@ -119,7 +119,8 @@ def breakdown(study) -> dict:
     t = Tally()
     for bench, agent in itertools.product(p.benchmarks, p.agents):
         t.add_phases(cost.phase_requests(cells.setting_config(
-            study.base, bench, **{"agent.kind": agent, "method": "countermem"})))
+            study.base, bench, study.get("settings"),
+            **{"agent.kind": agent, "method": "countermem"})))
     return t.result()
 
 

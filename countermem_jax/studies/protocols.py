@@ -13,7 +13,6 @@ import importlib
 
 import ml_collections
 
-from countermem_jax.protocol import config_defaults
 from countermem_jax.phases import config_validation
 
 STUDIES = {name: f"countermem_jax.studies.{name}"
@@ -38,15 +37,14 @@ def study_config(name: str, base, **protocol) -> ml_collections.ConfigDict:
     return c
 
 
-def paper_study(name: str, *, seeds: tuple | None = (0,), splits: dict | None = None,
-                arg: str | None = None, **protocol) -> ml_collections.ConfigDict:
-    """A protocol study at paper size: ReAct on Spider with gpt-oss-120b as ``base`` (cells of
-    other benchmarks take their setting's sizes), ``seeds`` selector seeds (None: the paper's
-    five), ``splits`` overriding the split sizes. ``arg`` "cpu": the CPU quickstart backbone and
-    schedule instead (``config_defaults.spider_cpu_config``), for the small commands."""
-    base = (config_defaults.spider_cpu_config("react") if arg == "cpu"
-            else config_defaults.setting_config("spider", "react", "gptoss"))
+def paper_study(name: str, base, settings, *, seeds: tuple | None = (0,),
+                splits: dict | None = None, **protocol) -> ml_collections.ConfigDict:
+    """A protocol study over the run config ``base`` (cells of other benchmarks take their
+    paper setting from ``settings``, {benchmark: {splits, data}}), ``seeds`` selector seeds
+    (None: ``base``'s), ``splits`` overriding the split sizes."""
     if seeds is not None:
         base.selector.seeds = tuple(seeds)
     base.splits.update(splits or {})
-    return study_config(name, base, **protocol)
+    c = study_config(name, base, **protocol)
+    c.settings = settings
+    return c

@@ -40,7 +40,7 @@ def run(cfg, workdir, *, backbone=None, benchmark=None) -> dict:
     rows, manifest = [], {}
     for bench in s.benchmarks:
         for method in s.methods:
-            ccfg = cells.setting_config(run_cfg, bench, method=method,
+            ccfg = cells.setting_config(run_cfg, bench, cfg.get("settings"), method=method,
                                         **{"splits.n_eval": int(s.n_paired)})
             cell = st.cell(f"{bench}/{method}")
             result = st.run_phases(ccfg, cell)

@@ -13,7 +13,6 @@ Only this module knows the sweep config's fields; ``graph.py`` turns the cells i
 """
 import copy
 import dataclasses
-import importlib.util
 import itertools
 import json
 import pathlib
@@ -21,7 +20,7 @@ import pathlib
 import ml_collections
 
 from countermem_jax import baselines
-from countermem_jax.protocol import config_defaults
+from countermem_jax.protocol import config_files
 from countermem_jax.phases import config_fingerprint, config_validation
 
 
@@ -79,16 +78,12 @@ def default_sweep() -> ml_collections.ConfigDict:
 def load_config_file(spec: str, **fmt) -> ml_collections.ConfigDict:
     """``FILE.py`` or ``FILE.py:ARG`` (formatted with ``fmt``) -> the file's ``get_config(...)``."""
     spec = spec.format(**fmt)
-    path, _, arg = spec.partition(":")
+    path = spec.partition(":")[0]
     if not pathlib.Path(path).is_file():
         raise SweepError(f"run config {path} does not exist (from run_config={spec!r})")
-    module_spec = importlib.util.spec_from_file_location(f"sweep_run_config_{abs(hash(path))}",
-                                                         path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
     try:
-        return module.get_config(arg) if arg else module.get_config()
-    except config_defaults.SettingError as err:   # configs/paper.py refusing its argument
+        return config_files.load(spec)
+    except config_files.SettingError as err:   # configs/paper.py refusing its argument
         raise SweepError(str(err)) from None
 
 
