@@ -30,9 +30,6 @@ try:
 except ImportError:
     from countermem_jax.testing.openai_server import server_process
 
-_OUT = flags.DEFINE_string("out", None, "Where the runs' workdirs go.")
-_DIGEST_ONLY = flags.DEFINE_bool("digest_only", False, "Digest the workdirs already in --out.")
-
 SETTINGS = {
     "quickstart": ["--config=configs/spider_react_cpu.py"],
     "paper_small": ["--config=configs/paper.py:spider,react,gptoss", "--config.splits.n_build=12",
@@ -117,13 +114,16 @@ def _run(out: pathlib.Path) -> None:
 
 def main(argv):
     del argv
-    out = pathlib.Path(_OUT.value).resolve()
+    out = pathlib.Path(flags.FLAGS.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    if not _DIGEST_ONLY.value:
+    if not flags.FLAGS.digest_only:
         _run(out)
     print(json.dumps({name: digest(out / name) for name in SETTINGS}, indent=1, sort_keys=True))
 
 
 if __name__ == "__main__":
+    # defined here, not on import: the tests import store_digest beside other binaries' flags
+    flags.DEFINE_string("out", None, "Where the runs' workdirs go.")
+    flags.DEFINE_bool("digest_only", False, "Digest the workdirs already in --out.")
     flags.mark_flag_as_required("out")
     app.run(main)
