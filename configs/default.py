@@ -125,7 +125,7 @@ def get_config() -> ml_collections.ConfigDict:
     # counterfactual checks per task (ours: the paper keeps the allowance apart from the solving
     # budget but gives no number)
     k.verification_budget = 8
-    k.epsilon = 0.05                # ε_adm, the raw-gain floor Δ > ε_adm (Eq. 4, App. B.4)
+    k.epsilon = 0.05                # ε_adm, the raw-gain floor Δ > ε_adm (App. B.1)
     # the fixed selector that reuses records during construction and its threshold under
     # "relevance_threshold" (selector/policies.py)
     k.reuse_policy = "always_top1"
