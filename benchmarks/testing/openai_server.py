@@ -24,6 +24,25 @@ LLAMA_CPP_REFUSAL = json.dumps({"error": {
     "code": None}}).encode()
 
 
+def _gone(handlers) -> list:
+    """The handlers whose client closed the connection before its reply (one ``select`` over
+    them all: a waiting client sends nothing, so only a closed connection reads as ready)."""
+    handlers = list(handlers)
+    try:
+        ready, _, _ = select.select([h.connection for h in handlers], [], [], 0)
+    except (OSError, ValueError):
+        return []
+    gone = []
+    for h in handlers:
+        if h.connection in ready:
+            try:
+                if h.connection.recv(1, socket.MSG_PEEK) == b"":
+                    gone.append(h)
+            except OSError:
+                gone.append(h)
+    return gone
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     """One request: the behaviour comes from the owning ``LocalOpenAIServer``."""
     # Keep-alive, as OpenAI-compatible servers speak it: the client's connection pool is
@@ -66,10 +85,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         behavior = server.next_behavior()
         # Counted before any latency or failure, so the peak is the number of requests clients
         # had open at once, whatever they were answered with. A request whose client has gone
-        # (a killed process: vLLM aborts those) leaves the count when the next one arrives.
+        # (a killed process: vLLM aborts those) leaves the count before it would raise the peak.
         with server.lock:
-            for other in [h for h in server.open_requests if h._client_gone()]:
-                other._uncount()
+            if server.in_flight + 1 > server.peak_in_flight:
+                for other in _gone(server.open_requests):
+                    other._uncount()
             self._counted = True
             server.open_requests.add(self)
             server.in_flight += 1
@@ -127,13 +147,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.server.owner.open_requests.discard(self)
             self.server.owner.in_flight -= 1
 
-    def _client_gone(self) -> bool:
-        """Whether the client closed this request's connection before its reply."""
-        try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
-            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
-        except OSError:
-            return True
 
     def _send(self, status, body: bytes, headers: dict | None = None):
         """A JSON response with its Content-Length (required on a keep-alive connection)."""
