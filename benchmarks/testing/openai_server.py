@@ -88,11 +88,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         # (a killed process: vLLM aborts those) leaves the count before it would raise the peak.
         with server.lock:
             if server.in_flight + 1 > server.peak_in_flight:
-                for other in _gone(server.open_requests):
-                    other._uncount()
-            self._counted = True
+                server.open_requests.difference_update(_gone(server.open_requests))
             server.open_requests.add(self)
-            server.in_flight += 1
             server.peak_in_flight = max(server.peak_in_flight, server.in_flight)
             server.requests.append(request)
             server.arrivals.append(time.monotonic())
@@ -138,15 +135,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         client that has read the body may send its next request before this thread runs again
         (a loaded machine would otherwise see one request too many in flight)."""
         with self.server.owner.lock:
-            self._uncount()
-
-    def _uncount(self):
-        """Leaves the in-flight count if still in it (the owner's lock held)."""
-        if getattr(self, "_counted", False):
-            self._counted = False
             self.server.owner.open_requests.discard(self)
-            self.server.owner.in_flight -= 1
-
 
     def _send(self, status, body: bytes, headers: dict | None = None):
         """A JSON response with its Content-Length (required on a keep-alive connection)."""
@@ -217,13 +206,17 @@ class LocalOpenAIServer:
         self.arrivals: list[float] = []
         self.script: collections.deque[str] = collections.deque()
         self.lock = threading.Lock()
-        self.in_flight = 0
         self.peak_in_flight = 0
-        self.open_requests: set = set()
+        self.open_requests: set = set()   # the handlers whose request awaits its reply
         self.requests: list[dict] = []
         self._httpd = _ThreadingServer(("127.0.0.1", 0), _Handler)
         self._httpd.owner = self
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests received and not yet answered."""
+        return len(self.open_requests)
 
     @property
     def base_url(self) -> str:
