@@ -54,7 +54,9 @@ def store_digest(path: pathlib.Path) -> tuple[str, int]:
     return hashlib.sha256(json.dumps(lines, sort_keys=True).encode()).hexdigest(), len(lines)
 
 
-def _selectors(wd: pathlib.Path) -> dict:
+def selectors(wd: pathlib.Path) -> dict:
+    """Per selector seed: the best step, the validation returns and a sha256 of the best
+    parameters."""
     import jax
     import numpy as np
     from countermem_jax.method.selector import checkpoint
@@ -70,21 +72,22 @@ def _selectors(wd: pathlib.Path) -> dict:
     return out
 
 
-def _metrics(wd: pathlib.Path) -> tuple[str, dict]:
+def evaluation_metrics(wd: pathlib.Path) -> dict:
+    """The evaluation's metrics, every run's included (their files name the workdir, so their
+    bytes differ between workdirs)."""
     metrics = json.loads((wd / "metrics.json").read_text())
     runs = {p.parent.name: json.loads(p.read_text())["metrics"]
             for p in sorted(wd.glob("eval/*/metrics.json"))}
-    keep = {k: metrics[k] for k in ("base", "aggregate", "evaluation_cost", "cost_of_building")
-            if k in metrics}
-    text = json.dumps(keep | {"runs": runs}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest(), keep.get("aggregate", {}).get("score")
+    return {k: metrics[k] for k in ("base", "aggregate", "evaluation_cost", "cost_of_building")
+            if k in metrics} | {"runs": runs}
 
 
 def digest(wd: pathlib.Path) -> dict:
     store, lines = store_digest(wd / "store_frozen.jsonl")
-    metrics, score = _metrics(wd)
-    return {"store": store, "store_lines": lines, "selectors": _selectors(wd),
-            "metrics": metrics, "score": score}
+    metrics = evaluation_metrics(wd)
+    return {"store": store, "store_lines": lines, "selectors": selectors(wd),
+            "metrics": hashlib.sha256(json.dumps(metrics, sort_keys=True).encode()).hexdigest(),
+            "score": metrics.get("aggregate", {}).get("score")}
 
 
 def _all_spider_tasks():

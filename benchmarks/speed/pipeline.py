@@ -43,7 +43,6 @@ import threading
 import time
 import urllib.request
 
-import jax
 import ml_collections
 import numpy as np
 from absl import app, flags, logging
@@ -57,9 +56,8 @@ from countermem_jax.backbones.openai_http import OpenAICompatibleBackbone
 from countermem_jax.runtime.inflight import CheckerPool
 from countermem_jax.protocol import config_files
 from countermem_jax.method.memory import load_frozen
-from benchmarks import scripted_sql
+from benchmarks import artefacts, scripted_sql
 from benchmarks.common import print_result
-from countermem_jax.phases.workdir import Workdir
 from benchmarks.speed.prefix_share import PrefixShare, prompt_text
 
 _LATENCY = flags.DEFINE_integer("latency_ms", 100, "Server latency per request.")
@@ -324,26 +322,12 @@ def _store_records(wd: pathlib.Path) -> tuple[list, str]:
 def _checkpoints(wd: pathlib.Path) -> tuple[dict, str]:
     """Per seed: the best step, the validation returns and a hash of the best parameters; and
     the checkpoint file fingerprints training recorded (Orbax's metadata holds a timestamp)."""
-    out = {}
-    for seed in SEEDS:
-        best = json.loads((wd / "selector" / f"seed_{seed}" / "best.json").read_text())
-        selector, _ = Workdir(wd).restore_seed(seed)
-        digest = hashlib.sha256()
-        for leaf in jax.tree_util.tree_leaves(selector.params):
-            digest.update(np.asarray(leaf).tobytes())
-        out[seed] = {"best_step": best["best_step"], "val_returns": best["val_returns"],
-                     "params_sha256": digest.hexdigest()}
-    return out, (wd / "selector" / "fingerprints.json").read_text()
+    return artefacts.selectors(wd), (wd / "selector" / "fingerprints.json").read_text()
 
 
-def _metrics(wd: pathlib.Path) -> tuple[dict, str]:
-    """The evaluation's metrics, every run's included (its files name their workdir: no bytes
-    to compare)."""
-    m = json.loads((wd / "metrics.json").read_text())
-    runs = {p.parent.name: json.loads(p.read_text())["metrics"]
-            for p in sorted(wd.glob("eval/*/metrics.json"))}
-    return {k: m[k] for k in ("base", "aggregate", "evaluation_cost", "cost_of_building")} | \
-        {"runs": runs}, None
+def _metrics(wd: pathlib.Path) -> tuple[dict, None]:
+    """The evaluation's metrics (no bytes to compare: its files name their workdir)."""
+    return artefacts.evaluation_metrics(wd), None
 
 
 # (result key, experiment entry point, reader of what the phase wrote into its workdir: returns
